@@ -1,0 +1,160 @@
+import { Command, CommanderError, Option } from 'commander';
+import { Allocator } from '../allocator.js';
+import { RolloutBudgetError } from '../errors.js';
+import { parsePrompts, parseResults } from '../io/formats.js';
+import type { PlanOptionsInput } from '../plan/options.js';
+import { runDemo } from './demo.js';
+import { processIo, readInput, writeOutput, type CliIo } from './io.js';
+import { intArg, numberArg } from './parse.js';
+
+const decayOptions = (cmd: Command) =>
+  cmd
+    .addOption(new Option('--decay <rate>', 'per-step forgetting of evidence toward the prior (λ)').argParser(numberArg(0, 1)))
+    .addOption(new Option('--reobserve-discount <rate>', 'discount of old evidence when a prompt is re-observed (ρ)').argParser(numberArg(0, 1)));
+
+function decayFrom(opts: { decay?: number; reobserveDiscount?: number }): PlanOptionsInput['decay'] {
+  return {
+    ...(opts.decay === undefined ? {} : { forgetPerStep: opts.decay }),
+    ...(opts.reobserveDiscount === undefined ? {} : { reobserveDiscount: opts.reobserveDiscount }),
+  };
+}
+
+/** Builds the command tree. Actions push their exit code through `done`. */
+export function buildProgram(io: CliIo): Command {
+  const program = new Command('rollout-budget')
+    .description('Decide how many rollouts each prompt gets in an RL step, under a rollout or token budget.')
+    .version('0.1.0')
+    .exitOverride()
+    .configureOutput({ writeOut: io.stdout, writeErr: io.stderr, outputError: () => undefined });
+
+  const plan = program
+    .command('plan')
+    .description('write an allocation plan for candidate prompts')
+    .requiredOption('--prompts <path|->', 'candidate prompts, JSONL')
+    .option('--state <path>', 'state database', './rollout-budget.db')
+    .addOption(new Option('--budget-rollouts <int>', 'total rollouts').argParser(intArg(0)))
+    .addOption(new Option('--budget-tokens <int>', 'total generated tokens').argParser(intArg(0)))
+    .addOption(new Option('--min-n <int>', 'rollouts per included prompt, at least').default(2).argParser(intArg(1)))
+    .addOption(new Option('--max-n <int>', 'rollouts per prompt, at most').default(64).argParser(intArg(1)))
+    .option('--skip', 'prompts may get 0 rollouts (select from a pool)', false)
+    .option('--policy <name>', 'how p is taken from the posterior: bayes, thompson, mean', 'bayes')
+    .option('--value <name>', 'value of n rollouts: knapsack, informative, variance, hit', 'knapsack')
+    .addOption(new Option('--seed <int>', 'run seed').default(0).argParser(intArg(0)))
+    .addOption(new Option('--step <int>', 'step to plan (default: last observed + 1)').argParser(intArg(0)))
+    .addOption(new Option('--prefill-weight <w>', 'tokens charged per prompt token once per group').default(0).argParser(numberArg(0, 1e6)))
+    .option('--out <path|->', 'where to write the plan', '-');
+  decayOptions(plan).action(async (opts) => {
+    const input = await readInput(io, opts.prompts);
+    const candidates = parsePrompts(input.text, input.name);
+    const allocator = new Allocator({ state: opts.state });
+    try {
+      const result = allocator.plan(
+        candidates,
+        {
+          ...(opts.budgetRollouts === undefined ? {} : { rollouts: opts.budgetRollouts }),
+          ...(opts.budgetTokens === undefined ? {} : { tokens: opts.budgetTokens }),
+        },
+        {
+          minN: opts.minN,
+          maxN: opts.maxN,
+          skip: opts.skip,
+          policy: opts.policy,
+          value: opts.value,
+          seed: opts.seed,
+          prefillWeight: opts.prefillWeight,
+          decay: decayFrom(opts),
+          ...(opts.step === undefined ? {} : { step: opts.step }),
+        },
+      );
+      writeOutput(io, opts.out, `${JSON.stringify(result, null, 2)}\n`);
+    } finally {
+      allocator.close();
+    }
+  });
+
+  const observe = program
+    .command('observe')
+    .description('apply rollout results to the state (one transaction, idempotent)')
+    .requiredOption('--results <path|->', 'results, JSONL')
+    .option('--state <path>', 'state database', './rollout-budget.db');
+  decayOptions(observe).action(async (opts) => {
+    const input = await readInput(io, opts.results);
+    const batch = parseResults(input.text, input.name);
+    const allocator = new Allocator({ state: opts.state });
+    try {
+      const summary = allocator.observe(batch, { decay: decayFrom(opts) });
+      io.stdout(`${JSON.stringify(summary)}\n`);
+    } finally {
+      allocator.close();
+    }
+  });
+
+  program
+    .command('inspect')
+    .description('show the state, or one prompt\'s posterior')
+    .option('--state <path>', 'state database', './rollout-budget.db')
+    .option('--prompt <id>', 'one prompt')
+    .action((opts) => {
+      const allocator = new Allocator({ state: opts.state });
+      try {
+        if (opts.prompt !== undefined) {
+          io.stdout(`${JSON.stringify(allocator.posterior(opts.prompt), null, 2)}\n`);
+          return;
+        }
+        const snapshot = allocator.snapshot();
+        const probe = allocator.posterior('\u0000never-seen');
+        io.stdout(
+          `${JSON.stringify(
+            {
+              prompts: allocator.store.count(),
+              last_step: snapshot.lastStep,
+              prior_for_new_prompts: { alpha: probe.alpha, beta: probe.beta, p_mean: probe.p_mean },
+              mean_tokens: {
+                correct: snapshot.all.correctCount > 0 ? snapshot.all.correctTokens / snapshot.all.correctCount : null,
+                wrong: snapshot.all.wrongCount > 0 ? snapshot.all.wrongTokens / snapshot.all.wrongCount : null,
+              },
+            },
+            null,
+            2,
+          )}\n`,
+        );
+      } finally {
+        allocator.close();
+      }
+    });
+
+  program
+    .command('demo')
+    .description('plan and observe a few steps on the embedded real fixture (One-Shot-RLVR)')
+    .addOption(new Option('--steps <int>', 'steps to run').default(20).argParser(intArg(1)))
+    .addOption(new Option('--seed <int>', 'run seed').default(0).argParser(intArg(0)))
+    .action((opts) => {
+      runDemo(io, { steps: opts.steps, seed: opts.seed });
+    });
+
+  return program;
+}
+
+/**
+ * Runs the CLI and returns its exit code: 0 on success, 2 on a caller mistake (bad input,
+ * bad flag, unreadable file, infeasible budget), 1 on an internal error. Never exits itself.
+ */
+export async function runCli(argv: readonly string[], io: CliIo = processIo): Promise<number> {
+  const program = buildProgram(io);
+  try {
+    await program.parseAsync([...argv], { from: 'user' });
+    return 0;
+  } catch (error) {
+    if (error instanceof CommanderError) {
+      if (error.code === 'commander.helpDisplayed' || error.code === 'commander.version' || error.exitCode === 0) return 0;
+      io.stderr(`rollout-budget: ${error.message.replace(/^error: /, '')}\n`);
+      return 2;
+    }
+    if (error instanceof RolloutBudgetError) {
+      io.stderr(`rollout-budget: ${error.message}\n`);
+      return error.exitCode;
+    }
+    io.stderr(`rollout-budget: internal error: ${(error as Error).stack ?? String(error)}\n`);
+    return 1;
+  }
+}

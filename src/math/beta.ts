@@ -1,0 +1,107 @@
+import jstatPkg from 'jstat';
+
+const { jStat } = jstatPkg;
+
+/** ln Γ(x), x > 0 (Lanczos, via jStat.gammaln; relative error ~1e-15). */
+export function lgamma(x: number): number {
+  return jStat.gammaln(x);
+}
+
+/** ln B(a, b) = lnΓ(a) + lnΓ(b) − lnΓ(a+b), a, b > 0. Log space, so no underflow for large a, b. */
+export function logBeta(a: number, b: number): number {
+  return lgamma(a) + lgamma(b) - lgamma(a + b);
+}
+
+/**
+ * E[p^a (1−p)^b] for p ~ Beta(α, β) = B(α+a, β+b) / B(α, β), computed in log space.
+ * Domain: α, β > 0; a, b ≥ 0. O(1). Source: the Beta moment identity (e.g. Johnson, Kotz &
+ * Balakrishnan, Continuous Univariate Distributions vol. 2, ch. 25).
+ */
+export function betaMoment(alpha: number, beta: number, a: number, b: number): number {
+  if (a === 0 && b === 0) return 1;
+  return Math.exp(logBeta(alpha + a, beta + b) - logBeta(alpha, beta));
+}
+
+/**
+ * Quantile of Beta(α, β) at probability q, via jStat.beta.inv (Newton on the regularized
+ * incomplete beta; accurate to ~1e-8). Domain: α, β > 0, q in (0, 1). About 1.4 µs a call.
+ */
+export function betaQuantile(q: number, alpha: number, beta: number): number {
+  return jStat.beta.inv(q, alpha, beta);
+}
+
+/** Standard normal quantile (Acklam's rational approximation, |error| < 1.2e-9). */
+export function normalQuantile(q: number): number {
+  const a = [-39.69683028665376, 220.9460984245205, -275.9285104469687, 138.357751867269, -30.66479806614716, 2.506628277459239];
+  const b = [-54.47609879822406, 161.5858368580409, -155.6989798598866, 66.80131188771972, -13.28068155288572];
+  const c = [-0.007784894002430293, -0.3223964580411365, -2.400758277161838, -2.549732539343734, 4.374664141464968, 2.938163982698783];
+  const d = [0.007784695709041462, 0.3224671290700398, 2.445134137142996, 3.754408661907416];
+  const lo = 0.02425;
+  if (q < lo) {
+    const t = Math.sqrt(-2 * Math.log(q));
+    return (((((c[0]! * t + c[1]!) * t + c[2]!) * t + c[3]!) * t + c[4]!) * t + c[5]!) / ((((d[0]! * t + d[1]!) * t + d[2]!) * t + d[3]!) * t + 1);
+  }
+  if (q > 1 - lo) return -normalQuantile(1 - q);
+  const u = q - 0.5;
+  const r = u * u;
+  return ((((((a[0]! * r + a[1]!) * r + a[2]!) * r + a[3]!) * r + a[4]!) * r + a[5]!) * u) / (((((b[0]! * r + b[1]!) * r + b[2]!) * r + b[3]!) * r + b[4]!) * r + 1);
+}
+
+/**
+ * A credible-interval bound that is cheap enough for a million prompts a plan: for α, β ≥ 2
+ * the Beta quantile is close to normal on the logit scale (delta method with the digamma
+ * approximation ψ(x) ≈ ln x − 1/(2x), trigamma ψ'(x) ≈ 1/x + 1/(2x²)); absolute error under
+ * 0.01 there (checked against jStat in the tests). Below that it calls the exact
+ * `betaQuantile`. O(1).
+ */
+export function betaQuantileFast(q: number, alpha: number, beta: number): number {
+  if (alpha < 2 || beta < 2) return betaQuantile(q, alpha, beta);
+  const mu = Math.log(alpha) - 0.5 / alpha - (Math.log(beta) - 0.5 / beta);
+  const variance = 1 / alpha + 0.5 / (alpha * alpha) + 1 / beta + 0.5 / (beta * beta);
+  const z = mu + normalQuantile(q) * Math.sqrt(variance);
+  return 1 / (1 + Math.exp(-z));
+}
+
+/** A uniform random source on [0, 1): injected everywhere randomness is used. */
+export type Random = () => number;
+
+/** Standard normal draw by Box–Muller. */
+function normalDraw(random: Random): number {
+  let u = random();
+  while (u <= 0) u = random();
+  return Math.sqrt(-2 * Math.log(u)) * Math.cos(2 * Math.PI * random());
+}
+
+/**
+ * Gamma(shape, 1) draw. Marsaglia & Tsang (2000), "A simple method for generating gamma
+ * variables", ACM TOMS 26(3); shape < 1 by the boost Gamma(k) = Gamma(k+1)·U^(1/k).
+ */
+export function gammaDraw(shape: number, random: Random): number {
+  if (shape < 1) {
+    let u = random();
+    while (u <= 0) u = random();
+    return gammaDraw(shape + 1, random) * Math.pow(u, 1 / shape);
+  }
+  const d = shape - 1 / 3;
+  const c = 1 / Math.sqrt(9 * d);
+  for (;;) {
+    let x: number;
+    let v: number;
+    do {
+      x = normalDraw(random);
+      v = 1 + c * x;
+    } while (v <= 0);
+    v = v * v * v;
+    const u = random();
+    if (u < 1 - 0.0331 * x * x * x * x) return d * v;
+    if (Math.log(u) < 0.5 * x * x + d * (1 - v + Math.log(v))) return d * v;
+  }
+}
+
+/** Beta(α, β) draw as X/(X+Y) with X ~ Gamma(α), Y ~ Gamma(β). */
+export function betaDraw(alpha: number, beta: number, random: Random): number {
+  const x = gammaDraw(alpha, random);
+  const y = gammaDraw(beta, random);
+  const s = x + y;
+  return s > 0 ? x / s : alpha / (alpha + beta);
+}

@@ -1,0 +1,88 @@
+import { badOption, quote } from '../errors.js';
+import { defaultDecay } from '../posterior/decay.js';
+import { defaultLengthOptions } from '../posterior/length.js';
+import { defaultPriorOptions } from '../posterior/prior.js';
+import type { Budget, PlanOptions } from './types.js';
+
+export const defaultPlanOptions: PlanOptions = {
+  minN: 2,
+  maxN: 64,
+  skip: false,
+  policy: 'bayes',
+  value: 'knapsack',
+  seed: 0,
+  prefillWeight: 0,
+  surplusValue: 'hit',
+  saturation: 1e-6,
+  interval: 0.9,
+  decay: defaultDecay,
+  prior: defaultPriorOptions,
+  length: defaultLengthOptions,
+};
+
+export type PlanOptionsInput = Partial<Omit<PlanOptions, 'decay' | 'prior' | 'length'>> & {
+  decay?: Partial<PlanOptions['decay']>;
+  prior?: Partial<PlanOptions['prior']>;
+  length?: Partial<PlanOptions['length']>;
+};
+
+/** Merges options key by key (`??`, never `||`: 0 is a valid value) and validates them. */
+export function resolvePlanOptions(input: PlanOptionsInput = {}): PlanOptions {
+  const d = defaultPlanOptions;
+  const options: PlanOptions = {
+    minN: input.minN ?? d.minN,
+    maxN: input.maxN ?? d.maxN,
+    skip: input.skip ?? d.skip,
+    policy: input.policy ?? d.policy,
+    value: input.value ?? d.value,
+    seed: input.seed ?? d.seed,
+    prefillWeight: input.prefillWeight ?? d.prefillWeight,
+    surplusValue: input.surplusValue ?? d.surplusValue,
+    saturation: input.saturation ?? d.saturation,
+    interval: input.interval ?? d.interval,
+    decay: {
+      forgetPerStep: input.decay?.forgetPerStep ?? d.decay.forgetPerStep,
+      reobserveDiscount: input.decay?.reobserveDiscount ?? d.decay.reobserveDiscount,
+    },
+    prior: {
+      minPrompts: input.prior?.minPrompts ?? d.prior.minPrompts,
+      minStrength: input.prior?.minStrength ?? d.prior.minStrength,
+      maxStrength: input.prior?.maxStrength ?? d.prior.maxStrength,
+    },
+    length: {
+      shrinkage: input.length?.shrinkage ?? d.length.shrinkage,
+      defaultTokens: input.length?.defaultTokens ?? d.length.defaultTokens,
+    },
+    ...(input.step === undefined ? {} : { step: input.step }),
+  };
+  requireInt('min_n', options.minN, 1);
+  requireInt('max_n', options.maxN, options.minN);
+  requireInt('seed', options.seed, 0);
+  if (options.step !== undefined) requireInt('step', options.step, 0);
+  requireRange('prefill_weight', options.prefillWeight, 0, Infinity);
+  requireRange('saturation', options.saturation, 0, 1);
+  requireRange('interval', options.interval, 0, 1, true);
+  requireRange('decay', options.decay.forgetPerStep, 0, 1, true);
+  requireRange('reobserve_discount', options.decay.reobserveDiscount, 0, 1, true);
+  return options;
+}
+
+/** Validates a budget: integers ≥ 0, at least one set. */
+export function validateBudget(budget: Budget): void {
+  if (budget.rollouts === undefined && budget.tokens === undefined) {
+    throw badOption('a budget is required: give --budget-rollouts <int>, --budget-tokens <int>, or both');
+  }
+  if (budget.rollouts !== undefined) requireInt('budget_rollouts', budget.rollouts, 0);
+  if (budget.tokens !== undefined) requireInt('budget_tokens', budget.tokens, 0);
+}
+
+function requireInt(name: string, value: number, min: number): void {
+  if (!Number.isSafeInteger(value) || value < min) {
+    throw badOption(`${name} must be an integer ≥ ${min}, got ${quote(value)}`);
+  }
+}
+
+function requireRange(name: string, value: number, lo: number, hi: number, closedHi = false): void {
+  const ok = Number.isFinite(value) || value === Infinity ? value >= lo && (closedHi ? value <= hi : value < hi || hi === Infinity) : false;
+  if (!ok) throw badOption(`${name} must be in [${lo}, ${hi}${closedHi ? ']' : ')'}, got ${quote(value)}`);
+}

@@ -1,0 +1,168 @@
+import { RolloutBudgetError, badInput, quote } from '../errors.js';
+import { betaQuantileFast } from '../math/beta.js';
+import { fnv1a } from '../math/hash.js';
+import { forgetFactor } from '../posterior/decay.js';
+import { expectedTokens } from '../posterior/length.js';
+import { priorFor, type Prior } from '../posterior/prior.js';
+import type { StateSnapshot } from '../posterior/state.js';
+import type { Registry } from '../registry.js';
+import type { Solver } from '../solver/types.js';
+import type { ValueFunction } from '../value/functions.js';
+import { resolvePlanOptions, validateBudget, type PlanOptionsInput } from './options.js';
+import type { Policy } from './policies.js';
+import type { Allocation, Budget, Candidate, Plan } from './types.js';
+
+export interface Registries {
+  readonly values: Registry<ValueFunction>;
+  readonly policies: Registry<Policy>;
+  readonly solvers: Registry<Solver>;
+}
+
+/** The posterior Beta(α, β) of each candidate at `step`: learned prior + decayed evidence. */
+export function posteriors(
+  snapshot: StateSnapshot,
+  candidates: readonly Candidate[],
+  step: number,
+  options: Pick<ReturnType<typeof resolvePlanOptions>, 'decay' | 'prior'>,
+): { alpha: Float64Array; beta: Float64Array } {
+  const alpha = new Float64Array(candidates.length);
+  const beta = new Float64Array(candidates.length);
+  const priors = new Map<string | null, Prior>();
+  for (let i = 0; i < candidates.length; i++) {
+    const c = candidates[i]!;
+    const group = c.group ?? null;
+    let prior = priors.get(group);
+    if (prior === undefined) priors.set(group, (prior = priorFor(snapshot, group, options.prior)));
+    const s = snapshot.get(c.id);
+    const k = s === undefined ? 0 : forgetFactor(options.decay, s.lastStep, step);
+    alpha[i] = prior.alpha + (s?.successes ?? 0) * k;
+    beta[i] = prior.beta + (s?.failures ?? 0) * k;
+  }
+  return { alpha, beta };
+}
+
+/**
+ * Plans one step: a pure function of (snapshot, candidates, budget, options incl. seed).
+ * O(N·(max_n if skip) + (N + B) log N). Throws BUDGET_INFEASIBLE when N·min_n overspends
+ * and skip is off; BAD_INPUT on duplicate candidate ids.
+ */
+export function planStep(
+  snapshot: StateSnapshot,
+  candidates: readonly Candidate[],
+  budget: Budget,
+  optionsInput: PlanOptionsInput,
+  registries: Registries,
+): Plan {
+  const options = resolvePlanOptions(optionsInput);
+  validateBudget(budget);
+  const policy = registries.policies.get(options.policy);
+  const value = registries.values.get(options.value);
+  const surplusValue = registries.values.get(options.surplusValue);
+  const solver = registries.solvers.get('greedy');
+  const step = options.step ?? (snapshot.lastStep === null ? 0 : snapshot.lastStep + 1);
+  const size = candidates.length;
+  const warnings: string[] = [];
+
+  const tieBreak = new Uint32Array(size);
+  const seen = new Map<string, number>();
+  for (let i = 0; i < size; i++) {
+    const id = candidates[i]!.id;
+    const before = seen.get(id);
+    if (before !== undefined) throw badInput(`candidate ${i + 1}`, `"id" ${quote(id)} repeats candidate ${before + 1}`);
+    seen.set(id, i);
+    tieBreak[i] = fnv1a(id);
+  }
+
+  const { alpha, beta } = posteriors(snapshot, candidates, step, options);
+  const tokensPerRollout = new Float64Array(size);
+  const fixedTokens = new Float64Array(size);
+  let assumedLengths = 0;
+  let missingPromptTokens = 0;
+  for (let i = 0; i < size; i++) {
+    const c = candidates[i]!;
+    const s = snapshot.get(c.id);
+    const group = c.group === undefined ? undefined : snapshot.group(c.group);
+    const est = expectedTokens(s, group, snapshot.all, alpha[i]! / (alpha[i]! + beta[i]!), c.max_tokens, options.length);
+    tokensPerRollout[i] = est.tokens;
+    if (est.assumed) assumedLengths++;
+    if (options.prefillWeight > 0) {
+      if (c.prompt_tokens === undefined) missingPromptTokens++;
+      fixedTokens[i] = options.prefillWeight * (c.prompt_tokens ?? 0);
+    }
+  }
+  if (budget.tokens !== undefined && assumedLengths > 0) {
+    warnings.push(`${assumedLengths} prompts have no length data here or in their group: assumed max_tokens, else ${options.length.defaultTokens} tokens a rollout`);
+  }
+  if (missingPromptTokens > 0) warnings.push(`${missingPromptTokens} prompts have no prompt_tokens: their prefill counts as 0`);
+
+  const built = policy.build({ candidates, alpha, beta, snapshot, value, surplusValue, seed: options.seed, step });
+  const result = solver({
+    curves: built.curves,
+    ...(built.surplus === undefined ? {} : { surplus: built.surplus }),
+    tokensPerRollout,
+    fixedTokens,
+    tieBreak,
+    minN: options.minN,
+    maxN: options.maxN,
+    skip: options.skip,
+    rollouts: budget.rollouts ?? Infinity,
+    tokens: budget.tokens ?? Infinity,
+    saturation: options.saturation,
+  });
+  if (result.status === 'budget-infeasible') {
+    const need = result.needed!;
+    throw new RolloutBudgetError(
+      'BUDGET_INFEASIBLE',
+      `budget infeasible: ${size} prompts × min_n ${options.minN} need ${need.rollouts} rollouts` +
+        ` and ~${Math.ceil(need.tokens)} tokens; budget is ${budget.rollouts ?? 'unbounded'} rollouts,` +
+        ` ${budget.tokens ?? 'unbounded'} tokens. Raise the budget, lower --min-n, or pass --skip`,
+    );
+  }
+
+  const allocations: Allocation[] = [];
+  const lo = (1 - options.interval) / 2;
+  let expected = 0;
+  for (let i = 0; i < size; i++) {
+    const n = result.n[i]!;
+    if (n === 0) continue;
+    const a = alpha[i]!;
+    const b = beta[i]!;
+    const c = candidates[i]!;
+    const tokens = n * tokensPerRollout[i]!;
+    expected += tokens + fixedTokens[i]!;
+    allocations.push({
+      prompt_id: c.id,
+      n,
+      max_tokens: c.max_tokens ?? null,
+      expected_tokens: Math.round(tokens),
+      p_mean: a / (a + b),
+      p_low: betaQuantileFast(lo, a, b),
+      p_high: betaQuantileFast(1 - lo, a, b),
+      value: built.curves.value(i, n),
+    });
+  }
+  const leftR = budget.rollouts === undefined ? 0 : budget.rollouts - result.usedRollouts;
+  if (leftR > 0 && budget.tokens === undefined) {
+    warnings.push(`${leftR} rollouts of the budget left unspent: every prompt is at max_n ${options.maxN} or has no value left`);
+  }
+  const ub = result.upperBound;
+  return {
+    version: 1,
+    step,
+    seed: options.seed,
+    policy: options.policy,
+    value: options.value,
+    budget: { rollouts: budget.rollouts ?? null, tokens: budget.tokens ?? null },
+    totals: {
+      prompts: allocations.length,
+      rollouts: result.usedRollouts,
+      expected_tokens: Math.round(expected),
+      objective: result.objective,
+      upper_bound: ub,
+      gap: ub > 0 ? Math.max(0, (ub - result.objective) / ub) : 0,
+      surplus_rollouts: result.surplusRollouts,
+    },
+    allocations,
+    warnings,
+  };
+}

@@ -1,0 +1,78 @@
+import seedrandom from 'seedrandom';
+import { betaDraw } from '../math/beta.js';
+import type { StateSnapshot } from '../posterior/state.js';
+import { createRegistry, type Registry } from '../registry.js';
+import { MonomialCurves, type ValueCurves } from '../value/curves.js';
+import type { ValueFunction } from '../value/functions.js';
+import type { Candidate } from './types.js';
+
+/** What every policy is given: the candidates' posteriors at this step, and the rest. */
+export interface PolicyInput {
+  readonly candidates: readonly Candidate[];
+  /** Posterior Beta(alpha[i], beta[i]) of candidate i at this step (decay and prior applied). */
+  readonly alpha: Float64Array;
+  readonly beta: Float64Array;
+  readonly snapshot: StateSnapshot;
+  readonly value: ValueFunction;
+  readonly surplusValue: ValueFunction;
+  readonly seed: number;
+  readonly step: number;
+}
+
+/** What a policy gives the solver: value curves, and the curves that spend any surplus. */
+export interface PolicyOutput {
+  readonly curves: ValueCurves;
+  readonly surplus?: ValueCurves;
+}
+
+export interface Policy {
+  readonly description: string;
+  build(input: PolicyInput): PolicyOutput;
+}
+
+/** Thompson draws: one seeded Beta draw per prompt, seeded by (seed, step, prompt id). */
+export function thompsonDraws(input: PolicyInput): Float64Array {
+  const p = new Float64Array(input.candidates.length);
+  for (let i = 0; i < p.length; i++) {
+    const random = seedrandom(`${input.seed}/${input.step}/${input.candidates[i]!.id}`);
+    p[i] = betaDraw(input.alpha[i]!, input.beta[i]!, random);
+  }
+  return p;
+}
+
+function pointPolicy(description: string, draw: (input: PolicyInput) => Float64Array): Policy {
+  return {
+    description,
+    build(input) {
+      const p = draw(input);
+      return {
+        curves: new MonomialCurves(input.value, { kind: 'point', p }),
+        surplus: new MonomialCurves(input.surplusValue, { kind: 'point', p }),
+      };
+    },
+  };
+}
+
+/**
+ * `bayes` (default): the value's exact expectation over the posterior, E_p[v(p, n)], in
+ * closed form. It uses the whole posterior rather than one number, so a prompt seen 0/8 keeps
+ * the value of its remaining chance of being solvable, and one seen once is not mistaken
+ * for settled. Deterministic: no draw, so plans do not jitter between runs.
+ * `thompson`: v at one draw from the posterior per prompt and plan (VADE, MoPPS).
+ * `mean`: v at the posterior mean.
+ */
+export function createPolicyRegistry(): Registry<Policy> {
+  return createRegistry<Policy>('policy', {
+    bayes: {
+      description: 'exact expectation of the value over the Beta posterior (default)',
+      build(input) {
+        const mode = { kind: 'beta', alpha: input.alpha, beta: input.beta } as const;
+        return { curves: new MonomialCurves(input.value, mode), surplus: new MonomialCurves(input.surplusValue, mode) };
+      },
+    },
+    thompson: pointPolicy('value at one seeded posterior draw per prompt (VADE, MoPPS)', thompsonDraws),
+    mean: pointPolicy('value at the posterior mean', (input) =>
+      Float64Array.from(input.alpha, (a, i) => a / (a + input.beta[i]!)),
+    ),
+  });
+}

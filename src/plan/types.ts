@@ -1,0 +1,75 @@
+import type { DecayOptions } from '../posterior/decay.js';
+import type { LengthOptions } from '../posterior/length.js';
+import type { PriorOptions } from '../posterior/prior.js';
+
+/** One candidate prompt (prompts JSONL line). Unknown fields are kept and ignored. */
+export interface Candidate {
+  readonly id: string;
+  readonly prompt_tokens?: number;
+  readonly max_tokens?: number;
+  readonly group?: string;
+  readonly [extra: string]: unknown;
+}
+
+/** At least one of the two must be set. */
+export interface Budget {
+  /** Σ n_i ≤ rollouts. */
+  readonly rollouts?: number;
+  /** Σ n_i·c_i (+ prefill) ≤ tokens, in generated tokens. */
+  readonly tokens?: number;
+}
+
+export interface PlanOptions {
+  readonly minN: number;
+  readonly maxN: number;
+  readonly skip: boolean;
+  readonly policy: string;
+  readonly value: string;
+  readonly seed: number;
+  /** Defaults to the snapshot's last step + 1 (0 for an empty state). */
+  readonly step?: number;
+  /** Tokens charged per prompt token once per included group. */
+  readonly prefillWeight: number;
+  /** Value used to spend budget once the main value saturates. */
+  readonly surplusValue: string;
+  readonly saturation: number;
+  /** Central credible mass of [p_low, p_high]. */
+  readonly interval: number;
+  readonly decay: DecayOptions;
+  readonly prior: PriorOptions;
+  readonly length: LengthOptions;
+}
+
+export interface Allocation {
+  prompt_id: string;
+  n: number;
+  max_tokens: number | null;
+  expected_tokens: number;
+  p_mean: number;
+  p_low: number;
+  p_high: number;
+  value: number;
+}
+
+/** The allocation plan (version 1). Published as schemas/plan.schema.json. */
+export interface Plan {
+  version: 1;
+  step: number;
+  seed: number;
+  policy: string;
+  value: string;
+  budget: { rollouts: number | null; tokens: number | null };
+  totals: {
+    prompts: number;
+    rollouts: number;
+    expected_tokens: number;
+    objective: number;
+    upper_bound: number;
+    /** (upper_bound − objective) / upper_bound; 0 when both are 0. */
+    gap: number;
+    /** Rollouts placed by the surplus value after the main value saturated. */
+    surplus_rollouts: number;
+  };
+  allocations: Allocation[];
+  warnings: string[];
+}

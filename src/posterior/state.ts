@@ -1,0 +1,90 @@
+/**
+ * What the state keeps per prompt. Evidence is discounted (see decay.ts); the raw totals and
+ * length sums are not.
+ */
+export interface PromptState {
+  readonly id: string;
+  readonly group: string | null;
+  /** Discounted success evidence Σ r as of lastStep. */
+  readonly successes: number;
+  /** Discounted failure evidence Σ (1 − r) as of lastStep. */
+  readonly failures: number;
+  /** The latest step any evidence came from. */
+  readonly lastStep: number;
+  /** Raw count of rollouts observed (aborted ones excluded). */
+  readonly rollouts: number;
+  /** Raw Σ reward. */
+  readonly rewardSum: number;
+  /** Rollouts with reward ≥ 0.5 that reported tokens, and their summed tokens. */
+  readonly correctCount: number;
+  readonly correctTokens: number;
+  /** Rollouts with reward < 0.5 that reported tokens, and their summed tokens. */
+  readonly wrongCount: number;
+  readonly wrongTokens: number;
+}
+
+/**
+ * Pooled figures of one group of prompts (or all of them) for the learned prior and the
+ * length model. rate_i = successes_i / (successes_i + failures_i) over prompts with evidence.
+ */
+export interface GroupStats {
+  /** Prompts with evidence. */
+  readonly count: number;
+  readonly sumRate: number;
+  readonly sumRate2: number;
+  /** Σ rate_i (1 − rate_i) / evidence_i: the binomial part of the spread of rates. */
+  readonly sumNoise: number;
+  readonly correctCount: number;
+  readonly correctTokens: number;
+  readonly wrongCount: number;
+  readonly wrongTokens: number;
+}
+
+export const emptyGroupStats: GroupStats = {
+  count: 0, sumRate: 0, sumRate2: 0, sumNoise: 0, correctCount: 0, correctTokens: 0, wrongCount: 0, wrongTokens: 0,
+};
+
+/** Adds one prompt to a group's pooled figures. */
+export function addToGroupStats(stats: GroupStats, s: PromptState): GroupStats {
+  const evidence = s.successes + s.failures;
+  const rate = evidence > 0 ? s.successes / evidence : 0;
+  const has = evidence > 0 ? 1 : 0;
+  return {
+    count: stats.count + has,
+    sumRate: stats.sumRate + has * rate,
+    sumRate2: stats.sumRate2 + has * rate * rate,
+    sumNoise: stats.sumNoise + (has ? (rate * (1 - rate)) / evidence : 0),
+    correctCount: stats.correctCount + s.correctCount,
+    correctTokens: stats.correctTokens + s.correctTokens,
+    wrongCount: stats.wrongCount + s.wrongCount,
+    wrongTokens: stats.wrongTokens + s.wrongTokens,
+  };
+}
+
+/**
+ * A read-only view of the state that a plan is computed from. Plans are a pure function of
+ * (snapshot, candidates, options, seed).
+ */
+export interface StateSnapshot {
+  /** Latest step with evidence, or null for an empty state. */
+  readonly lastStep: number | null;
+  get(id: string): PromptState | undefined;
+  /** Pooled figures of a group (null: prompts without a group are pooled only in `all`). */
+  group(name: string): GroupStats | undefined;
+  readonly all: GroupStats;
+}
+
+/** A snapshot over prompt states held in memory. O(N) to build. */
+export function snapshotOf(states: Iterable<PromptState>, lastStep?: number | null): StateSnapshot {
+  const byId = new Map<string, PromptState>();
+  const groups = new Map<string, GroupStats>();
+  let all = emptyGroupStats;
+  let latest: number | null = null;
+  for (const s of states) {
+    byId.set(s.id, s);
+    all = addToGroupStats(all, s);
+    if (s.group !== null) groups.set(s.group, addToGroupStats(groups.get(s.group) ?? emptyGroupStats, s));
+    if (s.rollouts > 0 && (latest === null || s.lastStep > latest)) latest = s.lastStep;
+  }
+  return { lastStep: lastStep ?? latest, get: (id) => byId.get(id), group: (g) => groups.get(g), all };
+}

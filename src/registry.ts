@@ -1,0 +1,42 @@
+import { RolloutBudgetError } from './errors.js';
+
+/**
+ * A typed registry for one extension point (value functions, estimators, policies, solvers,
+ * stores). Created by a function, never a module global: each caller owns its registry.
+ * Duplicate names throw; an unknown name throws and lists the registered ones.
+ */
+export interface Registry<T> {
+  readonly kind: string;
+  register(name: string, entry: T): Registry<T>;
+  get(name: string): T;
+  has(name: string): boolean;
+  names(): string[];
+}
+
+export function createRegistry<T>(kind: string, entries: Record<string, T> = {}): Registry<T> {
+  const table = new Map<string, T>();
+  const registry: Registry<T> = {
+    kind,
+    register(name, entry) {
+      if (table.has(name)) {
+        throw new RolloutBudgetError('DUPLICATE_NAME', `${kind} "${name}" is already registered`);
+      }
+      table.set(name, entry);
+      return registry;
+    },
+    get(name) {
+      const entry = table.get(name);
+      if (entry === undefined) {
+        throw new RolloutBudgetError(
+          'UNKNOWN_NAME',
+          `unknown ${kind} "${name}"; registered: ${[...table.keys()].join(', ')}`,
+        );
+      }
+      return entry;
+    },
+    has: (name) => table.has(name),
+    names: () => [...table.keys()],
+  };
+  for (const [name, entry] of Object.entries(entries)) registry.register(name, entry);
+  return registry;
+}

@@ -1,0 +1,93 @@
+import { badInput, quote } from '../errors.js';
+import { field, parseJsonl } from '../io/jsonl.js';
+import type { Random } from '../math/beta.js';
+
+/** One logged group: k of n rollouts of a prompt correct at a step. */
+export interface Visit {
+  readonly step: number;
+  readonly prompt_id: string;
+  readonly n: number;
+  readonly correct: number;
+}
+
+/** Parses per-visit group counts `{"step", "prompt_id", "n", "correct"}` (visits.jsonl). */
+export function parseVisits(text: string, name: string): Visit[] {
+  return parseJsonl(text, name).map(({ where, value }) => {
+    const step = field.int(where, value, 'step', 0);
+    const prompt_id = value.prompt_id === undefined ? undefined : String(value.prompt_id);
+    const n = field.int(where, value, 'n', 1);
+    const correct = field.int(where, value, 'correct', 0);
+    if (step === undefined) throw badInput(where, '"step" is required, got nothing');
+    if (prompt_id === undefined || prompt_id === '') throw badInput(where, `"prompt_id" must be a non-empty string, got ${quote(value.prompt_id)}`);
+    if (n === undefined) throw badInput(where, '"n" is required, got nothing');
+    if (correct === undefined || correct > n) throw badInput(where, `"correct" must be an integer in [0, n=${n}], got ${quote(value.correct)}`);
+    return { step, prompt_id, n, correct };
+  });
+}
+
+/** A logged run indexed by step and by prompt. */
+export class LoggedRun {
+  readonly steps: number[];
+  private readonly byStep = new Map<number, Visit[]>();
+  private readonly byPrompt = new Map<string, Visit[]>();
+
+  constructor(visits: readonly Visit[]) {
+    for (const v of visits) {
+      let s = this.byStep.get(v.step);
+      if (s === undefined) this.byStep.set(v.step, (s = []));
+      s.push(v);
+      let p = this.byPrompt.get(v.prompt_id);
+      if (p === undefined) this.byPrompt.set(v.prompt_id, (p = []));
+      p.push(v);
+    }
+    for (const list of this.byPrompt.values()) list.sort((a, b) => a.step - b.step);
+    this.steps = [...this.byStep.keys()].sort((a, b) => a - b);
+  }
+
+  at(step: number): readonly Visit[] {
+    return this.byStep.get(step) ?? [];
+  }
+
+  visitsOf(promptId: string): readonly Visit[] {
+    return this.byPrompt.get(promptId) ?? [];
+  }
+
+  /**
+   * The pass rate used for rollouts beyond the logged group: the prompt's correct / n pooled
+   * over the visit itself and its neighbouring visits (one before, one after). A model, not
+   * a record: the log holds only `n` outcomes per visit.
+   */
+  pooledRate(visit: Visit): number {
+    const list = this.visitsOf(visit.prompt_id);
+    const at = list.findIndex((v) => v.step === visit.step);
+    let k = 0;
+    let n = 0;
+    for (let j = Math.max(0, at - 1); j <= Math.min(list.length - 1, at + 1); j++) {
+      k += list[j]!.correct;
+      n += list[j]!.n;
+    }
+    return n > 0 ? k / n : 0;
+  }
+}
+
+/**
+ * Outcomes of n rollouts at a logged visit. The first min(n, visit.n) are drawn without
+ * replacement from the logged group (exact: any subset of a real group is a real group);
+ * the rest are Bernoulli(pooledRate). O(n).
+ */
+export function drawOutcomes(visit: Visit, pooledRate: number, n: number, random: Random): number[] {
+  const out: number[] = [];
+  let right = visit.correct;
+  let left = visit.n;
+  for (let j = 0; j < n; j++) {
+    if (left > 0) {
+      const r = random() * left < right ? 1 : 0;
+      right -= r;
+      left--;
+      out.push(r);
+    } else {
+      out.push(random() < pooledRate ? 1 : 0);
+    }
+  }
+  return out;
+}

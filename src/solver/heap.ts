@@ -1,0 +1,84 @@
+/**
+ * A binary max-heap of item indices keyed by (priority desc, tie asc), in typed arrays:
+ * 16 bytes an entry. Ties break on a stable per-item number, so the pop order never depends
+ * on the order items were pushed.
+ */
+export class MaxHeap {
+  private readonly keys: Float64Array;
+  private readonly items: Int32Array;
+  private count = 0;
+
+  constructor(
+    capacity: number,
+    private readonly tie: Uint32Array,
+  ) {
+    this.keys = new Float64Array(capacity);
+    this.items = new Int32Array(capacity);
+  }
+
+  get size(): number {
+    return this.count;
+  }
+
+  topKey(): number {
+    return this.keys[0]!;
+  }
+
+  topItem(): number {
+    return this.items[0]!;
+  }
+
+  private above(ka: number, ia: number, kb: number, ib: number): boolean {
+    if (ka !== kb) return ka > kb;
+    const ta = this.tie[ia]!;
+    const tb = this.tie[ib]!;
+    return ta !== tb ? ta < tb : ia < ib;
+  }
+
+  push(key: number, item: number): void {
+    let pos = this.count++;
+    while (pos > 0) {
+      const parent = (pos - 1) >> 1;
+      const pk = this.keys[parent]!;
+      const pi = this.items[parent]!;
+      if (!this.above(key, item, pk, pi)) break;
+      this.keys[pos] = pk;
+      this.items[pos] = pi;
+      pos = parent;
+    }
+    this.keys[pos] = key;
+    this.items[pos] = item;
+  }
+
+  /** Removes the top and returns its item. */
+  pop(): number {
+    const top = this.items[0]!;
+    const last = --this.count;
+    if (last > 0) this.siftDown(this.keys[last]!, this.items[last]!);
+    return top;
+  }
+
+  /** Replaces the top with (key, item): one sift instead of a pop and a push. */
+  replaceTop(key: number, item: number): void {
+    this.siftDown(key, item);
+  }
+
+  private siftDown(key: number, item: number): void {
+    const n = this.count;
+    let pos = 0;
+    for (;;) {
+      let child = 2 * pos + 1;
+      if (child >= n) break;
+      const right = child + 1;
+      if (right < n && this.above(this.keys[right]!, this.items[right]!, this.keys[child]!, this.items[child]!)) child = right;
+      const ck = this.keys[child]!;
+      const ci = this.items[child]!;
+      if (!this.above(ck, ci, key, item)) break;
+      this.keys[pos] = ck;
+      this.items[pos] = ci;
+      pos = child;
+    }
+    this.keys[pos] = key;
+    this.items[pos] = item;
+  }
+}

@@ -1,0 +1,109 @@
+import lpSolver from 'javascript-lp-solver';
+import type { SolverInput, SolverResult } from './types.js';
+
+/** The options a prompt may take: 0 (with skip) and min_n..max_n. */
+function options(input: SolverInput): number[] {
+  const list: number[] = input.skip ? [0] : [];
+  for (let n = input.minN; n <= input.maxN; n++) list.push(n);
+  return list;
+}
+
+function infeasible(size: number, input: SolverInput): SolverResult {
+  const start = input.skip ? 0 : input.minN;
+  let tokens = 0;
+  for (let i = 0; i < size && start > 0; i++) tokens += start * input.tokensPerRollout[i]! + input.fixedTokens[i]!;
+  return {
+    status: 'budget-infeasible', n: new Int32Array(size), objective: 0, upperBound: 0,
+    usedRollouts: 0, usedTokens: 0, needed: { rollouts: size * start, tokens }, surplusRollouts: 0,
+  };
+}
+
+/**
+ * Exact dynamic program over the rollout budget (token budget ignored: a reference for unit
+ * costs). best[i][b] = max_n best[i−1][b − n] + v_i(n). O(N · B · (max_n − min_n + 1)) time,
+ * O(N · B) memory for the traceback. Returns `truncated` when N·B exceeds `limit` cells.
+ */
+export function exactDp(input: SolverInput, limit = 5e7): SolverResult {
+  const size = input.curves.size;
+  const budget = Math.floor(input.rollouts);
+  if (!Number.isFinite(input.rollouts) || size * (budget + 1) > limit) {
+    return { status: 'truncated', n: new Int32Array(size), objective: 0, upperBound: 0, usedRollouts: 0, usedTokens: 0, surplusRollouts: 0 };
+  }
+  const opts = options(input);
+  if (size * (input.skip ? 0 : input.minN) > budget) return infeasible(size, input);
+  let prev = new Float64Array(budget + 1).fill(-Infinity);
+  prev[0] = 0;
+  const choice = new Int32Array(size * (budget + 1));
+  for (let i = 0; i < size; i++) {
+    const values = opts.map((n) => input.curves.value(i, n));
+    const next = new Float64Array(budget + 1).fill(-Infinity);
+    for (let b = 0; b <= budget; b++) {
+      for (let k = 0; k < opts.length; k++) {
+        const n = opts[k]!;
+        if (n > b) break;
+        const cand = prev[b - n]! + values[k]!;
+        if (cand > next[b]!) {
+          next[b] = cand;
+          choice[i * (budget + 1) + b] = n;
+        }
+      }
+    }
+    prev = next;
+  }
+  let bestB = 0;
+  for (let b = 0; b <= budget; b++) if (prev[b]! > prev[bestB]!) bestB = b;
+  const n = new Int32Array(size);
+  let b = bestB;
+  for (let i = size - 1; i >= 0; i--) {
+    n[i] = choice[i * (budget + 1) + b]!;
+    b -= n[i]!;
+  }
+  let tokens = 0;
+  for (let i = 0; i < size; i++) tokens += n[i]! * input.tokensPerRollout[i]! + (n[i]! > 0 ? input.fixedTokens[i]! : 0);
+  return { status: 'optimal', n, objective: prev[bestB]!, upperBound: prev[bestB]!, usedRollouts: bestB, usedTokens: tokens, surplusRollouts: 0 };
+}
+
+/**
+ * Exact MILP with javascript-lp-solver: one binary per (prompt, option), one option per
+ * prompt, both budgets as rows. Practical up to a few hundred prompts with small max_n.
+ */
+export function milpSolve(input: SolverInput): SolverResult {
+  const size = input.curves.size;
+  const opts = options(input);
+  const variables: Record<string, Record<string, number>> = {};
+  const ints: Record<string, 1> = {};
+  const constraints: Record<string, { max?: number; equal?: number }> = {};
+  if (Number.isFinite(input.rollouts)) constraints.rollouts = { max: input.rollouts };
+  if (Number.isFinite(input.tokens)) constraints.tokens = { max: input.tokens };
+  for (let i = 0; i < size; i++) {
+    constraints[`one${i}`] = { equal: 1 };
+    for (const n of opts) {
+      const name = `x${i}_${n}`;
+      variables[name] = {
+        value: input.curves.value(i, n),
+        rollouts: n,
+        tokens: n * input.tokensPerRollout[i]! + (n > 0 ? input.fixedTokens[i]! : 0),
+        [`one${i}`]: 1,
+      };
+      ints[name] = 1;
+    }
+  }
+  const result = lpSolver.Solve({ optimize: 'value', opType: 'max', constraints, variables, ints });
+  if (!result.feasible) return infeasible(size, input);
+  const n = new Int32Array(size);
+  let used = 0;
+  let tokens = 0;
+  for (const [key, val] of Object.entries(result)) {
+    const match = /^x(\d+)_(\d+)$/.exec(key);
+    if (match === null || typeof val !== 'number' || val < 0.5) continue;
+    const i = Number(match[1]);
+    n[i] = Number(match[2]);
+  }
+  let objective = 0;
+  for (let i = 0; i < size; i++) {
+    objective += input.curves.value(i, n[i]!);
+    used += n[i]!;
+    tokens += n[i]! * input.tokensPerRollout[i]! + (n[i]! > 0 ? input.fixedTokens[i]! : 0);
+  }
+  return { status: 'optimal', n, objective, upperBound: objective, usedRollouts: used, usedTokens: tokens, surplusRollouts: 0 };
+}

@@ -1,0 +1,46 @@
+import type { ValueCurves } from '../value/curves.js';
+
+/** What a solver fills: N prompts, their value curves and costs, under two budgets. */
+export interface SolverInput {
+  readonly curves: ValueCurves;
+  /** Curves that spend budget the primary curves leave (saturated gains); optional. */
+  readonly surplus?: ValueCurves;
+  /** Expected generated tokens per rollout, c_i ≥ 0. */
+  readonly tokensPerRollout: Float64Array;
+  /** Tokens charged once when a prompt gets n > 0 (prefill weight · prompt tokens), f_i ≥ 0. */
+  readonly fixedTokens: Float64Array;
+  /** Stable tie-break per prompt (a hash of its id), so candidate order never matters. */
+  readonly tieBreak: Uint32Array;
+  readonly minN: number;
+  readonly maxN: number;
+  /** n_i may be 0 (the prompt is left out of the step). */
+  readonly skip: boolean;
+  /** Σ n_i ≤ rollouts; Infinity when unbounded. */
+  readonly rollouts: number;
+  /** Σ (n_i·c_i + f_i·[n_i > 0]) ≤ tokens; Infinity when unbounded. */
+  readonly tokens: number;
+  /** A move whose gain is below saturation × (largest first gain) counts as saturated. */
+  readonly saturation?: number;
+}
+
+/**
+ * A solver's answer. Per status:
+ * - `optimal`: n holds the allocation; objective = Σ v_i(n_i) on the primary curves;
+ *   upperBound ≥ the best integer objective (an LP relaxation bound).
+ * - `budget-infeasible`: even every prompt at its lower bound overspends; n is all zeros,
+ *   objective and upperBound are 0, and `needed` holds what the lower bounds would use.
+ * - `truncated`: a reference solver gave up (instance too large); n is all zeros.
+ */
+export interface SolverResult {
+  readonly status: 'optimal' | 'budget-infeasible' | 'truncated';
+  readonly n: Int32Array;
+  readonly objective: number;
+  readonly upperBound: number;
+  readonly usedRollouts: number;
+  readonly usedTokens: number;
+  readonly needed?: { rollouts: number; tokens: number };
+  /** Rollouts placed by the surplus curves after the primary values saturated. */
+  readonly surplusRollouts: number;
+}
+
+export type Solver = (input: SolverInput) => SolverResult;

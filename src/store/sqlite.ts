@@ -1,0 +1,147 @@
+import Database from 'better-sqlite3';
+import { RolloutBudgetError } from '../errors.js';
+import type { ResultBatch } from '../io/formats.js';
+import { addEvidence, type DecayOptions } from '../posterior/decay.js';
+import { snapshotOf, type PromptState, type StateSnapshot } from '../posterior/state.js';
+import { accumulate } from './accumulate.js';
+import type { ObserveSummary, Store } from './types.js';
+
+const SCHEMA = `
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS prompts (
+  id TEXT PRIMARY KEY,
+  grp TEXT,
+  successes REAL NOT NULL,
+  failures REAL NOT NULL,
+  last_step INTEGER NOT NULL,
+  rollouts INTEGER NOT NULL,
+  reward_sum REAL NOT NULL,
+  correct_count INTEGER NOT NULL,
+  correct_tokens REAL NOT NULL,
+  wrong_count INTEGER NOT NULL,
+  wrong_tokens REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS seen (rollout_id TEXT PRIMARY KEY) WITHOUT ROWID;
+`;
+
+interface Row {
+  id: string;
+  grp: string | null;
+  successes: number;
+  failures: number;
+  last_step: number;
+  rollouts: number;
+  reward_sum: number;
+  correct_count: number;
+  correct_tokens: number;
+  wrong_count: number;
+  wrong_tokens: number;
+}
+
+const fromRow = (r: Row): PromptState => ({
+  id: r.id,
+  group: r.grp,
+  successes: r.successes,
+  failures: r.failures,
+  lastStep: r.last_step,
+  rollouts: r.rollouts,
+  rewardSum: r.reward_sum,
+  correctCount: r.correct_count,
+  correctTokens: r.correct_tokens,
+  wrongCount: r.wrong_count,
+  wrongTokens: r.wrong_tokens,
+});
+
+/**
+ * The state in one SQLite file (or ':memory:'). WAL journal with synchronous=FULL: a batch
+ * commits whole or not at all, also when the process is killed mid-write.
+ */
+export class SqliteStore implements Store {
+  private readonly db: Database.Database;
+
+  constructor(readonly path: string) {
+    try {
+      this.db = new Database(path);
+      if (path !== ':memory:') this.db.pragma('journal_mode = WAL');
+      this.db.pragma('synchronous = FULL');
+      this.db.pragma('busy_timeout = 10000');
+      this.db.exec(SCHEMA);
+    } catch (error) {
+      throw new RolloutBudgetError('STATE_ERROR', `${path}: cannot open the state database (${(error as Error).message})`);
+    }
+  }
+
+  get(id: string): PromptState | undefined {
+    const row = this.db.prepare('SELECT * FROM prompts WHERE id = ?').get(id) as Row | undefined;
+    return row === undefined ? undefined : fromRow(row);
+  }
+
+  lastStep(): number | null {
+    const row = this.db.prepare("SELECT value FROM meta WHERE key = 'last_step'").get() as { value: string } | undefined;
+    return row === undefined ? null : Number(row.value);
+  }
+
+  count(): number {
+    return (this.db.prepare('SELECT COUNT(*) AS n FROM prompts').get() as { n: number }).n;
+  }
+
+  /**
+   * Loads every prompt (group figures need them all) and keeps those asked for plus the
+   * pooled figures. One read transaction, so the view is consistent.
+   */
+  snapshot(): StateSnapshot {
+    const read = this.db.transaction(() => {
+      const rows = this.db.prepare('SELECT * FROM prompts').all() as Row[];
+      return snapshotOf(rows.map(fromRow), this.lastStep());
+    });
+    return read();
+  }
+
+  apply(batch: ResultBatch, decay: DecayOptions): ObserveSummary {
+    const markSeen = this.db.prepare('INSERT OR IGNORE INTO seen (rollout_id) VALUES (?)');
+    const select = this.db.prepare('SELECT * FROM prompts WHERE id = ?');
+    const upsert = this.db.prepare(`INSERT INTO prompts VALUES (@id, @grp, @successes, @failures, @last_step, @rollouts,
+      @reward_sum, @correct_count, @correct_tokens, @wrong_count, @wrong_tokens)
+      ON CONFLICT(id) DO UPDATE SET grp = excluded.grp, successes = excluded.successes, failures = excluded.failures,
+      last_step = excluded.last_step, rollouts = excluded.rollouts, reward_sum = excluded.reward_sum,
+      correct_count = excluded.correct_count, correct_tokens = excluded.correct_tokens,
+      wrong_count = excluded.wrong_count, wrong_tokens = excluded.wrong_tokens`);
+    const setStep = this.db.prepare("INSERT INTO meta (key, value) VALUES ('last_step', ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value");
+    const run = this.db.transaction((): ObserveSummary => {
+      const before = this.lastStep();
+      const acc = accumulate(batch, before === null ? 0 : before + 1, (key) => markSeen.run(key).changes > 0);
+      const touched = new Set<string>();
+      let last = before;
+      for (const e of acc.evidence) {
+        const row = select.get(e.prompt_id) as Row | undefined;
+        const old = row ?? {
+          id: e.prompt_id, grp: null, successes: 0, failures: 0, last_step: e.step, rollouts: 0, reward_sum: 0,
+          correct_count: 0, correct_tokens: 0, wrong_count: 0, wrong_tokens: 0,
+        };
+        const next = addEvidence(decay, { successes: old.successes, failures: old.failures, lastStep: old.last_step }, e.step, e.successes, e.failures);
+        upsert.run({
+          id: e.prompt_id,
+          grp: e.group ?? old.grp,
+          successes: next.successes,
+          failures: next.failures,
+          last_step: next.lastStep,
+          rollouts: old.rollouts + e.rollouts,
+          reward_sum: old.reward_sum + e.successes,
+          correct_count: old.correct_count + e.correctCount,
+          correct_tokens: old.correct_tokens + e.correctTokens,
+          wrong_count: old.wrong_count + e.wrongCount,
+          wrong_tokens: old.wrong_tokens + e.wrongTokens,
+        });
+        touched.add(e.prompt_id);
+        if (last === null || e.step > last) last = e.step;
+      }
+      if (last !== null && last !== before) setStep.run(String(last));
+      return { applied: acc.applied, duplicates: acc.duplicates, aborted: acc.aborted, prompts: touched.size, last_step: last };
+    });
+    return run.immediate();
+  }
+
+  close(): void {
+    this.db.close();
+  }
+}

@@ -1,0 +1,30 @@
+import type { ResultBatch } from '../io/formats.js';
+import type { DecayOptions } from '../posterior/decay.js';
+import type { PromptState, StateSnapshot } from '../posterior/state.js';
+
+/** What one observe did. */
+export interface ObserveSummary {
+  /** Rollouts that updated a posterior. */
+  applied: number;
+  /** Rollouts skipped because their rollout_id (or the same batch) was already applied. */
+  duplicates: number;
+  /** Aborted rollouts: not applied, not marked seen (a resumed rollout may still count). */
+  aborted: number;
+  /** Distinct prompts updated. */
+  prompts: number;
+  /** Latest step in the state after the batch, or null. */
+  last_step: number | null;
+}
+
+/** Where posteriors live. Every implementation passes test/store.test.ts. */
+export interface Store {
+  /** A consistent read view; loads the given prompts (all when omitted). */
+  snapshot(ids?: readonly string[]): StateSnapshot;
+  get(id: string): PromptState | undefined;
+  lastStep(): number | null;
+  /** Applies a batch atomically and idempotently: all of it or none of it. */
+  apply(batch: ResultBatch, decay: DecayOptions): ObserveSummary;
+  /** Number of prompts with state. */
+  count(): number;
+  close(): void;
+}

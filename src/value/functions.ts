@@ -1,0 +1,77 @@
+import { createRegistry, type Registry } from '../registry.js';
+
+/**
+ * One monomial of a value function: coef · p^(a + u·n) · (1−p)^(b + w·n), with u, w ∈ {0, 1}.
+ * Writing every value function as a short sum of these makes its exact expectation under a
+ * Beta posterior closed-form (E[p^A (1−p)^B] = B(α+A, β+B)/B(α, β)) and lets n → n+1 be one
+ * multiplication per term.
+ */
+export interface Monomial {
+  readonly coef: number;
+  readonly a: number;
+  readonly b: number;
+  readonly u: 0 | 1;
+  readonly w: 0 | 1;
+}
+
+/**
+ * The value of giving a prompt with pass rate p a group of n rollouts. v(0) = 0 by definition;
+ * for n ≥ 1, v(n) = Σ terms. Every registered function is concave in n for n ≥ 1.
+ */
+export interface ValueFunction {
+  readonly name: string;
+  readonly formula: string;
+  readonly terms: readonly Monomial[];
+}
+
+const m = (coef: number, a: number, b: number, u: 0 | 1, w: 0 | 1): Monomial => ({ coef, a, b, u, w });
+
+/**
+ * `knapsack`: (1 − p^n − (1−p)^n)·p(1−p)². Knapsack RL (Li et al. 2025, "Knapsack RL:
+ * Unlocking Exploration of LLMs via Optimizing Budget Allocation", arXiv:2509.25849), the
+ * probability that the group has reward variance times the expected gradient signal p(1−p)².
+ */
+export const knapsackValue: ValueFunction = {
+  name: 'knapsack',
+  formula: '(1 − p^n − (1−p)^n)·p(1−p)²',
+  terms: [m(1, 1, 2, 0, 0), m(-1, 1, 2, 1, 0), m(-1, 1, 2, 0, 1)],
+};
+
+/** `informative`: 1 − p^n − (1−p)^n, the probability the group is neither all right nor all wrong. */
+export const informativeValue: ValueFunction = {
+  name: 'informative',
+  formula: '1 − p^n − (1−p)^n',
+  terms: [m(1, 0, 0, 0, 0), m(-1, 0, 0, 1, 0), m(-1, 0, 0, 0, 1)],
+};
+
+/** `variance`: (1 − p^n − (1−p)^n)·p(1−p), informative probability times Bernoulli variance. */
+export const varianceValue: ValueFunction = {
+  name: 'variance',
+  formula: '(1 − p^n − (1−p)^n)·p(1−p)',
+  terms: [m(1, 1, 1, 0, 0), m(-1, 1, 1, 1, 0), m(-1, 1, 1, 0, 1)],
+};
+
+/** `hit`: 1 − (1−p)^n, the probability of at least one success (pass@n). */
+export const hitValue: ValueFunction = {
+  name: 'hit',
+  formula: '1 − (1−p)^n',
+  terms: [m(1, 0, 0, 0, 0), m(-1, 0, 0, 0, 1)],
+};
+
+/** v(n) at a known pass rate p ∈ [0, 1]. O(|terms|). */
+export function valueAt(fn: ValueFunction, p: number, n: number): number {
+  if (n <= 0) return 0;
+  const q = 1 - p;
+  let total = 0;
+  for (const t of fn.terms) total += t.coef * Math.pow(p, t.a + t.u * n) * Math.pow(q, t.b + t.w * n);
+  return total;
+}
+
+export function createValueRegistry(): Registry<ValueFunction> {
+  return createRegistry<ValueFunction>('value function', {
+    knapsack: knapsackValue,
+    informative: informativeValue,
+    variance: varianceValue,
+    hit: hitValue,
+  });
+}
