@@ -37,4 +37,8 @@ export { batchOf, digestOf, parsePrompts, parseResults } from './io/formats.js';
 export type { ResultBatch, RolloutResult } from './io/formats.js';
 export { parseJsonl, readText } from './io/jsonl.js';
 export { SqliteStore } from './store/sqlite.js';
+export { LoggedRun, drawOutcomes, parseVisits } from './replay/visits.js';
+export type { Visit } from './replay/visits.js';
+export { runCli } from './cli/main.js';
+export type { CliIo } from './cli/io.js';
 export type { ObserveSummary, Store } from './store/types.js';

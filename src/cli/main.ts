@@ -5,6 +5,8 @@ import { parsePrompts, parseResults } from '../io/formats.js';
 import type { PlanOptionsInput } from '../plan/options.js';
 import { runDemo } from './demo.js';
 import { processIo, readInput, writeOutput, type CliIo } from './io.js';
+
+export type { CliIo };
 import { intArg, numberArg } from './parse.js';
 
 const decayOptions = (cmd: Command) =>

@@ -47,19 +47,42 @@ export function normalQuantile(q: number): number {
   return ((((((a[0]! * r + a[1]!) * r + a[2]!) * r + a[3]!) * r + a[4]!) * r + a[5]!) * u) / (((((b[0]! * r + b[1]!) * r + b[2]!) * r + b[3]!) * r + b[4]!) * r + 1);
 }
 
+/** Digamma ψ and its next three derivatives by their asymptotic series; error < 1e-6 for x ≥ 2. */
+function polygammas(x: number): [number, number, number, number] {
+  const i1 = 1 / x;
+  const i2 = i1 * i1;
+  const i3 = i2 * i1;
+  const i4 = i2 * i2;
+  const i5 = i4 * i1;
+  const i6 = i3 * i3;
+  const i7 = i6 * i1;
+  return [
+    Math.log(x) - 0.5 * i1 - i2 / 12 + i4 / 120 - i6 / 252,
+    i1 + 0.5 * i2 + i3 / 6 - i5 / 30 + i7 / 42,
+    -i2 - i3 - 0.5 * i4 + i6 / 6,
+    2 * i3 + 3 * i4 + 2 * i5 - i7,
+  ];
+}
+
 /**
- * A credible-interval bound that is cheap enough for a million prompts a plan: for α, β ≥ 2
- * the Beta quantile is close to normal on the logit scale (delta method with the digamma
- * approximation ψ(x) ≈ ln x − 1/(2x), trigamma ψ'(x) ≈ 1/x + 1/(2x²)); absolute error under
- * 0.01 there (checked against jStat in the tests). Below that it calls the exact
- * `betaQuantile`. O(1).
+ * A Beta quantile cheap enough for a million prompts a plan. For α, β ≥ 5 it is the
+ * Cornish–Fisher expansion, to the fourth cumulant, of logit(p), whose cumulants are exact:
+ * κ1 = ψ(α) − ψ(β), κ2 = ψ1(α) + ψ1(β), κ3 = ψ2(α) − ψ2(β), κ4 = ψ3(α) + ψ3(β) (ψk the
+ * polygamma functions; logit(p) is a difference of log-Gammas, Johnson, Kotz & Balakrishnan,
+ * ch. 25). Absolute error under 1e-3 there (the tests check it against jStat on random α, β);
+ * below that it calls the exact `betaQuantile`. O(1).
  */
 export function betaQuantileFast(q: number, alpha: number, beta: number): number {
-  if (alpha < 2 || beta < 2) return betaQuantile(q, alpha, beta);
-  const mu = Math.log(alpha) - 0.5 / alpha - (Math.log(beta) - 0.5 / beta);
-  const variance = 1 / alpha + 0.5 / (alpha * alpha) + 1 / beta + 0.5 / (beta * beta);
-  const z = mu + normalQuantile(q) * Math.sqrt(variance);
-  return 1 / (1 + Math.exp(-z));
+  if (alpha < 5 || beta < 5) return betaQuantile(q, alpha, beta);
+  const [da, ta, ua, va] = polygammas(alpha);
+  const [db, tb, ub, vb] = polygammas(beta);
+  const k2 = ta + tb;
+  const sd = Math.sqrt(k2);
+  const g1 = (ua - ub) / (k2 * sd);
+  const g2 = (va + vb) / (k2 * k2);
+  const z = normalQuantile(q);
+  const w = z + ((z * z - 1) * g1) / 6 + ((z * z * z - 3 * z) * g2) / 24 - ((2 * z * z * z - 5 * z) * g1 * g1) / 36;
+  return 1 / (1 + Math.exp(-(da - db + sd * w)));
 }
 
 /** A uniform random source on [0, 1): injected everywhere randomness is used. */

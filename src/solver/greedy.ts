@@ -25,9 +25,10 @@ interface CoreState {
  * shrunk to the largest size that fits). Exact for unit costs and concave values; with token
  * costs it is within one prompt's marginal value of the optimum on the instances we test.
  *
- * When the best remaining move is below `saturation` × the best first move, the primary
- * values are saturated and the rest of the budget goes by the `surplus` curves (the planner
- * passes pass@n: where a first success is most likely still missing).
+ * When the best remaining move is worth less than `saturation` (absolute, per rollout;
+ * default 1e-6) the primary values are saturated and the rest of the budget goes by the
+ * `surplus` curves (the planner passes pass@n: where a first success is most likely still
+ * missing).
  *
  * upperBound: LP relaxation bound. With one finite budget it is read off this run (objective
  * at the first dropped move or stop + residual capacity × that move's ratio); with two it is
@@ -123,7 +124,9 @@ function runGreedy(input: SolverInput, budgetR: number, budgetT: number, withSur
     const key = keyOf(curves, i);
     if (key === key) heap.push(key, i);
   }
-  const threshold = (input.saturation ?? 1e-6) * (heap.size > 0 ? heap.topKey() : 0);
+  const saturation = input.saturation ?? 1e-6;
+  /** Value per rollout of item i's pending move. */
+  const perRollout = (i: number) => (state.n[i]! === 0 ? jumpValue[i]! / jumpTo[i]! : curves.nextGain(i));
   const capacityLeft = () => (wr > 0 ? 1 - state.usedR * wr : 1 - state.usedT * wt);
   const noteBound = (key: number) => {
     if (singleBudget && Number.isNaN(state.bound)) state.bound = state.objective + Math.max(0, capacityLeft()) * key;
@@ -132,11 +135,11 @@ function runGreedy(input: SolverInput, budgetR: number, budgetT: number, withSur
   // Phase 1: primary values.
   while (heap.size > 0) {
     const key = heap.topKey();
-    if (key < threshold || !(key > 0)) {
+    const i = heap.topItem();
+    if (!(key > 0) || perRollout(i) < saturation) {
       noteBound(Math.max(key, 0));
       break;
     }
-    const i = heap.topItem();
     const n = state.n[i]!;
     if (n === 0) {
       let m = jumpTo[i]!;

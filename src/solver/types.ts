@@ -19,7 +19,7 @@ export interface SolverInput {
   readonly rollouts: number;
   /** Σ (n_i·c_i + f_i·[n_i > 0]) ≤ tokens; Infinity when unbounded. */
   readonly tokens: number;
-  /** A move whose gain is below saturation × (largest first gain) counts as saturated. */
+  /** The primary values are saturated when the best move is worth less than this a rollout. */
   readonly saturation?: number;
 }
 

@@ -1,0 +1,63 @@
+import { readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import seedrandom from 'seedrandom';
+import { MonomialCurves, createValueRegistry, fnv1a, type SolverInput } from '../src/index.js';
+
+/** A seeded random instance for solver tests; the seed goes into failure messages. */
+export function randomInstance(
+  seed: string,
+  opts: { size: number; minN: number; maxN: number; skip: boolean; rollouts: number; tokens: number; value?: string; tokenCosts?: boolean; prefill?: boolean },
+): SolverInput {
+  const random = seedrandom(seed);
+  const alpha = Float64Array.from({ length: opts.size }, () => 0.2 + random() * 6);
+  const beta = Float64Array.from({ length: opts.size }, () => 0.2 + random() * 6);
+  const fn = createValueRegistry().get(opts.value ?? 'knapsack');
+  const curves = new MonomialCurves(fn, { kind: 'beta', alpha, beta });
+  const surplus = new MonomialCurves(createValueRegistry().get('hit'), { kind: 'beta', alpha, beta });
+  return {
+    curves,
+    surplus,
+    tokensPerRollout: Float64Array.from({ length: opts.size }, () => (opts.tokenCosts ? 100 + Math.floor(random() * 900) : 0)),
+    fixedTokens: Float64Array.from({ length: opts.size }, () => (opts.prefill ? Math.floor(random() * 300) : 0)),
+    tieBreak: Uint32Array.from({ length: opts.size }, (_, i) => fnv1a(`${seed}/${i}`)),
+    minN: opts.minN,
+    maxN: opts.maxN,
+    skip: opts.skip,
+    rollouts: opts.rollouts,
+    tokens: opts.tokens,
+  };
+}
+
+/** Σ v_i(n_i) recomputed from scratch, independent of the solver's own bookkeeping. */
+export function objectiveOf(input: SolverInput, n: Int32Array): number {
+  let total = 0;
+  for (let i = 0; i < n.length; i++) total += input.curves.value(i, n[i]!);
+  return total;
+}
+
+/** Validity oracle: bounds and budgets hold. Returns the violations (empty when valid). */
+export function violations(input: SolverInput, n: Int32Array): string[] {
+  const out: string[] = [];
+  let r = 0;
+  let t = 0;
+  for (let i = 0; i < n.length; i++) {
+    const x = n[i]!;
+    if (x !== 0 || !input.skip) {
+      if (x < input.minN || x > input.maxN) out.push(`n[${i}] = ${x} outside [${input.minN}, ${input.maxN}]`);
+    }
+    r += x;
+    t += x * input.tokensPerRollout[i]! + (x > 0 ? input.fixedTokens[i]! : 0);
+  }
+  if (r > input.rollouts) out.push(`rollouts ${r} > ${input.rollouts}`);
+  if (t > input.tokens * (1 + 1e-9)) out.push(`tokens ${t} > ${input.tokens}`);
+  return out;
+}
+
+/** Loads every golden case in test/golden/ (one JSON file a case). */
+export function goldenCases<T>(): { name: string; data: T }[] {
+  const dir = join(import.meta.dirname, 'golden');
+  return readdirSync(dir)
+    .filter((f) => f.endsWith('.json'))
+    .sort()
+    .map((f) => ({ name: f, data: JSON.parse(readFileSync(join(dir, f), 'utf8')) as T }));
+}

@@ -1,0 +1,187 @@
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import { MonomialCurves, exactDp, greedySolve, knapsackValue, milpSolve, type SolverInput } from '../src/index.js';
+import { objectiveOf, randomInstance, violations } from './helpers.js';
+
+const TOL = 1e-9;
+
+/** Reorders an instance's prompts by `perm` (new i ← old perm[i]). */
+function permute(seed: string, input: SolverInput, perm: number[], opts: Parameters<typeof randomInstance>[1]): SolverInput {
+  void input;
+  const base = randomInstance(seed, opts);
+  const alpha = new Float64Array(perm.length);
+  const beta = new Float64Array(perm.length);
+  // Rebuild curves from the same (α, β) in the new order through the public moment API.
+  const probe = base.curves as MonomialCurves;
+  for (let i = 0; i < perm.length; i++) {
+    // α/(α+β) and the curves are fully determined by (α, β); recover them from moments.
+    const m1 = probe.moment(perm[i]!, 1, 0);
+    const m2 = probe.moment(perm[i]!, 2, 0);
+    const s = (m1 - m2) / (m2 - m1 * m1);
+    alpha[i] = m1 * s;
+    beta[i] = (1 - m1) * s;
+  }
+  return {
+    ...base,
+    curves: new MonomialCurves(knapsackValue, { kind: 'beta', alpha, beta }),
+    surplus: undefined,
+    tokensPerRollout: Float64Array.from(perm, (j) => base.tokensPerRollout[j]!),
+    fixedTokens: Float64Array.from(perm, (j) => base.fixedTokens[j]!),
+    tieBreak: Uint32Array.from(perm, (j) => base.tieBreak[j]!),
+  };
+}
+
+describe('greedy solver', () => {
+  it('never violates budgets or bounds (property)', () => {
+    let ran = 0;
+    fc.assert(
+      fc.property(
+        fc.integer({ min: 1, max: 60 }), fc.integer({ min: 1, max: 4 }), fc.integer({ min: 0, max: 30 }),
+        fc.boolean(), fc.integer({ min: 0, max: 2000 }), fc.option(fc.integer({ min: 0, max: 400_000 }), { nil: undefined }),
+        fc.boolean(), fc.string(),
+        (size, minN, extra, skip, rollouts, tokens, prefill, seed) => {
+          const input = randomInstance(`v/${seed}`, { size, minN, maxN: minN + extra, skip, rollouts, tokens: tokens ?? Infinity, tokenCosts: true, prefill });
+          const result = greedySolve(input);
+          if (result.status === 'budget-infeasible') {
+            expect(skip).toBe(false);
+            expect(result.needed!.rollouts > rollouts || result.needed!.tokens > (tokens ?? Infinity)).toBe(true);
+            return;
+          }
+          ran++;
+          expect(violations(input, result.n), `seed v/${seed}`).toEqual([]);
+          expect(Math.abs(objectiveOf(input, result.n) - result.objective)).toBeLessThan(1e-9);
+          expect(result.upperBound).toBeGreaterThanOrEqual(result.objective - TOL);
+        },
+      ),
+      { numRuns: 300, seed: 42 },
+    );
+    expect(ran).toBeGreaterThan(100);
+  });
+
+  // Values are concave for n ≥ 1, so without skip the greedy is exact. With skip the curve
+  // from 0 is not concave (v(0) = v(1) = 0 for knapsack), the hull's first segment may be
+  // longer than the budget left, and the greedy is within one prompt's jump of the optimum.
+  it('equals the exact DP on unit costs without skip; within one jump of it with skip (property)', () => {
+    let ran = 0;
+    let ranSkip = 0;
+    fc.assert(
+      fc.property(fc.integer({ min: 1, max: 25 }), fc.integer({ min: 1, max: 3 }), fc.integer({ min: 0, max: 12 }), fc.boolean(), fc.integer({ min: 0, max: 200 }), fc.constantFrom('knapsack', 'informative', 'variance', 'hit'), fc.string(), (size, minN, extra, skip, rollouts, value, seed) => {
+        const input = randomInstance(`dp/${seed}`, { size, minN, maxN: minN + extra, skip, rollouts, tokens: Infinity, value });
+        const noSurplus = { ...input, surplus: undefined };
+        const g = greedySolve(noSurplus);
+        const d = exactDp(noSurplus);
+        expect(g.status, `seed dp/${seed}`).toBe(d.status);
+        if (g.status !== 'optimal') return;
+        expect(g.objective, `seed dp/${seed} ${value}`).toBeLessThanOrEqual(d.objective + 1e-9);
+        expect(g.upperBound, `seed dp/${seed} ${value}`).toBeGreaterThanOrEqual(d.objective - 1e-9);
+        if (!skip) {
+          ran++;
+          expect(Math.abs(g.objective - d.objective), `seed dp/${seed} ${value}`).toBeLessThan(1e-9);
+          return;
+        }
+        ranSkip++;
+        let maxJump = 0;
+        for (let i = 0; i < size; i++) for (let n = minN; n <= minN + extra; n++) maxJump = Math.max(maxJump, input.curves.value(i, n));
+        expect(g.objective, `seed dp/${seed} ${value}`).toBeGreaterThanOrEqual(d.objective - maxJump - 1e-9);
+      }),
+      { numRuns: 400, seed: 7 },
+    );
+    expect(ran).toBeGreaterThan(100);
+    expect(ranSkip).toBeGreaterThan(100);
+  });
+
+  it('is within one prompt\'s marginal value of the MILP optimum with token costs', () => {
+    let ran = 0;
+    for (let k = 0; k < 25; k++) {
+      const seed = `milp/${k}`;
+      const size = 6 + (k % 5);
+      const input = randomInstance(seed, { size, minN: 1 + (k % 2), maxN: 6, skip: k % 3 === 0, rollouts: 3 * size, tokens: 1500 * size, tokenCosts: true, prefill: k % 2 === 0 });
+      const noSurplus = { ...input, surplus: undefined };
+      const g = greedySolve(noSurplus);
+      const m = milpSolve(noSurplus);
+      if (m.status !== 'optimal') continue;
+      ran++;
+      expect(violations(input, m.n), seed).toEqual([]);
+      // Largest single move any prompt has (its best marginal value).
+      let maxMove = 0;
+      for (let i = 0; i < size; i++) {
+        for (let n = 0; n < 6; n++) maxMove = Math.max(maxMove, input.curves.value(i, n + 1) - input.curves.value(i, n), input.curves.value(i, n + 1));
+      }
+      expect(g.objective, seed).toBeGreaterThanOrEqual(m.objective - maxMove - 1e-9);
+      expect(g.objective, seed).toBeLessThanOrEqual(m.objective + 1e-6);
+      expect(g.upperBound, seed).toBeGreaterThanOrEqual(m.objective - 1e-6);
+    }
+    expect(ran).toBeGreaterThanOrEqual(20);
+  });
+
+  it('permuting the prompts changes nothing (property)', () => {
+    fc.assert(
+      fc.property(fc.integer({ min: 2, max: 40 }), fc.boolean(), fc.boolean(), fc.string(), fc.integer(), (size, skip, tokenCosts, seed, shuffleSeed) => {
+        const opts = { size, minN: 2, maxN: 12, skip, rollouts: 5 * size, tokens: tokenCosts ? 3000 * size : Infinity, tokenCosts };
+        const identity = Array.from({ length: size }, (_, i) => i);
+        const a = permute(seed, randomInstance(seed, opts), identity, opts);
+        const perm = [...identity];
+        let s = shuffleSeed >>> 0;
+        for (let i = size - 1; i > 0; i--) {
+          s = (Math.imul(s, 1664525) + 1013904223) >>> 0;
+          const j = s % (i + 1);
+          [perm[i], perm[j]] = [perm[j]!, perm[i]!];
+        }
+        const b = permute(seed, a, perm, opts);
+        const ra = greedySolve(a);
+        const rb = greedySolve(b);
+        for (let i = 0; i < size; i++) expect(rb.n[i], `seed ${seed}`).toBe(ra.n[perm[i]!]);
+        expect(Math.abs(ra.objective - rb.objective)).toBeLessThan(1e-9);
+      }),
+      { numRuns: 150, seed: 3 },
+    );
+  });
+
+  it('more budget never lowers the objective (property, rollouts and tokens)', () => {
+    fc.assert(
+      fc.property(fc.integer({ min: 1, max: 40 }), fc.boolean(), fc.boolean(), fc.integer({ min: 0, max: 300 }), fc.integer({ min: 1, max: 50 }), fc.string(), (size, skip, tokens, budget, more, seed) => {
+        const opts = (b: number) => ({
+          size, minN: 2, maxN: 16, skip, tokenCosts: tokens,
+          rollouts: tokens ? Infinity : b, tokens: tokens ? b * 500 : Infinity,
+        });
+        const small = greedySolve(randomInstance(seed, opts(budget)));
+        const large = greedySolve(randomInstance(seed, opts(budget + more)));
+        if (small.status !== 'optimal') return;
+        expect(large.status).toBe('optimal');
+        expect(large.objective, `seed ${seed}`).toBeGreaterThanOrEqual(small.objective - 1e-9);
+      }),
+      { numRuns: 300, seed: 11 },
+    );
+  });
+
+  it('a zero-value prompt does not change the others', () => {
+    const opts = { size: 12, minN: 2, maxN: 16, skip: false, rollouts: 100, tokens: Infinity };
+    const base = randomInstance('zero', opts);
+    const alpha = Float64Array.from({ length: 13 }, (_, i) => (i < 12 ? (base.curves as MonomialCurves).moment(i, 1, 0) : 1));
+    void alpha;
+    // Point curves: a prompt with p = 1 has zero knapsack value for every n.
+    const p = Float64Array.from({ length: 12 }, (_, i) => 0.05 + 0.07 * i);
+    const withZero = Float64Array.from([...p, 1]);
+    const mk = (ps: Float64Array, rollouts: number): SolverInput => ({
+      curves: new MonomialCurves(knapsackValue, { kind: 'point', p: ps }),
+      tokensPerRollout: new Float64Array(ps.length),
+      fixedTokens: new Float64Array(ps.length),
+      tieBreak: Uint32Array.from(ps, (_, i) => i),
+      minN: 2, maxN: 16, skip: false, rollouts, tokens: Infinity,
+    });
+    const a = greedySolve(mk(p, 100));
+    const b = greedySolve(mk(withZero, 102));
+    expect([...b.n].slice(0, 12)).toEqual([...a.n]);
+    expect(b.n[12]).toBe(2);
+  });
+
+  it('reports infeasible lower bounds with the numbers', () => {
+    const input = randomInstance('inf', { size: 10, minN: 4, maxN: 8, skip: false, rollouts: 39, tokens: Infinity });
+    const r = greedySolve(input);
+    expect(r.status).toBe('budget-infeasible');
+    expect(r.needed).toEqual({ rollouts: 40, tokens: 0 });
+    const withSkip = greedySolve({ ...input, skip: true });
+    expect(withSkip.status).toBe('optimal');
+    expect(violations({ ...input, skip: true }, withSkip.n)).toEqual([]);
+  });
+});
