@@ -175,6 +175,26 @@ describe('greedy solver', () => {
     expect(b.n[12]).toBe(2);
   });
 
+  it('the one-pass precommit of large instances gives exactly the heap\'s allocation', () => {
+    const cases = [
+      { rollouts: 8 * 40_000, tokens: Infinity, skip: false, tokenCosts: false },
+      { rollouts: Infinity, tokens: 40_000 * 6 * 500, skip: false, tokenCosts: true },
+      { rollouts: 5 * 40_000, tokens: 40_000 * 5 * 520, skip: true, tokenCosts: true, prefill: true },
+    ];
+    for (const [k, c] of cases.entries()) {
+      const input = randomInstance(`big/${k}`, { size: 40_000, minN: 2, maxN: 64, ...c });
+      const fast = greedySolve(input);
+      const heapOnly = greedySolve({ ...input, precommit: false });
+      expect(fast.status).toBe('optimal');
+      expect(violations(input, fast.n)).toEqual([]);
+      let differing = 0;
+      for (let i = 0; i < fast.n.length; i++) if (fast.n[i] !== heapOnly.n[i]) differing++;
+      expect(differing, `case ${k}`).toBe(0);
+      expect(Math.abs(fast.objective - heapOnly.objective)).toBeLessThan(1e-6);
+      expect(fast.usedRollouts).toBe(heapOnly.usedRollouts);
+    }
+  });
+
   it('reports infeasible lower bounds with the numbers', () => {
     const input = randomInstance('inf', { size: 10, minN: 4, maxN: 8, skip: false, rollouts: 39, tokens: Infinity });
     const r = greedySolve(input);

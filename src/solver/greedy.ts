@@ -73,6 +73,11 @@ export function greedySolve(input: SolverInput): SolverResult {
   };
 }
 
+/** Sampled prompts used to estimate the pre-commit threshold. */
+const SAMPLE = 1024;
+/** Below this many prompts the heap alone is fast enough. */
+const PRECOMMIT_MIN = 16 * SAMPLE;
+
 function runGreedy(input: SolverInput, budgetR: number, budgetT: number, withSurplus: boolean): CoreState {
   const { curves, minN, maxN, skip } = input;
   const c = input.tokensPerRollout;
@@ -82,25 +87,33 @@ function runGreedy(input: SolverInput, budgetR: number, budgetT: number, withSur
   const wt = Number.isFinite(budgetT) ? 1 / Math.max(budgetT, 1) : 0;
   const singleBudget = wr === 0 || wt === 0;
   const start = skip ? 0 : minN;
+  const saturation = input.saturation ?? 1e-6;
   const state: CoreState = { n: new Int32Array(size), usedR: 0, usedT: 0, objective: 0, bound: NaN, surplusRollouts: 0 };
-  const jumpTo = new Int32Array(size);
+  /** Pending move per item: gain of the next rollout, or the jump 0 → jumpTo worth jumpValue. */
+  const gain = new Float64Array(size);
+  const jumpTo = new Int32Array(skip ? size : 0);
   const jumpValue = new Float64Array(skip ? size : 0);
   const fits = (r: number, t: number) => state.usedR + r <= budgetR && state.usedT + t <= budgetT * (1 + SLACK);
   const unitCost = (i: number) => wr + wt * c[i]!;
-  const ratio = (gain: number, cost: number) => (cost > 0 ? gain / cost : gain > 0 ? Infinity : 0);
+  const ratio = (g: number, cost: number) => (cost > 0 ? g / cost : g > 0 ? Infinity : 0);
+  const perRollout = (i: number) => (state.n[i]! === 0 ? jumpValue[i]! / jumpTo[i]! : gain[i]!);
 
-  /** Key of item i's next move on `cv`, or NaN when it has none. Sets jumpTo for jumps. */
-  const keyOf = (cv: ValueCurves, i: number): number => {
+  /** Key of item i's pending move on the primary curves, or NaN when it has none. */
+  const keyOf = (i: number): number => {
     const n = state.n[i]!;
     if (n >= maxN) return NaN;
-    if (n > 0) return ratio(cv.nextGain(i), unitCost(i));
+    if (n > 0) {
+      const g = curves.nextGain(i);
+      gain[i] = g;
+      return ratio(g, unitCost(i));
+    }
     let m = minN;
-    let v = cv.seek(i, m);
+    let v = curves.seek(i, m);
     let cost = m * unitCost(i) + wt * f[i]!;
     while (m < maxN) {
-      const g = cv.nextGain(i);
+      const g = curves.nextGain(i);
       if (!(ratio(g, unitCost(i)) > ratio(v, cost))) break;
-      cv.advance(i);
+      curves.advance(i);
       v += g;
       cost += unitCost(i);
       m++;
@@ -110,79 +123,210 @@ function runGreedy(input: SolverInput, budgetR: number, budgetT: number, withSur
     return ratio(v, cost);
   };
 
-  for (let i = 0; i < size; i++) {
-    state.n[i] = start;
-    if (start > 0) {
-      state.objective += curves.seek(i, start);
-      state.usedR += start;
-      state.usedT += start * c[i]! + f[i]!;
-    }
-  }
-
-  const heap = new MaxHeap(size, input.tieBreak);
-  for (let i = 0; i < size; i++) {
-    const key = keyOf(curves, i);
-    if (key === key) heap.push(key, i);
-  }
-  const saturation = input.saturation ?? 1e-6;
-  /** Value per rollout of item i's pending move. */
-  const perRollout = (i: number) => (state.n[i]! === 0 ? jumpValue[i]! / jumpTo[i]! : curves.nextGain(i));
-  const capacityLeft = () => (wr > 0 ? 1 - state.usedR * wr : 1 - state.usedT * wt);
-  const noteBound = (key: number) => {
-    if (singleBudget && Number.isNaN(state.bound)) state.bound = state.objective + Math.max(0, capacityLeft()) * key;
-  };
-
-  // Phase 1: primary values.
-  while (heap.size > 0) {
-    const key = heap.topKey();
-    const i = heap.topItem();
-    if (!(key > 0) || perRollout(i) < saturation) {
-      noteBound(Math.max(key, 0));
-      break;
-    }
+  /** Takes item i's pending move (which must fit). */
+  const take = (i: number): void => {
     const n = state.n[i]!;
     if (n === 0) {
-      let m = jumpTo[i]!;
-      if (!fits(m, m * c[i]! + f[i]!)) {
-        noteBound(key);
-        const roomR = budgetR - state.usedR;
-        const roomT = c[i]! > 0 ? (budgetT * (1 + SLACK) - state.usedT - f[i]!) / c[i]! : Infinity;
-        m = Math.min(m - 1, Math.floor(roomR), Math.floor(roomT));
-        if (m < minN) {
-          heap.pop();
-          continue;
-        }
-        const v = curves.seek(i, m);
-        jumpTo[i] = m;
-        jumpValue[i] = v;
-        heap.replaceTop(ratio(v, m * unitCost(i) + wt * f[i]!), i);
-        continue;
-      }
+      const m = jumpTo[i]!;
       state.n[i] = m;
       state.objective += jumpValue[i]!;
       state.usedR += m;
       state.usedT += m * c[i]! + f[i]!;
     } else {
-      if (!fits(1, c[i]!)) {
-        noteBound(key);
-        heap.pop();
-        continue;
-      }
-      state.objective += curves.nextGain(i);
+      state.objective += gain[i]!;
       curves.advance(i);
       state.n[i] = n + 1;
       state.usedR += 1;
       state.usedT += c[i]!;
     }
-    const next = keyOf(curves, i);
+  };
+
+  const reset = (): void => {
+    state.objective = 0;
+    state.usedR = 0;
+    state.usedT = 0;
+    for (let i = 0; i < size; i++) {
+      state.n[i] = start;
+      const v = curves.seek(i, start);
+      if (start > 0) {
+        state.objective += v;
+        state.usedR += start;
+        state.usedT += start * c[i]! + f[i]!;
+      }
+    }
+  };
+  reset();
+
+  const keys = new Float64Array(size);
+  const items = new Int32Array(size);
+  let count = 0;
+  const collect = (i: number) => {
+    const key = keyOf(i);
+    if (key === key) {
+      keys[count] = key;
+      items[count++] = i;
+    }
+  };
+  const threshold = size >= PRECOMMIT_MIN && input.precommit !== false ? estimateThreshold() : NaN;
+  if (!(threshold > 0 && precommit(threshold))) {
+    if (threshold > 0) reset();
+    count = 0;
+    for (let i = 0; i < size; i++) collect(i);
+  }
+  const heap = new MaxHeap(size, input.tieBreak);
+  heap.build(keys, items, count);
+
+  const capacityLeft = () => (wr > 0 ? 1 - state.usedR * wr : 1 - state.usedT * wt);
+  let cheapest = Infinity;
+  for (let i = 0; i < size; i++) if (c[i]! < cheapest) cheapest = c[i]!;
+  /** No move of any prompt can fit any more. */
+  const spent = () => state.usedR + 1 > budgetR || state.usedT + cheapest > budgetT * (1 + SLACK);
+  const noteBound = (key: number) => {
+    if (singleBudget && Number.isNaN(state.bound)) state.bound = state.objective + Math.max(0, capacityLeft()) * key;
+  };
+
+  // Phase 1: primary values, best ratio first.
+  while (heap.size > 0) {
+    const key = heap.topKey();
+    const i = heap.topItem();
+    if (!(key > 0) || perRollout(i) < saturation || spent()) {
+      noteBound(Math.max(key, 0));
+      break;
+    }
+    if (state.n[i]! === 0) {
+      const m = jumpTo[i]!;
+      if (!fits(m, m * c[i]! + f[i]!)) {
+        noteBound(key);
+        const roomR = budgetR - state.usedR;
+        const roomT = c[i]! > 0 ? (budgetT * (1 + SLACK) - state.usedT - f[i]!) / c[i]! : Infinity;
+        const smaller = Math.min(m - 1, Math.floor(roomR), Math.floor(roomT));
+        if (smaller < minN) {
+          heap.pop();
+          continue;
+        }
+        const v = curves.seek(i, smaller);
+        jumpTo[i] = smaller;
+        jumpValue[i] = v;
+        heap.replaceTop(ratio(v, smaller * unitCost(i) + wt * f[i]!), i);
+        continue;
+      }
+    } else if (!fits(1, c[i]!)) {
+      noteBound(key);
+      heap.pop();
+      continue;
+    }
+    take(i);
+    const next = keyOf(i);
     if (next === next) heap.replaceTop(next, i);
     else heap.pop();
   }
   if (Number.isNaN(state.bound)) state.bound = state.objective;
 
   const surplus = input.surplus;
-  if (withSurplus && surplus !== undefined) spendSurplus(input, surplus, state, heap, fits, unitCost);
+  if (withSurplus && surplus !== undefined && !spent()) spendSurplus(input, surplus, state, heap, fits, unitCost, spent);
   return state;
+
+  /**
+   * A ratio λ such that the moves above it very likely fit both budgets: the ratio where a
+   * deterministic sample's cumulative cost, scaled to all prompts, reaches 93% of what is
+   * left. Sampled items are put back at the start afterwards.
+   */
+  function estimateThreshold(): number {
+    const stride = Math.ceil(size / SAMPLE);
+    const sampled = Math.ceil(size / stride);
+    // Walk each sampled prompt no further than 3× the average allocation left (+2): moves
+    // beyond are rarely above the threshold, and an underestimate only costs a fallback.
+    const perItem = Math.min((budgetR - state.usedR) / size, wt > 0 ? (budgetT - state.usedT) / size / Math.max(1e-9, meanTokens()) : Infinity);
+    const cap = Math.min(maxN, Math.max(minN, start) + Math.ceil(3 * perItem) + 2);
+    const room = sampled * (cap - start + 1);
+    const ratios = new Float64Array(room);
+    const costR = new Float64Array(room);
+    const costT = new Float64Array(room);
+    let m = 0;
+    for (let i = 0; i < size; i += stride) {
+      while (state.n[i]! < cap) {
+        const key = keyOf(i);
+        if (!(key > 0)) break;
+        const n = state.n[i]!;
+        const r = n === 0 ? jumpTo[i]! : 1;
+        ratios[m] = key;
+        costR[m] = r;
+        costT[m++] = r * c[i]! + (n === 0 ? f[i]! : 0);
+        if (n === 0) state.n[i] = jumpTo[i]!;
+        else {
+          curves.advance(i);
+          state.n[i] = n + 1;
+        }
+      }
+      state.n[i] = start;
+      curves.seek(i, start);
+    }
+    const order = new Uint32Array(m);
+    for (let k = 0; k < m; k++) order[k] = k;
+    order.sort((x, y) => ratios[y]! - ratios[x]!);
+    const share = (sampled / size) * 0.93;
+    const limitR = (budgetR - state.usedR) * share;
+    const limitT = (budgetT - state.usedT) * share;
+    let sumR = 0;
+    let sumT = 0;
+    for (let k = 0; k < m; k++) {
+      const j = order[k]!;
+      sumR += costR[j]!;
+      sumT += costT[j]!;
+      if (sumR > limitR || sumT > limitT) return ratios[j]!;
+    }
+    return NaN; // everything fits: the heap alone is cheap enough then
+  }
+
+  function meanTokens(): number {
+    let total = 0;
+    for (let i = 0; i < size; i++) total += c[i]!;
+    return total / size;
+  }
+
+  /**
+   * Takes, for every item, all pending moves with a ratio above λ: exactly the moves the heap
+   * would pop first, and collects each item's next move for the heap. Returns false (and the
+   * caller resets) if they overspend a budget or one of them is saturated, where the heap
+   * order would have stopped or dropped earlier.
+   */
+  function precommit(lambda: number): boolean {
+    for (let i = 0; i < size; i++) {
+      while (state.n[i]! === 0) {
+        const key = keyOf(i);
+        if (!(key > lambda)) break;
+        if (perRollout(i) < saturation) return false;
+        take(i);
+      }
+      let n = state.n[i]!;
+      if (n > 0) {
+        const uc = unitCost(i);
+        let g = NaN;
+        let taken = 0;
+        while (n < maxN) {
+          g = curves.nextGain(i);
+          if (!(ratio(g, uc) > lambda)) break;
+          if (g < saturation) return false;
+          state.objective += g;
+          curves.advance(i);
+          n++;
+          taken++;
+          g = NaN;
+        }
+        state.n[i] = n;
+        state.usedR += taken;
+        state.usedT += taken * c[i]!;
+        if (g === g) {
+          gain[i] = g;
+          keys[count] = ratio(g, uc);
+          items[count++] = i;
+        }
+      } else {
+        collect(i);
+      }
+    }
+    return state.usedR <= budgetR && state.usedT <= budgetT * (1 + SLACK);
+  }
 }
 
 /** Phase 2: what the primary values leave goes by the surplus curves; v stays primary. */
@@ -193,6 +337,7 @@ function spendSurplus(
   heap: MaxHeap,
   fits: (r: number, t: number) => boolean,
   unitCost: (i: number) => number,
+  spent: () => boolean,
 ): void {
   const { curves, maxN, minN } = input;
   const c = input.tokensPerRollout;
@@ -204,13 +349,20 @@ function spendSurplus(
     if (n === 0) return surplus.value(i, minN) / (minN * unitCost(i) || 1);
     return surplus.nextGain(i) / (unitCost(i) || 1);
   };
-  while (heap.size > 0) heap.pop();
+  const keys = new Float64Array(curves.size);
+  const items = new Int32Array(curves.size);
+  let count = 0;
   for (let i = 0; i < curves.size; i++) {
     if (state.n[i]! > 0) surplus.seek(i, state.n[i]!);
     const key = keyOf(i);
-    if (key > 0) heap.push(key, i);
+    if (key > 0) {
+      keys[count] = key;
+      items[count++] = i;
+    }
   }
-  while (heap.size > 0) {
+  heap.clear();
+  heap.build(keys, items, count);
+  while (heap.size > 0 && !spent()) {
     const i = heap.topItem();
     const n = state.n[i]!;
     const m = n === 0 ? minN : n + 1;

@@ -50,6 +50,18 @@ export class MaxHeap {
     this.items[pos] = item;
   }
 
+  /** Replaces the contents with (keys[j], items[j]) for j < count, in O(count). */
+  build(keys: Float64Array, items: Int32Array, count: number): void {
+    this.keys.set(keys.subarray(0, count));
+    this.items.set(items.subarray(0, count));
+    this.count = count;
+    for (let pos = (count >> 1) - 1; pos >= 0; pos--) this.siftFrom(pos, this.keys[pos]!, this.items[pos]!);
+  }
+
+  clear(): void {
+    this.count = 0;
+  }
+
   /** Removes the top and returns its item. */
   pop(): number {
     const top = this.items[0]!;
@@ -64,8 +76,12 @@ export class MaxHeap {
   }
 
   private siftDown(key: number, item: number): void {
+    this.siftFrom(0, key, item);
+  }
+
+  private siftFrom(start: number, key: number, item: number): void {
     const n = this.count;
-    let pos = 0;
+    let pos = start;
     for (;;) {
       let child = 2 * pos + 1;
       if (child >= n) break;

@@ -66,8 +66,10 @@ export function exactDp(input: SolverInput, limit = 5e7): SolverResult {
 /**
  * Exact MILP with javascript-lp-solver: one binary per (prompt, option), one option per
  * prompt, both budgets as rows. Practical up to a few hundred prompts with small max_n.
+ * With `timeoutMs` the branch and bound stops there and the status is `truncated` (n then
+ * holds the best integer solution found, possibly none).
  */
-export function milpSolve(input: SolverInput): SolverResult {
+export function milpSolve(input: SolverInput, timeoutMs?: number): SolverResult {
   const size = input.curves.size;
   const opts = options(input);
   const variables: Record<string, Record<string, number>> = {};
@@ -88,7 +90,10 @@ export function milpSolve(input: SolverInput): SolverResult {
       ints[name] = 1;
     }
   }
-  const result = lpSolver.Solve({ optimize: 'value', opType: 'max', constraints, variables, ints });
+  const model = { optimize: 'value', opType: 'max', constraints, variables, ints, ...(timeoutMs === undefined ? {} : { timeout: timeoutMs }) };
+  const started = Date.now();
+  const result = lpSolver.Solve(model);
+  const timedOut = timeoutMs !== undefined && Date.now() - started >= timeoutMs;
   if (!result.feasible) return infeasible(size, input);
   const n = new Int32Array(size);
   let used = 0;
@@ -105,5 +110,5 @@ export function milpSolve(input: SolverInput): SolverResult {
     used += n[i]!;
     tokens += n[i]! * input.tokensPerRollout[i]! + (n[i]! > 0 ? input.fixedTokens[i]! : 0);
   }
-  return { status: 'optimal', n, objective, upperBound: objective, usedRollouts: used, usedTokens: tokens, surplusRollouts: 0 };
+  return { status: timedOut ? 'truncated' : 'optimal', n, objective, upperBound: objective, usedRollouts: used, usedTokens: tokens, surplusRollouts: 0 };
 }

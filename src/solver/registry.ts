@@ -5,5 +5,5 @@ import type { Solver } from './types.js';
 
 /** Solvers by name: `greedy` (the planner's), `dp` and `milp` (exact references for tests). */
 export function createSolverRegistry(): Registry<Solver> {
-  return createRegistry<Solver>('solver', { greedy: greedySolve, dp: (input) => exactDp(input), milp: milpSolve });
+  return createRegistry<Solver>('solver', { greedy: greedySolve, dp: (input) => exactDp(input), milp: (input) => milpSolve(input) });
 }

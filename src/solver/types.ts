@@ -19,6 +19,11 @@ export interface SolverInput {
   readonly rollouts: number;
   /** Σ (n_i·c_i + f_i·[n_i > 0]) ≤ tokens; Infinity when unbounded. */
   readonly tokens: number;
+  /**
+   * Large instances first take every move above an estimated ratio threshold in one pass
+   * (the same moves the heap would pop first); false forces the heap alone. Default true.
+   */
+  readonly precommit?: boolean;
   /** The primary values are saturated when the best move is worth less than this a rollout. */
   readonly saturation?: number;
 }

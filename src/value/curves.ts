@@ -14,6 +14,10 @@ export interface ValueCurves {
   nextGain(i: number): number;
   /** Moves the cursor one rollout up. O(terms). */
   advance(i: number): void;
+  /** Where item i's cursor is. */
+  cursorOf(i: number): number;
+  /** v_i(cursor). O(terms). */
+  current(i: number): number;
 }
 
 /**
@@ -39,13 +43,20 @@ export class MonomialCurves implements ValueCurves {
   private readonly b: Int32Array;
   private readonly u: Uint8Array;
   private readonly w: Uint8Array;
+  /** Indices of the terms that change with n (u or w set); constant terms never move. */
+  private readonly moving: Int32Array;
+  private readonly isBeta: boolean;
+  private readonly alpha: Float64Array;
+  private readonly beta: Float64Array;
+  private readonly p: Float64Array;
   private readonly term: Float64Array;
   private readonly cursor: Int32Array;
 
-  constructor(
-    fn: ValueFunction,
-    private readonly mode: CurveMode,
-  ) {
+  constructor(fn: ValueFunction, mode: CurveMode) {
+    this.isBeta = mode.kind === 'beta';
+    this.alpha = mode.kind === 'beta' ? mode.alpha : new Float64Array(0);
+    this.beta = mode.kind === 'beta' ? mode.beta : new Float64Array(0);
+    this.p = mode.kind === 'point' ? mode.p : new Float64Array(0);
     this.size = mode.kind === 'beta' ? mode.alpha.length : mode.p.length;
     this.k = fn.terms.length;
     this.coef = Float64Array.from(fn.terms, (t) => t.coef);
@@ -53,18 +64,20 @@ export class MonomialCurves implements ValueCurves {
     this.b = Int32Array.from(fn.terms, (t) => t.b);
     this.u = Uint8Array.from(fn.terms, (t) => t.u);
     this.w = Uint8Array.from(fn.terms, (t) => t.w);
+    if (fn.terms.some((t) => t.u === 1 && t.w === 1)) throw new Error(`${fn.name}: a term may grow in p or in 1−p with n, not both`);
+    this.moving = Int32Array.from(fn.terms.flatMap((t, i) => (t.u === 1 || t.w === 1 ? [i] : [])));
     this.term = new Float64Array(this.size * this.k);
     this.cursor = new Int32Array(this.size);
   }
 
   /** E[p^A (1−p)^B] (beta mode) or p^A (1−p)^B (point mode) for prompt i. O(A + B). */
   moment(i: number, A: number, B: number): number {
-    if (this.mode.kind === 'point') {
-      const p = this.mode.p[i]!;
+    if (!this.isBeta) {
+      const p = this.p[i]!;
       return Math.pow(p, A) * Math.pow(1 - p, B);
     }
-    const al = this.mode.alpha[i]!;
-    const be = this.mode.beta[i]!;
+    const al = this.alpha[i]!;
+    const be = this.beta[i]!;
     let r = 1;
     for (let x = 0; x < A; x++) r *= (al + x) / (al + be + x);
     for (let y = 0; y < B; y++) r *= (be + y) / (al + be + A + y);
@@ -86,10 +99,14 @@ export class MonomialCurves implements ValueCurves {
       this.term[base + t] = this.moment(i, this.a[t]! + this.u[t]! * n, this.b[t]! + this.w[t]! * n);
     }
     this.cursor[i] = n;
-    return this.currentValue(i);
+    return this.current(i);
   }
 
-  private currentValue(i: number): number {
+  cursorOf(i: number): number {
+    return this.cursor[i]!;
+  }
+
+  current(i: number): number {
     if (this.cursor[i]! <= 0) return 0;
     const base = i * this.k;
     let total = 0;
@@ -97,34 +114,47 @@ export class MonomialCurves implements ValueCurves {
     return total;
   }
 
-  /** The factor that takes term t of prompt i from n to n + 1. */
-  private factor(i: number, t: number, n: number): number {
+  /**
+   * Relative change of moving term t of prompt i from n to n + 1, factor − 1:
+   * beta mode, p-term: (α+A)/(α+β+A+B) − 1 = −(β+B)/(α+β+A+B); (1−p)-term: −(α+A)/(…);
+   * point mode: p − 1 or −p.
+   */
+  private step(i: number, t: number, n: number): number {
     const u = this.u[t]!;
-    const w = this.w[t]!;
-    if (u === 0 && w === 0) return 1;
-    if (this.mode.kind === 'point') {
-      const p = this.mode.p[i]!;
-      return u === 1 ? p : 1 - p;
+    if (!this.isBeta) {
+      const p = this.p[i]!;
+      return u === 1 ? p - 1 : -p;
     }
-    const al = this.mode.alpha[i]!;
-    const be = this.mode.beta[i]!;
+    const al = this.alpha[i]!;
+    const be = this.beta[i]!;
     const A = this.a[t]! + u * n;
-    const B = this.b[t]! + w * n;
-    return u === 1 ? (al + A) / (al + be + A + B) : (be + B) / (al + be + A + B);
+    const B = this.b[t]! + (1 - u) * n;
+    return -(u === 1 ? be + B : al + A) / (al + be + A + B);
   }
 
   nextGain(i: number): number {
     const n = this.cursor[i]!;
     const base = i * this.k;
-    let next = 0;
-    for (let t = 0; t < this.k; t++) next += this.coef[t]! * this.term[base + t]! * this.factor(i, t, n);
-    return next - this.currentValue(i);
+    if (n <= 0) {
+      let total = 0;
+      for (let t = 0; t < this.k; t++) total += this.coef[t]! * this.term[base + t]! * (this.u[t]! + this.w[t]! > 0 ? 1 + this.step(i, t, n) : 1);
+      return total;
+    }
+    let gain = 0;
+    for (let j = 0; j < this.moving.length; j++) {
+      const t = this.moving[j]!;
+      gain += this.coef[t]! * this.term[base + t]! * this.step(i, t, n);
+    }
+    return gain;
   }
 
   advance(i: number): void {
     const n = this.cursor[i]!;
     const base = i * this.k;
-    for (let t = 0; t < this.k; t++) this.term[base + t] = this.term[base + t]! * this.factor(i, t, n);
+    for (let j = 0; j < this.moving.length; j++) {
+      const t = this.moving[j]!;
+      this.term[base + t] = this.term[base + t]! * (1 + this.step(i, t, n));
+    }
     this.cursor[i] = n + 1;
   }
 }
