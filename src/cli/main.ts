@@ -6,6 +6,7 @@ import type { PlanOptionsInput } from '../plan/options.js';
 import { runDemo } from './demo.js';
 import { processIo, readInput, writeOutput, type CliIo } from './io.js';
 import { intArg, numberArg } from './parse.js';
+import { registerServeCommands } from './serve.js';
 
 const decayOptions = (cmd: Command) =>
   cmd
@@ -132,6 +133,7 @@ export function buildProgram(io: CliIo): Command {
       runDemo(io, { steps: opts.steps, seed: opts.seed });
     });
 
+  registerServeCommands(program, io);
   return program;
 }
 
