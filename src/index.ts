@@ -54,5 +54,5 @@ export { startHttpService } from './service/http.js';
 export type { HttpOptions, HttpService } from './service/http.js';
 export { serveStdio } from './service/stdio.js';
 export { ServiceMetrics, PLAN_SECONDS_BUCKETS } from './service/metrics.js';
-export { errorBody, observeRequestOf, planRequestOf, promptQueryOf } from './service/requests.js';
+export { checkNames, errorBody, observeRequestOf, planRequestOf, promptQueryOf } from './service/requests.js';
 export type { ObserveRequest, PlanRequest } from './service/requests.js';

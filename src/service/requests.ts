@@ -1,7 +1,8 @@
 import { RolloutBudgetError, badInput, quote } from '../errors.js';
 import { batchOf, parseResults, type ResultBatch } from '../io/formats.js';
 import { field } from '../io/jsonl.js';
-import type { PlanOptionsInput } from '../plan/options.js';
+import { resolvePlanOptions, type PlanOptionsInput } from '../plan/options.js';
+import type { Registries } from '../plan/planner.js';
 import type { Budget, Candidate } from '../plan/types.js';
 
 /**
@@ -84,7 +85,26 @@ export function optionsOf(v: unknown, where = 'body.options', allowed: readonly 
   if (o.decay !== undefined) decay.forgetPerStep = num(at('decay'), o.decay);
   if (o.reobserve_discount !== undefined) decay.reobserveDiscount = num(at('reobserve_discount'), o.reobserve_discount);
   if (Object.keys(decay).length > 0) out.decay = decay;
+  try {
+    resolvePlanOptions(out); // ranges, with the option's path in the message
+  } catch (error) {
+    const m = error instanceof RolloutBudgetError ? /^([a-z_]+) (must .*)$/s.exec(error.message) : null;
+    if (m === null) throw error;
+    throw badInput(`${where}.${m[1]}`, m[2]!);
+  }
   return out;
+}
+
+/** Policy and value names must be registered: checked here so the error names the field. */
+export function checkNames(options: PlanOptionsInput, registries: Registries, where = 'body.options'): void {
+  const check = (key: 'policy' | 'value', registry: Registries['policies'] | Registries['values']) => {
+    const name = options[key];
+    if (name !== undefined && !registry.has(name)) {
+      throw badInput(`${where}.${key}`, `must be a registered ${registry.kind} (${registry.names().join(', ')}), got ${quote(name)}`);
+    }
+  };
+  check('policy', registries.policies);
+  check('value', registries.values);
 }
 
 function candidatesOf(v: unknown): Candidate[] {

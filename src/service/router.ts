@@ -1,7 +1,7 @@
 import { RolloutBudgetError } from '../errors.js';
 import type { AsyncAllocator } from './async-allocator.js';
 import { ServiceMetrics } from './metrics.js';
-import { errorBody, observeRequestOf, planRequestOf, promptQueryOf } from './requests.js';
+import { checkNames, errorBody, observeRequestOf, planRequestOf, promptQueryOf } from './requests.js';
 
 /** One request, transport-free: HTTP and stdio both end here. */
 export interface ServiceRequest {
@@ -88,6 +88,7 @@ export class Service {
       if (path === '/v1/plan') {
         allow('POST');
         const r = planRequestOf(body);
+        checkNames(r.options, this.allocator.registries);
         const started = process.hrtime.bigint();
         const plan = await this.allocator.plan(r.candidates, r.budget, r.options);
         this.metrics.observePlanSeconds(Number(process.hrtime.bigint() - started) / 1e9);
