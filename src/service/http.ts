@@ -92,11 +92,9 @@ export async function startHttpService(service: Service, options: HttpOptions): 
   server.keepAliveTimeout = 5_000;
   server.requestTimeout = 60_000;
   await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(options.port, options.host, () => {
-      server.off('error', reject);
-      resolve();
-    });
+    server.once('error', (error: NodeJS.ErrnoException) =>
+      reject(new RolloutBudgetError('IO_ERROR', `cannot listen on ${options.host}:${options.port} (${error.code ?? error.message})`)));
+    server.listen(options.port, options.host, () => resolve());
   });
   const port = (server.address() as AddressInfo).port;
   return {
