@@ -58,6 +58,7 @@ function readBody(req: IncomingMessage, limit: number): Promise<Buffer | null> {
 
 /** Serves a Service over HTTP/1.1 on host:port (keep-alive, JSON bodies). */
 export async function startHttpService(service: Service, options: HttpOptions): Promise<HttpService> {
+  let closing = false;
   const server = createServer((req, res) => {
     void (async () => {
       const declared = Number(req.headers['content-length'] ?? 0);
@@ -84,7 +85,8 @@ export async function startHttpService(service: Service, options: HttpOptions): 
         send(res, service.fail(new RolloutBudgetError('BAD_INPUT', `body: not valid UTF-8 text, got ${raw.length} bytes`), 400));
         return;
       }
-      send(res, await service.handle({ method: req.method ?? 'GET', path: req.url ?? '/', body }));
+      const answer = await service.handle({ method: req.method ?? 'GET', path: req.url ?? '/', body });
+      send(res, answer, closing); // while stopping, a kept-alive connection ends with its last answer
     })().catch((error) => {
       if (!res.headersSent) send(res, service.fail(error));
     });
@@ -102,6 +104,7 @@ export async function startHttpService(service: Service, options: HttpOptions): 
     port,
     close: () =>
       new Promise<void>((resolve) => {
+        closing = true;
         server.close(() => resolve());
         server.closeIdleConnections();
         void service.idle().then(() => server.closeIdleConnections());

@@ -99,6 +99,9 @@ export function redactUrl(url: string): string {
  * 3. `last_step` only grows (GREATEST).
  * Keys and prompts are taken in sorted order, so writers lock rows in the same order; a
  * deadlock or serialisation failure still retries the whole transaction (up to 5 times).
+ * Results without a `step` get the last step + 1 as read at the start of the transaction
+ * (unlocked): two writers doing that at once may both take the same step, as if their
+ * results had come in one batch. Trainers with several writers should send `step`.
  */
 export class PostgresStore implements AsyncStore {
   readonly kind = 'postgres';
