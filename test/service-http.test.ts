@@ -161,4 +161,25 @@ describe('serve as a process', () => {
     expect(replies[2].body).toMatchObject({ id: 's', rollouts: 3, reward_sum: 2 });
     expect(replies[3].body.error.field).toBe('body.budget.rollouts');
   });
+
+  it('stops on SIGTERM in stdio mode: answers what it read, closes the store, exits 0', async () => {
+    const { spawn } = await import('node:child_process');
+    const { CLI } = await import('./service-helpers.js');
+    const proc = spawn(process.execPath, [CLI, 'serve', '--stdio', '--state', join(dir, 'stdio-term.db')], { stdio: ['pipe', 'pipe', 'pipe'] });
+    let out = '';
+    let err = '';
+    proc.stderr.on('data', (d) => (err += d.toString()));
+    const first = new Promise<void>((resolve) => proc.stdout.on('data', (d) => {
+      out += d.toString();
+      if (out.includes('\n')) resolve();
+    }));
+    proc.stdin.write(`${JSON.stringify({ id: 'a', method: 'POST', path: '/v1/observe', body: [{ prompt_id: 'q', step: 0, reward: 1 }] })}\n`);
+    await first;
+    proc.kill('SIGTERM');
+    const code = await new Promise((r) => proc.on('exit', r));
+    expect(code).toBe(0);
+    expect(JSON.parse(out.trim())).toMatchObject({ id: 'a', status: 200, body: { applied: 1 } });
+    expect(err).toContain('stopping (SIGTERM)');
+    expect(err).toContain('store closed');
+  });
 });

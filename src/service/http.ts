@@ -64,7 +64,7 @@ export async function startHttpService(service: Service, options: HttpOptions): 
       const declared = Number(req.headers['content-length'] ?? 0);
       if (declared > options.bodyLimit) {
         send(res, service.fail(tooLarge(options.bodyLimit, `${declared}`), 413), true);
-        req.destroy();
+        res.on('finish', () => req.destroy());
         return;
       }
       let raw: Buffer | null;
