@@ -29,7 +29,8 @@ async function withStore<T>(state: string, work: (s: AsyncStore) => Promise<T>):
 describe.each(backends)('reliability on %s', (backend, location) => {
   it('load: concurrent clients observing and planning; applied evidence sums to what was sent, exactly', async () => {
     const state = location('load');
-    const child = await startService(['--state', state]);
+    // PostgreSQL: two service processes share the state, as several controllers would
+    const children = await Promise.all(Array.from({ length: backend === 'postgres' ? 2 : 1 }, () => startService(['--state', state])));
     const CLIENTS = 8;
     const PER_OBSERVE = 8;
     const PROMPTS = 256;
@@ -43,6 +44,7 @@ describe.each(backends)('reliability on %s', (backend, location) => {
     const deadline = performance.now() + DURATION_MS;
     await Promise.all(
       Array.from({ length: CLIENTS }, async (_, c) => {
+        const child = children[c % children.length]!;
         const rng = seedrandom(`load-${backend}-${c}`);
         for (let k = 0; performance.now() < deadline; k++) {
           // dyadic rewards, one step: every sum is exact in floating point
@@ -70,8 +72,12 @@ describe.each(backends)('reliability on %s', (backend, location) => {
         }
       }),
     );
-    const metrics = (await call(child.port, 'GET', '/metrics')).text;
-    expect((await stopService(child)).code).toBe(0);
+    let appliedByServices = 0;
+    for (const child of children) {
+      const metrics = (await call(child.port, 'GET', '/metrics')).text;
+      appliedByServices += Number(/^rollout_budget_observations_applied_total (\d+)$/m.exec(metrics)?.[1]);
+      expect((await stopService(child)).code).toBe(0);
+    }
     const totals = await withStore(state, async (s) => {
       const snap = await s.snapshot();
       let rollouts = 0;
@@ -92,11 +98,11 @@ describe.each(backends)('reliability on %s', (backend, location) => {
     expect(totals.rewardSum).toBe(sentReward);
     expect(totals.successes).toBe(sentReward);
     expect(totals.failures).toBe(sentRollouts - sentReward);
-    expect(Number(/^rollout_budget_observations_applied_total (\d+)$/m.exec(metrics)?.[1])).toBe(acked);
+    expect(appliedByServices).toBe(acked);
     expect(planMs.length).toBeGreaterThanOrEqual(CLIENTS);
     const seconds = DURATION_MS / 1000;
     console.log(
-      `load [${backend}]: ${CLIENTS} clients × ${seconds}s, ${PROMPTS} candidates/plan: ${planMs.length} plans (${(planMs.length / seconds).toFixed(0)}/s), ` +
+      `load [${backend}, ${children.length} service${children.length > 1 ? 's' : ''}]: ${CLIENTS} clients × ${seconds}s, ${PROMPTS} candidates/plan: ${planMs.length} plans (${(planMs.length / seconds).toFixed(0)}/s), ` +
         `plan latency p50 ${percentile(planMs, 50).toFixed(1)} ms, p99 ${percentile(planMs, 99).toFixed(1)} ms; ` +
         `${observeMs.length} observes × ${PER_OBSERVE} (p50 ${percentile(observeMs, 50).toFixed(1)} ms, p99 ${percentile(observeMs, 99).toFixed(1)} ms); ` +
         `rollouts sent ${sentRollouts} = applied ${totals.rollouts}, reward sent ${sentReward} = applied ${totals.rewardSum}`,
