@@ -42,3 +42,21 @@ export type { Visit } from './replay/visits.js';
 export { runCli } from './cli/main.js';
 export type { CliIo } from './cli/io.js';
 export type { ObserveSummary, Store } from './store/types.js';
+
+// issue 5: service, async stores, PostgreSQL
+export { asyncStoreOf } from './store/async.js';
+export type { AsyncStore } from './store/async.js';
+export { PostgresStore, redactUrl } from './store/postgres.js';
+export { createStoreRegistry, openAsyncStore, storeKindOf } from './store/open.js';
+export type { StoreOpener } from './store/open.js';
+export { mergePlanOptions } from './plan/options.js';
+export { posteriorView } from './plan/posterior-view.js';
+export { AsyncAllocator } from './service/async-allocator.js';
+export { Service, statusOf } from './service/router.js';
+export type { ServiceRequest, ServiceResponse } from './service/router.js';
+export { startHttpService } from './service/http.js';
+export type { HttpOptions, HttpService } from './service/http.js';
+export { serveStdio } from './service/stdio.js';
+export { ServiceMetrics, PLAN_SECONDS_BUCKETS } from './service/metrics.js';
+export { checkNames, errorBody, observeRequestOf, planRequestOf, promptQueryOf } from './service/requests.js';
+export type { ObserveRequest, PlanRequest } from './service/requests.js';

@@ -8,6 +8,7 @@ import { processIo, readInput, writeOutput, type CliIo } from './io.js';
 
 export type { CliIo };
 import { intArg, numberArg } from './parse.js';
+import { registerServeCommands } from './serve.js';
 
 const decayOptions = (cmd: Command) =>
   cmd
@@ -134,6 +135,7 @@ export function buildProgram(io: CliIo): Command {
       runDemo(io, { steps: opts.steps, seed: opts.seed });
     });
 
+  registerServeCommands(program, io);
   return program;
 }
 

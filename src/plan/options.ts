@@ -26,6 +26,17 @@ export type PlanOptionsInput = Partial<Omit<PlanOptions, 'decay' | 'prior' | 'le
   length?: Partial<PlanOptions['length']>;
 };
 
+/** Per-call options over defaults, the nested groups key by key. */
+export function mergePlanOptions(defaults: PlanOptionsInput, options: PlanOptionsInput): PlanOptionsInput {
+  return {
+    ...defaults,
+    ...options,
+    decay: { ...defaults.decay, ...options.decay },
+    prior: { ...defaults.prior, ...options.prior },
+    length: { ...defaults.length, ...options.length },
+  };
+}
+
 /** Merges options key by key (`??`, never `||`: 0 is a valid value) and validates them. */
 export function resolvePlanOptions(input: PlanOptionsInput = {}): PlanOptions {
   const d = defaultPlanOptions;

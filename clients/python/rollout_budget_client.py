@@ -1,0 +1,221 @@
+"""Client for the rollout-budget allocator service (standard library only, Python 3.8+).
+
+Two transports with the same methods:
+
+* ``HttpClient("http://127.0.0.1:8080")`` talks to ``rollout-budget serve`` over HTTP JSON;
+* ``StdioClient(state="state.db")`` starts ``rollout-budget serve --stdio`` as a child process
+  and talks NDJSON over its stdin/stdout (for a Ray actor that owns the allocator).
+
+A verl-style trainer adds, per step::
+
+    plan = client.plan(prompts, budget_rollouts=len(prompts) * 8)   # before generation
+    n = {a["prompt_id"]: a["n"] for a in plan["allocations"]}         # rollouts per prompt
+    client.observe(results)                                           # after rewards
+
+``prompts`` are dicts ``{"id": ..., "max_tokens"?: ..., "prompt_tokens"?: ..., "group"?: ...}``;
+``results`` are dicts ``{"prompt_id", "reward", "step"?, "tokens"?, "rollout_id"?, ...}`` or
+groups ``{"prompt_id", "rewards": [...], "tokens"?: [...]}``, as in the CLI's JSONL files.
+Errors raise :class:`RolloutBudgetError` with the service's code, field and value.
+"""
+
+import http.client
+import json
+import subprocess
+import threading
+import urllib.parse
+
+__all__ = ["RolloutBudgetError", "HttpClient", "StdioClient", "connect"]
+
+_OPTION_NAMES = ("min_n", "max_n", "skip", "policy", "value", "seed", "step", "prefill_weight", "decay",
+                 "reobserve_discount")
+
+
+class RolloutBudgetError(Exception):
+    """A request the service refused (4xx) or could not serve (5xx)."""
+
+    def __init__(self, status, error):
+        self.status = status
+        self.code = error.get("code")
+        self.field = error.get("field")
+        self.value = error.get("value")
+        super().__init__("%s %s: %s" % (status, self.code, error.get("message")))
+
+
+def _plan_body(prompts, budget_rollouts, budget_tokens, options):
+    unknown = sorted(set(options) - set(_OPTION_NAMES))
+    if unknown:
+        raise TypeError("unknown plan options %s; expected some of %s" % (unknown, ", ".join(_OPTION_NAMES)))
+    budget = {}
+    if budget_rollouts is not None:
+        budget["rollouts"] = budget_rollouts
+    if budget_tokens is not None:
+        budget["tokens"] = budget_tokens
+    body = {"candidates": list(prompts), "budget": budget}
+    if options:
+        body["options"] = options
+    return body
+
+
+def _observe_body(results, options):
+    unknown = sorted(set(options) - {"decay", "reobserve_discount"})
+    if unknown:
+        raise TypeError("unknown observe options %s; expected decay, reobserve_discount" % unknown)
+    body = {"results": list(results)}
+    if options:
+        body["options"] = options
+    return body
+
+
+def _prompt_path(prompt_id, query):
+    path = "/v1/prompts/" + urllib.parse.quote(str(prompt_id), safe="")
+    if query:
+        path += "?" + urllib.parse.urlencode(query)
+    return path
+
+
+class _Client:
+    def _request(self, method, path, body=None):
+        raise NotImplementedError
+
+    def plan(self, prompts, budget_rollouts=None, budget_tokens=None, **options):
+        """Plan one step: returns the plan dict (``allocations``: prompt_id → n, ...)."""
+        return self._request("POST", "/v1/plan", _plan_body(prompts, budget_rollouts, budget_tokens, options))
+
+    def observe(self, results, **options):
+        """Apply results in one transaction; re-sending the same results is a no-op."""
+        return self._request("POST", "/v1/observe", _observe_body(results, options))
+
+    def prompt(self, prompt_id, **query):
+        """One prompt's posterior, counts and expected tokens (query: group, max_tokens, step)."""
+        return self._request("GET", _prompt_path(prompt_id, query))
+
+    def health(self):
+        return self._request("GET", "/healthz")
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+
+class HttpClient(_Client):
+    """HTTP JSON transport on one kept-alive connection (reconnects once if it was dropped).
+
+    Retrying is safe: plans only read, and an observe re-sent with the same results is
+    recognised (by rollout_id, or by the batch's content) and applied once.
+    """
+
+    def __init__(self, url="http://127.0.0.1:8080", timeout=60.0):
+        parsed = urllib.parse.urlsplit(url)
+        if parsed.scheme != "http" or not parsed.hostname:
+            raise ValueError("url must look like http://host:port, got %r" % url)
+        self._host = parsed.hostname
+        self._port = parsed.port or 80
+        self._timeout = timeout
+        self._conn = None
+        self._lock = threading.Lock()
+
+    def _request(self, method, path, body=None):
+        data = None if body is None else json.dumps(body).encode("utf-8")
+        headers = {"Content-Type": "application/json"} if data is not None else {}
+        with self._lock:
+            for attempt in (1, 2):
+                if self._conn is None:
+                    self._conn = http.client.HTTPConnection(self._host, self._port, timeout=self._timeout)
+                try:
+                    self._conn.request(method, path, body=data, headers=headers)
+                    res = self._conn.getresponse()
+                    status, text = res.status, res.read().decode("utf-8")
+                    if res.getheader("connection", "").lower() == "close":
+                        self._drop()
+                    break
+                except (ConnectionError, http.client.HTTPException, OSError):
+                    self._drop()
+                    if attempt == 2:
+                        raise
+        payload = json.loads(text) if text else {}
+        if status >= 400:
+            raise RolloutBudgetError(status, payload.get("error", {"message": text}))
+        return payload
+
+    def metrics(self):
+        """The Prometheus text of /metrics."""
+        with self._lock:
+            conn = http.client.HTTPConnection(self._host, self._port, timeout=self._timeout)
+            try:
+                conn.request("GET", "/metrics")
+                return conn.getresponse().read().decode("utf-8")
+            finally:
+                conn.close()
+
+    def _drop(self):
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+    def close(self):
+        with self._lock:
+            self._drop()
+
+
+class StdioClient(_Client):
+    """Owns ``rollout-budget serve --stdio`` as a child process; one request at a time.
+
+    ``command`` is how to start the CLI (default ``["rollout-budget"]``, e.g.
+    ``["node", "/path/bin/rollout-budget.js"]``); ``args`` go after ``serve --stdio``.
+    """
+
+    def __init__(self, state="./rollout-budget.db", command=("rollout-budget",), args=()):
+        argv = list(command) + ["serve", "--stdio", "--state", state] + list(args)
+        self._proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                      text=True, encoding="utf-8", bufsize=1)
+        self._next_id = 0
+        self._lock = threading.Lock()
+
+    def _request(self, method, path, body=None):
+        with self._lock:
+            self._next_id += 1
+            msg = {"id": self._next_id, "method": method, "path": path}
+            if body is not None:
+                msg["body"] = body
+            try:
+                self._proc.stdin.write(json.dumps(msg) + "\n")
+                self._proc.stdin.flush()
+                line = self._proc.stdout.readline()
+            except (BrokenPipeError, OSError):
+                line = ""
+            if not line:
+                err = self._proc.stderr.read() if self._proc.poll() is not None else ""
+                raise RuntimeError("rollout-budget serve --stdio stopped: %s" % err.strip())
+            reply = json.loads(line)
+            if reply.get("id") != self._next_id:
+                raise RuntimeError("reply out of order: expected id %s, got %r" % (self._next_id, reply))
+        if reply["status"] >= 400:
+            raise RolloutBudgetError(reply["status"], reply["body"].get("error", {}))
+        return reply["body"]
+
+    def close(self):
+        """Ends the child's input; it finishes, closes the state and exits."""
+        if self._proc.poll() is None:
+            try:
+                self._proc.stdin.close()
+            except OSError:
+                pass
+            try:
+                self._proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self._proc.terminate()
+                self._proc.wait(timeout=10)
+        for stream in (self._proc.stdout, self._proc.stderr):
+            if stream is not None:
+                stream.close()
+        return self._proc.returncode
+
+
+def connect(target, **kwargs):
+    """``http://...`` → HttpClient; anything else is a state path or URL for a StdioClient."""
+    if str(target).startswith("http://"):
+        return HttpClient(target, **kwargs)
+    return StdioClient(state=target, **kwargs)

@@ -1,0 +1,52 @@
+import { betaQuantile } from '../math/beta.js';
+import { expectedTokens } from '../posterior/length.js';
+import type { StateSnapshot } from '../posterior/state.js';
+import { posteriors } from './planner.js';
+import type { Candidate, PlanOptions } from './types.js';
+
+/** A prompt's posterior as the next plan would see it. */
+export interface PosteriorView {
+  id: string;
+  group: string | null;
+  step: number;
+  alpha: number;
+  beta: number;
+  p_mean: number;
+  p_low: number;
+  p_high: number;
+  rollouts: number;
+  reward_sum: number;
+  last_step: number | null;
+  expected_tokens: number;
+  seen: boolean;
+}
+
+/**
+ * One prompt's posterior, counts and length estimate from a snapshot: a pure function shared
+ * by the synchronous Allocator and the service. `candidate` may carry group and max_tokens.
+ */
+export function posteriorView(snapshot: StateSnapshot, id: string, candidate: Partial<Candidate>, resolved: PlanOptions): PosteriorView {
+  const step = resolved.step ?? (snapshot.lastStep === null ? 0 : snapshot.lastStep + 1);
+  const state = snapshot.get(id);
+  const c: Candidate = { ...candidate, id, ...(state?.group ? { group: candidate.group ?? state.group } : {}) };
+  const { alpha, beta } = posteriors(snapshot, [c], step, resolved);
+  const a = alpha[0]!;
+  const b = beta[0]!;
+  const lo = (1 - resolved.interval) / 2;
+  const group = c.group === undefined ? undefined : snapshot.group(c.group);
+  return {
+    id,
+    group: c.group ?? null,
+    step,
+    alpha: a,
+    beta: b,
+    p_mean: a / (a + b),
+    p_low: betaQuantile(lo, a, b),
+    p_high: betaQuantile(1 - lo, a, b),
+    rollouts: state?.rollouts ?? 0,
+    reward_sum: state?.rewardSum ?? 0,
+    last_step: state?.lastStep ?? null,
+    expected_tokens: expectedTokens(state, group, snapshot.all, a / (a + b), c.max_tokens, resolved.length).tokens,
+    seen: state !== undefined,
+  };
+}

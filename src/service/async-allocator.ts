@@ -1,0 +1,45 @@
+import { createRegistries } from '../allocator.js';
+import { batchOf, type ResultBatch } from '../io/formats.js';
+import { mergePlanOptions, resolvePlanOptions, type PlanOptionsInput } from '../plan/options.js';
+import { planStep, type Registries } from '../plan/planner.js';
+import { posteriorView, type PosteriorView } from '../plan/posterior-view.js';
+import type { Budget, Candidate, Plan } from '../plan/types.js';
+import type { AsyncStore } from '../store/async.js';
+import type { ObserveSummary } from '../store/types.js';
+
+/**
+ * The Allocator on an async store (SQLite or PostgreSQL): the same plan / observe / posterior,
+ * with the store's I/O awaited and the planning itself the pure `planStep`.
+ */
+export class AsyncAllocator {
+  readonly registries: Registries;
+
+  constructor(
+    readonly store: AsyncStore,
+    private readonly defaults: PlanOptionsInput = {},
+    registries?: Registries,
+  ) {
+    this.registries = registries ?? createRegistries();
+    resolvePlanOptions(defaults);
+  }
+
+  async plan(candidates: readonly Candidate[], budget: Budget, options: PlanOptionsInput = {}): Promise<Plan> {
+    const merged = mergePlanOptions(this.defaults, options);
+    resolvePlanOptions(merged); // reject bad options before touching the store
+    return planStep(await this.store.snapshot(), candidates, budget, merged, this.registries);
+  }
+
+  async observe(results: readonly unknown[] | ResultBatch, options: PlanOptionsInput = {}): Promise<ObserveSummary> {
+    const batch = Array.isArray(results) ? batchOf(results) : (results as ResultBatch);
+    return this.store.apply(batch, resolvePlanOptions(mergePlanOptions(this.defaults, options)).decay);
+  }
+
+  async posterior(id: string, candidate: Partial<Candidate> = {}, options: PlanOptionsInput = {}): Promise<PosteriorView> {
+    const resolved = resolvePlanOptions(mergePlanOptions(this.defaults, options));
+    return posteriorView(await this.store.snapshot(), id, candidate, resolved);
+  }
+
+  close(): Promise<void> {
+    return this.store.close();
+  }
+}

@@ -1,0 +1,113 @@
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { RolloutBudgetError } from '../errors.js';
+import type { Service, ServiceResponse } from './router.js';
+
+export interface HttpOptions {
+  readonly host: string;
+  /** 0 picks a free port. */
+  readonly port: number;
+  /** Largest request body in bytes; larger ones get 413 and are not read further. */
+  readonly bodyLimit: number;
+}
+
+export interface HttpService {
+  readonly server: Server;
+  readonly port: number;
+  /** Stops accepting, lets in-flight requests finish, then resolves. */
+  close(): Promise<void>;
+}
+
+const utf8 = new TextDecoder('utf-8', { fatal: true });
+
+function tooLarge(limit: number, got: string): RolloutBudgetError {
+  return new RolloutBudgetError('BAD_INPUT', `body: larger than the limit of ${limit} bytes (--body-limit), got ${got}`);
+}
+
+function send(res: ServerResponse, r: ServiceResponse, close = false): void {
+  res.writeHead(r.status, {
+    'content-type': r.contentType,
+    'content-length': Buffer.byteLength(r.body),
+    ...(close ? { connection: 'close' } : {}),
+  });
+  res.end(r.body);
+}
+
+/** Reads the body up to `limit` bytes; null when it went over (the rest is not read). */
+function readBody(req: IncomingMessage, limit: number): Promise<Buffer | null> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    let over = false;
+    req.on('data', (chunk: Buffer) => {
+      if (over) return;
+      size += chunk.length;
+      if (size > limit) {
+        over = true;
+        resolve(null);
+        return;
+      }
+      chunks.push(chunk);
+    });
+    req.on('end', () => {
+      if (!over) resolve(Buffer.concat(chunks));
+    });
+    req.on('error', reject);
+  });
+}
+
+/** Serves a Service over HTTP/1.1 on host:port (keep-alive, JSON bodies). */
+export async function startHttpService(service: Service, options: HttpOptions): Promise<HttpService> {
+  let closing = false;
+  const server = createServer((req, res) => {
+    void (async () => {
+      const declared = Number(req.headers['content-length'] ?? 0);
+      if (declared > options.bodyLimit) {
+        send(res, service.fail(tooLarge(options.bodyLimit, `${declared}`), 413), true);
+        res.on('finish', () => req.destroy());
+        return;
+      }
+      let raw: Buffer | null;
+      try {
+        raw = await readBody(req, options.bodyLimit);
+      } catch {
+        return; // the client went away mid-body: nothing to answer, nothing applied
+      }
+      if (raw === null) {
+        send(res, service.fail(tooLarge(options.bodyLimit, `more`), 413), true);
+        res.on('finish', () => req.destroy());
+        return;
+      }
+      let body: string;
+      try {
+        body = utf8.decode(raw);
+      } catch {
+        send(res, service.fail(new RolloutBudgetError('BAD_INPUT', `body: not valid UTF-8 text, got ${raw.length} bytes`), 400));
+        return;
+      }
+      const answer = await service.handle({ method: req.method ?? 'GET', path: req.url ?? '/', body });
+      send(res, answer, closing); // while stopping, a kept-alive connection ends with its last answer
+    })().catch((error) => {
+      if (!res.headersSent) send(res, service.fail(error));
+    });
+  });
+  server.keepAliveTimeout = 5_000;
+  server.requestTimeout = 60_000;
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', (error: NodeJS.ErrnoException) =>
+      reject(new RolloutBudgetError('IO_ERROR', `cannot listen on ${options.host}:${options.port} (${error.code ?? error.message})`)));
+    server.listen(options.port, options.host, () => resolve());
+  });
+  const port = (server.address() as AddressInfo).port;
+  return {
+    server,
+    port,
+    close: () =>
+      new Promise<void>((resolve) => {
+        closing = true;
+        server.close(() => resolve());
+        server.closeIdleConnections();
+        void service.idle().then(() => server.closeIdleConnections());
+      }),
+  };
+}

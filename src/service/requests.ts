@@ -1,0 +1,206 @@
+import { RolloutBudgetError, badInput, quote } from '../errors.js';
+import { batchOf, parseResults, type ResultBatch } from '../io/formats.js';
+import { field } from '../io/jsonl.js';
+import { resolvePlanOptions, type PlanOptionsInput } from '../plan/options.js';
+import type { Registries } from '../plan/planner.js';
+import type { Budget, Candidate } from '../plan/types.js';
+
+/**
+ * Request bodies of the service, validated like the CLI's inputs: every mistake throws
+ * BAD_INPUT naming the field path and quoting the value, before anything is read or written.
+ * Field names are the CLI's flags in snake_case.
+ */
+export interface PlanRequest {
+  readonly candidates: Candidate[];
+  readonly budget: Budget;
+  readonly options: PlanOptionsInput;
+}
+
+export interface ObserveRequest {
+  readonly batch: ResultBatch;
+  readonly options: PlanOptionsInput;
+}
+
+type Json = Record<string, unknown>;
+
+const isObject = (v: unknown): v is Json => v !== null && typeof v === 'object' && !Array.isArray(v);
+
+function object(where: string, v: unknown): Json {
+  if (!isObject(v)) throw badInput(where, `must be a JSON object, got ${quote(v)}`);
+  return v;
+}
+
+function onlyKeys(where: string, obj: Json, allowed: readonly string[]): void {
+  for (const key of Object.keys(obj)) {
+    if (!allowed.includes(key)) throw badInput(`${where}.${key}`, `unknown field ${quote(key)}; expected one of ${allowed.join(', ')}`);
+  }
+}
+
+/** Parses a JSON body; a malformed one is a 400 quoting the start of the text. */
+export function parseJsonBody(text: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch (error) {
+    throw badInput('body', `malformed JSON (${(error as Error).message}): ${quote(text)}`);
+  }
+}
+
+function int(where: string, v: unknown, min: number): number {
+  if (typeof v !== 'number' || !Number.isSafeInteger(v) || v < min) throw badInput(where, `must be an integer ≥ ${min}, got ${quote(v)}`);
+  return v;
+}
+
+function num(where: string, v: unknown): number {
+  if (typeof v !== 'number' || !Number.isFinite(v)) throw badInput(where, `must be a finite number, got ${quote(v)}`);
+  return v;
+}
+
+function str(where: string, v: unknown): string {
+  if (typeof v !== 'string' || v.length === 0) throw badInput(where, `must be a non-empty string, got ${quote(v)}`);
+  return v;
+}
+
+const OPTION_KEYS = ['min_n', 'max_n', 'skip', 'policy', 'value', 'seed', 'step', 'prefill_weight', 'decay', 'reobserve_discount'] as const;
+const DECAY_KEYS = ['decay', 'reobserve_discount'] as const;
+
+/** Options object → PlanOptionsInput; ranges are checked later by resolvePlanOptions. */
+export function optionsOf(v: unknown, where = 'body.options', allowed: readonly string[] = OPTION_KEYS): PlanOptionsInput {
+  if (v === undefined) return {};
+  const o = object(where, v);
+  onlyKeys(where, o, allowed);
+  const at = (k: string) => `${where}.${k}`;
+  const out: { -readonly [K in keyof PlanOptionsInput]: PlanOptionsInput[K] } = {};
+  if (o.min_n !== undefined) out.minN = int(at('min_n'), o.min_n, 1);
+  if (o.max_n !== undefined) out.maxN = int(at('max_n'), o.max_n, 1);
+  if (o.skip !== undefined) {
+    if (typeof o.skip !== 'boolean') throw badInput(at('skip'), `must be true or false, got ${quote(o.skip)}`);
+    out.skip = o.skip;
+  }
+  if (o.policy !== undefined) out.policy = str(at('policy'), o.policy);
+  if (o.value !== undefined) out.value = str(at('value'), o.value);
+  if (o.seed !== undefined) out.seed = int(at('seed'), o.seed, 0);
+  if (o.step !== undefined) out.step = int(at('step'), o.step, 0);
+  if (o.prefill_weight !== undefined) out.prefillWeight = num(at('prefill_weight'), o.prefill_weight);
+  const decay: { forgetPerStep?: number; reobserveDiscount?: number } = {};
+  if (o.decay !== undefined) decay.forgetPerStep = num(at('decay'), o.decay);
+  if (o.reobserve_discount !== undefined) decay.reobserveDiscount = num(at('reobserve_discount'), o.reobserve_discount);
+  if (Object.keys(decay).length > 0) out.decay = decay;
+  try {
+    resolvePlanOptions(out); // ranges, with the option's path in the message
+  } catch (error) {
+    const m = error instanceof RolloutBudgetError ? /^([a-z_]+) (must .*)$/s.exec(error.message) : null;
+    if (m === null) throw error;
+    throw badInput(`${where}.${m[1]}`, m[2]!);
+  }
+  return out;
+}
+
+/** Policy and value names must be registered: checked here so the error names the field. */
+export function checkNames(options: PlanOptionsInput, registries: Registries, where = 'body.options'): void {
+  const check = (key: 'policy' | 'value', registry: Registries['policies'] | Registries['values']) => {
+    const name = options[key];
+    if (name !== undefined && !registry.has(name)) {
+      throw badInput(`${where}.${key}`, `must be a registered ${registry.kind} (${registry.names().join(', ')}), got ${quote(name)}`);
+    }
+  };
+  check('policy', registries.policies);
+  check('value', registries.values);
+}
+
+function candidatesOf(v: unknown): Candidate[] {
+  if (!Array.isArray(v)) throw badInput('body.candidates', `must be an array of prompts ({"id": ...}), got ${quote(v)}`);
+  const seen = new Map<string, number>();
+  return v.map((item, i) => {
+    const where = `body.candidates[${i}]`;
+    const c = object(where, item);
+    const id = field.string(where, c, 'id', true)!;
+    field.int(where, c, 'prompt_tokens', 0);
+    field.int(where, c, 'max_tokens', 1);
+    field.string(where, c, 'group', false);
+    const before = seen.get(id);
+    if (before !== undefined) throw badInput(where, `"id" ${quote(id)} repeats body.candidates[${before}]`);
+    seen.set(id, i);
+    return c as Candidate;
+  });
+}
+
+function budgetOf(v: unknown): Budget {
+  const b = object('body.budget', v);
+  onlyKeys('body.budget', b, ['rollouts', 'tokens']);
+  if (b.rollouts === undefined && b.tokens === undefined) throw badInput('body.budget', `needs "rollouts", "tokens" or both, got ${quote(b)}`);
+  return {
+    ...(b.rollouts === undefined ? {} : { rollouts: int('body.budget.rollouts', b.rollouts, 0) }),
+    ...(b.tokens === undefined ? {} : { tokens: int('body.budget.tokens', b.tokens, 0) }),
+  };
+}
+
+/** `{candidates: [...], budget: {rollouts?, tokens?}, options?: {...}}`. */
+export function planRequestOf(text: string): PlanRequest {
+  const body = object('body', parseJsonBody(text));
+  onlyKeys('body', body, ['candidates', 'budget', 'options']);
+  return { candidates: candidatesOf(body.candidates), budget: budgetOf(body.budget), options: optionsOf(body.options) };
+}
+
+/**
+ * Results as a JSON array, as `{results: [...], options?: {decay, reobserve_discount}}`, or as
+ * NDJSON (the results JSONL format, one rollout or group per line).
+ */
+export function observeRequestOf(text: string): ObserveRequest {
+  const head = text.trimStart();
+  if (head.startsWith('[')) {
+    const items = parseJsonBody(text) as unknown[];
+    return { batch: batchOf(items, 'body'), options: {} };
+  }
+  let whole: unknown;
+  try {
+    whole = JSON.parse(text);
+  } catch {
+    whole = undefined; // NDJSON with several lines, or malformed: parseResults names the line
+  }
+  if (isObject(whole) && whole.results !== undefined) {
+    onlyKeys('body', whole, ['results', 'options']);
+    if (!Array.isArray(whole.results)) throw badInput('body.results', `must be an array of results, got ${quote(whole.results)}`);
+    return { batch: batchOf(whole.results, 'body.results'), options: optionsOf(whole.options, 'body.options', DECAY_KEYS) };
+  }
+  if (head === '') throw badInput('body', 'no results: send a JSON array, {"results": [...]}, or NDJSON lines');
+  return { batch: parseResults(text, 'body'), options: {} };
+}
+
+/** Query of GET /v1/prompts/{id}: group, max_tokens, step. */
+export function promptQueryOf(query: URLSearchParams): { candidate: Partial<Candidate>; options: PlanOptionsInput } {
+  const candidate: { group?: string; max_tokens?: number } = {};
+  const options: PlanOptionsInput = {};
+  for (const key of query.keys()) {
+    if (!['group', 'max_tokens', 'step'].includes(key)) throw badInput(`query.${key}`, `unknown parameter ${quote(key)}; expected group, max_tokens, step`);
+  }
+  const intParam = (k: string, min: number): number | undefined => {
+    const raw = query.get(k);
+    if (raw === null) return undefined;
+    if (!/^\d+$/.test(raw) || !Number.isSafeInteger(Number(raw)) || Number(raw) < min) throw badInput(`query.${k}`, `must be an integer ≥ ${min}, got ${quote(raw)}`);
+    return Number(raw);
+  };
+  const group = query.get('group');
+  if (group !== null) candidate.group = str('query.group', group);
+  const maxTokens = intParam('max_tokens', 1);
+  if (maxTokens !== undefined) candidate.max_tokens = maxTokens;
+  const step = intParam('step', 0);
+  return { candidate, options: step === undefined ? options : { step } };
+}
+
+/** `{error: {code, message, field?, value?}}` for a caller mistake; field and value when the message names them. */
+export function errorBody(error: RolloutBudgetError): { error: { code: string; message: string; field?: string; value?: string } } {
+  const unknown = /^unknown (\w+) ("[^"]*")/.exec(error.message);
+  if (unknown !== null) return { error: { code: error.code, message: error.message, field: unknown[1]!, value: unknown[2]! } };
+  const m = /^(?:(\S+): )?(?:"([^"]+)" )?.*?got (.*?)(?:\. .*)?$/s.exec(error.message);
+  const where = m?.[1];
+  const key = m?.[2];
+  const fieldPath = where !== undefined && key !== undefined ? `${where}.${key}` : (where ?? key ?? /^([a-z_]+) must/.exec(error.message)?.[1]);
+  return {
+    error: {
+      code: error.code,
+      message: error.message,
+      ...(fieldPath === undefined ? {} : { field: fieldPath }),
+      ...(m?.[3] === undefined ? {} : { value: m[3] }),
+    },
+  };
+}

@@ -1,0 +1,145 @@
+import { RolloutBudgetError } from '../errors.js';
+import type { AsyncAllocator } from './async-allocator.js';
+import { ServiceMetrics } from './metrics.js';
+import { checkNames, errorBody, observeRequestOf, planRequestOf, promptQueryOf } from './requests.js';
+
+/** One request, transport-free: HTTP and stdio both end here. */
+export interface ServiceRequest {
+  readonly method: string;
+  /** Path with an optional query string, e.g. `/v1/prompts/p1?group=math`. */
+  readonly path: string;
+  readonly body: string;
+}
+
+export interface ServiceResponse {
+  readonly status: number;
+  readonly contentType: string;
+  /** JSON text (or Prometheus text for /metrics). */
+  readonly body: string;
+}
+
+const json = (status: number, value: unknown): ServiceResponse => ({
+  status,
+  contentType: 'application/json',
+  body: JSON.stringify(value),
+});
+
+/** HTTP status of a caller mistake: 422 when the budget cannot fit, 503 when the store is down, else 400. */
+export function statusOf(error: RolloutBudgetError): number {
+  if (error.code === 'BUDGET_INFEASIBLE') return 422;
+  if (error.code === 'STATE_ERROR' || error.code === 'IO_ERROR') return 503;
+  return 400;
+}
+
+/**
+ * Routes requests to an allocator and keeps the metrics. A request is validated whole before
+ * the store is touched, and observe applies in one store transaction, so a rejected request
+ * applies nothing.
+ */
+export class Service {
+  readonly metrics = new ServiceMetrics();
+  private inFlight = 0;
+  private idleWaiters: (() => void)[] = [];
+
+  constructor(
+    readonly allocator: AsyncAllocator,
+    private readonly log: (line: string) => void = () => undefined,
+  ) {}
+
+  /** Resolves once no request is being handled. */
+  idle(): Promise<void> {
+    return this.inFlight === 0 ? Promise.resolve() : new Promise((resolve) => this.idleWaiters.push(resolve));
+  }
+
+  async handle(req: ServiceRequest): Promise<ServiceResponse> {
+    this.inFlight++;
+    const url = new URL(req.path, 'http://service.invalid');
+    const route = routeName(req.method, url.pathname);
+    let response: ServiceResponse;
+    try {
+      response = await this.dispatch(req.method, url, req.body);
+    } catch (error) {
+      response = this.fail(error);
+    } finally {
+      if (--this.inFlight === 0) for (const w of this.idleWaiters.splice(0)) w();
+    }
+    this.metrics.countRequest(route, response.status);
+    return response;
+  }
+
+  /** An error answer counted in the metrics (also used by transports, e.g. for 413). */
+  fail(error: unknown, status?: number): ServiceResponse {
+    if (error instanceof RolloutBudgetError) {
+      const s = status ?? statusOf(error);
+      this.metrics.countError(s, error.code);
+      return json(s, errorBody(error));
+    }
+    this.metrics.countError(500, 'INTERNAL');
+    this.log(`internal error: ${(error as Error).stack ?? String(error)}`);
+    return json(500, { error: { code: 'INTERNAL', message: (error as Error).message ?? String(error) } });
+  }
+
+  private async dispatch(method: string, url: URL, body: string): Promise<ServiceResponse> {
+    const path = url.pathname;
+    const allow = (m: string) => {
+      if (method !== m) throw new MethodError(m);
+    };
+    try {
+      if (path === '/v1/plan') {
+        allow('POST');
+        const r = planRequestOf(body);
+        checkNames(r.options, this.allocator.registries);
+        const started = process.hrtime.bigint();
+        const plan = await this.allocator.plan(r.candidates, r.budget, r.options);
+        this.metrics.observePlanSeconds(Number(process.hrtime.bigint() - started) / 1e9);
+        this.metrics.plansServed++;
+        return json(200, plan);
+      }
+      if (path === '/v1/observe') {
+        allow('POST');
+        const r = observeRequestOf(body);
+        const summary = await this.allocator.observe(r.batch, r.options);
+        this.metrics.observeRequests++;
+        this.metrics.observationsApplied += summary.applied;
+        this.metrics.observationsDuplicate += summary.duplicates;
+        return json(200, summary);
+      }
+      if (path.startsWith('/v1/prompts/')) {
+        allow('GET');
+        const id = decodeURIComponent(path.slice('/v1/prompts/'.length));
+        if (id === '') throw new RolloutBudgetError('BAD_INPUT', 'path: the prompt id is empty, got ""');
+        const q = promptQueryOf(url.searchParams);
+        return json(200, await this.allocator.posterior(id, q.candidate, q.options));
+      }
+      if (path === '/healthz') {
+        allow('GET');
+        return json(200, { status: 'ok', store: this.allocator.store.kind, prompts: await this.allocator.store.count() });
+      }
+      if (path === '/metrics') {
+        allow('GET');
+        const tracked = await this.allocator.store.count().catch(() => null);
+        return { status: 200, contentType: 'text/plain; version=0.0.4; charset=utf-8', body: this.metrics.render(tracked) };
+      }
+    } catch (error) {
+      if (error instanceof MethodError) {
+        this.metrics.countError(405, 'METHOD_NOT_ALLOWED');
+        return json(405, { error: { code: 'METHOD_NOT_ALLOWED', message: `${path} takes ${error.allowed}, got ${method}` } });
+      }
+      if (error instanceof URIError) throw new RolloutBudgetError('BAD_INPUT', `path: malformed percent-encoding, got ${JSON.stringify(path)}`);
+      throw error;
+    }
+    this.metrics.countError(404, 'NOT_FOUND');
+    return json(404, { error: { code: 'NOT_FOUND', message: `no route ${method} ${path}; routes: POST /v1/plan, POST /v1/observe, GET /v1/prompts/{id}, GET /healthz, GET /metrics` } });
+  }
+}
+
+class MethodError extends Error {
+  constructor(readonly allowed: string) {
+    super(allowed);
+  }
+}
+
+function routeName(method: string, path: string): string {
+  if (path.startsWith('/v1/prompts/')) return '/v1/prompts/{id}';
+  return ['/v1/plan', '/v1/observe', '/healthz', '/metrics'].includes(path) ? path : 'other';
+}

@@ -1,0 +1,39 @@
+import type { ResultBatch } from '../io/formats.js';
+import type { DecayOptions } from '../posterior/decay.js';
+import type { PromptState, StateSnapshot } from '../posterior/state.js';
+import type { ObserveSummary, Store } from './types.js';
+
+/**
+ * The store operations as Promises, for backends that talk to a server (PostgreSQL) and for
+ * the service, which must not block its event loop on them. Same contract as `Store`:
+ * `apply` is atomic (all of a batch or none of it) and idempotent by rollout key. Every
+ * implementation passes test/service-store.test.ts.
+ */
+export interface AsyncStore {
+  /** Which backend, for logs and /healthz: 'sqlite' or 'postgres'. */
+  readonly kind: string;
+  /** A consistent read view of every prompt and the last step. */
+  snapshot(): Promise<StateSnapshot>;
+  get(id: string): Promise<PromptState | undefined>;
+  lastStep(): Promise<number | null>;
+  apply(batch: ResultBatch, decay: DecayOptions): Promise<ObserveSummary>;
+  count(): Promise<number>;
+  close(): Promise<void>;
+}
+
+/**
+ * A synchronous store seen through the async interface. The work still runs on the calling
+ * thread (better-sqlite3 is synchronous), so calls are serialised by the event loop: that is
+ * what makes SQLite's single-writer rule hold inside one service process.
+ */
+export function asyncStoreOf(store: Store, kind = 'sqlite'): AsyncStore {
+  return {
+    kind,
+    snapshot: async () => store.snapshot(),
+    get: async (id) => store.get(id),
+    lastStep: async () => store.lastStep(),
+    apply: async (batch, decay) => store.apply(batch, decay),
+    count: async () => store.count(),
+    close: async () => store.close(),
+  };
+}

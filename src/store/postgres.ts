@@ -1,0 +1,217 @@
+import pg from 'pg';
+import { RolloutBudgetError } from '../errors.js';
+import type { ResultBatch } from '../io/formats.js';
+import type { DecayOptions } from '../posterior/decay.js';
+import { snapshotOf, type PromptState, type StateSnapshot } from '../posterior/state.js';
+import { accumulate, type StepEvidence } from './accumulate.js';
+import type { AsyncStore } from './async.js';
+import type { ObserveSummary } from './types.js';
+
+const COLUMNS = `id, grp, successes, failures, last_step::float8 AS last_step, rollouts::float8 AS rollouts, reward_sum,
+  correct_count::float8 AS correct_count, correct_tokens, wrong_count::float8 AS wrong_count, wrong_tokens`;
+
+const schemaSql = (s: string) => `
+CREATE SCHEMA IF NOT EXISTS ${s};
+CREATE TABLE IF NOT EXISTS ${s}.meta (key TEXT PRIMARY KEY, value BIGINT NOT NULL);
+CREATE TABLE IF NOT EXISTS ${s}.prompts (
+  id TEXT PRIMARY KEY,
+  grp TEXT,
+  successes DOUBLE PRECISION NOT NULL,
+  failures DOUBLE PRECISION NOT NULL,
+  last_step BIGINT NOT NULL,
+  rollouts BIGINT NOT NULL,
+  reward_sum DOUBLE PRECISION NOT NULL,
+  correct_count BIGINT NOT NULL,
+  correct_tokens DOUBLE PRECISION NOT NULL,
+  wrong_count BIGINT NOT NULL,
+  wrong_tokens DOUBLE PRECISION NOT NULL
+);
+CREATE TABLE IF NOT EXISTS ${s}.seen (rollout_id TEXT PRIMARY KEY);`;
+
+/**
+ * The decay rule of `addEvidence` (posterior/decay.ts) as one SQL expression over the old
+ * row `p` and the incoming row `excluded` ($1 = λ, $2 = ρ):
+ *   step > last: old·(λ^(step−last)·ρ) + new;  step = last: old + new;  step < last: old + new·λ^(last−step).
+ * The grouping matches the TypeScript, so both backends round alike.
+ */
+const decayed = (col: string) => `CASE
+  WHEN excluded.last_step > p.last_step THEN p.${col} * (power($1::float8, (excluded.last_step - p.last_step)::float8) * $2::float8) + excluded.${col}
+  WHEN excluded.last_step = p.last_step THEN p.${col} + excluded.${col}
+  ELSE p.${col} + excluded.${col} * power($1::float8, (p.last_step - excluded.last_step)::float8) END`;
+
+/** Evidence rows whose prompt ids are distinct, as column arrays for one unnest() upsert. */
+const upsertSql = (s: string) => `
+INSERT INTO ${s}.prompts AS p (id, grp, successes, failures, last_step, rollouts, reward_sum, correct_count, correct_tokens, wrong_count, wrong_tokens)
+SELECT * FROM unnest($3::text[], $4::text[], $5::float8[], $6::float8[], $7::bigint[], $8::bigint[], $9::float8[], $10::bigint[], $11::float8[], $12::bigint[], $13::float8[])
+ON CONFLICT (id) DO UPDATE SET
+  grp = COALESCE(excluded.grp, p.grp),
+  successes = ${decayed('successes')},
+  failures = ${decayed('failures')},
+  last_step = GREATEST(p.last_step, excluded.last_step),
+  rollouts = p.rollouts + excluded.rollouts,
+  reward_sum = p.reward_sum + excluded.reward_sum,
+  correct_count = p.correct_count + excluded.correct_count,
+  correct_tokens = p.correct_tokens + excluded.correct_tokens,
+  wrong_count = p.wrong_count + excluded.wrong_count,
+  wrong_tokens = p.wrong_tokens + excluded.wrong_tokens`;
+
+interface Row {
+  id: string; grp: string | null; successes: number; failures: number; last_step: number; rollouts: number;
+  reward_sum: number; correct_count: number; correct_tokens: number; wrong_count: number; wrong_tokens: number;
+}
+
+const fromRow = (r: Row): PromptState => ({
+  id: r.id, group: r.grp, successes: r.successes, failures: r.failures, lastStep: r.last_step, rollouts: r.rollouts,
+  rewardSum: r.reward_sum, correctCount: r.correct_count, correctTokens: r.correct_tokens, wrongCount: r.wrong_count,
+  wrongTokens: r.wrong_tokens,
+});
+
+/** Splits evidence (sorted by prompt, then step) into rounds with one entry per prompt each. */
+function rounds(evidence: readonly StepEvidence[]): StepEvidence[][] {
+  const out: StepEvidence[][] = [];
+  let prev: string | undefined;
+  let k = 0;
+  for (const e of evidence) {
+    k = e.prompt_id === prev ? k + 1 : 0;
+    prev = e.prompt_id;
+    (out[k] ??= []).push(e);
+  }
+  return out;
+}
+
+/** Retry on deadlock (40P01) and serialisation failure (40001): the batch is idempotent. */
+const RETRYABLE = new Set(['40P01', '40001']);
+
+/** `postgres://user@host:port/db?schema=name`: the password is never echoed. */
+export function redactUrl(url: string): string {
+  return url.replace(/\/\/([^:@/]+):[^@/]*@/, '//$1:***@');
+}
+
+/**
+ * The state in PostgreSQL, for many writers at once (several controllers, reward workers).
+ * Tables live in one schema (`?schema=` in the URL, default `rollout_budget`).
+ *
+ * apply() is one READ COMMITTED transaction that never reads a posterior into the client:
+ * 1. `INSERT INTO seen ... ON CONFLICT DO NOTHING RETURNING` claims the batch's rollout keys;
+ *    a concurrent writer of the same key waits for this one and then skips it;
+ * 2. one `INSERT ... ON CONFLICT DO UPDATE` per round applies the decay rule in SQL against
+ *    the row as it is at that moment (row lock), so concurrent batches for one prompt compose;
+ * 3. `last_step` only grows (GREATEST).
+ * Keys and prompts are taken in sorted order, so writers lock rows in the same order; a
+ * deadlock or serialisation failure still retries the whole transaction (up to 5 times).
+ * Results without a `step` get the last step + 1 as read at the start of the transaction
+ * (unlocked): two writers doing that at once may both take the same step, as if their
+ * results had come in one batch. Trainers with several writers should send `step`.
+ */
+export class PostgresStore implements AsyncStore {
+  readonly kind = 'postgres';
+  private closed = false;
+
+  private constructor(private readonly pool: pg.Pool, private readonly schema: string, readonly url: string) {}
+
+  static async connect(url: string, options: { maxConnections?: number } = {}): Promise<PostgresStore> {
+    const parsed = new URL(url);
+    const schema = parsed.searchParams.get('schema') ?? 'rollout_budget';
+    if (!/^[a-z_][a-z0-9_]{0,62}$/.test(schema)) {
+      throw new RolloutBudgetError('BAD_OPTION', `${redactUrl(url)}: "schema" must match [a-z_][a-z0-9_]*, got ${JSON.stringify(schema)}`);
+    }
+    parsed.searchParams.delete('schema');
+    const pool = new pg.Pool({ connectionString: parsed.toString(), max: options.maxConnections ?? 10, connectionTimeoutMillis: 10_000 });
+    pool.on('error', () => undefined); // an idle client's broken socket; the next query reports it
+    const store = new PostgresStore(pool, `"${schema}"`, url);
+    try {
+      await store.transaction(async (c) => {
+        await c.query('SELECT pg_advisory_xact_lock(724019)'); // concurrent CREATE ... IF NOT EXISTS can race
+        await c.query(schemaSql(store.schema));
+      });
+    } catch (error) {
+      await pool.end().catch(() => undefined);
+      throw new RolloutBudgetError('STATE_ERROR', `${redactUrl(url)}: cannot open the state database (${(error as Error).message})`);
+    }
+    return store;
+  }
+
+  private async transaction<T>(work: (c: pg.PoolClient) => Promise<T>, mode = 'BEGIN'): Promise<T> {
+    for (let attempt = 1; ; attempt++) {
+      const client = await this.pool.connect();
+      try {
+        await client.query(mode);
+        const result = await work(client);
+        await client.query('COMMIT');
+        return result;
+      } catch (error) {
+        await client.query('ROLLBACK').catch(() => undefined);
+        const code = (error as { code?: string }).code;
+        if (attempt >= 5 || code === undefined || !RETRYABLE.has(code)) throw error;
+      } finally {
+        client.release();
+      }
+    }
+  }
+
+  async get(id: string): Promise<PromptState | undefined> {
+    const { rows } = await this.pool.query<Row>(`SELECT ${COLUMNS} FROM ${this.schema}.prompts WHERE id = $1`, [id]);
+    return rows[0] === undefined ? undefined : fromRow(rows[0]);
+  }
+
+  async lastStep(): Promise<number | null> {
+    const { rows } = await this.pool.query<{ v: number }>(`SELECT value::float8 AS v FROM ${this.schema}.meta WHERE key = 'last_step'`);
+    return rows[0]?.v ?? null;
+  }
+
+  async count(): Promise<number> {
+    const { rows } = await this.pool.query<{ n: number }>(`SELECT COUNT(*)::float8 AS n FROM ${this.schema}.prompts`);
+    return rows[0]!.n;
+  }
+
+  /** Every prompt and the last step in one REPEATABLE READ transaction: a consistent view. */
+  async snapshot(): Promise<StateSnapshot> {
+    return this.transaction(async (c) => {
+      const { rows } = await c.query<Row>(`SELECT ${COLUMNS} FROM ${this.schema}.prompts`);
+      const meta = await c.query<{ v: number }>(`SELECT value::float8 AS v FROM ${this.schema}.meta WHERE key = 'last_step'`);
+      return snapshotOf(rows.map(fromRow), meta.rows[0]?.v ?? null);
+    }, 'BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY');
+  }
+
+  async apply(batch: ResultBatch, decay: DecayOptions): Promise<ObserveSummary> {
+    const s = this.schema;
+    return this.transaction(async (c) => {
+      const meta = await c.query<{ v: number }>(`SELECT value::float8 AS v FROM ${s}.meta WHERE key = 'last_step'`);
+      const before = meta.rows[0]?.v ?? null;
+      const keys = [...new Set(batch.keys.filter((_, k) => batch.results[k]!.finish_reason !== 'abort'))].sort();
+      const claimed = new Set<string>();
+      if (keys.length > 0) {
+        const ins = await c.query<{ rollout_id: string }>(
+          `INSERT INTO ${s}.seen (rollout_id) SELECT k FROM unnest($1::text[]) AS k ORDER BY k ON CONFLICT DO NOTHING RETURNING rollout_id`, [keys]);
+        for (const r of ins.rows) claimed.add(r.rollout_id);
+      }
+      // A key claimed here counts once, as in SqliteStore (a repeat in the batch is a duplicate).
+      const acc = accumulate(batch, before === null ? 0 : before + 1, (key) => claimed.delete(key));
+      const evidence = [...acc.evidence].sort((a, b) => (a.prompt_id < b.prompt_id ? -1 : a.prompt_id > b.prompt_id ? 1 : a.step - b.step));
+      for (const round of rounds(evidence)) {
+        await c.query(upsertSql(s), [
+          decay.forgetPerStep, decay.reobserveDiscount,
+          round.map((e) => e.prompt_id), round.map((e) => e.group), round.map((e) => e.successes), round.map((e) => e.failures),
+          round.map((e) => e.step), round.map((e) => e.rollouts), round.map((e) => e.successes), round.map((e) => e.correctCount),
+          round.map((e) => e.correctTokens), round.map((e) => e.wrongCount), round.map((e) => e.wrongTokens),
+        ]);
+      }
+      let last = before;
+      if (evidence.length > 0) {
+        const top = Math.max(...evidence.map((e) => e.step));
+        const up = await c.query<{ v: number }>(
+          `INSERT INTO ${s}.meta (key, value) VALUES ('last_step', $1) ON CONFLICT (key) DO UPDATE SET value = GREATEST(${s}.meta.value, excluded.value) RETURNING value::float8 AS v`,
+          [top]);
+        last = up.rows[0]!.v;
+      }
+      const prompts = new Set(evidence.map((e) => e.prompt_id)).size;
+      return { applied: acc.applied, duplicates: acc.duplicates, aborted: acc.aborted, prompts, last_step: last };
+    });
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    await this.pool.end();
+  }
+}

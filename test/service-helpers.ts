@@ -1,0 +1,90 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { PostgresStore } from '../src/index.js';
+
+export const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
+export const CLI = join(ROOT, 'bin', 'rollout-budget.js');
+
+/**
+ * The PostgreSQL URL for tests (RB_PG_URL, set by `.ci/setup-postgres.sh start`). In CI a
+ * missing URL is a failure, not a skip; locally the PostgreSQL tests skip with a message.
+ */
+export function pgUrl(): string | undefined {
+  const url = process.env.RB_PG_URL;
+  if (url === undefined || url === '') {
+    if (process.env.CI === 'true') throw new Error('RB_PG_URL is not set but CI=true: run `eval "$(.ci/setup-postgres.sh start)"` before the tests');
+    console.warn('RB_PG_URL not set: skipping the PostgreSQL tests (eval "$(.ci/setup-postgres.sh start)" to run them)');
+    return undefined;
+  }
+  return url;
+}
+
+/** A URL for a fresh, empty schema of the test database. */
+export function freshPgUrl(base: string): string {
+  const u = new URL(base);
+  u.searchParams.set('schema', `t_${randomBytes(6).toString('hex')}`);
+  return u.toString();
+}
+
+export async function openPg(base: string): Promise<PostgresStore> {
+  return PostgresStore.connect(freshPgUrl(base));
+}
+
+export interface Child {
+  readonly proc: ChildProcess;
+  readonly port: number;
+  stderr(): string;
+  /** Resolves with the exit code (or signal) when the process ends. */
+  readonly exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+}
+
+/** Starts `rollout-budget serve --port 0 ...` and waits for its "listening" line. */
+export async function startService(args: readonly string[], timeoutMs = 15_000): Promise<Child> {
+  const proc = spawn(process.execPath, [CLI, 'serve', '--host', '127.0.0.1', '--port', '0', ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+  let err = '';
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => proc.on('exit', (code, signal) => resolve({ code, signal })));
+  const port = await new Promise<number>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`service did not start: ${err}`)), timeoutMs);
+    proc.stderr!.on('data', (chunk: Buffer) => {
+      err += chunk.toString();
+      const m = /listening on http:\/\/127\.0\.0\.1:(\d+)/.exec(err);
+      if (m) {
+        clearTimeout(timer);
+        resolve(Number(m[1]));
+      }
+    });
+    void exited.then(({ code }) => {
+      clearTimeout(timer);
+      reject(new Error(`service exited (${code}) before listening: ${err}`));
+    });
+  });
+  return { proc, port, stderr: () => err, exited };
+}
+
+export async function stopService(child: Child): Promise<{ code: number | null; signal: NodeJS.Signals | null }> {
+  if (child.proc.exitCode === null && child.proc.signalCode === null) child.proc.kill('SIGTERM');
+  return child.exited;
+}
+
+export async function call(port: number, method: string, path: string, body?: unknown): Promise<{ status: number; json: any; text: string }> {
+  const res = await fetch(`http://127.0.0.1:${port}${path}`, {
+    method,
+    ...(body === undefined ? {} : { body: typeof body === 'string' || body instanceof Uint8Array ? body : JSON.stringify(body) }),
+  });
+  const text = await res.text();
+  let json: unknown;
+  try {
+    json = JSON.parse(text);
+  } catch {
+    json = undefined;
+  }
+  return { status: res.status, json, text };
+}
+
+/** p-th percentile (0..100) of values, nearest rank. */
+export function percentile(values: readonly number[], p: number): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1))]!;
+}

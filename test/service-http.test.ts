@@ -1,0 +1,185 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { connect } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { Allocator, AsyncAllocator, asyncStoreOf, Service, SqliteStore, startHttpService, type HttpService } from '../src/index.js';
+import { call, startService, stopService } from './service-helpers.js';
+
+const dir = mkdtempSync(join(tmpdir(), 'rb-http-'));
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+describe('HTTP service on SQLite', () => {
+  const db = join(dir, 'state.db');
+  let http: HttpService;
+  let port: number;
+  let service: Service;
+  beforeAll(async () => {
+    service = new Service(new AsyncAllocator(asyncStoreOf(new SqliteStore(db))));
+    http = await startHttpService(service, { host: '127.0.0.1', port: 0, bodyLimit: 4096 });
+    port = http.port;
+  });
+  afterAll(async () => {
+    await http.close();
+    await service.allocator.close();
+  });
+
+  const results = [
+    { prompt_id: 'easy', step: 0, rewards: [1, 1, 1, 0], tokens: [100, 120, 90, 300] },
+    { prompt_id: 'hard', step: 0, rewards: [0, 0, 0, 1], tokens: [800, 700, 900, 400] },
+  ];
+  const candidates = [{ id: 'easy' }, { id: 'hard' }, { id: 'new', max_tokens: 512 }];
+
+  it('observes, then plans exactly as the library does on the same state', async () => {
+    const o = await call(port, 'POST', '/v1/observe', results);
+    expect(o.status).toBe(200);
+    expect(o.json).toEqual({ applied: 8, duplicates: 0, aborted: 0, prompts: 2, last_step: 0 });
+    const p = await call(port, 'POST', '/v1/plan', { candidates, budget: { rollouts: 24 }, options: { min_n: 2, max_n: 16, seed: 3 } });
+    expect(p.status).toBe(200);
+    const lib = new Allocator({ state: db });
+    try {
+      expect(p.json).toEqual(lib.plan(candidates, { rollouts: 24 }, { minN: 2, maxN: 16, seed: 3 }));
+      expect(p.json.totals.rollouts).toBe(24);
+      const view = await call(port, 'GET', '/v1/prompts/hard?max_tokens=2000');
+      expect(view.status).toBe(200);
+      expect(view.json).toEqual(lib.posterior('hard', { max_tokens: 2000 }));
+      expect(view.json.rollouts).toBe(4);
+      expect(view.json.reward_sum).toBe(1);
+    } finally {
+      lib.close();
+    }
+  });
+
+  it('accepts NDJSON and {results, options} bodies; re-sending is idempotent', async () => {
+    const nd = '{"prompt_id":"nd","step":1,"reward":1,"rollout_id":"n1"}\n{"prompt_id":"nd","step":1,"reward":0,"rollout_id":"n2"}\n';
+    expect((await call(port, 'POST', '/v1/observe', nd)).json).toMatchObject({ applied: 2 });
+    expect((await call(port, 'POST', '/v1/observe', nd)).json).toMatchObject({ applied: 0, duplicates: 2 });
+    const wrapped = await call(port, 'POST', '/v1/observe', { results: [{ prompt_id: 'w', step: 1, reward: 1 }], options: { decay: 0.5 } });
+    expect(wrapped.json).toMatchObject({ applied: 1 });
+  });
+
+  it('rejects bad input with 400 naming field and value, and applies nothing', async () => {
+    const before = await call(port, 'GET', '/v1/prompts/easy');
+    const bad = await call(port, 'POST', '/v1/observe', [{ prompt_id: 'easy', step: 2, reward: 1 }, { prompt_id: 'easy', step: 2, reward: 1.5 }]);
+    expect(bad.status).toBe(400);
+    expect(bad.json.error).toMatchObject({ code: 'BAD_INPUT', field: 'body[1].reward', value: '1.5' });
+    expect(bad.json.error.message).toContain('[0, 1]');
+    expect((await call(port, 'GET', '/v1/prompts/easy')).json).toEqual(before.json);
+
+    const cases: [unknown, string, string][] = [
+      [{ candidates: [{ id: 'a' }], budget: { rollouts: -4 } }, 'body.budget.rollouts', '-4'],
+      [{ candidates: [{ id: 'a', max_tokens: 0 }], budget: { rollouts: 4 } }, 'body.candidates[0].max_tokens', '0'],
+      [{ candidates: [{ id: 'a' }], budget: { rollouts: 4 }, options: { skip: 'yes' } }, 'body.options.skip', '"yes"'],
+      [{ candidates: [{ id: 'a' }], budget: { rollouts: 4 }, options: { decay: 1.5 } }, 'body.options.decay', '1.5'],
+      [{ candidates: [{ id: 'a' }], budget: { rollouts: 4 }, options: { value: 'nope' } }, 'body.options.value', '"nope"'],
+      [{ candidates: 'a', budget: { rollouts: 4 } }, 'body.candidates', '"a"'],
+    ];
+    for (const [body, fieldPath, value] of cases) {
+      const r = await call(port, 'POST', '/v1/plan', body);
+      expect(r.status, JSON.stringify(body)).toBe(400);
+      expect(r.json.error.field).toBe(fieldPath);
+      expect(r.json.error.value).toBe(value);
+    }
+    const infeasible = await call(port, 'POST', '/v1/plan', { candidates: [{ id: 'a' }, { id: 'b' }], budget: { rollouts: 3 } });
+    expect(infeasible.status).toBe(422);
+    expect(infeasible.json.error.code).toBe('BUDGET_INFEASIBLE');
+    expect((await call(port, 'POST', '/v1/plan', '{"candidates": [')).status).toBe(400);
+    expect((await call(port, 'GET', '/v1/plan')).status).toBe(405);
+    expect((await call(port, 'GET', '/v2/nothing')).status).toBe(404);
+    expect((await call(port, 'GET', '/v1/prompts/easy?max_tokens=0')).json.error.field).toBe('query.max_tokens');
+  });
+
+  it('answers 413 over the body limit and applies nothing', async () => {
+    const big = Array.from({ length: 200 }, (_, i) => ({ prompt_id: 'big', step: 3, reward: 1, rollout_id: `big-${i}` }));
+    const r = await call(port, 'POST', '/v1/observe', big);
+    expect(r.status).toBe(413);
+    expect(r.json.error.message).toContain('4096 bytes');
+    expect((await call(port, 'GET', '/v1/prompts/big')).json.seen).toBe(false);
+  });
+
+  it('serves Prometheus metrics that count what happened', async () => {
+    const m = await call(port, 'GET', '/metrics');
+    expect(m.status).toBe(200);
+    const value = (name: string) => Number(new RegExp(`^${name} (\\S+)$`, 'm').exec(m.text)?.[1]);
+    expect(value('rollout_budget_plans_total')).toBe(1);
+    expect(value('rollout_budget_plan_seconds_count')).toBe(1);
+    expect(value('rollout_budget_observations_applied_total')).toBe(11);
+    expect(value('rollout_budget_prompts_tracked')).toBe(4);
+    expect(m.text).toMatch(/^rollout_budget_errors_total\{status="413",code="BAD_INPUT"\} 1$/m);
+    expect(m.text).toMatch(/^rollout_budget_plan_seconds_bucket\{le="\+Inf"\} 1$/m);
+    expect(m.text).toMatch(/^# TYPE rollout_budget_plan_seconds histogram$/m);
+    expect((await call(port, 'GET', '/healthz')).json).toEqual({ status: 'ok', store: 'sqlite', prompts: 4 });
+  });
+});
+
+describe('serve as a process', () => {
+  it('finishes an in-flight request on SIGTERM, closes the store and exits 0', async () => {
+    const child = await startService(['--state', join(dir, 'term.db')]);
+    const body = JSON.stringify([{ prompt_id: 'inflight', step: 0, reward: 1, rollout_id: 'i1' }]);
+    const sock = connect(child.port, '127.0.0.1');
+    let answer = '';
+    sock.on('data', (d) => (answer += d.toString()));
+    await new Promise<void>((r) => sock.once('connect', () => r()));
+    // headers and half the body, then SIGTERM, then the rest: the request was in flight
+    sock.write(`POST /v1/observe HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body.slice(0, 20)}`);
+    await new Promise((r) => setTimeout(r, 150));
+    child.proc.kill('SIGTERM');
+    await new Promise((r) => setTimeout(r, 150));
+    sock.end(body.slice(20));
+    const exit = await child.exited;
+    await new Promise((r) => setTimeout(r, 50));
+    expect(answer).toMatch(/^HTTP\/1\.1 200/);
+    expect(answer).toContain('"applied":1');
+    expect(exit.code).toBe(0);
+    expect(child.stderr()).toContain('store closed');
+    const lib = new Allocator({ state: join(dir, 'term.db') });
+    expect(lib.posterior('inflight').rollouts).toBe(1);
+    lib.close();
+  });
+
+  it('speaks NDJSON over stdio, in order, and stops at end of input', async () => {
+    const { spawn } = await import('node:child_process');
+    const { CLI } = await import('./service-helpers.js');
+    const proc = spawn(process.execPath, [CLI, 'serve', '--stdio', '--state', join(dir, 'stdio.db'), '--body-limit', '2000'], { stdio: ['pipe', 'pipe', 'pipe'] });
+    let out = '';
+    proc.stdout.on('data', (d) => (out += d.toString()));
+    const lines = [
+      { id: 1, method: 'POST', path: '/v1/observe', body: [{ prompt_id: 's', step: 0, rewards: [1, 0, 1] }] },
+      { id: 2, method: 'POST', path: '/v1/plan', body: { candidates: [{ id: 's' }, { id: 't' }], budget: { rollouts: 8 } } },
+      { id: 3, path: '/v1/prompts/s' },
+      { id: 4, method: 'POST', path: '/v1/plan', body: { candidates: [], budget: { rollouts: 'x' } } },
+      { id: 5, method: 'POST', path: '/v1/observe', body: 'x'.repeat(3000) },
+    ];
+    proc.stdin.write(`${lines.map((l) => JSON.stringify(l)).join('\n')}\nnot json\n`);
+    proc.stdin.end();
+    const code = await new Promise((r) => proc.on('exit', r));
+    expect(code).toBe(0);
+    const replies = out.trim().split('\n').map((l) => JSON.parse(l));
+    expect(replies.map((r) => [r.id, r.status])).toEqual([[1, 200], [2, 200], [3, 200], [4, 400], [null, 413], [null, 400]]);
+    expect(replies[0].body.applied).toBe(3);
+    expect(replies[1].body.totals.rollouts).toBe(8);
+    expect(replies[2].body).toMatchObject({ id: 's', rollouts: 3, reward_sum: 2 });
+    expect(replies[3].body.error.field).toBe('body.budget.rollouts');
+  });
+
+  it('stops on SIGTERM in stdio mode: answers what it read, closes the store, exits 0', async () => {
+    const { spawn } = await import('node:child_process');
+    const { CLI } = await import('./service-helpers.js');
+    const proc = spawn(process.execPath, [CLI, 'serve', '--stdio', '--state', join(dir, 'stdio-term.db')], { stdio: ['pipe', 'pipe', 'pipe'] });
+    let out = '';
+    let err = '';
+    proc.stderr.on('data', (d) => (err += d.toString()));
+    const first = new Promise<void>((resolve) => proc.stdout.on('data', (d) => {
+      out += d.toString();
+      if (out.includes('\n')) resolve();
+    }));
+    proc.stdin.write(`${JSON.stringify({ id: 'a', method: 'POST', path: '/v1/observe', body: [{ prompt_id: 'q', step: 0, reward: 1 }] })}\n`);
+    await first;
+    proc.kill('SIGTERM');
+    const code = await new Promise((r) => proc.on('exit', r));
+    expect(code).toBe(0);
+    expect(JSON.parse(out.trim())).toMatchObject({ id: 'a', status: 200, body: { applied: 1 } });
+    expect(err).toContain('stopping (SIGTERM)');
+    expect(err).toContain('store closed');
+  });
+});

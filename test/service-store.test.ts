@@ -1,0 +1,190 @@
+import seedrandom from 'seedrandom';
+import { afterAll, describe, expect, it } from 'vitest';
+import { addEvidence, asyncStoreOf, batchOf, SqliteStore, type AsyncStore, type DecayOptions, type PromptState } from '../src/index.js';
+import { openPg, pgUrl } from './service-helpers.js';
+
+const decay: DecayOptions = { forgetPerStep: 0.9, reobserveDiscount: 0.8 };
+const PG = pgUrl();
+
+/** The same behaviour checks for every AsyncStore backend. */
+function storeSuite(name: string, open: () => Promise<AsyncStore>): void {
+  describe(`AsyncStore contract: ${name}`, () => {
+    const opened: AsyncStore[] = [];
+    const fresh = async () => {
+      const s = await open();
+      opened.push(s);
+      return s;
+    };
+    afterAll(async () => {
+      for (const s of opened) await s.close();
+    });
+
+    it('starts empty', async () => {
+      const s = await fresh();
+      expect(await s.count()).toBe(0);
+      expect(await s.lastStep()).toBeNull();
+      expect(await s.get('nope')).toBeUndefined();
+      expect((await s.snapshot()).lastStep).toBeNull();
+    });
+
+    it('applies the decay rule of addEvidence for later, equal and late steps', async () => {
+      const s = await fresh();
+      // (step, successes, failures) in arrival order: first, same step, later step, late result
+      const seq: [number, number, number][] = [[3, 2, 1], [3, 1, 0], [7, 0, 3], [5, 1, 1]];
+      let ref = { successes: 0, failures: 0, lastStep: 3 };
+      let k = 0;
+      for (const [step, succ, fail] of seq) {
+        const results = [
+          ...Array.from({ length: succ }, () => ({ prompt_id: 'p', step, reward: 1, rollout_id: `r${k++}` })),
+          ...Array.from({ length: fail }, () => ({ prompt_id: 'p', step, reward: 0, rollout_id: `r${k++}` })),
+        ];
+        const summary = await s.apply(batchOf(results), decay);
+        expect(summary.applied).toBe(succ + fail);
+        ref = addEvidence(decay, ref, step, succ, fail);
+      }
+      const got = (await s.get('p'))!;
+      expect(got.successes).toBeCloseTo(ref.successes, 12);
+      expect(got.failures).toBeCloseTo(ref.failures, 12);
+      expect(got.lastStep).toBe(7);
+      expect(got.rollouts).toBe(9);
+      expect(got.rewardSum).toBe(4);
+      expect(await s.lastStep()).toBe(7);
+    });
+
+    it('is idempotent by rollout_id, within a batch and across batches', async () => {
+      const s = await fresh();
+      const batch = batchOf([
+        { prompt_id: 'a', step: 1, reward: 1, rollout_id: 'x1' },
+        { prompt_id: 'a', step: 1, reward: 1, rollout_id: 'x1' },
+        { prompt_id: 'b', step: 1, reward: 0, rollout_id: 'x2' },
+      ]);
+      expect(await s.apply(batch, decay)).toEqual({ applied: 2, duplicates: 1, aborted: 0, prompts: 2, last_step: 1 });
+      const before = await s.get('a');
+      expect(await s.apply(batch, decay)).toEqual({ applied: 0, duplicates: 3, aborted: 0, prompts: 0, last_step: 1 });
+      expect(await s.get('a')).toEqual(before);
+      expect(before!.successes).toBe(1);
+    });
+
+    it('does not mark aborted rollouts seen: a resumed rollout with the same id still counts', async () => {
+      const s = await fresh();
+      const aborted = await s.apply(batchOf([{ prompt_id: 'a', step: 0, reward: 0, finish_reason: 'abort', rollout_id: 'z' }]), decay);
+      expect(aborted).toMatchObject({ applied: 0, aborted: 1 });
+      expect(await s.get('a')).toBeUndefined();
+      const resumed = await s.apply(batchOf([{ prompt_id: 'a', step: 0, reward: 1, rollout_id: 'z' }]), decay);
+      expect(resumed).toMatchObject({ applied: 1, duplicates: 0 });
+    });
+
+    it('keys results without rollout_id by batch content, and defaults the step to last + 1', async () => {
+      const s = await fresh();
+      await s.apply(batchOf([{ prompt_id: 'a', step: 4, reward: 1 }]), decay);
+      const b = batchOf([{ prompt_id: 'a', reward: 0, tokens: 50, group: 'g' }]);
+      expect((await s.apply(b, decay)).last_step).toBe(5);
+      expect((await s.apply(b, decay)).duplicates).toBe(1);
+      const a = (await s.get('a'))!;
+      expect(a.lastStep).toBe(5);
+      expect(a.group).toBe('g');
+      expect(a.successes).toBeCloseTo(1 * 0.9 * 0.8, 12);
+      expect(a.failures).toBeCloseTo(1, 12);
+      expect([a.wrongCount, a.wrongTokens, a.correctCount, a.correctTokens]).toEqual([1, 50, 0, 0]);
+      const snap = await s.snapshot();
+      expect(snap.lastStep).toBe(5);
+      expect(snap.group('g')?.count).toBe(1);
+      expect(await s.count()).toBe(1);
+    });
+
+    it('applies a batch spanning several steps in step order whatever the line order', async () => {
+      const s = await fresh();
+      await s.apply(batchOf([
+        { prompt_id: 'a', step: 9, reward: 1, rollout_id: 'late' },
+        { prompt_id: 'a', step: 2, reward: 0, rollout_id: 'early' },
+      ]), decay);
+      const ref = addEvidence(decay, addEvidence(decay, { successes: 0, failures: 0, lastStep: 2 }, 2, 0, 1), 9, 1, 0);
+      const a = (await s.get('a'))!;
+      expect(a.successes).toBeCloseTo(ref.successes, 12);
+      expect(a.failures).toBeCloseTo(ref.failures, 12);
+    });
+  });
+}
+
+storeSuite('sqlite', async () => asyncStoreOf(new SqliteStore(':memory:')));
+if (PG !== undefined) storeSuite('postgres', () => openPg(PG));
+
+describe.runIf(PG !== undefined)('PostgreSQL store under concurrent writers', () => {
+  it('matches SQLite on the same random sequence of batches', async () => {
+    const pg = await openPg(PG!);
+    const lite = asyncStoreOf(new SqliteStore(':memory:'));
+    const rng = seedrandom('pg-vs-sqlite');
+    let applied = 0;
+    for (let b = 0; b < 30; b++) {
+      const step = Math.floor(rng() * 20);
+      const results = Array.from({ length: 1 + Math.floor(rng() * 12) }, (_, j) => ({
+        prompt_id: `p${Math.floor(rng() * 6)}`,
+        step: rng() < 0.2 ? undefined : step + Math.floor(rng() * 3),
+        reward: Math.round(rng() * 4) / 4,
+        tokens: 10 + Math.floor(rng() * 500),
+        rollout_id: rng() < 0.1 ? `dup${j}` : `b${b}-${j}`,
+        ...(rng() < 0.3 ? { group: `g${Math.floor(rng() * 2)}` } : {}),
+      }));
+      const batch = batchOf(results);
+      const x = await pg.apply(batch, decay);
+      const y = await lite.apply(batch, decay);
+      expect(x).toEqual(y);
+      applied += x.applied;
+    }
+    const a = await pg.snapshot();
+    const b = await lite.snapshot();
+    expect(a.lastStep).toBe(b.lastStep);
+    expect(await pg.count()).toBe(await lite.count());
+    for (let i = 0; i < 6; i++) {
+      const p = a.get(`p${i}`)!;
+      const q = b.get(`p${i}`)!;
+      for (const k of ['successes', 'failures', 'rewardSum', 'correctTokens', 'wrongTokens'] as const) expect(p[k]).toBeCloseTo(q[k], 9);
+      for (const k of ['lastStep', 'rollouts', 'correctCount', 'wrongCount', 'group'] as const) expect(p[k]).toBe(q[k]);
+    }
+    console.log(`pg vs sqlite: 30 random batches, ${applied} rollouts applied, states equal`);
+    expect(applied).toBeGreaterThan(50);
+    await pg.close();
+    await lite.close();
+  });
+
+  it('loses nothing when 8 writers (separate connections) update the same prompts at once, and decays once', async () => {
+    const url = PG!;
+    const seedStore = await openPg(url);
+    await seedStore.apply(batchOf([{ prompt_id: 'hot', step: 10, reward: 1, rollout_id: 'seed-1' }, { prompt_id: 'hot', step: 10, reward: 0, rollout_id: 'seed-2' }]), decay);
+    const schemaUrl = (seedStore as unknown as { url: string }).url;
+    const writers = await Promise.all(Array.from({ length: 8 }, () => import('../src/index.js').then((m) => m.PostgresStore.connect(schemaUrl))));
+    const perWriter = 25;
+    let sentS = 0;
+    let sentF = 0;
+    const jobs: Promise<unknown>[] = [];
+    writers.forEach((w, wi) => {
+      const batches = Array.from({ length: perWriter }, (_, k) => {
+        const r = (wi + k) % 4 / 4; // dyadic rewards: sums are exact in floating point
+        sentS += r + 1;
+        sentF += 1 - r;
+        return batchOf([
+          { prompt_id: 'hot', step: 13, reward: r, rollout_id: `w${wi}-${k}-a` },
+          { prompt_id: 'hot', step: 13, reward: 1, rollout_id: `w${wi}-${k}-b` },
+          { prompt_id: 'hot', step: 13, reward: 0, rollout_id: `w${wi}-${k}-b` }, // repeat key: a duplicate
+        ]);
+      });
+      jobs.push((async () => {
+        for (const b of batches) await w.apply(b, decay);
+      })());
+      // every writer also re-sends its first batch concurrently: idempotent
+      jobs.push(w.apply(batches[0]!, decay));
+    });
+    const t0 = performance.now();
+    await Promise.all(jobs);
+    const ms = performance.now() - t0;
+    const hot = (await seedStore.get('hot'))!;
+    const k = Math.pow(0.9, 3) * 0.8;
+    expect(hot.rollouts).toBe(2 + 8 * perWriter * 2);
+    expect(hot.successes).toBeCloseTo(1 * k + sentS, 9);
+    expect(hot.failures).toBeCloseTo(1 * k + sentF, 9);
+    expect(hot.lastStep).toBe(13);
+    console.log(`pg concurrency: 8 writers × ${perWriter} batches (+8 resent) in ${ms.toFixed(0)} ms; rollouts ${hot.rollouts}, successes ${hot.successes.toFixed(6)} (expected ${(k + sentS).toFixed(6)})`);
+    for (const w of writers) await w.close();
+    await seedStore.close();
+  });
+});
