@@ -33,6 +33,7 @@ function executorOptions(cmd: Command): Command {
     .addOption(new Option('--over-provision <ratio>', 'launch up to (1 + r)·n rollouts per group, keep the first n').default(0).argParser(numberArg(0, 10)))
     .addOption(new Option('--timeout-s <s>', 'per-request timeout').default(600).argParser(numberArg(0.001, 86_400)))
     .addOption(new Option('--retries <int>', 'retries per request on 5xx, connection errors and timeouts').default(4).argParser(intArg(0)))
+    .addOption(new Option('--max-tokens <int>', 'max_tokens for prompts the plan gives none (servers default to 16)').default(4096).argParser(intArg(1)))
     .addOption(new Option('--temperature <t>', 'sampling temperature sent to the server').argParser(numberArg(0, 10)))
     .option('--state <path>', 'state database (partial rollouts live here too)', './rollout-budget.db');
 }
@@ -48,6 +49,7 @@ interface ExecFlags {
   timeoutS: number;
   retries: number;
   temperature?: number;
+  maxTokens: number;
 }
 
 function toExecuteOptions(io: CliIo, o: ExecFlags, partials: PartialStore): ExecuteOptions {
@@ -63,6 +65,7 @@ function toExecuteOptions(io: CliIo, o: ExecFlags, partials: PartialStore): Exec
     retry: { retries: o.retries, backoffMs: 200, maxBackoffMs: 5000 },
     verifier: verifierFrom(o.verifier),
     partials,
+    defaultMaxTokens: o.maxTokens,
     ...(o.temperature === undefined ? {} : { temperature: o.temperature }),
     ...(io.stderrIsTty ? { onProgress: progressBar(io.stderr) } : {}),
   };

@@ -38,7 +38,7 @@ export async function executePlan(plan: Plan, prompts: ReadonlyMap<string, Candi
     const where = `plan allocation ${quote(a.prompt_id)}`;
     if (prompt === undefined) throw badInput(where, `prompt ${quote(a.prompt_id)} is not in the prompts file`);
     options.verifier.check(prompt, `prompt ${quote(a.prompt_id)}`);
-    groups.push({ prompt, api: apiFor(prompt, options.api, `prompt ${quote(a.prompt_id)}`), target: a.n, maxTokens: a.max_tokens, units: [], done: 0, full: false, inflight: new Set() });
+    groups.push({ prompt, api: apiFor(prompt, options.api, `prompt ${quote(a.prompt_id)}`), target: a.n, maxTokens: a.max_tokens ?? options.defaultMaxTokens ?? null, units: [], done: 0, full: false, inflight: new Set() });
   }
   const stored = options.partials?.forPrompts(groups.map((g) => g.prompt.id)) ?? new Map<string, PartialRollout[]>();
   const start = now();

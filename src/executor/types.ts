@@ -24,6 +24,11 @@ export interface ExecuteOptions {
   /** Where unfinished generations are kept between steps; none: aborted text is dropped. */
   readonly partials?: PartialStore;
   readonly temperature?: number;
+  /**
+   * max_tokens for groups whose plan entry has none (null). Undefined: omit it and take the
+   * server's default (16 for /v1/completions in vLLM and OpenAI, so set it).
+   */
+  readonly defaultMaxTokens?: number;
   /** Called as rollouts finish (done, planned). */
   readonly onProgress?: (done: number, planned: number) => void;
   /** Milliseconds clock (injectable). */
