@@ -93,6 +93,6 @@ describe('summary helpers', () => {
     const bar = progressBar((s) => void (out += s), () => (t += 200));
     bar(1, 4);
     bar(4, 4);
-    expect(out).toBe('\r[#######.......................] 1/4 rollouts\r[##############################] 4/4 rollouts\n');
+    expect(out).toBe('\r[########......................] 1/4 rollouts\r[##############################] 4/4 rollouts\n');
   });
 });
