@@ -19,7 +19,7 @@ describe('sim-server (test double)', () => {
     server = new SimServer({ prompts: sim });
     await server.start();
     expect(server.url).toMatch(/^http:\/\/127\.0\.0\.1:\d+$/);
-    const body = { model: 'm', prompt: sim[1]!.text, n: 5, max_tokens: 4000, seed: 11 };
+    const body = { model: 'm', prompt: sim[1]!.text, n: 5, max_tokens: 4000, seed: 11, return_token_ids: true };
     const a = await post('/v1/completions', body);
     const b = await post('/v1/completions', body);
     expect(a.status).toBe(200);

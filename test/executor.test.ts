@@ -124,6 +124,20 @@ describe('execute against the sim-server (a test double)', () => {
     }
   });
 
+  it('without token ids, takes a single-choice request\'s usage, and leaves the others unreported', async () => {
+    const { candidates, sim } = simPrompts(2);
+    const server = await serve({ prompts: sim });
+    const map = new Map(candidates.map((c) => [c.id, c]));
+    const extraBody = { return_token_ids: false };
+    const single = await executePlan(planOf({ q0: 3, q1: 2 }), map, options([server.url], { requestN: 1, extraBody }));
+    const model = new SimModel(defaultSimModel);
+    for (const r of single.results) expect(r.tokens).toBe(expected(model, sim.find((p) => p.id === r.prompt_id)!, r.seed, 4096).tokens);
+    expect(single.summary.tokens_unknown).toBe(0);
+    const grouped = await executePlan(planOf({ q0: 3, q1: 2 }), map, options([server.url], { requestN: 8, extraBody }));
+    expect(grouped.results.every((r) => r.tokens === undefined)).toBe(true);
+    expect(grouped.summary.tokens_unknown).toBe(5);
+  });
+
   it('never retries a 4xx: one request, then a caller error', async () => {
     const { candidates, sim } = simPrompts(1);
     const server = await serve({ prompts: sim, modelName: 'the-real-one' });

@@ -20,6 +20,17 @@ const collect = (value: string, previous: string[]) => {
   return [...previous, value];
 };
 
+const jsonObjectArg = (value: string): Record<string, unknown> => {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(value);
+  } catch {
+    throw new InvalidArgumentError(`expected a JSON object, got "${value}"`);
+  }
+  if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed)) throw new InvalidArgumentError(`expected a JSON object, got "${value}"`);
+  return parsed as Record<string, unknown>;
+};
+
 /** Options shared by `execute` and `loop`. */
 function executorOptions(cmd: Command): Command {
   return cmd
@@ -34,6 +45,7 @@ function executorOptions(cmd: Command): Command {
     .addOption(new Option('--timeout-s <s>', 'per-request timeout').default(600).argParser(numberArg(0.001, 86_400)))
     .addOption(new Option('--retries <int>', 'retries per request on 5xx, connection errors and timeouts').default(4).argParser(intArg(0)))
     .addOption(new Option('--max-tokens <int>', 'max_tokens for prompts the plan gives none (servers default to 16)').default(4096).argParser(intArg(1)))
+    .addOption(new Option('--extra-body <json>', 'JSON object merged into every request body (top_p, stop, return_token_ids: false, ...)').argParser(jsonObjectArg))
     .addOption(new Option('--temperature <t>', 'sampling temperature sent to the server').argParser(numberArg(0, 10)))
     .option('--state <path>', 'state database (partial rollouts live here too)', './rollout-budget.db');
 }
@@ -50,6 +62,7 @@ interface ExecFlags {
   retries: number;
   temperature?: number;
   maxTokens: number;
+  extraBody?: Record<string, unknown>;
 }
 
 function toExecuteOptions(io: CliIo, o: ExecFlags, partials: PartialStore): ExecuteOptions {
@@ -66,6 +79,7 @@ function toExecuteOptions(io: CliIo, o: ExecFlags, partials: PartialStore): Exec
     verifier: verifierFrom(o.verifier),
     partials,
     defaultMaxTokens: o.maxTokens,
+    ...(o.extraBody === undefined ? {} : { extraBody: o.extraBody }),
     ...(o.temperature === undefined ? {} : { temperature: o.temperature }),
     ...(io.stderrIsTty ? { onProgress: progressBar(io.stderr) } : {}),
   };

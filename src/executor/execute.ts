@@ -113,7 +113,7 @@ export async function executePlan(plan: Plan, prompts: ReadonlyMap<string, Candi
     counters.requests++;
     counters.perEndpoint[endpoint]!++;
     const path = g.api === 'chat' ? '/v1/chat/completions' : '/v1/completions';
-    const body = requestBody(g.prompt, g.api, options.model, run, g.maxTokens, options.temperature);
+    const body = requestBody(g.prompt, g.api, options.model, run, g.maxTokens, options.temperature, options.extraBody);
     try {
       await streamRequest(
         { url: `${options.endpoints[endpoint]!.replace(/\/+$/, '')}${path}`, body, chat: g.api === 'chat', signal: controller.signal },

@@ -66,6 +66,7 @@ export function requestBody(
   run: readonly Unit[],
   maxTokens: number | null,
   temperature: number | undefined,
+  extra: Readonly<Record<string, unknown>> = {},
 ): Record<string, unknown> {
   const first = run[0]!;
   const prefix = first.resumed ? first.baseText : '';
@@ -91,5 +92,5 @@ export function requestBody(
     }
     body.messages = messages;
   }
-  return body;
+  return { ...body, ...extra };
 }

@@ -29,6 +29,8 @@ export interface ExecuteOptions {
    * server's default (16 for /v1/completions in vLLM and OpenAI, so set it).
    */
   readonly defaultMaxTokens?: number;
+  /** Fields merged into every request body last (e.g. {"top_p": 0.95, "return_token_ids": false}). */
+  readonly extraBody?: Readonly<Record<string, unknown>>;
   /** Called as rollouts finish (done, planned). */
   readonly onProgress?: (done: number, planned: number) => void;
   /** Milliseconds clock (injectable). */

@@ -3,7 +3,8 @@
  * vLLM / SGLang where no GPU server can run (tests, dry runs of `execute` and `loop`). Real
  * HTTP (node:http): POST /v1/completions and /v1/chat/completions with n, max_tokens, seed
  * (choice i uses seed + i, as vLLM seeds parallel samples), stream or not, per-choice
- * finish_reason and token_ids (vLLM's `return_token_ids`); continuation of a partial response
+ * finish_reason, token_ids when `return_token_ids` is true (as vLLM), a usage chunk when
+ * `stream_options.include_usage` is true; continuation of a partial response
  * (completions: the prompt plus the partial text; chat: a final assistant message with
  * `continue_final_message`). Responses come from SimModel (model.ts). Faults for tests:
  * latency before the first byte, 5xx errors, connections dropped mid-stream, hung requests.
@@ -151,7 +152,9 @@ export class SimServer {
     this.stats.choicesByPrompt[id] = (this.stats.choicesByPrompt[id] ?? 0) + n;
     if (prefix.length > 0) this.stats.continuationsByPrompt[id] = (this.stats.continuationsByPrompt[id] ?? 0) + n;
     const model = String(body.model);
-    if (body.stream === true) return this.stream(res, choices, chat, model, drop);
+    const ids = body.return_token_ids === true;
+    const usage = (body.stream_options as { include_usage?: unknown } | undefined)?.include_usage === true;
+    if (body.stream === true) return this.stream(res, choices, chat, model, drop, ids, usage);
     const longest = Math.max(...choices.map((c) => c.tokens.length));
     await sleep(longest * this.msPerToken);
     if (res.destroyed) return;
@@ -163,7 +166,7 @@ export class SimServer {
       choices: choices.map((c, index) => ({
         index,
         ...(chat ? { message: { role: 'assistant', content: c.tokens.join('') } } : { text: c.tokens.join('') }),
-        token_ids: c.tokens.map(tokenId),
+        ...(ids ? { token_ids: c.tokens.map(tokenId) } : {}),
         finish_reason: c.finish,
       })),
       usage: { completion_tokens: choices.reduce((s, c) => s + c.tokens.length, 0) },
@@ -205,7 +208,7 @@ export class SimServer {
     return { key, prefix, n, maxTokens, seed };
   }
 
-  private stream(res: ServerResponse, choices: Choice[], chat: boolean, model: string, drop: boolean): void {
+  private stream(res: ServerResponse, choices: Choice[], chat: boolean, model: string, drop: boolean, ids: boolean, usage: boolean): void {
     res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });
     const start = Date.now();
     const object = chat ? 'chat.completion.chunk' : 'text_completion';
@@ -230,7 +233,7 @@ export class SimServer {
           const choice = {
             index,
             ...(chat ? { delta: { content: text } } : { text }),
-            token_ids: piece.map(tokenId),
+            ...(ids ? { token_ids: piece.map(tokenId) } : {}),
             finish_reason: finished ? c.finish : null,
           };
           res.write(`data: ${JSON.stringify({ object, model, choices: [choice] })}\n\n`);
@@ -249,6 +252,7 @@ export class SimServer {
         return;
       }
       if (open === 0) {
+        if (usage) res.write(`data: ${JSON.stringify({ object, model, choices: [], usage: { completion_tokens: choices.reduce((s, c) => s + c.tokens.length, 0) } })}\n\n`);
         res.end('data: [DONE]\n\n');
         return;
       }
