@@ -1,3 +1,4 @@
+import { spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -153,5 +154,39 @@ describe('execute, observe and loop on the command line', () => {
     const badUrl = await cli(['execute', '--plan', planPath, '--prompts', prompts, '--endpoint', 'localhost', '--model', 'sim']);
     expect(badUrl.code).toBe(2);
     expect(badUrl.err).toMatch(/expected an http\(s\) URL/);
+  });
+});
+
+describe('sim-server on the command line', () => {
+  it('serves on 127.0.0.1 until SIGTERM and grades as the prompts file says', async () => {
+    const prompts = writePrompts(3);
+    const bin = join(import.meta.dirname, '..', 'bin', 'rollout-budget.js');
+    const child = spawn(process.execPath, [bin, 'sim-server', '--port', '0', '--prompts', prompts, '--model', 'sim'], { stdio: ['ignore', 'pipe', 'pipe'] });
+    try {
+      const { url, banner } = await new Promise<{ url: string; banner: string }>((resolve, reject) => {
+        let err = '';
+        child.stderr.on('data', (b: Buffer) => {
+          err += b.toString();
+          const m = /listening on (http:\/\/127\.0\.0\.1:\d+)/.exec(err);
+          if (m) resolve({ url: m[1]!, banner: err });
+        });
+        child.on('exit', (code) => reject(new Error(`sim-server exited ${code}: ${err}`)));
+      });
+      expect(banner).toMatch(/a test double, not a model/);
+      const text = simPrompts(3).candidates[1]!.prompt as string;
+      const res = await fetch(`${url}/v1/completions`, {
+        method: 'POST', headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ model: 'sim', prompt: text, n: 4, max_tokens: 4000, seed: 1 }),
+      });
+      const body = (await res.json()) as { choices: { text: string; finish_reason: string }[] };
+      expect(body.choices.length).toBe(4);
+      for (const c of body.choices) expect(c.text).toMatch(/\\boxed\{(7|8)\}/);
+      const wrongModel = await fetch(`${url}/v1/completions`, { method: 'POST', body: JSON.stringify({ model: 'other', prompt: text }) });
+      expect(wrongModel.status).toBe(404);
+    } finally {
+      child.kill('SIGTERM');
+    }
+    const code = await new Promise<number | null>((resolve) => (child.exitCode !== null ? resolve(child.exitCode) : child.on('exit', (c) => resolve(c))));
+    expect(code).toBe(0);
   });
 });
