@@ -41,7 +41,7 @@ export type { ObserveSummary, Store } from './store/types.js';
 // issue 4: generation executor, verifiers, sim-server (test double), plan exports
 export { formatPlan, groupId, groupSeed, planGroups, planJsonl, PLAN_FORMATS, sglangRequest, vllmBatch } from './plan/exports.js';
 export type { ExportOptions, PlanFormat, PlanGroup } from './plan/exports.js';
-export { executePlan } from './executor/execute.js';
+export { commitPartials, executePlan } from './executor/execute.js';
 export { runLoop } from './executor/loop.js';
 export type { LoopStep } from './executor/loop.js';
 export { PartialStore } from './executor/partials.js';

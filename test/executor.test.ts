@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import {
-  Allocator, PartialStore, SimModel, SimServer, batchOf, defaultSimModel, executePlan, groupSeed, mathVerifier,
+  Allocator, PartialStore, commitPartials, SimModel, SimServer, batchOf, defaultSimModel, executePlan, groupSeed, mathVerifier,
   type ExecuteOptions, type ExecutedRollout, type Plan, type SimServerOptions,
 } from '../src/index.js';
 import { expected, planOf, simPrompts } from './executor-helpers.js';
@@ -164,8 +164,11 @@ describe('over-provisioning and partial rollouts (APRIL)', () => {
     const { candidates, sim } = simPrompts(8, [0.5]);
     const server = await serve({ prompts: sim, model: tailModel, msPerToken: 1 });
     const partials = new PartialStore(state);
+    const before = partials.count();
     try {
       const report = await executePlan(plan, new Map(candidates.map((c) => [c.id, c])), options([server.url], { overProvision: r, concurrency: 64, requestN: 16, partials }));
+      expect(partials.count()).toBe(before);
+      commitPartials(partials, report);
       return { report, server, sim, stored: partials.all() };
     } finally {
       partials.close();

@@ -1,7 +1,7 @@
 import { InvalidArgumentError, Option, type Command } from 'commander';
 import { Allocator } from '../allocator.js';
 import { badOption } from '../errors.js';
-import { executePlan } from '../executor/execute.js';
+import { commitPartials, executePlan } from '../executor/execute.js';
 import { runLoop } from '../executor/loop.js';
 import { PartialStore } from '../executor/partials.js';
 import { parsePlan } from '../executor/planfile.js';
@@ -105,6 +105,7 @@ export function registerExecutorCommands(program: Command, io: CliIo): void {
       try {
         const report = await executePlan(plan, prompts, toExecuteOptions(io, opts, partials));
         writeOutput(io, opts.out, jsonl(report.results));
+        commitPartials(partials, report);
         io.stderr(`${summaryLine(report.summary)}\n`);
       } finally {
         partials.close();

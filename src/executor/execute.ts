@@ -3,7 +3,7 @@ import { groupId, groupSeed } from '../plan/exports.js';
 import type { Candidate, Plan } from '../plan/types.js';
 import { RequestError, streamRequest } from './client.js';
 import { Dispatcher, backoff } from './dispatcher.js';
-import type { PartialRollout } from './partials.js';
+import type { PartialRollout, PartialStore } from './partials.js';
 import { apiFor, freshUnit, requestBody, seedRuns, type Unit } from './requests.js';
 import { summarize } from './summary.js';
 import type { Api, ExecuteOptions, ExecuteReport, ExecutedRollout } from './types.js';
@@ -216,7 +216,14 @@ export async function executePlan(plan: Plan, prompts: ReadonlyMap<string, Candi
       if (aborted) keep.push({ rollout_id: u.rollout_id, prompt_id: u.prompt_id, step: plan.step, seed: u.seed, text: u.text, tokens: u.tokens, finish_reason: null });
     }
   }
-  options.partials?.replace(consumed, keep);
   const summary = summarize(groups.flatMap((g) => g.units), rewards, planned, wallMs, counters);
-  return { results, summary };
+  return { results, summary, partials: { consumed, keep } };
+}
+
+/**
+ * Stores a run's partial rollouts (one transaction): call it after the results are safe, so a
+ * failed write never loses a resumed rollout (at worst it is resumed again).
+ */
+export function commitPartials(store: PartialStore, report: ExecuteReport): void {
+  store.replace(report.partials.consumed, report.partials.keep);
 }

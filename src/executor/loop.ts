@@ -3,7 +3,7 @@ import { batchOf } from '../io/formats.js';
 import type { PlanOptionsInput } from '../plan/options.js';
 import type { Budget, Candidate } from '../plan/types.js';
 import type { ObserveSummary } from '../store/types.js';
-import { executePlan } from './execute.js';
+import { commitPartials, executePlan } from './execute.js';
 import type { ExecuteOptions, ExecuteReport } from './types.js';
 
 export interface LoopStep {
@@ -34,6 +34,7 @@ export async function runLoop(
     const plan = allocator.plan(candidates, budget, planOptions);
     const report = await executePlan(plan, byId, execute);
     const observed = allocator.observe(batchOf(report.results));
+    if (execute.partials !== undefined) commitPartials(execute.partials, report);
     const row = { step: plan.step, prompts: plan.totals.prompts, planned: plan.totals.rollouts, report, observed };
     rows.push(row);
     onStep?.(row);

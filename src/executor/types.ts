@@ -1,6 +1,6 @@
 import type { Candidate } from '../plan/types.js';
 import type { RetryPolicy } from './dispatcher.js';
-import type { PartialStore } from './partials.js';
+import type { PartialRollout, PartialStore } from './partials.js';
 import type { Verifier } from './verify/verifiers.js';
 
 export type Api = 'chat' | 'completions';
@@ -21,7 +21,7 @@ export interface ExecuteOptions {
   readonly timeoutMs: number;
   readonly retry: RetryPolicy;
   readonly verifier: Verifier;
-  /** Where unfinished generations are kept between steps; none: aborted text is dropped. */
+  /** Where unfinished generations are read from (resumed first); written by commitPartials. */
   readonly partials?: PartialStore;
   readonly temperature?: number;
   /**
@@ -79,6 +79,11 @@ export interface ExecuteSummary {
 export interface ExecuteReport {
   results: ExecutedRollout[];
   summary: ExecuteSummary;
+  /**
+   * The partial-rollout changes of this run, for `commitPartials` once the results are safe
+   * (written or observed): resumed ids to delete, aborted rollouts to keep.
+   */
+  partials: { consumed: string[]; keep: PartialRollout[] };
 }
 
 export type PromptLine = Candidate;
