@@ -16,7 +16,8 @@ interface Group {
   readonly units: Unit[];
   done: number;
   full: boolean;
-  readonly inflight: Set<AbortController>;
+  /** Requests in flight and their rollouts. */
+  readonly inflight: Map<AbortController, readonly Unit[]>;
 }
 
 /**
@@ -38,7 +39,7 @@ export async function executePlan(plan: Plan, prompts: ReadonlyMap<string, Candi
     const where = `plan allocation ${quote(a.prompt_id)}`;
     if (prompt === undefined) throw badInput(where, `prompt ${quote(a.prompt_id)} is not in the prompts file`);
     options.verifier.check(prompt, `prompt ${quote(a.prompt_id)}`);
-    groups.push({ prompt, api: apiFor(prompt, options.api, `prompt ${quote(a.prompt_id)}`), target: a.n, maxTokens: a.max_tokens ?? options.defaultMaxTokens ?? null, units: [], done: 0, full: false, inflight: new Set() });
+    groups.push({ prompt, api: apiFor(prompt, options.api, `prompt ${quote(a.prompt_id)}`), target: a.n, maxTokens: a.max_tokens ?? options.defaultMaxTokens ?? null, units: [], done: 0, full: false, inflight: new Map() });
   }
   const stored = options.partials?.forPrompts(groups.map((g) => g.prompt.id)) ?? new Map<string, PartialRollout[]>();
   const start = now();
@@ -60,11 +61,12 @@ export async function executePlan(plan: Plan, prompts: ReadonlyMap<string, Candi
   /** The group has its n: abort what is in flight, drop what was never launched. */
   const fill = (g: Group) => {
     g.full = true;
+    // Abort only requests with a rollout still generating (a finished one keeps its connection).
+    for (const [c, run] of g.inflight) if (run.some((u) => u.state === 'running')) c.abort();
     for (const u of g.units) {
       if (u.state === 'running') u.state = 'aborted';
       else if (u.state === 'queued') u.state = 'not-launched';
     }
-    for (const c of g.inflight) c.abort();
   };
 
   const runs: { group: Group; units: Unit[] }[] = [];
@@ -104,7 +106,7 @@ export async function executePlan(plan: Plan, prompts: ReadonlyMap<string, Candi
       timedOut = true;
       controller.abort();
     }, options.timeoutMs);
-    g.inflight.add(controller);
+    g.inflight.set(controller, run);
     const t0 = now();
     for (const u of run) {
       u.state = 'running';
