@@ -60,3 +60,26 @@ export { serveStdio } from './service/stdio.js';
 export { ServiceMetrics, PLAN_SECONDS_BUCKETS } from './service/metrics.js';
 export { checkNames, errorBody, observeRequestOf, planRequestOf, promptQueryOf } from './service/requests.js';
 export type { ObserveRequest, PlanRequest } from './service/requests.js';
+
+// issue 4: generation executor, verifiers, sim-server (test double), plan exports
+export { formatPlan, groupId, groupSeed, planGroups, planJsonl, PLAN_FORMATS, sglangRequest, vllmBatch } from './plan/exports.js';
+export type { ExportOptions, PlanFormat, PlanGroup } from './plan/exports.js';
+export { commitPartials, executePlan } from './executor/execute.js';
+export { runLoop } from './executor/loop.js';
+export type { LoopStep } from './executor/loop.js';
+export { PartialStore } from './executor/partials.js';
+export type { PartialRollout } from './executor/partials.js';
+export { parsePlan } from './executor/planfile.js';
+export { Dispatcher, backoff, defaultRetry } from './executor/dispatcher.js';
+export type { RetryPolicy } from './executor/dispatcher.js';
+export { RequestError, streamRequest } from './executor/client.js';
+export { quantile, summaryLine } from './executor/summary.js';
+export type { Api, ExecuteOptions, ExecuteReport, ExecuteSummary, ExecutedRollout } from './executor/types.js';
+export { answersMatch, lastBoxed, mathReward, normalizeAnswer, numericValue } from './executor/verify/math.js';
+export { commandVerifier, createVerifierRegistry, mathVerifier, verifierFrom } from './executor/verify/verifiers.js';
+export type { Verifier, VerifierFactory, VerifyItem } from './executor/verify/verifiers.js';
+export { SimServer, noFaults } from './simserver/server.js';
+export type { SimFaults, SimServerOptions, SimStats } from './simserver/server.js';
+export { SHORT_COT, SimModel, countSimTokens, defaultSimModel, tokenId, wrongAnswer } from './simserver/model.js';
+export type { LengthModel, SimModelOptions, SimPrompt, SimResponse } from './simserver/model.js';
+export { parseSimPrompts } from './simserver/prompts.js';

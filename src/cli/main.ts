@@ -2,8 +2,10 @@ import { Command, CommanderError, Option } from 'commander';
 import { Allocator } from '../allocator.js';
 import { RolloutBudgetError } from '../errors.js';
 import { parsePrompts, parseResults } from '../io/formats.js';
+import { formatPlan, PLAN_FORMATS } from '../plan/exports.js';
 import type { PlanOptionsInput } from '../plan/options.js';
 import { runDemo } from './demo.js';
+import { registerExecutorCommands } from './executor.js';
 import { processIo, readInput, writeOutput, type CliIo } from './io.js';
 
 export type { CliIo };
@@ -45,7 +47,9 @@ export function buildProgram(io: CliIo): Command {
     .addOption(new Option('--seed <int>', 'run seed').default(0).argParser(intArg(0)))
     .addOption(new Option('--step <int>', 'step to plan (default: last observed + 1)').argParser(intArg(0)))
     .addOption(new Option('--prefill-weight <w>', 'tokens charged per prompt token once per group').default(0).argParser(numberArg(0, 1e6)))
-    .option('--out <path|->', 'where to write the plan', '-');
+    .option('--out <path|->', 'where to write the plan', '-')
+    .addOption(new Option('--format <format>', 'plan output format').choices(PLAN_FORMATS).default('json'))
+    .option('--model <name>', 'model name for --format vllm-batch request bodies');
   decayOptions(plan).action(async (opts) => {
     const input = await readInput(io, opts.prompts);
     const candidates = parsePrompts(input.text, input.name);
@@ -69,7 +73,8 @@ export function buildProgram(io: CliIo): Command {
           ...(opts.step === undefined ? {} : { step: opts.step }),
         },
       );
-      writeOutput(io, opts.out, `${JSON.stringify(result, null, 2)}\n`);
+      const byId = new Map(candidates.map((c) => [c.id, c]));
+      writeOutput(io, opts.out, formatPlan(result, opts.format, { model: opts.model, candidates: byId }));
     } finally {
       allocator.close();
     }
@@ -136,6 +141,7 @@ export function buildProgram(io: CliIo): Command {
     });
 
   registerServeCommands(program, io);
+  registerExecutorCommands(program, io);
   return program;
 }
 

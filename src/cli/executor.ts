@@ -1,0 +1,190 @@
+import { InvalidArgumentError, Option, type Command } from 'commander';
+import { Allocator } from '../allocator.js';
+import { badOption } from '../errors.js';
+import { commitPartials, executePlan } from '../executor/execute.js';
+import { runLoop } from '../executor/loop.js';
+import { PartialStore } from '../executor/partials.js';
+import { parsePlan } from '../executor/planfile.js';
+import { progressBar, summaryLine } from '../executor/summary.js';
+import type { ExecuteOptions, ExecutedRollout } from '../executor/types.js';
+import { verifierFrom } from '../executor/verify/verifiers.js';
+import { parsePrompts } from '../io/formats.js';
+import { SimModel, SHORT_COT } from '../simserver/model.js';
+import { parseSimPrompts } from '../simserver/prompts.js';
+import { SimServer } from '../simserver/server.js';
+import { readInput, writeOutput, type CliIo } from './io.js';
+import { intArg, numberArg } from './parse.js';
+
+const collect = (value: string, previous: string[]) => {
+  if (!/^https?:\/\/[^\s/]+/.test(value)) throw new InvalidArgumentError(`expected an http(s) URL like http://127.0.0.1:8000, got "${value}"`);
+  return [...previous, value];
+};
+
+const jsonObjectArg = (value: string): Record<string, unknown> => {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(value);
+  } catch {
+    throw new InvalidArgumentError(`expected a JSON object, got "${value}"`);
+  }
+  if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed)) throw new InvalidArgumentError(`expected a JSON object, got "${value}"`);
+  return parsed as Record<string, unknown>;
+};
+
+/** Options shared by `execute` and `loop`. */
+function executorOptions(cmd: Command): Command {
+  return cmd
+    .requiredOption('--prompts <path|->', 'prompts JSONL: id, prompt (or messages), ground_truth for --verifier math')
+    .option('--endpoint <url>', 'OpenAI-compatible server base URL (repeat for several)', collect, [])
+    .requiredOption('--model <name>', 'served model name')
+    .addOption(new Option('--api <api>', 'API to call (default: chat for prompts with messages, else completions)').choices(['chat', 'completions']))
+    .addOption(new Option('--concurrency <int>', 'requests in flight at most').default(32).argParser(intArg(1)))
+    .addOption(new Option('--request-n <int>', 'largest n of one request (larger groups are split)').default(16).argParser(intArg(1)))
+    .option('--verifier <spec>', 'math, or command:<cmd> (reads rollouts JSONL on stdin, prints one reward a line)', 'math')
+    .addOption(new Option('--over-provision <ratio>', 'launch up to (1 + r)·n rollouts per group, keep the first n').default(0).argParser(numberArg(0, 10)))
+    .addOption(new Option('--timeout-s <s>', 'per-request timeout').default(600).argParser(numberArg(0.001, 86_400)))
+    .addOption(new Option('--retries <int>', 'retries per request on 5xx, connection errors and timeouts').default(4).argParser(intArg(0)))
+    .addOption(new Option('--max-tokens <int>', 'max_tokens for prompts the plan gives none (servers default to 16)').default(4096).argParser(intArg(1)))
+    .addOption(new Option('--extra-body <json>', 'JSON object merged into every request body (top_p, stop, return_token_ids: false, ...)').argParser(jsonObjectArg))
+    .addOption(new Option('--temperature <t>', 'sampling temperature sent to the server').argParser(numberArg(0, 10)))
+    .option('--state <path>', 'state database (partial rollouts live here too)', './rollout-budget.db');
+}
+
+interface ExecFlags {
+  endpoint: string[];
+  model: string;
+  api?: 'chat' | 'completions';
+  concurrency: number;
+  requestN: number;
+  verifier: string;
+  overProvision: number;
+  timeoutS: number;
+  retries: number;
+  temperature?: number;
+  maxTokens: number;
+  extraBody?: Record<string, unknown>;
+}
+
+function toExecuteOptions(io: CliIo, o: ExecFlags, partials: PartialStore): ExecuteOptions {
+  if (o.endpoint.length === 0) throw badOption('give at least one --endpoint <url>');
+  return {
+    endpoints: o.endpoint,
+    model: o.model,
+    ...(o.api === undefined ? {} : { api: o.api }),
+    concurrency: o.concurrency,
+    requestN: o.requestN,
+    overProvision: o.overProvision,
+    timeoutMs: o.timeoutS * 1000,
+    retry: { retries: o.retries, backoffMs: 200, maxBackoffMs: 5000 },
+    verifier: verifierFrom(o.verifier),
+    partials,
+    defaultMaxTokens: o.maxTokens,
+    ...(o.extraBody === undefined ? {} : { extraBody: o.extraBody }),
+    ...(o.temperature === undefined ? {} : { temperature: o.temperature }),
+    ...(io.stderrIsTty ? { onProgress: progressBar(io.stderr) } : {}),
+  };
+}
+
+const jsonl = (rows: readonly ExecutedRollout[]) => rows.map((r) => `${JSON.stringify(r)}\n`).join('');
+
+/** Registers `execute`, `loop` and `sim-server` (issue 4). */
+export function registerExecutorCommands(program: Command, io: CliIo): void {
+  executorOptions(
+    program
+      .command('execute')
+      .description('generate a plan\'s rollouts on OpenAI-compatible servers, grade them, write results JSONL')
+      .requiredOption('--plan <path|->', 'plan JSON from `plan`'),
+  )
+    .option('--out <path|->', 'results JSONL, as `observe` takes it', '-')
+    .action(async (opts) => {
+      const planInput = await readInput(io, opts.plan);
+      const plan = parsePlan(planInput.text, planInput.name);
+      const promptsInput = await readInput(io, opts.prompts);
+      const prompts = new Map(parsePrompts(promptsInput.text, promptsInput.name).map((c) => [c.id, c]));
+      const partials = new PartialStore(opts.state);
+      try {
+        const report = await executePlan(plan, prompts, toExecuteOptions(io, opts, partials));
+        writeOutput(io, opts.out, jsonl(report.results));
+        commitPartials(partials, report);
+        io.stderr(`${summaryLine(report.summary)}\n`);
+      } finally {
+        partials.close();
+      }
+    });
+
+  const loop = executorOptions(
+    program.command('loop').description('plan → execute → observe for N steps, without a trainer'),
+  )
+    .addOption(new Option('--steps <int>', 'steps to run').default(1).argParser(intArg(1)))
+    .addOption(new Option('--budget-rollouts <int>', 'total rollouts a step').argParser(intArg(0)))
+    .addOption(new Option('--budget-tokens <int>', 'total generated tokens a step').argParser(intArg(0)))
+    .addOption(new Option('--min-n <int>', 'rollouts per included prompt, at least').default(2).argParser(intArg(1)))
+    .addOption(new Option('--max-n <int>', 'rollouts per prompt, at most').default(64).argParser(intArg(1)))
+    .option('--skip', 'prompts may get 0 rollouts', false)
+    .option('--policy <name>', 'bayes, thompson, mean', 'bayes')
+    .option('--value <name>', 'knapsack, informative, variance, hit', 'knapsack')
+    .addOption(new Option('--seed <int>', 'run seed').default(0).argParser(intArg(0)));
+  loop.action(async (opts) => {
+    const input = await readInput(io, opts.prompts);
+    const candidates = parsePrompts(input.text, input.name);
+    const budget = {
+      ...(opts.budgetRollouts === undefined ? {} : { rollouts: opts.budgetRollouts }),
+      ...(opts.budgetTokens === undefined ? {} : { tokens: opts.budgetTokens }),
+    };
+    const allocator = new Allocator({ state: opts.state });
+    const partials = new PartialStore(opts.state);
+    try {
+      await runLoop(
+        allocator,
+        candidates,
+        budget,
+        { minN: opts.minN, maxN: opts.maxN, skip: opts.skip, policy: opts.policy, value: opts.value, seed: opts.seed },
+        toExecuteOptions(io, opts, partials),
+        opts.steps,
+        (row) => {
+          const s = row.report.summary;
+          io.stdout(`${JSON.stringify({ step: row.step, prompts: row.prompts, planned: row.planned, rollouts: s.rollouts, aborted: s.aborted, resumed: s.resumed, applied: row.observed.applied, mean_reward: s.mean_reward, tokens: s.tokens, wall_s: s.wall_s, tokens_per_s: s.tokens_per_s })}\n`);
+          io.stderr(`step ${row.step}: ${summaryLine(s)}\n`);
+        },
+      );
+    } finally {
+      partials.close();
+      allocator.close();
+    }
+  });
+
+  program
+    .command('sim-server')
+    .description('TEST DOUBLE: a simulated OpenAI-compatible inference server on 127.0.0.1 for dry runs (no real model)')
+    .option('--prompts <path>', 'prompts JSONL with ground_truth (and optional sim_pass_rate) the server answers')
+    .addOption(new Option('--port <int>', 'port on 127.0.0.1 (0: any free port)').default(8000).argParser(intArg(0)))
+    .option('--model <name>', 'served model name (other names get 404)')
+    .addOption(new Option('--pass-alpha <a>', 'Beta α of pass rates').default(0.349).argParser(numberArg(1e-6, 1e6)))
+    .addOption(new Option('--pass-beta <b>', 'Beta β of pass rates').default(0.693).argParser(numberArg(1e-6, 1e6)))
+    .addOption(new Option('--length-a <a>', 'log-length intercept (short-CoT fit 6.118)').default(SHORT_COT.a).argParser(numberArg(0, 20)))
+    .addOption(new Option('--ms-per-token <ms>', 'generation time per token').default(0).argParser(numberArg(0, 1e4)))
+    .addOption(new Option('--latency-ms <ms>', 'delay before the first byte').default(0).argParser(numberArg(0, 1e6)))
+    .addOption(new Option('--error-rate <p>', 'probability of an injected 503').default(0).argParser(numberArg(0, 1)))
+    .addOption(new Option('--drop-rate <p>', 'probability of a connection dropped mid-stream').default(0).argParser(numberArg(0, 1)))
+    .addOption(new Option('--seed <int>', 'server seed').default(0).argParser(intArg(0)))
+    .action(async (opts) => {
+      const prompts = opts.prompts === undefined ? [] : parseSimPrompts((await readInput(io, opts.prompts)).text, opts.prompts);
+      const server = new SimServer({
+        port: opts.port,
+        prompts,
+        ...(opts.model === undefined ? {} : { modelName: opts.model }),
+        model: new SimModel({ passAlpha: opts.passAlpha, passBeta: opts.passBeta, length: { ...SHORT_COT, a: opts.lengthA }, seed: opts.seed }),
+        msPerToken: opts.msPerToken,
+        faults: { latencyMs: opts.latencyMs, errorRate: opts.errorRate, dropRate: opts.dropRate },
+        seed: opts.seed,
+      });
+      const url = await server.start();
+      io.stderr(`sim-server (a test double, not a model) listening on ${url}; ${prompts.length} prompts known; Ctrl-C stops it\n`);
+      await new Promise<void>((resolve) => {
+        const stop = () => resolve();
+        process.once('SIGINT', stop);
+        process.once('SIGTERM', stop);
+      });
+      await server.close();
+    });
+}

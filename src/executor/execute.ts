@@ -1,0 +1,231 @@
+import { RolloutBudgetError, badInput, quote } from '../errors.js';
+import { groupId, groupSeed } from '../plan/exports.js';
+import type { Candidate, Plan } from '../plan/types.js';
+import { RequestError, streamRequest } from './client.js';
+import { Dispatcher, backoff } from './dispatcher.js';
+import type { PartialRollout, PartialStore } from './partials.js';
+import { apiFor, freshUnit, requestBody, seedRuns, type Unit } from './requests.js';
+import { summarize } from './summary.js';
+import type { Api, ExecuteOptions, ExecuteReport, ExecutedRollout } from './types.js';
+
+interface Group {
+  readonly prompt: Candidate;
+  readonly api: Api;
+  readonly target: number;
+  readonly maxTokens: number | null;
+  readonly units: Unit[];
+  done: number;
+  full: boolean;
+  /** Requests in flight and their rollouts. */
+  readonly inflight: Map<AbortController, readonly Unit[]>;
+}
+
+/**
+ * Runs a plan against OpenAI-compatible servers: per group, resumes stored partials first, then
+ * launches fresh rollouts (⌊(1 + r)·n⌋ in all with over-provisioning r), dispatches requests of
+ * at most `requestN` choices to the least-loaded endpoint under a concurrency bound, retries
+ * 5xx / connection errors / timeouts with exponential backoff (never 4xx), keeps the first n
+ * finished rollouts of each group and aborts the rest, then grades the finished ones.
+ * Every planned rollout appears once in the results (finished or "abort"); a rollout is never
+ * written twice: units change state only queued → running → done | aborted.
+ */
+export async function executePlan(plan: Plan, prompts: ReadonlyMap<string, Candidate>, options: ExecuteOptions): Promise<ExecuteReport> {
+  const now = options.now ?? Date.now;
+  if (options.endpoints.length === 0) throw new RolloutBudgetError('BAD_OPTION', 'give at least one --endpoint <url>');
+  const groups: Group[] = [];
+  for (const a of plan.allocations) {
+    if (a.n <= 0) continue;
+    const prompt = prompts.get(a.prompt_id);
+    const where = `plan allocation ${quote(a.prompt_id)}`;
+    if (prompt === undefined) throw badInput(where, `prompt ${quote(a.prompt_id)} is not in the prompts file`);
+    options.verifier.check(prompt, `prompt ${quote(a.prompt_id)}`);
+    groups.push({ prompt, api: apiFor(prompt, options.api, `prompt ${quote(a.prompt_id)}`), target: a.n, maxTokens: a.max_tokens ?? options.defaultMaxTokens ?? null, units: [], done: 0, full: false, inflight: new Map() });
+  }
+  const stored = options.partials?.forPrompts(groups.map((g) => g.prompt.id)) ?? new Map<string, PartialRollout[]>();
+  const start = now();
+  const planned = groups.reduce((s, g) => s + g.target, 0);
+  let finished = 0;
+  const counters = { requests: 0, retries: 0, perEndpoint: options.endpoints.map(() => 0), stepTokens: 0, stoppedByBudget: false };
+  const overProvisioning = options.overProvision > 0;
+  const tokenBudget = overProvisioning ? plan.budget.tokens : null;
+
+  const markDone = (g: Group, u: Unit, finish: 'stop' | 'length') => {
+    u.state = 'done';
+    u.finish = finish;
+    u.latencyMs = u.resumed && u.startedAt === 0 ? 0 : now() - u.startedAt;
+    g.done++;
+    finished++;
+    options.onProgress?.(finished, planned);
+    if (g.done >= g.target) fill(g);
+  };
+  /** The group has its n: abort what is in flight, drop what was never launched. */
+  const fill = (g: Group) => {
+    g.full = true;
+    // Abort only requests with a rollout still generating (a finished one keeps its connection).
+    for (const [c, run] of g.inflight) if (run.some((u) => u.state === 'running')) c.abort();
+    for (const u of g.units) {
+      if (u.state === 'running') u.state = 'aborted';
+      else if (u.state === 'queued') u.state = 'not-launched';
+    }
+  };
+
+  const runs: { group: Group; units: Unit[] }[] = [];
+  for (const g of groups) {
+    const launch = Math.floor(g.target * (1 + options.overProvision) + 1e-9);
+    const partials = (stored.get(g.prompt.id) ?? []).slice(0, launch);
+    for (const p of partials) {
+      const u: Unit = {
+        rollout_id: p.rollout_id, prompt_id: p.prompt_id, seed: p.seed, baseText: p.text, baseTokens: p.tokens, resumed: true,
+        text: p.text, tokens: p.tokens, newTokens: 0, state: 'queued', finish: null, startedAt: 0, latencyMs: null,
+      };
+      g.units.push(u);
+    }
+    const gid = groupId(plan.step, g.prompt.id);
+    const seed = groupSeed(plan.seed, plan.step, g.prompt.id);
+    for (let j = 0; j < launch - partials.length; j++) g.units.push(freshUnit(gid, g.prompt.id, seed, j));
+    // Complete partials (surplus of an earlier step) and partials already at max_tokens finish now.
+    partials.forEach((p, i) => {
+      const u = g.units[i]!;
+      if (g.full) u.state = 'not-launched';
+      else if (p.finish_reason !== null) markDone(g, u, p.finish_reason);
+      else if (g.maxTokens !== null && p.tokens !== null && p.tokens >= g.maxTokens) markDone(g, u, 'length');
+    });
+    if (!g.full) for (const run of seedRuns(g.units.filter((u) => u.state === 'queued'), options.requestN)) runs.push({ group: g, units: run });
+  }
+
+  const dispatcher = new Dispatcher(options.endpoints, options.concurrency);
+  let failure: Error | null = null;
+  const stopAll = () => {
+    for (const g of groups) if (!g.full) fill(g);
+  };
+
+  const attempt = async (g: Group, run: Unit[], endpoint: number): Promise<void> => {
+    const controller = new AbortController();
+    let timedOut = false;
+    const timer = setTimeout(() => {
+      timedOut = true;
+      controller.abort();
+    }, options.timeoutMs);
+    g.inflight.set(controller, run);
+    const t0 = now();
+    for (const u of run) {
+      u.state = 'running';
+      u.startedAt = t0;
+    }
+    counters.requests++;
+    counters.perEndpoint[endpoint]!++;
+    const path = g.api === 'chat' ? '/v1/chat/completions' : '/v1/completions';
+    const body = requestBody(g.prompt, g.api, options.model, run, g.maxTokens, options.temperature, options.extraBody);
+    try {
+      await streamRequest(
+        { url: `${options.endpoints[endpoint]!.replace(/\/+$/, '')}${path}`, body, chat: g.api === 'chat', signal: controller.signal },
+        {
+          delta(i, text, tokens) {
+            const u = run[i];
+            if (u === undefined || u.state !== 'running') return;
+            u.text += text;
+            if (tokens === null) u.tokens = null;
+            else {
+              if (u.tokens !== null) u.tokens += tokens;
+              u.newTokens += tokens;
+              counters.stepTokens += tokens;
+              if (tokenBudget !== null && counters.stepTokens >= tokenBudget && !counters.stoppedByBudget) {
+                counters.stoppedByBudget = true;
+                stopAll();
+              }
+            }
+          },
+          finish(i, reason) {
+            const u = run[i];
+            if (u === undefined || u.state !== 'running') return;
+            markDone(g, u, reason === 'length' ? 'length' : 'stop');
+          },
+          usage(completionTokens) {
+            const u = run[0]!;
+            if (run.length === 1 && u.tokens === null && (u.baseTokens !== null || !u.resumed)) {
+              u.tokens = (u.baseTokens ?? 0) + completionTokens;
+              u.newTokens = completionTokens;
+              counters.stepTokens += completionTokens;
+            }
+          },
+        },
+        () => timedOut,
+      );
+      if (run.some((u) => u.state === 'running')) throw new RequestError('stream ended without a finish_reason for every choice', 'retryable');
+    } finally {
+      clearTimeout(timer);
+      g.inflight.delete(controller);
+    }
+  };
+
+  const runSpec = async (g: Group, run: Unit[], tries: number): Promise<void> => {
+    if (failure !== null || g.full) return;
+    const endpoint = await dispatcher.acquire();
+    let retry: Unit[] | null = null;
+    try {
+      if (failure !== null || g.full) return;
+      await attempt(g, run, endpoint);
+    } catch (error) {
+      const e = error instanceof RequestError ? error : new RequestError(String(error), 'fatal');
+      if (e.kind === 'cancelled' || g.full) return;
+      if (e.kind === 'fatal' || tries >= options.retry.retries) {
+        const detail = e.kind === 'fatal' ? e.message : `${e.message}; gave up after ${tries + 1} attempts`;
+        if (failure === null) failure = new RolloutBudgetError(e.status !== undefined && e.status < 500 ? 'BAD_OPTION' : 'IO_ERROR', `generation failed: ${detail}`, e.kind === 'fatal' ? 2 : 1);
+        stopAll();
+        return;
+      }
+      retry = run.filter((u) => u.state === 'running');
+      for (const u of retry) {
+        u.state = 'queued';
+        u.text = u.baseText;
+        u.tokens = u.baseTokens;
+        counters.stepTokens -= u.newTokens;
+        u.newTokens = 0;
+      }
+    } finally {
+      dispatcher.release(endpoint);
+    }
+    if (retry === null || retry.length === 0) return;
+    counters.retries++;
+    await new Promise((resolve) => setTimeout(resolve, backoff(options.retry, tries + 1)));
+    await Promise.all(seedRuns(retry, options.requestN).map((r) => runSpec(g, r, tries + 1)));
+  };
+
+  await Promise.all(runs.map((r) => runSpec(r.group, r.units, 0)));
+  if (failure !== null) throw failure;
+  const wallMs = now() - start;
+
+  const doneUnits = groups.flatMap((g) => g.units.filter((u) => u.state === 'done').map((u) => ({ g, u })));
+  const rewards = await options.verifier.verify(
+    doneUnits.map(({ g, u }) => ({ rollout_id: u.rollout_id, prompt_id: u.prompt_id, prompt: g.prompt, response: u.text, finish_reason: u.finish! })),
+  );
+  const rewardOf = new Map(doneUnits.map(({ u }, i) => [u, rewards[i]!]));
+  const results: ExecutedRollout[] = [];
+  // Partials that were resumed are replaced by their outcome; those never launched stay stored.
+  const consumed = groups.flatMap((g) => g.units.filter((u) => u.resumed && (u.state === 'done' || u.state === 'aborted')).map((u) => u.rollout_id));
+  const keep: PartialRollout[] = [];
+  for (const g of groups) {
+    const group = typeof g.prompt.group === 'string' ? { group: g.prompt.group } : {};
+    for (const u of g.units) {
+      if (u.state !== 'done' && u.state !== 'aborted') continue;
+      const aborted = u.state === 'aborted';
+      results.push({
+        prompt_id: u.prompt_id, step: plan.step, rollout_id: u.rollout_id, reward: aborted ? 0 : rewardOf.get(u)!,
+        ...(u.tokens === null ? {} : { tokens: u.tokens }),
+        finish_reason: aborted ? 'abort' : u.finish!, ...group, seed: u.seed,
+        ...(u.latencyMs === null ? {} : { latency_ms: u.latencyMs }),
+      });
+      if (aborted) keep.push({ rollout_id: u.rollout_id, prompt_id: u.prompt_id, step: plan.step, seed: u.seed, text: u.text, tokens: u.tokens, finish_reason: null });
+    }
+  }
+  const summary = summarize(groups.flatMap((g) => g.units), rewards, planned, wallMs, counters);
+  return { results, summary, partials: { consumed, keep } };
+}
+
+/**
+ * Stores a run's partial rollouts (one transaction): call it after the results are safe, so a
+ * failed write never loses a resumed rollout (at worst it is resumed again).
+ */
+export function commitPartials(store: PartialStore, report: ExecuteReport): void {
+  store.replace(report.partials.consumed, report.partials.keep);
+}

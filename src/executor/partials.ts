@@ -1,0 +1,82 @@
+import Database from 'better-sqlite3';
+import { RolloutBudgetError } from '../errors.js';
+
+/**
+ * Unfinished (or finished-but-unused) generations kept between steps for partial rollouts
+ * (APRIL): their own table in the state file, next to the Store's tables but outside the Store
+ * interface, so any Store backend works with it. `finish_reason` null: the text is a prefix
+ * to continue; "stop"/"length": a complete response that arrived after its group was full,
+ * used as is next time.
+ */
+export interface PartialRollout {
+  readonly rollout_id: string;
+  readonly prompt_id: string;
+  /** Step the rollout was launched in. */
+  readonly step: number;
+  readonly seed: number;
+  readonly text: string;
+  /** Tokens generated so far, or null when the server did not report them. */
+  readonly tokens: number | null;
+  readonly finish_reason: 'stop' | 'length' | null;
+}
+
+const SCHEMA = `CREATE TABLE IF NOT EXISTS partial_rollouts (
+  rollout_id TEXT PRIMARY KEY,
+  prompt_id TEXT NOT NULL,
+  step INTEGER NOT NULL,
+  seed INTEGER NOT NULL,
+  text TEXT NOT NULL,
+  tokens INTEGER,
+  finish_reason TEXT
+);
+CREATE INDEX IF NOT EXISTS partial_rollouts_prompt ON partial_rollouts (prompt_id, step);`;
+
+export class PartialStore {
+  private readonly db: Database.Database;
+
+  /** Opens (and creates the table in) the state file at `path`, or ':memory:'. */
+  constructor(readonly path: string) {
+    try {
+      this.db = new Database(path);
+      if (path !== ':memory:') this.db.pragma('journal_mode = WAL');
+      this.db.pragma('busy_timeout = 10000');
+      this.db.exec(SCHEMA);
+    } catch (error) {
+      throw new RolloutBudgetError('STATE_ERROR', `${path}: cannot open the partial-rollout table (${(error as Error).message})`);
+    }
+  }
+
+  /** Stored partials of the given prompts, oldest step first, then by rollout id. */
+  forPrompts(ids: readonly string[]): Map<string, PartialRollout[]> {
+    const out = new Map<string, PartialRollout[]>();
+    const select = this.db.prepare('SELECT * FROM partial_rollouts WHERE prompt_id = ? ORDER BY step, rollout_id');
+    for (const id of ids) {
+      const rows = select.all(id) as PartialRollout[];
+      if (rows.length > 0) out.set(id, rows);
+    }
+    return out;
+  }
+
+  /** In one transaction: deletes the consumed rollout ids and stores (or replaces) the new partials. */
+  replace(consumed: readonly string[], keep: readonly PartialRollout[]): void {
+    const del = this.db.prepare('DELETE FROM partial_rollouts WHERE rollout_id = ?');
+    const put = this.db.prepare(`INSERT OR REPLACE INTO partial_rollouts VALUES
+      (@rollout_id, @prompt_id, @step, @seed, @text, @tokens, @finish_reason)`);
+    this.db.transaction(() => {
+      for (const id of consumed) del.run(id);
+      for (const p of keep) put.run(p);
+    }).immediate();
+  }
+
+  count(): number {
+    return (this.db.prepare('SELECT COUNT(*) AS n FROM partial_rollouts').get() as { n: number }).n;
+  }
+
+  all(): PartialRollout[] {
+    return this.db.prepare('SELECT * FROM partial_rollouts ORDER BY step, rollout_id').all() as PartialRollout[];
+  }
+
+  close(): void {
+    this.db.close();
+  }
+}

@@ -1,0 +1,38 @@
+import { badInput, quote } from '../errors.js';
+import type { Plan } from '../plan/types.js';
+
+/** Parses a plan file (version 1, as `plan` writes it), checking the fields `execute` uses. */
+export function parsePlan(text: string, name: string): Plan {
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch (error) {
+    throw badInput(name, `malformed JSON (${(error as Error).message})`);
+  }
+  if (value === null || typeof value !== 'object' || Array.isArray(value)) throw badInput(name, `a plan must be a JSON object, got ${quote(value)}`);
+  const plan = value as Record<string, unknown>;
+  if (plan.version !== 1) throw badInput(name, `"version" must be 1, got ${quote(plan.version)}`);
+  for (const key of ['step', 'seed'] as const) {
+    const v = plan[key];
+    if (typeof v !== 'number' || !Number.isSafeInteger(v) || v < 0) throw badInput(name, `"${key}" must be a non-negative integer, got ${quote(v)}`);
+  }
+  const budget = plan.budget as Record<string, unknown> | undefined;
+  if (budget === null || typeof budget !== 'object') throw badInput(name, `"budget" must be an object, got ${quote(budget)}`);
+  if (budget.tokens !== null && (typeof budget.tokens !== 'number' || budget.tokens < 0)) {
+    throw badInput(name, `"budget.tokens" must be a non-negative number or null, got ${quote(budget.tokens)}`);
+  }
+  if (!Array.isArray(plan.allocations)) throw badInput(name, `"allocations" must be an array, got ${quote(plan.allocations)}`);
+  const seen = new Set<string>();
+  plan.allocations.forEach((a: Record<string, unknown>, i: number) => {
+    const where = `${name}: allocations[${i}]`;
+    if (a === null || typeof a !== 'object') throw badInput(where, `must be an object, got ${quote(a)}`);
+    if (typeof a.prompt_id !== 'string' || a.prompt_id === '') throw badInput(where, `"prompt_id" must be a non-empty string, got ${quote(a.prompt_id)}`);
+    if (seen.has(a.prompt_id)) throw badInput(where, `"prompt_id" ${quote(a.prompt_id)} repeats`);
+    seen.add(a.prompt_id);
+    if (typeof a.n !== 'number' || !Number.isSafeInteger(a.n) || a.n < 0) throw badInput(where, `"n" must be a non-negative integer, got ${quote(a.n)}`);
+    if (a.max_tokens !== null && (typeof a.max_tokens !== 'number' || !Number.isSafeInteger(a.max_tokens) || a.max_tokens < 1)) {
+      throw badInput(where, `"max_tokens" must be a positive integer or null, got ${quote(a.max_tokens)}`);
+    }
+  });
+  return plan as unknown as Plan;
+}

@@ -1,0 +1,69 @@
+import type { Unit } from './requests.js';
+import type { ExecuteSummary } from './types.js';
+
+/** The q-quantile (0..1) of sorted values by the nearest-rank method; null when empty. O(1). */
+export function quantile(sorted: readonly number[], q: number): number | null {
+  if (sorted.length === 0) return null;
+  const rank = Math.max(1, Math.ceil(q * sorted.length));
+  return sorted[rank - 1]!;
+}
+
+export function summarize(
+  units: readonly Unit[],
+  rewards: readonly number[],
+  planned: number,
+  wallMs: number,
+  counters: { requests: number; retries: number; perEndpoint: number[]; stepTokens: number; stoppedByBudget: boolean },
+): ExecuteSummary {
+  const done = units.filter((u) => u.state === 'done');
+  const latencies = done.filter((u) => u.latencyMs !== null && !(u.resumed && u.startedAt === 0)).map((u) => u.latencyMs!).sort((a, b) => a - b);
+  const wall = wallMs / 1000;
+  return {
+    rollouts: done.length,
+    planned,
+    aborted: units.filter((u) => u.state === 'aborted').length,
+    not_launched: units.filter((u) => u.state === 'not-launched').length,
+    resumed: done.filter((u) => u.resumed).length,
+    tokens: counters.stepTokens,
+    tokens_unknown: units.filter((u) => (u.state === 'done' || u.state === 'aborted') && u.tokens === null).length,
+    wall_s: round(wall, 3),
+    tokens_per_s: wall > 0 ? round(counters.stepTokens / wall, 1) : 0,
+    latency_p50_ms: quantile(latencies, 0.5),
+    latency_p99_ms: quantile(latencies, 0.99),
+    requests: counters.requests,
+    retries: counters.retries,
+    mean_reward: rewards.length === 0 ? null : round(rewards.reduce((s, r) => s + r, 0) / rewards.length, 4),
+    requests_per_endpoint: [...counters.perEndpoint],
+    stopped_by_token_budget: counters.stoppedByBudget,
+  };
+}
+
+function round(x: number, digits: number): number {
+  const f = 10 ** digits;
+  return Math.round(x * f) / f;
+}
+
+/** The one-line summary `execute` prints on stderr. */
+export function summaryLine(s: ExecuteSummary): string {
+  const ms = (x: number | null) => (x === null ? '-' : `${x} ms`);
+  return (
+    `rollouts ${s.rollouts}/${s.planned} (aborted ${s.aborted}, resumed ${s.resumed}, not launched ${s.not_launched}), ` +
+    `tokens ${s.tokens}${s.tokens_unknown > 0 ? ` (+${s.tokens_unknown} rollouts unreported)` : ''}, wall ${s.wall_s} s, ` +
+    `${s.tokens_per_s} tokens/s, latency p50 ${ms(s.latency_p50_ms)} p99 ${ms(s.latency_p99_ms)}, ` +
+    `requests ${s.requests} (retries ${s.retries}), mean reward ${s.mean_reward ?? '-'}` +
+    `${s.stopped_by_token_budget ? ', stopped: token budget spent' : ''}`
+  );
+}
+
+/** A progress bar for a terminal: redraws one line on stderr, at most every 100 ms. */
+export function progressBar(write: (text: string) => void, now: () => number = Date.now): (done: number, total: number) => void {
+  let last = -Infinity;
+  return (done, total) => {
+    const t = now();
+    if (done < total && t - last < 100) return;
+    last = t;
+    const width = 30;
+    const filled = total > 0 ? Math.round((done / total) * width) : width;
+    write(`\r[${'#'.repeat(filled)}${'.'.repeat(width - filled)}] ${done}/${total} rollouts${done >= total ? '\n' : ''}`);
+  };
+}

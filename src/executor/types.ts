@@ -1,0 +1,89 @@
+import type { Candidate } from '../plan/types.js';
+import type { RetryPolicy } from './dispatcher.js';
+import type { PartialRollout, PartialStore } from './partials.js';
+import type { Verifier } from './verify/verifiers.js';
+
+export type Api = 'chat' | 'completions';
+
+export interface ExecuteOptions {
+  /** Base URLs (http://host:port); requests go to <url>/v1/completions or /v1/chat/completions. */
+  readonly endpoints: readonly string[];
+  readonly model: string;
+  /** Undefined: chat for prompts with `messages`, completions for `prompt` strings. */
+  readonly api?: Api;
+  /** Requests in flight at most, over all endpoints. */
+  readonly concurrency: number;
+  /** Largest n of one request; a group's rollouts are split over ⌈n / requestN⌉ requests. */
+  readonly requestN: number;
+  /** r ≥ 0: launch ⌊(1 + r)·n⌋ rollouts per group, keep the first n that finish. */
+  readonly overProvision: number;
+  /** Per-request (per attempt) timeout, ms. */
+  readonly timeoutMs: number;
+  readonly retry: RetryPolicy;
+  readonly verifier: Verifier;
+  /** Where unfinished generations are read from (resumed first); written by commitPartials. */
+  readonly partials?: PartialStore;
+  readonly temperature?: number;
+  /**
+   * max_tokens for groups whose plan entry has none (null). Undefined: omit it and take the
+   * server's default (16 for /v1/completions in vLLM and OpenAI, so set it).
+   */
+  readonly defaultMaxTokens?: number;
+  /** Fields merged into every request body last (e.g. {"top_p": 0.95, "return_token_ids": false}). */
+  readonly extraBody?: Readonly<Record<string, unknown>>;
+  /** Called as rollouts finish (done, planned). */
+  readonly onProgress?: (done: number, planned: number) => void;
+  /** Milliseconds clock (injectable). */
+  readonly now?: () => number;
+}
+
+/** One results-JSONL line, as `observe` takes it. */
+export interface ExecutedRollout {
+  prompt_id: string;
+  step: number;
+  rollout_id: string;
+  reward: number;
+  tokens?: number;
+  finish_reason: 'stop' | 'length' | 'abort';
+  group?: string;
+  seed: number;
+  latency_ms?: number;
+}
+
+export interface ExecuteSummary {
+  /** Finished rollouts written with a reward (resumed ones included). */
+  rollouts: number;
+  planned: number;
+  /** Rollouts stopped in flight (finish_reason "abort"), kept for the next step. */
+  aborted: number;
+  /** Over-provisioned rollouts never launched because their group filled first. */
+  not_launched: number;
+  /** Rollouts continued from an earlier step's partial (or completed surplus). */
+  resumed: number;
+  /** Tokens generated in this run (finished and aborted), where the server reported them. */
+  tokens: number;
+  /** Rollouts whose token count the server did not report. */
+  tokens_unknown: number;
+  wall_s: number;
+  tokens_per_s: number;
+  latency_p50_ms: number | null;
+  latency_p99_ms: number | null;
+  requests: number;
+  retries: number;
+  mean_reward: number | null;
+  /** Requests sent to each endpoint. */
+  requests_per_endpoint: number[];
+  stopped_by_token_budget: boolean;
+}
+
+export interface ExecuteReport {
+  results: ExecutedRollout[];
+  summary: ExecuteSummary;
+  /**
+   * The partial-rollout changes of this run, for `commitPartials` once the results are safe
+   * (written or observed): resumed ids to delete, aborted rollouts to keep.
+   */
+  partials: { consumed: string[]; keep: PartialRollout[] };
+}
+
+export type PromptLine = Candidate;

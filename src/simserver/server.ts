@@ -1,0 +1,277 @@
+/**
+ * TEST DOUBLE — a simulated OpenAI-compatible inference server on 127.0.0.1, standing in for
+ * vLLM / SGLang where no GPU server can run (tests, dry runs of `execute` and `loop`). Real
+ * HTTP (node:http): POST /v1/completions and /v1/chat/completions with n, max_tokens, seed
+ * (choice i uses seed + i, as vLLM seeds parallel samples), stream or not, per-choice
+ * finish_reason, token_ids when `return_token_ids` is true (as vLLM), a usage chunk when
+ * `stream_options.include_usage` is true; continuation of a partial response
+ * (completions: the prompt plus the partial text; chat: a final assistant message with
+ * `continue_final_message`). Responses come from SimModel (model.ts). Faults for tests:
+ * latency before the first byte, 5xx errors, connections dropped mid-stream, hung requests.
+ * GET /stats returns what reached the server.
+ */
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import seedrandom from 'seedrandom';
+import { SimModel, countSimTokens, tokenId, type SimPrompt } from './model.js';
+
+export interface SimFaults {
+  /** Delay before the first byte of every response, ms. */
+  readonly latencyMs: number;
+  /** Probability that a request gets a 503 (drawn per arrival from the server seed). */
+  readonly errorRate: number;
+  /** Probability that a streaming request's connection is dropped after its first chunk. */
+  readonly dropRate: number;
+  /** 1-based arrival numbers that get a 503 / are dropped mid-stream / hang (never answered). */
+  readonly errorRequests: readonly number[];
+  readonly dropRequests: readonly number[];
+  readonly hangRequests: readonly number[];
+}
+
+export const noFaults: SimFaults = { latencyMs: 0, errorRate: 0, dropRate: 0, errorRequests: [], dropRequests: [], hangRequests: [] };
+
+export interface SimServerOptions {
+  readonly port?: number;
+  readonly model?: SimModel;
+  readonly prompts?: readonly SimPrompt[];
+  /** Served model name; requests naming another get 404 (as vLLM). Undefined: any name. */
+  readonly modelName?: string;
+  /** Generation time per token and choice, ms (0: instant). */
+  readonly msPerToken?: number;
+  readonly faults?: Partial<SimFaults>;
+  readonly seed?: number;
+}
+
+/** What reached the server. */
+export interface SimStats {
+  requests: number;
+  errors: number;
+  drops: number;
+  hangs: number;
+  /** Choices started, per prompt id ("?" for unknown prompts); continuations included. */
+  choicesByPrompt: Record<string, number>;
+  /** Continuation choices (resumed partial rollouts), per prompt id. */
+  continuationsByPrompt: Record<string, number>;
+  /** Choices that ran to their finish_reason and were sent. */
+  completedChoices: number;
+  /** Choices cut because the client went away. */
+  cancelledChoices: number;
+}
+
+interface Choice {
+  tokens: string[];
+  sent: number;
+  finish: 'stop' | 'length';
+}
+
+const TICK_MS = 5;
+
+export class SimServer {
+  readonly stats: SimStats = { requests: 0, errors: 0, drops: 0, hangs: 0, choicesByPrompt: {}, continuationsByPrompt: {}, completedChoices: 0, cancelledChoices: 0 };
+  private readonly server: Server;
+  private readonly model: SimModel;
+  private readonly byText = new Map<string, SimPrompt>();
+  private readonly faults: SimFaults;
+  private readonly msPerToken: number;
+  private readonly random: () => number;
+  private readonly hung = new Set<ServerResponse>();
+
+  constructor(private readonly options: SimServerOptions = {}) {
+    this.model = options.model ?? new SimModel();
+    for (const p of options.prompts ?? []) this.byText.set(p.text, p);
+    this.faults = { ...noFaults, ...options.faults };
+    this.msPerToken = options.msPerToken ?? 0;
+    this.random = seedrandom(`faults/${options.seed ?? 0}`);
+    this.server = createServer((req, res) => void this.handle(req, res));
+  }
+
+  /** Listens on 127.0.0.1 (port 0: any free port) and resolves to the base URL. */
+  async start(): Promise<string> {
+    await new Promise<void>((resolve, reject) => {
+      this.server.once('error', reject);
+      this.server.listen(this.options.port ?? 0, '127.0.0.1', () => resolve());
+    });
+    return this.url;
+  }
+
+  get url(): string {
+    const { port } = this.server.address() as AddressInfo;
+    return `http://127.0.0.1:${port}`;
+  }
+
+  async close(): Promise<void> {
+    for (const res of this.hung) res.destroy();
+    this.server.closeAllConnections();
+    await new Promise<void>((resolve) => this.server.close(() => resolve()));
+  }
+
+  private async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    if (req.method === 'GET' && req.url === '/stats') return json(res, 200, this.stats);
+    if (req.method === 'GET' && (req.url === '/health' || req.url === '/v1/models')) {
+      return json(res, 200, { object: 'list', data: [{ id: this.options.modelName ?? 'sim', object: 'model' }] });
+    }
+    const chat = req.url === '/v1/chat/completions';
+    if (req.method !== 'POST' || (!chat && req.url !== '/v1/completions')) return json(res, 404, error(`no route ${req.method} ${req.url}`));
+    const chunks: Buffer[] = [];
+    for await (const c of req) chunks.push(c as Buffer);
+    const arrival = ++this.stats.requests;
+    let body: Record<string, unknown>;
+    try {
+      body = JSON.parse(Buffer.concat(chunks).toString('utf8')) as Record<string, unknown>;
+    } catch {
+      return json(res, 400, error('body is not JSON'));
+    }
+    if (this.faults.hangRequests.includes(arrival)) {
+      this.stats.hangs++;
+      this.hung.add(res);
+      res.on('close', () => this.hung.delete(res));
+      return;
+    }
+    const draw = this.random();
+    const drop = this.faults.dropRequests.includes(arrival) || this.random() < this.faults.dropRate;
+    if (this.faults.latencyMs > 0) await sleep(this.faults.latencyMs);
+    if (this.faults.errorRequests.includes(arrival) || draw < this.faults.errorRate) {
+      this.stats.errors++;
+      return json(res, 503, error('injected 503 (sim-server fault)'));
+    }
+    const parsed = this.parse(body, chat);
+    if (typeof parsed === 'string') return json(res, 400, error(parsed));
+    if (this.options.modelName !== undefined && body.model !== this.options.modelName) {
+      return json(res, 404, error(`The model \`${String(body.model)}\` does not exist.`));
+    }
+    const { key, prefix, n, maxTokens, seed } = parsed;
+    const prompt = this.byText.get(key);
+    const id = prompt?.id ?? '?';
+    const done = countSimTokens(prefix);
+    const choices: Choice[] = [];
+    for (let i = 0; i < n; i++) {
+      const full = this.model.respond(prompt, key, seed + i).tokens.slice(done);
+      const cut = full.length > maxTokens;
+      choices.push({ tokens: cut ? full.slice(0, maxTokens) : full, sent: 0, finish: cut ? 'length' : 'stop' });
+    }
+    this.stats.choicesByPrompt[id] = (this.stats.choicesByPrompt[id] ?? 0) + n;
+    if (prefix.length > 0) this.stats.continuationsByPrompt[id] = (this.stats.continuationsByPrompt[id] ?? 0) + n;
+    const model = String(body.model);
+    const ids = body.return_token_ids === true;
+    const usage = (body.stream_options as { include_usage?: unknown } | undefined)?.include_usage === true;
+    if (body.stream === true) return this.stream(res, choices, chat, model, drop, ids, usage);
+    const longest = Math.max(...choices.map((c) => c.tokens.length));
+    await sleep(longest * this.msPerToken);
+    if (res.destroyed) return;
+    this.stats.completedChoices += n;
+    json(res, 200, {
+      id: `sim-${arrival}`,
+      object: chat ? 'chat.completion' : 'text_completion',
+      model,
+      choices: choices.map((c, index) => ({
+        index,
+        ...(chat ? { message: { role: 'assistant', content: c.tokens.join('') } } : { text: c.tokens.join('') }),
+        ...(ids ? { token_ids: c.tokens.map(tokenId) } : {}),
+        finish_reason: c.finish,
+      })),
+      usage: { completion_tokens: choices.reduce((s, c) => s + c.tokens.length, 0) },
+    });
+  }
+
+  /** Validates a request; returns the prompt key, partial prefix and sampling fields, or an error. */
+  private parse(body: Record<string, unknown>, chat: boolean) {
+    const n = body.n ?? 1;
+    if (typeof n !== 'number' || !Number.isInteger(n) || n < 1) return `"n" must be a positive integer, got ${JSON.stringify(n)}`;
+    const maxTokens = body.max_tokens ?? 16;
+    if (typeof maxTokens !== 'number' || !Number.isInteger(maxTokens) || maxTokens < 1) return `"max_tokens" must be a positive integer, got ${JSON.stringify(maxTokens)}`;
+    const seed = body.seed ?? Math.floor(this.random() * 2 ** 30);
+    if (typeof seed !== 'number' || !Number.isInteger(seed)) return `"seed" must be an integer, got ${JSON.stringify(seed)}`;
+    let key: string;
+    let prefix = '';
+    if (chat) {
+      const messages = body.messages;
+      if (!Array.isArray(messages) || messages.length === 0) return '"messages" must be a non-empty array';
+      const list = messages as { role?: unknown; content?: unknown }[];
+      const last = list[list.length - 1]!;
+      if (body.continue_final_message === true && last.role === 'assistant') prefix = String(last.content ?? '');
+      const user = [...list].reverse().find((m) => m.role === 'user');
+      if (user === undefined || typeof user.content !== 'string') return '"messages" needs a user message with string content';
+      key = user.content;
+    } else {
+      if (typeof body.prompt !== 'string') return '"prompt" must be a string';
+      key = body.prompt;
+      if (!this.byText.has(key)) {
+        // A continuation: the longest known prompt that starts the text, then a partial response.
+        let best = '';
+        for (const text of this.byText.keys()) if (key.startsWith(text) && text.length > best.length) best = text;
+        if (best !== '') {
+          prefix = key.slice(best.length);
+          key = best;
+        }
+      }
+    }
+    return { key, prefix, n, maxTokens, seed };
+  }
+
+  private stream(res: ServerResponse, choices: Choice[], chat: boolean, model: string, drop: boolean, ids: boolean, usage: boolean): void {
+    res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });
+    const start = Date.now();
+    const object = chat ? 'chat.completion.chunk' : 'text_completion';
+    let timer: NodeJS.Timeout | undefined;
+    res.on('close', () => {
+      if (timer !== undefined) clearTimeout(timer);
+      this.stats.cancelledChoices += choices.filter((c) => c.sent !== -1).length;
+    });
+    const tick = () => {
+      timer = undefined;
+      if (res.destroyed) return;
+      // A dropped connection sends one token per choice first, so the client sees a partial stream.
+      const due = drop ? 1 : this.msPerToken > 0 ? Math.floor((Date.now() - start) / this.msPerToken) : Infinity;
+      let open = 0;
+      choices.forEach((c, index) => {
+        if (c.sent === -1) return;
+        const upto = Math.min(due, c.tokens.length);
+        const piece = c.tokens.slice(c.sent, upto);
+        const finished = upto >= c.tokens.length;
+        if (piece.length > 0 || finished) {
+          const text = piece.join('');
+          const choice = {
+            index,
+            ...(chat ? { delta: { content: text } } : { text }),
+            ...(ids ? { token_ids: piece.map(tokenId) } : {}),
+            finish_reason: finished ? c.finish : null,
+          };
+          res.write(`data: ${JSON.stringify({ object, model, choices: [choice] })}\n\n`);
+        }
+        if (finished) {
+          c.sent = -1;
+          this.stats.completedChoices++;
+        } else {
+          c.sent = upto;
+          open++;
+        }
+      });
+      if (drop && open > 0) {
+        this.stats.drops++;
+        res.destroy();
+        return;
+      }
+      if (open === 0) {
+        if (usage) res.write(`data: ${JSON.stringify({ object, model, choices: [], usage: { completion_tokens: choices.reduce((s, c) => s + c.tokens.length, 0) } })}\n\n`);
+        res.end('data: [DONE]\n\n');
+        return;
+      }
+      timer = setTimeout(tick, TICK_MS);
+    };
+    tick();
+  }
+}
+
+function json(res: ServerResponse, status: number, value: unknown): void {
+  if (res.destroyed) return;
+  res.writeHead(status, { 'content-type': 'application/json' });
+  res.end(JSON.stringify(value));
+}
+
+function error(message: string) {
+  return { object: 'error', message, type: 'BadRequestError' };
+}
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}

@@ -1,0 +1,192 @@
+import { spawn } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { runCli } from '../src/cli/main.js';
+import type { CliIo } from '../src/cli/io.js';
+import { SimServer, groupSeed, parseResults, type Plan } from '../src/index.js';
+import { simPrompts } from './executor-helpers.js';
+
+let dir: string;
+let server: SimServer | undefined;
+beforeEach(() => {
+  dir = mkdtempSync(join(tmpdir(), 'rb-cli4-'));
+});
+afterEach(async () => {
+  await server?.close();
+  server = undefined;
+  rmSync(dir, { recursive: true, force: true });
+});
+
+async function cli(args: string[]): Promise<{ code: number; out: string; err: string }> {
+  let out = '';
+  let err = '';
+  const io: CliIo = { stdout: (t) => void (out += t), stderr: (t) => void (err += t), readStdin: async () => '', stderrIsTty: false };
+  const code = await runCli(args, io);
+  return { code, out, err };
+}
+
+function writePrompts(count: number, extra: (i: number) => Record<string, unknown> = () => ({})): string {
+  const { candidates } = simPrompts(count);
+  const path = join(dir, 'prompts.jsonl');
+  writeFileSync(path, candidates.map((c, i) => JSON.stringify({ ...c, ...extra(i) })).join('\n') + '\n');
+  return path;
+}
+
+async function startSim(count: number): Promise<string> {
+  server = new SimServer({ prompts: simPrompts(count).sim });
+  return server.start();
+}
+
+describe('plan --format', () => {
+  it('json is the default and unchanged; jsonl, vllm-batch and sglang carry the same groups and seeds', async () => {
+    const prompts = writePrompts(6);
+    const state = join(dir, 'state.db');
+    const common = ['plan', '--prompts', prompts, '--state', state, '--budget-rollouts', '40', '--seed', '3'];
+    const plain = await cli(common);
+    const json = await cli([...common, '--format', 'json']);
+    expect(plain.code).toBe(0);
+    expect(json.out).toBe(plain.out);
+    const plan = JSON.parse(plain.out) as Plan;
+    const groups = plan.allocations.filter((a) => a.n > 0);
+    expect(groups.length).toBe(6);
+
+    const lines = (await cli([...common, '--format', 'jsonl'])).out.trim().split('\n').map((l) => JSON.parse(l));
+    expect(lines[0]).toMatchObject({ type: 'header', version: 1, step: plan.step, seed: 3 });
+    expect(lines[0].allocations).toBeUndefined();
+    expect(lines.slice(1)).toEqual(groups.map((a) => ({
+      group_id: `${plan.step}/${a.prompt_id}`, prompt_id: a.prompt_id, n: a.n, max_tokens: a.max_tokens, seed: groupSeed(3, plan.step, a.prompt_id),
+    })));
+    expect(lines.slice(1).reduce((s: number, g: { n: number }) => s + g.n, 0)).toBe(plan.totals.rollouts);
+
+    const batch = (await cli([...common, '--format', 'vllm-batch', '--model', 'Qwen/Qwen2.5-Math-1.5B'])).out.trim().split('\n').map((l) => JSON.parse(l));
+    expect(batch.length).toBe(6);
+    for (const [i, b] of batch.entries()) {
+      const a = groups[i]!;
+      expect(b).toMatchObject({ custom_id: `${plan.step}/${a.prompt_id}`, method: 'POST', url: '/v1/completions' });
+      expect(b.body).toMatchObject({ model: 'Qwen/Qwen2.5-Math-1.5B', n: a.n, seed: groupSeed(3, plan.step, a.prompt_id) });
+      expect(typeof b.body.prompt).toBe('string');
+    }
+
+    const sg = JSON.parse((await cli([...common, '--format', 'sglang'])).out);
+    expect(sg.text.length).toBe(6);
+    expect(sg.sampling_params.map((p: { n: number }) => p.n)).toEqual(groups.map((a) => a.n));
+    expect(sg.rid).toEqual(groups.map((a) => `${plan.step}/${a.prompt_id}`));
+  });
+
+  it('rejects vllm-batch without --model and an unknown format (exit 2)', async () => {
+    const prompts = writePrompts(2);
+    const base = ['plan', '--prompts', prompts, '--state', join(dir, 's.db'), '--budget-rollouts', '8'];
+    const noModel = await cli([...base, '--format', 'vllm-batch']);
+    expect(noModel.code).toBe(2);
+    expect(noModel.err).toMatch(/--format vllm-batch needs --model/);
+    const bad = await cli([...base, '--format', 'parquet']);
+    expect(bad.code).toBe(2);
+    expect(bad.err).toMatch(/parquet/);
+  });
+});
+
+describe('execute, observe and loop on the command line', () => {
+  it('plan → execute → observe: results round-trip, and a second observe only finds duplicates', async () => {
+    const url = await startSim(5);
+    const prompts = writePrompts(5);
+    const state = join(dir, 'state.db');
+    const planPath = join(dir, 'plan.json');
+    expect((await cli(['plan', '--prompts', prompts, '--state', state, '--budget-rollouts', '30', '--out', planPath])).code).toBe(0);
+    const results = join(dir, 'results.jsonl');
+    const exec = await cli(['execute', '--plan', planPath, '--prompts', prompts, '--endpoint', url, '--model', 'sim', '--state', state, '--out', results]);
+    expect(exec.code).toBe(0);
+    expect(exec.err).toMatch(/rollouts 30\/30 .*tokens \d+.*wall .* tokens\/s, latency p50 \d+ ms p99 \d+ ms/);
+    const batch = parseResults(readFileSync(results, 'utf8'), 'results.jsonl');
+    expect(batch.results.length).toBe(30);
+    expect(new Set(batch.keys).size).toBe(30);
+    const rewardSum = batch.results.reduce((s, r) => s + r.reward, 0);
+    const obs = await cli(['observe', '--results', results, '--state', state]);
+    expect(JSON.parse(obs.out)).toMatchObject({ applied: 30, duplicates: 0, aborted: 0, prompts: 5 });
+    const again = await cli(['observe', '--results', results, '--state', state]);
+    expect(JSON.parse(again.out)).toMatchObject({ applied: 0, duplicates: 30 });
+    const inspect = await cli(['inspect', '--state', state]);
+    expect(JSON.parse(inspect.out).prompts).toBe(5);
+    let total = 0;
+    for (let i = 0; i < 5; i++) total += JSON.parse((await cli(['inspect', '--state', state, '--prompt', `q${i}`])).out).reward_sum;
+    expect(total).toBeCloseTo(rewardSum, 9);
+  });
+
+  it('loop runs plan → execute → observe for N steps, resuming aborted rollouts', async () => {
+    server = new SimServer({ prompts: simPrompts(6).sim, msPerToken: 0.3 });
+    const url = await server.start();
+    const prompts = writePrompts(6);
+    const state = join(dir, 'state.db');
+    const run = await cli(['loop', '--prompts', prompts, '--endpoint', url, '--model', 'sim', '--state', state, '--steps', '3', '--budget-rollouts', '24', '--over-provision', '0.5']);
+    expect(run.code).toBe(0);
+    const rows = run.out.trim().split('\n').map((l) => JSON.parse(l));
+    expect(rows.map((r) => r.step)).toEqual([0, 1, 2]);
+    for (const r of rows) {
+      expect(r.rollouts).toBe(r.planned);
+      expect(r.applied).toBe(r.rollouts);
+    }
+    expect(rows[0].aborted).toBeGreaterThan(0);
+    expect(rows[1].resumed + rows[2].resumed).toBeGreaterThan(0);
+    expect(JSON.parse((await cli(['inspect', '--state', state])).out).last_step).toBe(2);
+  });
+
+  it('bad input: exit 2 with one message naming the file and field, and no output file', async () => {
+    const url = await startSim(2);
+    const prompts = writePrompts(2);
+    const planPath = join(dir, 'plan.json');
+    writeFileSync(planPath, JSON.stringify({ version: 1, step: 0, seed: 0, budget: { rollouts: 4, tokens: null }, allocations: [{ prompt_id: 'q0', n: -2, max_tokens: null }] }));
+    const out = join(dir, 'results.jsonl');
+    const bad = await cli(['execute', '--plan', planPath, '--prompts', prompts, '--endpoint', url, '--model', 'sim', '--state', join(dir, 's.db'), '--out', out]);
+    expect(bad.code).toBe(2);
+    expect(bad.err).toMatch(/plan\.json: allocations\[0\]: "n" must be a non-negative integer, got -2/);
+    expect(bad.err).not.toMatch(/at .*\.ts/);
+    expect(existsSync(out)).toBe(false);
+
+    const noTruth = writePrompts(2, () => ({ ground_truth: undefined }));
+    writeFileSync(planPath, JSON.stringify({ version: 1, step: 0, seed: 0, budget: { rollouts: 4, tokens: null }, allocations: [{ prompt_id: 'q1', n: 2, max_tokens: null }] }));
+    const gt = await cli(['execute', '--plan', planPath, '--prompts', noTruth, '--endpoint', url, '--model', 'sim', '--state', join(dir, 's.db'), '--out', out]);
+    expect(gt.code).toBe(2);
+    expect(gt.err).toMatch(/prompt "q1": the math verifier needs "ground_truth"/);
+    expect(existsSync(out)).toBe(false);
+    expect(server!.stats.requests).toBe(0);
+
+    const badUrl = await cli(['execute', '--plan', planPath, '--prompts', prompts, '--endpoint', 'localhost', '--model', 'sim']);
+    expect(badUrl.code).toBe(2);
+    expect(badUrl.err).toMatch(/expected an http\(s\) URL/);
+  });
+});
+
+describe('sim-server on the command line', () => {
+  it('serves on 127.0.0.1 until SIGTERM and grades as the prompts file says', async () => {
+    const prompts = writePrompts(3);
+    const bin = join(import.meta.dirname, '..', 'bin', 'rollout-budget.js');
+    const child = spawn(process.execPath, [bin, 'sim-server', '--port', '0', '--prompts', prompts, '--model', 'sim'], { stdio: ['ignore', 'pipe', 'pipe'] });
+    try {
+      const { url, banner } = await new Promise<{ url: string; banner: string }>((resolve, reject) => {
+        let err = '';
+        child.stderr.on('data', (b: Buffer) => {
+          err += b.toString();
+          const m = /listening on (http:\/\/127\.0\.0\.1:\d+)/.exec(err);
+          if (m) resolve({ url: m[1]!, banner: err });
+        });
+        child.on('exit', (code) => reject(new Error(`sim-server exited ${code}: ${err}`)));
+      });
+      expect(banner).toMatch(/a test double, not a model/);
+      const text = simPrompts(3).candidates[1]!.prompt as string;
+      const res = await fetch(`${url}/v1/completions`, {
+        method: 'POST', headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ model: 'sim', prompt: text, n: 4, max_tokens: 4000, seed: 1 }),
+      });
+      const body = (await res.json()) as { choices: { text: string; finish_reason: string }[] };
+      expect(body.choices.length).toBe(4);
+      for (const c of body.choices) expect(c.text).toMatch(/\\boxed\{(7|8)\}/);
+      const wrongModel = await fetch(`${url}/v1/completions`, { method: 'POST', body: JSON.stringify({ model: 'other', prompt: text }) });
+      expect(wrongModel.status).toBe(404);
+    } finally {
+      child.kill('SIGTERM');
+    }
+    const code = await new Promise<number | null>((resolve) => (child.exitCode !== null ? resolve(child.exitCode) : child.on('exit', (c) => resolve(c))));
+    expect(code).toBe(0);
+  });
+});
