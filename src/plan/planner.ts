@@ -1,6 +1,7 @@
 import { RolloutBudgetError, badInput, quote } from '../errors.js';
 import { betaQuantileFast } from '../math/beta.js';
 import { fnv1a } from '../math/hash.js';
+import { PairCache } from '../math/pair-cache.js';
 import { forgetFactor } from '../posterior/decay.js';
 import { expectedTokens } from '../posterior/length.js';
 import { priorFor, type Prior } from '../posterior/prior.js';
@@ -29,6 +30,7 @@ export function posteriors(
   const alpha = new Float64Array(candidates.length);
   const beta = new Float64Array(candidates.length);
   const priors = new Map<string | null, Prior>();
+  const forget = new Float64Array(256).fill(NaN);
   for (let i = 0; i < candidates.length; i++) {
     const c = candidates[i]!;
     const group = c.group ?? null;
@@ -36,7 +38,14 @@ export function posteriors(
     if (prior === undefined) priors.set(group, (prior = priorFor(snapshot, group, options.prior)));
     const s = snapshot.get(c.id);
     if (statesOut !== undefined) statesOut[i] = s;
-    const k = s === undefined ? 0 : forgetFactor(options.decay, s.lastStep, step);
+    let k = 0;
+    if (s !== undefined) {
+      const gap = step - s.lastStep;
+      if (gap >= 0 && gap < forget.length) {
+        k = forget[gap]!;
+        if (k !== k) k = forget[gap] = forgetFactor(options.decay, s.lastStep, step);
+      } else k = forgetFactor(options.decay, s.lastStep, step);
+    }
     alpha[i] = prior.alpha + (s?.successes ?? 0) * k;
     beta[i] = prior.beta + (s?.failures ?? 0) * k;
   }
@@ -66,14 +75,8 @@ export function planStep(
   const warnings: string[] = [];
 
   const tieBreak = new Uint32Array(size);
-  const seen = new Map<string, number>();
-  for (let i = 0; i < size; i++) {
-    const id = candidates[i]!.id;
-    const before = seen.get(id);
-    if (before !== undefined) throw badInput(`candidate ${i + 1}`, `"id" ${quote(id)} repeats candidate ${before + 1}`);
-    seen.set(id, i);
-    tieBreak[i] = fnv1a(id);
-  }
+  for (let i = 0; i < size; i++) tieBreak[i] = fnv1a(candidates[i]!.id);
+  rejectDuplicateIds(candidates, tieBreak);
 
   const states: (PromptState | undefined)[] = new Array(size);
   const { alpha, beta } = posteriors(snapshot, candidates, step, options, states);
@@ -174,16 +177,32 @@ export function planStep(
 }
 
 /**
- * [q, 1 − q] quantiles of Beta(α, β), memoized for one plan: posteriors repeat a lot (counts
+ * [q, 1 − q] quantiles of Beta(α, β), cached for one plan: posteriors repeat a lot (counts
  * are small integers and step gaps few), and the exact quantile costs ~1.4 µs.
  */
 function memoizedInterval(q: number): (a: number, b: number) => [number, number] {
-  const table = new Map<number, Map<number, [number, number]>>();
-  return (a, b) => {
-    let row = table.get(a);
-    if (row === undefined) table.set(a, (row = new Map()));
-    let hit = row.get(b);
-    if (hit === undefined) row.set(b, (hit = [betaQuantileFast(q, a, b), betaQuantileFast(1 - q, a, b)]));
-    return hit;
-  };
+  const cache = new PairCache((a, b) => [betaQuantileFast(q, a, b), betaQuantileFast(1 - q, a, b)]);
+  const out: [number, number] = [0, 0];
+  return (a, b) => cache.get(a, b, out);
+}
+
+/**
+ * Throws on a repeated candidate id. Sorts the ids' 32-bit hashes (a native typed-array
+ * sort) and compares strings only where hashes collide: O(N log N) numbers, no string map.
+ */
+function rejectDuplicateIds(candidates: readonly Candidate[], hashes: Uint32Array): void {
+  const sorted = Uint32Array.from(hashes).sort();
+  let collide: Set<number> | undefined;
+  for (let k = 1; k < sorted.length; k++) {
+    if (sorted[k] === sorted[k - 1]) (collide ??= new Set()).add(sorted[k]!);
+  }
+  if (collide === undefined) return;
+  const first = new Map<string, number>();
+  for (let i = 0; i < candidates.length; i++) {
+    if (!collide.has(hashes[i]!)) continue;
+    const id = candidates[i]!.id;
+    const before = first.get(id);
+    if (before !== undefined) throw badInput(`candidate ${i + 1}`, `"id" ${quote(id)} repeats candidate ${before + 1}`);
+    first.set(id, i);
+  }
 }

@@ -76,7 +76,7 @@ export function greedySolve(input: SolverInput): SolverResult {
 /** Sampled prompts used to estimate the pre-commit threshold. */
 const SAMPLE = 1024;
 /** Below this many prompts the heap alone is fast enough. */
-const PRECOMMIT_MIN = 16 * SAMPLE;
+const PRECOMMIT_MIN = 6 * SAMPLE;
 
 function runGreedy(input: SolverInput, budgetR: number, budgetT: number, withSurplus: boolean): CoreState {
   const { curves, minN, maxN, skip } = input;
@@ -227,9 +227,9 @@ function runGreedy(input: SolverInput, budgetR: number, budgetT: number, withSur
   return state;
 
   /**
-   * A ratio λ such that the moves above it very likely fit both budgets: the ratio where a
+   * A ratio λ such that the moves above it very likely fit both budgets: where a
    * deterministic sample's cumulative cost, scaled to all prompts, reaches 93% of what is
-   * left. Sampled items are put back at the start afterwards.
+   * left. Sampled items are put back at the start afterwards. O(sample · moves).
    */
   function estimateThreshold(): number {
     const stride = Math.ceil(size / SAMPLE);
@@ -261,19 +261,34 @@ function runGreedy(input: SolverInput, budgetR: number, budgetT: number, withSur
       state.n[i] = start;
       curves.seek(i, start);
     }
-    const order = new Uint32Array(m);
-    for (let k = 0; k < m; k++) order[k] = k;
-    order.sort((x, y) => ratios[y]! - ratios[x]!);
+    // Cumulative cost from the best ratio down, over a histogram of log-ratios: O(m). The
+    // threshold is the upper edge of the bucket where the scaled budget runs out, so every
+    // move above it sits in a bucket that fit.
+    let lo = Infinity;
+    let hi = -Infinity;
+    for (let k = 0; k < m; k++) {
+      const x = Math.log(ratios[k]!);
+      if (x < lo) lo = x;
+      if (x > hi) hi = x;
+    }
+    const buckets = 4096;
+    const width = (hi - lo) / buckets || 1;
+    const sumR = new Float64Array(buckets + 1);
+    const sumT = new Float64Array(buckets + 1);
+    for (let k = 0; k < m; k++) {
+      const b = Math.min(buckets, Math.floor((Math.log(ratios[k]!) - lo) / width));
+      sumR[b] = sumR[b]! + costR[k]!;
+      sumT[b] = sumT[b]! + costT[k]!;
+    }
     const share = (sampled / size) * 0.93;
     const limitR = (budgetR - state.usedR) * share;
     const limitT = (budgetT - state.usedT) * share;
-    let sumR = 0;
-    let sumT = 0;
-    for (let k = 0; k < m; k++) {
-      const j = order[k]!;
-      sumR += costR[j]!;
-      sumT += costT[j]!;
-      if (sumR > limitR || sumT > limitT) return ratios[j]!;
+    let accR = 0;
+    let accT = 0;
+    for (let b = buckets; b >= 0; b--) {
+      accR += sumR[b]!;
+      accT += sumT[b]!;
+      if (accR > limitR || accT > limitT) return Math.exp(lo + (b + 1) * width);
     }
     return NaN; // everything fits: the heap alone is cheap enough then
   }
