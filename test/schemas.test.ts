@@ -1,0 +1,43 @@
+import { readFileSync, writeFileSync, mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Ajv2020 } from 'ajv/dist/2020.js';
+import { describe, expect, it } from 'vitest';
+import { cli } from './cli-helpers.js';
+
+const root = join(import.meta.dirname, '..');
+const schema = (name: string) => JSON.parse(readFileSync(join(root, 'schemas', `${name}.schema.json`), 'utf8'));
+const ajv = new Ajv2020({ allErrors: true, strict: false });
+
+describe('published JSON Schemas', () => {
+  it('the real fixture prompts validate; a bad line does not', () => {
+    const check = ajv.compile(schema('prompts'));
+    const lines = readFileSync(join(root, 'fixtures', 'oneshot-rlvr-dsr-sub', 'prompts.jsonl'), 'utf8').trim().split('\n');
+    expect(lines.length).toBe(403);
+    for (const line of lines) expect(check(JSON.parse(line)), JSON.stringify(check.errors)).toBe(true);
+    expect(check({ id: 'a', max_tokens: 0 })).toBe(false);
+  });
+
+  it('results lines of both shapes validate; mixed or out-of-range ones do not', () => {
+    const check = ajv.compile(schema('results'));
+    expect(check({ prompt_id: 'a', reward: 1, tokens: 3, finish_reason: 'stop', rollout_id: 'r' })).toBe(true);
+    expect(check({ prompt_id: 'a', step: 2, rewards: [0, 1], tokens: [4, 5] })).toBe(true);
+    expect(check({ prompt_id: 'a', reward: 1, rewards: [1] })).toBe(false);
+    expect(check({ prompt_id: 'a', reward: 1.5 })).toBe(false);
+    expect(check({ prompt_id: 'a', reward: 1, finish_reason: 'done' })).toBe(false);
+  });
+
+  it('plans the CLI writes validate against plan.schema.json', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'rb-schema-'));
+    const prompts = join(dir, 'p.jsonl');
+    writeFileSync(prompts, '{"id":"a","max_tokens":512}\n{"id":"b"}\n{"id":"c","prompt_tokens":20}\n');
+    const check = ajv.compile(schema('plan'));
+    for (const extra of [[], ['--skip', '--policy', 'thompson'], ['--budget-tokens', '9000', '--prefill-weight', '1']]) {
+      const r = await cli(['plan', '--prompts', prompts, '--state', join(dir, 's.db'), '--budget-rollouts', '12', ...extra]);
+      expect(r.code, r.stderr).toBe(0);
+      const plan = JSON.parse(r.stdout);
+      expect(check(plan), JSON.stringify(check.errors)).toBe(true);
+    }
+    expect(check({ version: 2 })).toBe(false);
+  });
+});
