@@ -5,6 +5,7 @@ import { parsePrompts, parseResults } from '../io/formats.js';
 import type { PlanOptionsInput } from '../plan/options.js';
 import { runDemo } from './demo.js';
 import { processIo, readInput, writeOutput, type CliIo } from './io.js';
+import { registerReplayCommands } from './replay.js';
 import { intArg, numberArg } from './parse.js';
 
 const decayOptions = (cmd: Command) =>
@@ -132,6 +133,7 @@ export function buildProgram(io: CliIo): Command {
       runDemo(io, { steps: opts.steps, seed: opts.seed });
     });
 
+  registerReplayCommands(program, io);
   return program;
 }
 
