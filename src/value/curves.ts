@@ -39,6 +39,7 @@ export class MonomialCurves implements ValueCurves {
   private readonly b: Int32Array;
   private readonly u: Uint8Array;
   private readonly w: Uint8Array;
+  private readonly e: Uint8Array;
   private readonly term: Float64Array;
   private readonly cursor: Int32Array;
 
@@ -53,6 +54,7 @@ export class MonomialCurves implements ValueCurves {
     this.b = Int32Array.from(fn.terms, (t) => t.b);
     this.u = Uint8Array.from(fn.terms, (t) => t.u);
     this.w = Uint8Array.from(fn.terms, (t) => t.w);
+    this.e = Uint8Array.from(fn.terms, (t) => t.e ?? 0);
     this.term = new Float64Array(this.size * this.k);
     this.cursor = new Int32Array(this.size);
   }
@@ -75,7 +77,7 @@ export class MonomialCurves implements ValueCurves {
     if (n <= 0) return 0;
     let total = 0;
     for (let t = 0; t < this.k; t++) {
-      total += this.coef[t]! * this.moment(i, this.a[t]! + this.u[t]! * n, this.b[t]! + this.w[t]! * n);
+      total += this.coef[t]! * (this.e[t] === 1 ? n : 1) * this.moment(i, this.a[t]! + this.u[t]! * n, this.b[t]! + this.w[t]! * n);
     }
     return total;
   }
@@ -90,10 +92,11 @@ export class MonomialCurves implements ValueCurves {
   }
 
   private currentValue(i: number): number {
-    if (this.cursor[i]! <= 0) return 0;
+    const n = this.cursor[i]!;
+    if (n <= 0) return 0;
     const base = i * this.k;
     let total = 0;
-    for (let t = 0; t < this.k; t++) total += this.coef[t]! * this.term[base + t]!;
+    for (let t = 0; t < this.k; t++) total += this.coef[t]! * (this.e[t] === 1 ? n : 1) * this.term[base + t]!;
     return total;
   }
 
@@ -117,7 +120,7 @@ export class MonomialCurves implements ValueCurves {
     const n = this.cursor[i]!;
     const base = i * this.k;
     let next = 0;
-    for (let t = 0; t < this.k; t++) next += this.coef[t]! * this.term[base + t]! * this.factor(i, t, n);
+    for (let t = 0; t < this.k; t++) next += this.coef[t]! * (this.e[t] === 1 ? n + 1 : 1) * this.term[base + t]! * this.factor(i, t, n);
     return next - this.currentValue(i);
   }
 

@@ -1,7 +1,8 @@
 import { createRegistry, type Registry } from '../registry.js';
 
 /**
- * One monomial of a value function: coef · p^(a + u·n) · (1−p)^(b + w·n), with u, w ∈ {0, 1}.
+ * One monomial of a value function: coef · n^e · p^(a + u·n) · (1−p)^(b + w·n), with u, w, e ∈ {0, 1}
+ * (e absent means 0).
  * Writing every value function as a short sum of these makes its exact expectation under a
  * Beta posterior closed-form (E[p^A (1−p)^B] = B(α+A, β+B)/B(α, β)) and lets n → n+1 be one
  * multiplication per term.
@@ -12,6 +13,8 @@ export interface Monomial {
   readonly b: number;
   readonly u: 0 | 1;
   readonly w: 0 | 1;
+  /** Multiply by n (e = 1): values that count rollouts, e.g. rollouts in informative groups. */
+  readonly e?: 0 | 1;
 }
 
 /**
@@ -63,7 +66,7 @@ export function valueAt(fn: ValueFunction, p: number, n: number): number {
   if (n <= 0) return 0;
   const q = 1 - p;
   let total = 0;
-  for (const t of fn.terms) total += t.coef * Math.pow(p, t.a + t.u * n) * Math.pow(q, t.b + t.w * n);
+  for (const t of fn.terms) total += t.coef * (t.e === 1 ? n : 1) * Math.pow(p, t.a + t.u * n) * Math.pow(q, t.b + t.w * n);
   return total;
 }
 
