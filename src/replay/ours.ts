@@ -59,8 +59,10 @@ export class MemoryState {
 }
 
 /**
- * Plans a step with our planner (planStep) from a memory state. When the batch cannot get
- * min_n each within the budget, it plans with skip on (some prompts get 0).
+ * Plans a step with our planner (planStep) from a memory state. Under a token budget it plans
+ * with skip on (a prompt may get 0 rollouts: with long, costly responses the step selects
+ * prompts rather than giving every one min_n; pass --skip to `plan` for the same); it also
+ * does when the batch cannot get min_n each within the budget. An explicit `skip` option wins.
  */
 export function planWithState(
   state: MemoryState,
@@ -69,7 +71,9 @@ export function planWithState(
   registries: Registries,
 ): Decision {
   const snapshot = snapshotOf(state.states.values());
-  const input: PlanOptionsInput = { ...options, minN: ctx.minN, maxN: ctx.maxN, seed: ctx.seed, step: ctx.step };
+  const input: PlanOptionsInput = {
+    ...options, skip: options.skip ?? ctx.budget.tokens !== undefined, minN: ctx.minN, maxN: ctx.maxN, seed: ctx.seed, step: ctx.step,
+  };
   let plan;
   try {
     plan = planStep(snapshot, ctx.candidates, ctx.budget, input, registries);
