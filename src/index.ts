@@ -58,6 +58,7 @@ export { defaultScenario, parseScenario } from './simulate/scenario.js';
 export type { Scenario } from './simulate/scenario.js';
 export { simulatedEnvironment } from './simulate/world.js';
 export { calibrationChart, effectiveChart, histogramChart, reportHtml } from './report/html.js';
+export { balancedValue } from './value/functions.js';
 export { summaryMarkdown, summaryRows, summaryText } from './report/summary.js';
 export { metricsJson, writeReport } from './report/write.js';
 export type { ReportInput } from './report/write.js';

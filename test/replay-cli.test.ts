@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { runCli } from '../src/cli/main.js';
 import type { CliIo } from '../src/cli/io.js';
+import { createProgress } from '../src/cli/progress.js';
 
 function capture(tty = false): CliIo & { out: string; err: string } {
   const io = {
@@ -82,6 +83,25 @@ describe('replay CLI', () => {
     const io = capture(true);
     expect(await runCli(['replay', '--log', fixture, '--steps', '0:5', '--policies', 'uniform', '--quiet'], io)).toBe(0);
     expect(io.err).toBe('');
+  });
+
+  it('progress bar: drawn on a terminal once the run is long enough, never off one', () => {
+    let t = 0;
+    const clock = () => t;
+    const tty = capture(true);
+    const bar = createProgress(tty, false, 'replaying', 2000, clock);
+    bar.update(1, 10);
+    expect(tty.err).toBe(''); // not yet 2 s
+    t = 2500;
+    bar.update(5, 10);
+    expect(tty.err).toContain('replaying [###############...............]  50%');
+    bar.finish();
+    expect(tty.err.endsWith('\n')).toBe(true);
+    const pipe = capture(false);
+    const quiet = createProgress(pipe, false, 'replaying', 0, clock);
+    quiet.update(5, 10);
+    quiet.finish();
+    expect(pipe.err).toBe('');
   });
 
   it('simulate: long-CoT scenario with a binding token budget; oracle runs; the token budget binds uniform', async () => {
