@@ -62,10 +62,9 @@ export function runPolicies(env: Environment, options: EngineOptions): PolicyRes
     steps.forEach((step, index) => {
       const candidates = open(step);
       const base = env.defaultBudget(step);
-      const budget: Budget = {
-        ...(options.budget?.rollouts ?? base.rollouts) === undefined ? {} : { rollouts: options.budget?.rollouts ?? base.rollouts },
-        ...(options.budget?.tokens ?? base.tokens) === undefined ? {} : { tokens: options.budget?.tokens ?? base.tokens },
-      };
+      const rollouts = options.budget?.rollouts ?? base.rollouts;
+      const tokens = options.budget?.tokens ?? base.tokens;
+      const budget: Budget = { ...(rollouts === undefined ? {} : { rollouts }), ...(tokens === undefined ? {} : { tokens }) };
       const groups = new Map<string, { group: GroupOutcome; drawer: GroupDrawer; source: number }>();
       const sourceOf = new Map<string, number>(candidates.map((c) => [c.id, step]));
       let nextIndex = index + 1;

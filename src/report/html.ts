@@ -71,7 +71,8 @@ export function histogramChart(results: readonly PolicyResult[]): string {
     return r.groupSizes.map((c) => (total > 0 ? c / total : 0));
   });
   const top = Math.max(0.01, ...shares.flat());
-  const y = (v: number) => H - M.b - (v / top) * (H - M.t - M.b);
+  // Square-root scale: the fixed-n policies put every group at one n, which would flatten the rest.
+  const y = (v: number) => H - M.b - Math.sqrt(v / top) * (H - M.t - M.b);
   const bars: string[] = [];
   shares.forEach((s, k) => {
     s.forEach((v, n) => {
@@ -81,8 +82,8 @@ export function histogramChart(results: readonly PolicyResult[]): string {
     });
   });
   const xTicks: [number, string][] = [1, Math.ceil(maxN / 4), Math.ceil(maxN / 2), Math.ceil((3 * maxN) / 4), maxN].map((n) => [M.l + (n - 0.5) * slot, String(n)]);
-  const yTicks: [number, string][] = [0, top / 2, top].map((v) => [y(v), `${(v * 100).toFixed(0)}%`]);
-  return svg('chart-histogram', 'Rollouts per prompt: share of groups at each n', axes('rollouts in the group (n)', 'share of groups', xTicks, yTicks) + bars.join('') + legend(results.map((r) => r.name)));
+  const yTicks: [number, string][] = [0, top / 16, top / 4, top].map((v) => [y(v), `${(v * 100).toFixed(v < 0.1 ? 1 : 0)}%`]);
+  return svg('chart-histogram', 'Rollouts per prompt: share of groups at each n (square-root scale)', axes('rollouts in the group (n)', 'share of groups', xTicks, yTicks) + bars.join('') + legend(results.map((r) => r.name)));
 }
 
 /** Calibration: mean realised group pass rate against mean predicted, per decile of prediction. */
