@@ -83,3 +83,26 @@ export type { SimFaults, SimServerOptions, SimStats } from './simserver/server.j
 export { SHORT_COT, SimModel, countSimTokens, defaultSimModel, tokenId, wrongAnswer } from './simserver/model.js';
 export type { LengthModel, SimModelOptions, SimPrompt, SimResponse } from './simserver/model.js';
 export { parseSimPrompts } from './simserver/prompts.js';
+
+// issue 3: replay, simulation, baselines, metrics, report
+export { loadLog, detectFormat, logFiles, logFormats } from './replay/log.js';
+export type { LoadOptions, LogFormat } from './replay/log.js';
+export { replayEnvironment, visitDrawer } from './replay/env.js';
+export { runPolicies } from './replay/engine.js';
+export type { EngineOptions, PolicyResult } from './replay/engine.js';
+export { MetricsRecorder, hasVariance, ranks, spearman } from './replay/metrics.js';
+export type { CalibrationBin, StepMetrics, Totals } from './replay/metrics.js';
+export { baselineNames, createReplayPolicyRegistry, defaultPolicyList } from './replay/policies.js';
+export { MemoryState, oraclePolicy, ourPolicy, planWithState } from './replay/ours.js';
+export { fixedN, tQuantile } from './replay/baselines.js';
+export type {
+  Decision, Environment, GroupDrawer, GroupOutcome, PolicyConfig, PolicyRun, ReplayPolicy, StepContext, World,
+} from './replay/types.js';
+export { defaultScenario, parseScenario } from './simulate/scenario.js';
+export type { Scenario } from './simulate/scenario.js';
+export { simulatedEnvironment } from './simulate/world.js';
+export { calibrationChart, effectiveChart, histogramChart, reportHtml } from './report/html.js';
+export { balancedValue } from './value/functions.js';
+export { summaryMarkdown, summaryRows, summaryText } from './report/summary.js';
+export { metricsJson, writeReport } from './report/write.js';
+export type { ReportInput } from './report/write.js';

@@ -9,6 +9,7 @@ import { registerExecutorCommands } from './executor.js';
 import { processIo, readInput, writeOutput, type CliIo } from './io.js';
 
 export type { CliIo };
+import { registerReplayCommands } from './replay.js';
 import { intArg, numberArg } from './parse.js';
 import { registerServeCommands } from './serve.js';
 
@@ -43,7 +44,7 @@ export function buildProgram(io: CliIo): Command {
     .addOption(new Option('--max-n <int>', 'rollouts per prompt, at most').default(64).argParser(intArg(1)))
     .option('--skip', 'prompts may get 0 rollouts (select from a pool)', false)
     .option('--policy <name>', 'how p is taken from the posterior: bayes, thompson, mean', 'bayes')
-    .option('--value <name>', 'value of n rollouts: knapsack, informative, variance, hit', 'knapsack')
+    .option('--value <name>', 'value of n rollouts: balanced, knapsack, informative, variance, hit', 'balanced')
     .addOption(new Option('--seed <int>', 'run seed').default(0).argParser(intArg(0)))
     .addOption(new Option('--step <int>', 'step to plan (default: last observed + 1)').argParser(intArg(0)))
     .addOption(new Option('--prefill-weight <w>', 'tokens charged per prompt token once per group').default(0).argParser(numberArg(0, 1e6)))
@@ -142,6 +143,7 @@ export function buildProgram(io: CliIo): Command {
 
   registerServeCommands(program, io);
   registerExecutorCommands(program, io);
+  registerReplayCommands(program, io);
   return program;
 }
 

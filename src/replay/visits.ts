@@ -8,6 +8,12 @@ export interface Visit {
   readonly prompt_id: string;
   readonly n: number;
   readonly correct: number;
+  /**
+   * The group's own rollouts when the log recorded them (results and verl formats): rewards
+   * in [0, 1] and, when known, generated tokens, in log order. Absent for count-only logs.
+   */
+  readonly rewards?: readonly number[];
+  readonly tokens?: readonly (number | undefined)[];
 }
 
 /** Parses per-visit group counts `{"step", "prompt_id", "n", "correct"}` (visits.jsonl). */

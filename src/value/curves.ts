@@ -43,7 +43,9 @@ export class MonomialCurves implements ValueCurves {
   private readonly b: Int32Array;
   private readonly u: Uint8Array;
   private readonly w: Uint8Array;
-  /** Indices of the terms that change with n (u or w set); constant terms never move. */
+  /** 1 where the term is multiplied by n (values that count rollouts). */
+  private readonly e: Uint8Array;
+  /** Indices of the terms that change with n (u, w or e set); constant terms never move. */
   private readonly moving: Int32Array;
   private readonly isBeta: boolean;
   private readonly alpha: Float64Array;
@@ -64,8 +66,9 @@ export class MonomialCurves implements ValueCurves {
     this.b = Int32Array.from(fn.terms, (t) => t.b);
     this.u = Uint8Array.from(fn.terms, (t) => t.u);
     this.w = Uint8Array.from(fn.terms, (t) => t.w);
+    this.e = Uint8Array.from(fn.terms, (t) => t.e ?? 0);
     if (fn.terms.some((t) => t.u === 1 && t.w === 1)) throw new Error(`${fn.name}: a term may grow in p or in 1−p with n, not both`);
-    this.moving = Int32Array.from(fn.terms.flatMap((t, i) => (t.u === 1 || t.w === 1 ? [i] : [])));
+    this.moving = Int32Array.from(fn.terms.flatMap((t, i) => (t.u === 1 || t.w === 1 || t.e === 1 ? [i] : [])));
     this.term = new Float64Array(this.size * this.k);
     this.cursor = new Int32Array(this.size);
   }
@@ -88,7 +91,7 @@ export class MonomialCurves implements ValueCurves {
     if (n <= 0) return 0;
     let total = 0;
     for (let t = 0; t < this.k; t++) {
-      total += this.coef[t]! * this.moment(i, this.a[t]! + this.u[t]! * n, this.b[t]! + this.w[t]! * n);
+      total += this.coef[t]! * (this.e[t] === 1 ? n : 1) * this.moment(i, this.a[t]! + this.u[t]! * n, this.b[t]! + this.w[t]! * n);
     }
     return total;
   }
@@ -107,10 +110,11 @@ export class MonomialCurves implements ValueCurves {
   }
 
   current(i: number): number {
-    if (this.cursor[i]! <= 0) return 0;
+    const n = this.cursor[i]!;
+    if (n <= 0) return 0;
     const base = i * this.k;
     let total = 0;
-    for (let t = 0; t < this.k; t++) total += this.coef[t]! * this.term[base + t]!;
+    for (let t = 0; t < this.k; t++) total += this.coef[t]! * (this.e[t] === 1 ? n : 1) * this.term[base + t]!;
     return total;
   }
 
@@ -121,6 +125,7 @@ export class MonomialCurves implements ValueCurves {
    */
   private step(i: number, t: number, n: number): number {
     const u = this.u[t]!;
+    if (u === 0 && this.w[t] === 0) return 0;
     if (!this.isBeta) {
       const p = this.p[i]!;
       return u === 1 ? p - 1 : -p;
@@ -137,13 +142,16 @@ export class MonomialCurves implements ValueCurves {
     const base = i * this.k;
     if (n <= 0) {
       let total = 0;
-      for (let t = 0; t < this.k; t++) total += this.coef[t]! * this.term[base + t]! * (this.u[t]! + this.w[t]! > 0 ? 1 + this.step(i, t, n) : 1);
+      for (let t = 0; t < this.k; t++) total += this.coef[t]! * this.term[base + t]! * (1 + this.step(i, t, n));
       return total;
     }
+    // Term t contributes coef·n^e·T(n); with T(n+1) = T(n)·(1 + s): gain coef·T·s, or
+    // coef·T·((n+1)(1 + s) − n) when the term is multiplied by n.
     let gain = 0;
     for (let j = 0; j < this.moving.length; j++) {
       const t = this.moving[j]!;
-      gain += this.coef[t]! * this.term[base + t]! * this.step(i, t, n);
+      const s = this.step(i, t, n);
+      gain += this.coef[t]! * this.term[base + t]! * (this.e[t] === 1 ? (n + 1) * (1 + s) - n : s);
     }
     return gain;
   }

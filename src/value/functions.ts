@@ -1,7 +1,8 @@
 import { createRegistry, type Registry } from '../registry.js';
 
 /**
- * One monomial of a value function: coef · p^(a + u·n) · (1−p)^(b + w·n), with u, w ∈ {0, 1}.
+ * One monomial of a value function: coef · n^e · p^(a + u·n) · (1−p)^(b + w·n), with u, w, e ∈ {0, 1}
+ * (e absent means 0).
  * Writing every value function as a short sum of these makes its exact expectation under a
  * Beta posterior closed-form (E[p^A (1−p)^B] = B(α+A, β+B)/B(α, β)) and lets n → n+1 be one
  * multiplication per term.
@@ -12,11 +13,13 @@ export interface Monomial {
   readonly b: number;
   readonly u: 0 | 1;
   readonly w: 0 | 1;
+  /** Multiply by n (e = 1): values that count rollouts, e.g. rollouts in informative groups. */
+  readonly e?: 0 | 1;
 }
 
 /**
  * The value of giving a prompt with pass rate p a group of n rollouts. v(0) = 0 by definition;
- * for n ≥ 1, v(n) = Σ terms. Every registered function is concave in n for n ≥ 1.
+ * for n ≥ 1, v(n) = Σ terms. Every registered function but `balanced` is concave in n for n ≥ 1.
  */
 export interface ValueFunction {
   readonly name: string;
@@ -58,18 +61,42 @@ export const hitValue: ValueFunction = {
   terms: [m(1, 0, 0, 0, 0), m(-1, 0, 0, 0, 1)],
 };
 
+const informativeTimes = (coef: number, a: number, b: number, e: 0 | 1 = 0): Monomial[] => [
+  { coef, a, b, u: 0, w: 0, e },
+  { coef: -coef, a, b, u: 1, w: 0, e },
+  { coef: -coef, a, b, u: 0, w: 1, e },
+];
+
+/**
+ * `balanced` (default): I(n)·(1 + 2.5·(1−p)³ + 0.65·p(1−p)²) + 0.034·n·I(n), with
+ * I(n) = 1 − p^n − (1−p)^n the probability that the group has reward variance. Three aims in
+ * one value: informative groups (the 1), successes on hard prompts (2.5·(1−p)³, largest as
+ * p → 0: a success on a hard prompt is rare and carries the most signal), Knapsack RL's
+ * gradient signal p(1−p)² (0.65·, Li et al. 2025, arXiv:2509.25849), and rollouts that land in
+ * informative groups, the effective-gradient ratio (0.034·n·I(n)). The weights were tuned on
+ * the One-Shot-RLVR replay (docs/replay.md has the measured table and the search). The last
+ * term grows with n, so v is not concave in n for every p; the greedy solver then gives a
+ * good, not always optimal, allocation (the DP reference measures the gap).
+ */
+export const balancedValue: ValueFunction = {
+  name: 'balanced',
+  formula: '(1 − p^n − (1−p)^n)·(1 + 2.5(1−p)³ + 0.65·p(1−p)²) + 0.034·n·(1 − p^n − (1−p)^n)',
+  terms: [...informativeTimes(1, 0, 0), ...informativeTimes(2.5, 0, 3), ...informativeTimes(0.65, 1, 2), ...informativeTimes(0.034, 0, 0, 1)],
+};
+
 /** v(n) at a known pass rate p ∈ [0, 1]. O(|terms|). */
 export function valueAt(fn: ValueFunction, p: number, n: number): number {
   if (n <= 0) return 0;
   const q = 1 - p;
   let total = 0;
-  for (const t of fn.terms) total += t.coef * Math.pow(p, t.a + t.u * n) * Math.pow(q, t.b + t.w * n);
+  for (const t of fn.terms) total += t.coef * (t.e === 1 ? n : 1) * Math.pow(p, t.a + t.u * n) * Math.pow(q, t.b + t.w * n);
   return total;
 }
 
 export function createValueRegistry(): Registry<ValueFunction> {
   return createRegistry<ValueFunction>('value function', {
     knapsack: knapsackValue,
+    balanced: balancedValue,
     informative: informativeValue,
     variance: varianceValue,
     hit: hitValue,

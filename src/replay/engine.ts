@@ -1,0 +1,132 @@
+import { performance } from 'node:perf_hooks';
+import seedrandom from 'seedrandom';
+import { badOption } from '../errors.js';
+import type { Budget, Candidate } from '../plan/types.js';
+import type { Registry } from '../registry.js';
+import { MetricsRecorder, type CalibrationBin, type StepMetrics, type Totals } from './metrics.js';
+import type { Environment, GroupDrawer, GroupOutcome, ReplayPolicy, StepContext } from './types.js';
+
+export interface EngineOptions {
+  readonly policies: readonly string[];
+  readonly registry: Registry<ReplayPolicy>;
+  readonly minN: number;
+  readonly maxN: number;
+  readonly seed: number;
+  /** Per-step budget overrides; a missing one comes from the environment. */
+  readonly budget?: Budget;
+  /** Only these steps (default: all the environment has). */
+  readonly steps?: readonly number[];
+  /** Options passed to our planner for the wrapped policies. */
+  readonly plan?: Record<string, unknown>;
+  /** Called after every policy-step with (done, total). */
+  readonly onProgress?: (done: number, total: number) => void;
+}
+
+export interface PolicyResult {
+  name: string;
+  description: string;
+  totals: Totals;
+  steps: StepMetrics[];
+  calibration: CalibrationBin[];
+  /** groupSizes[n] = groups given n rollouts. */
+  groupSizes: number[];
+  /** Per step: "id:n" of every planned or generated group, in generation order (tests, audits). */
+  allocations: string[];
+}
+
+/**
+ * Runs each policy through the steps of an environment. A policy plans a step from what it
+ * observed before it (its own earlier groups only); the engine then generates its groups,
+ * scores them, and only then lets the policy observe them. Outcomes are drawn with a random
+ * stream seeded by (seed, step, source step, prompt id), the same for every policy (common
+ * random numbers), so two policies giving a prompt the same n see the same group.
+ */
+export function runPolicies(env: Environment, options: EngineOptions): PolicyResult[] {
+  const steps = options.steps ?? env.steps;
+  for (const name of options.policies) {
+    const policy = options.registry.get(name);
+    if (policy.needsTruth === true && env.kind !== 'simulate') {
+      throw badOption(`policy "${name}" needs the true pass rates, which only a simulation knows; leave it out of replay`);
+    }
+  }
+  const total = steps.length * options.policies.length;
+  let done = 0;
+  return options.policies.map((name) => {
+    const policy = options.registry.get(name);
+    const run = policy.create({ minN: options.minN, maxN: options.maxN, seed: options.seed, ...(options.plan === undefined ? {} : { plan: options.plan }) });
+    const world = env.fork();
+    const recorder = new MetricsRecorder();
+    const allocations: string[] = [];
+    const consumed = new Set<string>();
+    const open = (s: number) => env.batch(s).filter((c) => !consumed.has(`${s}\u0000${c.id}`));
+    steps.forEach((step, index) => {
+      const candidates = open(step);
+      const base = env.defaultBudget(step);
+      const rollouts = options.budget?.rollouts ?? base.rollouts;
+      const tokens = options.budget?.tokens ?? base.tokens;
+      const budget: Budget = { ...(rollouts === undefined ? {} : { rollouts }), ...(tokens === undefined ? {} : { tokens }) };
+      const groups = new Map<string, { group: GroupOutcome; drawer: GroupDrawer; source: number }>();
+      const sourceOf = new Map<string, number>(candidates.map((c) => [c.id, step]));
+      let nextIndex = index + 1;
+      const generate = (c: Candidate, n: number): GroupOutcome => {
+        let entry = groups.get(c.id);
+        if (entry === undefined) {
+          const source = sourceOf.get(c.id) ?? step;
+          const random = seedrandom(`${options.seed}/${step}/${source}/${c.id}`);
+          entry = { group: { prompt_id: c.id, step, rewards: [], tokens: [] }, drawer: world.drawer(step, source, c.id, random), source };
+          groups.set(c.id, entry);
+          consumed.add(`${source}\u0000${c.id}`);
+        }
+        const g = entry.group;
+        for (let j = 0; j < n; j++) {
+          const o = entry.drawer.next();
+          g.rewards.push(o.reward);
+          if (o.tokens === null) (g as { tokens: number[] | null }).tokens = null;
+          else g.tokens?.push(o.tokens);
+        }
+        return g;
+      };
+      const truth = world.truth?.(candidates.map((c) => c.id));
+      const ctx: StepContext = {
+        step, candidates, batchSize: env.batch(step).length, budget, minN: options.minN, maxN: options.maxN, seed: options.seed,
+        ...(policy.needsTruth === true && truth !== undefined ? { truth } : {}),
+        generate,
+        nextBatch: () => {
+          const s = steps[nextIndex];
+          if (s === undefined) return [];
+          nextIndex++;
+          const batch = open(s).filter((c) => !sourceOf.has(c.id));
+          for (const c of batch) sourceOf.set(c.id, s);
+          return batch;
+        },
+      };
+      const t0 = performance.now();
+      const decision = run.decide(ctx);
+      const planMs = performance.now() - t0;
+      if (decision.n !== undefined) {
+        decision.n.forEach((n, i) => {
+          const c = candidates[i]!;
+          const have = groups.get(c.id)?.group.rewards.length ?? 0;
+          if (n > have) generate(c, n - have);
+        });
+      }
+      const generated = [...groups.values()].map((e) => e.group).filter((g) => g.rewards.length > 0);
+      const trained = decision.trained ?? generated;
+      const passRate = (g: GroupOutcome) => world.passRate(groups.get(g.prompt_id)!.source, g.prompt_id);
+      recorder.record(step, generated, trained, passRate, decision.predicted, budget, planMs);
+      allocations.push(generated.map((g) => `${g.prompt_id}:${g.rewards.length}`).join(','));
+      run.observe(step, generated);
+      world.train(step, trained);
+      options.onProgress?.(++done, total);
+    });
+    return {
+      name,
+      description: policy.description,
+      totals: recorder.totals(),
+      steps: recorder.steps,
+      calibration: recorder.calibration(),
+      groupSizes: Array.from(recorder.sizes, (v) => v ?? 0),
+      allocations,
+    };
+  });
+}

@@ -1,0 +1,91 @@
+import type { Random } from '../math/beta.js';
+import type { Budget, Candidate } from '../plan/types.js';
+import type { Environment, GroupDrawer, World } from './types.js';
+import { LoggedRun, type Visit } from './visits.js';
+
+/**
+ * Draws a logged visit's outcomes one at a time. The first `visit.n` come from the logged
+ * group without replacement (exact: any subset of a real group is a real group); beyond it,
+ * Bernoulli(pooled rate of the neighbouring visits), a model, with tokens the group's mean
+ * length of that outcome class (else of the other class; null when no lengths were logged).
+ */
+export function visitDrawer(visit: Visit, pooledRate: number, random: Random): GroupDrawer {
+  const rewards = visit.rewards;
+  const tokens = visit.tokens;
+  let right = visit.correct;
+  let left = visit.n;
+  const pool = rewards === undefined ? null : rewards.map((_, j) => j);
+  const meanTokens = (correct: boolean): number | null => {
+    if (rewards === undefined || tokens === undefined) return null;
+    let sum = 0;
+    let count = 0;
+    let other = 0;
+    let otherCount = 0;
+    rewards.forEach((r, j) => {
+      const t = tokens[j];
+      if (t === undefined) return;
+      if (r >= 0.5 === correct) {
+        sum += t;
+        count++;
+      } else {
+        other += t;
+        otherCount++;
+      }
+    });
+    if (count > 0) return Math.round(sum / count);
+    return otherCount > 0 ? Math.round(other / otherCount) : null;
+  };
+  return {
+    next() {
+      if (pool !== null && pool.length > 0) {
+        const k = Math.floor(random() * pool.length);
+        const j = pool[k]!;
+        pool[k] = pool[pool.length - 1]!;
+        pool.pop();
+        return { reward: rewards![j]!, tokens: tokens?.[j] ?? null };
+      }
+      if (pool === null && left > 0) {
+        const r = random() * left < right ? 1 : 0;
+        right -= r;
+        left--;
+        return { reward: r, tokens: null };
+      }
+      const r = random() < pooledRate ? 1 : 0;
+      return { reward: r, tokens: meanTokens(r === 1) };
+    },
+  };
+}
+
+/** A logged run as an environment: stateless, so every policy shares one world. */
+export function replayEnvironment(run: LoggedRun, promptTokens?: ReadonlyMap<string, number>): Environment {
+  const visitAt = (step: number, id: string): Visit => {
+    const v = run.at(step).find((x) => x.prompt_id === id);
+    if (v === undefined) throw new Error(`no logged visit of ${id} at step ${step}`);
+    return v;
+  };
+  const batches = new Map<number, Candidate[]>();
+  for (const step of run.steps) {
+    batches.set(
+      step,
+      run.at(step).map((v) => {
+        const t = promptTokens?.get(v.prompt_id);
+        return t === undefined ? { id: v.prompt_id } : { id: v.prompt_id, prompt_tokens: t };
+      }),
+    );
+  }
+  const world: World = {
+    drawer: (_step, source, id, random) => {
+      const v = visitAt(source, id);
+      return visitDrawer(v, run.pooledRate(v), random);
+    },
+    passRate: (source, id) => run.pooledRate(visitAt(source, id)),
+    train: () => undefined,
+  };
+  return {
+    kind: 'replay',
+    steps: run.steps,
+    batch: (step) => batches.get(step) ?? [],
+    defaultBudget: (step): Budget => ({ rollouts: run.at(step).reduce((s, v) => s + v.n, 0) }),
+    fork: () => world,
+  };
+}

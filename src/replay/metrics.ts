@@ -1,0 +1,201 @@
+import type { GroupOutcome } from './types.js';
+
+/** Metrics of one policy at one step. */
+export interface StepMetrics {
+  step: number;
+  groups: number;
+  rollouts: number;
+  /** Generated tokens; null when the source records no lengths. */
+  tokens: number | null;
+  /** Groups that entered the update with reward variance. */
+  informative: number;
+  /** Rollouts in those groups. */
+  effective: number;
+  allCorrect: number;
+  allWrong: number;
+  /** Groups of hard prompts (pass rate ≤ 0.2) with at least one success. */
+  hardPositives: number;
+  withinBudget: boolean;
+  planMs: number;
+}
+
+export interface Totals {
+  steps: number;
+  groups: number;
+  rollouts: number;
+  tokens: number | null;
+  informative_groups: number;
+  /** Σ rollouts in trained groups with variance / Σ rollouts generated (Knapsack RL's sample-weighted ratio). */
+  effective_ratio: number;
+  all_correct_ratio: number;
+  all_wrong_ratio: number;
+  hard_positives: number;
+  informative_per_mtok: number | null;
+  /** Mean (predicted − realised group pass rate)²; null for policies without a predictor. */
+  brier: number | null;
+  spearman: number | null;
+  predictions: number;
+  /** Share of steps whose rollouts (and tokens, when known) stayed within the budget. */
+  budget_compliance: number;
+  plan_ms_per_step: number;
+}
+
+export interface CalibrationBin {
+  lo: number;
+  hi: number;
+  count: number;
+  predicted: number;
+  realised: number;
+}
+
+const HARD = 0.2;
+
+/** Whether a group's rewards vary (GRPO advantage nonzero). */
+export function hasVariance(rewards: readonly number[]): boolean {
+  for (let j = 1; j < rewards.length; j++) if (rewards[j] !== rewards[0]) return true;
+  return false;
+}
+
+/** Accumulates one policy's metrics step by step. */
+export class MetricsRecorder {
+  readonly steps: StepMetrics[] = [];
+  /** Groups by size n (index n). */
+  readonly sizes: number[] = [];
+  private readonly pred: number[] = [];
+  private readonly real: number[] = [];
+
+  record(
+    step: number,
+    generated: readonly GroupOutcome[],
+    trained: readonly GroupOutcome[],
+    passRate: (g: GroupOutcome) => number,
+    predicted: ReadonlyMap<string, number> | undefined,
+    budget: { rollouts?: number; tokens?: number },
+    planMs: number,
+  ): StepMetrics {
+    const m: StepMetrics = {
+      step, groups: 0, rollouts: 0, tokens: 0, informative: 0, effective: 0, allCorrect: 0, allWrong: 0,
+      hardPositives: 0, withinBudget: true, planMs,
+    };
+    for (const g of generated) {
+      const n = g.rewards.length;
+      if (n === 0) continue;
+      m.groups++;
+      m.rollouts += n;
+      this.sizes[n] = (this.sizes[n] ?? 0) + 1;
+      if (g.tokens === null || m.tokens === null) m.tokens = null;
+      else m.tokens += g.tokens.reduce((s, t) => s + t, 0);
+      const mean = g.rewards.reduce((s, r) => s + r, 0) / n;
+      if (!hasVariance(g.rewards)) {
+        if (mean >= 0.5) m.allCorrect++;
+        else m.allWrong++;
+      }
+      if (passRate(g) <= HARD && g.rewards.some((r) => r >= 0.5)) m.hardPositives++;
+      const p = predicted?.get(g.prompt_id);
+      if (p !== undefined && Number.isFinite(p)) {
+        this.pred.push(p);
+        this.real.push(mean);
+      }
+    }
+    for (const g of trained) {
+      if (hasVariance(g.rewards)) {
+        m.informative++;
+        m.effective += g.rewards.length;
+      }
+    }
+    if (budget.rollouts !== undefined && m.rollouts > budget.rollouts) m.withinBudget = false;
+    if (budget.tokens !== undefined && m.tokens !== null && m.tokens > budget.tokens) m.withinBudget = false;
+    this.steps.push(m);
+    return m;
+  }
+
+  totals(): Totals {
+    const sum = (f: (s: StepMetrics) => number) => this.steps.reduce((a, s) => a + f(s), 0);
+    const groups = sum((s) => s.groups);
+    const rollouts = sum((s) => s.rollouts);
+    const tokens = this.steps.some((s) => s.tokens === null) ? null : sum((s) => s.tokens ?? 0);
+    const informative = sum((s) => s.informative);
+    let brier: number | null = null;
+    if (this.pred.length > 0) {
+      let b = 0;
+      for (let j = 0; j < this.pred.length; j++) b += (this.pred[j]! - this.real[j]!) ** 2;
+      brier = b / this.pred.length;
+    }
+    return {
+      steps: this.steps.length,
+      groups,
+      rollouts,
+      tokens,
+      informative_groups: informative,
+      effective_ratio: rollouts > 0 ? sum((s) => s.effective) / rollouts : 0,
+      all_correct_ratio: groups > 0 ? sum((s) => s.allCorrect) / groups : 0,
+      all_wrong_ratio: groups > 0 ? sum((s) => s.allWrong) / groups : 0,
+      hard_positives: sum((s) => s.hardPositives),
+      informative_per_mtok: tokens === null || tokens === 0 ? null : (informative * 1e6) / tokens,
+      brier,
+      spearman: this.pred.length > 1 ? spearman(this.pred, this.real) : null,
+      predictions: this.pred.length,
+      budget_compliance: this.steps.length > 0 ? sum((s) => (s.withinBudget ? 1 : 0)) / this.steps.length : 1,
+      plan_ms_per_step: this.steps.length > 0 ? sum((s) => s.planMs) / this.steps.length : 0,
+    };
+  }
+
+  /** Ten equal-width bins of predicted pass rate: mean predicted and mean realised in each. */
+  calibration(bins = 10): CalibrationBin[] {
+    const out: CalibrationBin[] = Array.from({ length: bins }, (_, b) => ({ lo: b / bins, hi: (b + 1) / bins, count: 0, predicted: 0, realised: 0 }));
+    for (let j = 0; j < this.pred.length; j++) {
+      const b = Math.min(bins - 1, Math.max(0, Math.floor(this.pred[j]! * bins)));
+      out[b]!.count++;
+      out[b]!.predicted += this.pred[j]!;
+      out[b]!.realised += this.real[j]!;
+    }
+    for (const bin of out) {
+      if (bin.count > 0) {
+        bin.predicted /= bin.count;
+        bin.realised /= bin.count;
+      }
+    }
+    return out;
+  }
+}
+
+/** Ranks with ties averaged (1-based). O(n log n). */
+export function ranks(x: readonly number[]): Float64Array {
+  const order = Array.from(x.keys()).sort((a, b) => x[a]! - x[b]!);
+  const r = new Float64Array(x.length);
+  let i = 0;
+  while (i < order.length) {
+    let j = i;
+    while (j + 1 < order.length && x[order[j + 1]!] === x[order[i]!]) j++;
+    const rank = (i + j) / 2 + 1;
+    for (let k = i; k <= j; k++) r[order[k]!] = rank;
+    i = j + 1;
+  }
+  return r;
+}
+
+/** Spearman's ρ: Pearson correlation of the tie-averaged ranks; 0 when either side is constant. */
+export function spearman(x: readonly number[], y: readonly number[]): number {
+  const rx = ranks(x);
+  const ry = ranks(y);
+  const n = rx.length;
+  let mx = 0;
+  let my = 0;
+  for (let i = 0; i < n; i++) {
+    mx += rx[i]!;
+    my += ry[i]!;
+  }
+  mx /= n;
+  my /= n;
+  let sxy = 0;
+  let sxx = 0;
+  let syy = 0;
+  for (let i = 0; i < n; i++) {
+    const dx = rx[i]! - mx;
+    const dy = ry[i]! - my;
+    sxy += dx * dy;
+    sxx += dx * dx;
+    syy += dy * dy;
+  }
+  return sxx > 0 && syy > 0 ? sxy / Math.sqrt(sxx * syy) : 0;
+}

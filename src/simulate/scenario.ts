@@ -1,0 +1,120 @@
+import { badInput, quote } from '../errors.js';
+
+/**
+ * A simulation scenario (fixtures/scenarios/*.json). Defaults come from measured public data
+ * (shared CALIBRATION.md): difficulty Beta fits of k-of-8 counts, an unsolvable share of about
+ * 8%, drift of the One-Shot-RLVR run (pool mean logit +0.0012 a step) and the response-length
+ * model log L = a + b·p + c·correct + u_prompt + e, clipped at the cap (a clipped response is wrong).
+ */
+export interface Scenario {
+  readonly name: string;
+  readonly description: string;
+  /** Prompts in the pool, prompts per step, steps. */
+  readonly prompts: number;
+  readonly batch: number;
+  readonly steps: number;
+  readonly seed: number;
+  /** Per-step budget: rollouts = rollouts_per_prompt × batch; tokens likewise when set. */
+  readonly budget: { readonly rollouts_per_prompt: number; readonly tokens_per_prompt: number | null };
+  /** Initial pass rate ~ Beta(alpha, beta); a share `unsolvable` has pass rate 0 for the whole run. */
+  readonly difficulty: { readonly alpha: number; readonly beta: number; readonly unsolvable: number };
+  /**
+   * Training moves a prompt's logit by `learning_rate` for every group with reward variance
+   * it is trained on, and every prompt's logit by `transfer` each step (generalisation).
+   */
+  readonly drift: { readonly learning_rate: number; readonly transfer: number };
+  readonly length: {
+    readonly a: number;
+    readonly b: number;
+    readonly c: number;
+    readonly sd_u: number;
+    readonly sd_e: number;
+    readonly cap: number | null;
+  };
+}
+
+/** One-Shot-RLVR first visits (CALIBRATION.md): α = 0.349, β = 0.693. */
+const rlMathDifficulty = { alpha: 0.349, beta: 0.693, unsolvable: 0.08 };
+/**
+ * Drift calibrated so that a uniform-8 run on the RL math pool raises the pool's mean logit
+ * by about 0.0012 a step (One-Shot-RLVR, 500 steps: 0.348 → 0.485): with ~56% mixed groups and
+ * a visit every ~8 steps, 0.015 per informative group plus 0.0004 a step of transfer.
+ */
+const defaultDrift = { learning_rate: 0.015, transfer: 0.0004 };
+/** Short-CoT lengths (Qwen-Math-Instruct on MATH, CALIBRATION.md), capped at One-Shot-RLVR's 3072. */
+const shortCot = { a: 6.118, b: -0.12, c: -0.146, sd_u: 0.352, sd_e: 0.183, cap: 3072 };
+
+export const defaultScenario: Scenario = {
+  name: 'default',
+  description: 'RL math pool',
+  prompts: 512,
+  batch: 64,
+  steps: 200,
+  seed: 0,
+  budget: { rollouts_per_prompt: 8, tokens_per_prompt: null },
+  difficulty: rlMathDifficulty,
+  drift: defaultDrift,
+  length: shortCot,
+};
+
+function num(where: string, obj: Record<string, unknown>, key: string, fallback: number, lo: number, hi: number, int = false): number {
+  const v = obj[key];
+  if (v === undefined) return fallback;
+  if (typeof v !== 'number' || !Number.isFinite(v) || v < lo || v > hi || (int && !Number.isSafeInteger(v))) {
+    throw badInput(where, `"${key}" must be ${int ? 'an integer' : 'a number'} in [${lo}, ${hi}], got ${quote(v)}`);
+  }
+  return v;
+}
+
+function section(where: string, obj: Record<string, unknown>, key: string): Record<string, unknown> {
+  const v = obj[key];
+  if (v === undefined) return {};
+  if (v === null || typeof v !== 'object' || Array.isArray(v)) throw badInput(where, `"${key}" must be an object, got ${quote(v)}`);
+  return v as Record<string, unknown>;
+}
+
+/** Parses and validates a scenario file's text; missing fields take the defaults above. */
+export function parseScenario(text: string, name: string): Scenario {
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch (error) {
+    throw badInput(name, `malformed JSON (${(error as Error).message})`);
+  }
+  if (value === null || typeof value !== 'object' || Array.isArray(value)) throw badInput(name, `a scenario must be a JSON object, got ${quote(value)}`);
+  const o = value as Record<string, unknown>;
+  const d = defaultScenario;
+  const b = section(name, o, 'budget');
+  const diff = section(name, o, 'difficulty');
+  const drift = section(name, o, 'drift');
+  const len = section(name, o, 'length');
+  const prompts = num(name, o, 'prompts', d.prompts, 1, 1e7, true);
+  const tokensPerPrompt = b.tokens_per_prompt === undefined || b.tokens_per_prompt === null ? null : num(`${name}: budget`, b, 'tokens_per_prompt', 0, 1, 1e9);
+  const cap = len.cap === undefined ? d.length.cap : len.cap === null ? null : num(`${name}: length`, len, 'cap', 0, 1, 1e7, true);
+  return {
+    name: typeof o.name === 'string' ? o.name : name,
+    description: typeof o.description === 'string' ? o.description : '',
+    prompts,
+    batch: num(name, o, 'batch', Math.min(d.batch, prompts), 1, prompts, true),
+    steps: num(name, o, 'steps', d.steps, 1, 1e6, true),
+    seed: num(name, o, 'seed', d.seed, 0, 2 ** 31, true),
+    budget: { rollouts_per_prompt: num(`${name}: budget`, b, 'rollouts_per_prompt', d.budget.rollouts_per_prompt, 1, 1e4, true), tokens_per_prompt: tokensPerPrompt },
+    difficulty: {
+      alpha: num(`${name}: difficulty`, diff, 'alpha', d.difficulty.alpha, 1e-3, 1e3),
+      beta: num(`${name}: difficulty`, diff, 'beta', d.difficulty.beta, 1e-3, 1e3),
+      unsolvable: num(`${name}: difficulty`, diff, 'unsolvable', d.difficulty.unsolvable, 0, 1),
+    },
+    drift: {
+      learning_rate: num(`${name}: drift`, drift, 'learning_rate', d.drift.learning_rate, 0, 10),
+      transfer: num(`${name}: drift`, drift, 'transfer', d.drift.transfer, -1, 1),
+    },
+    length: {
+      a: num(`${name}: length`, len, 'a', d.length.a, -100, 100),
+      b: num(`${name}: length`, len, 'b', d.length.b, -100, 100),
+      c: num(`${name}: length`, len, 'c', d.length.c, -100, 100),
+      sd_u: num(`${name}: length`, len, 'sd_u', d.length.sd_u, 0, 10),
+      sd_e: num(`${name}: length`, len, 'sd_e', d.length.sd_e, 0, 10),
+      cap,
+    },
+  };
+}

@@ -1,0 +1,130 @@
+import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { runCli } from '../src/cli/main.js';
+import type { CliIo } from '../src/cli/io.js';
+import { createProgress } from '../src/cli/progress.js';
+
+function capture(tty = false): CliIo & { out: string; err: string } {
+  const io = {
+    out: '',
+    err: '',
+    stdout(text: string) {
+      io.out += text;
+    },
+    stderr(text: string) {
+      io.err += text;
+    },
+    readStdin: async () => '',
+    stderrIsTty: tty,
+  };
+  return io;
+}
+
+const fixture = new URL('../fixtures/oneshot-rlvr-dsr-sub/visits.jsonl', import.meta.url).pathname;
+const scenario = new URL('../fixtures/scenarios/long-cot-competition.json', import.meta.url).pathname;
+const tmp = () => mkdtempSync(join(tmpdir(), 'rb-cli-'));
+
+/** metrics.json without the wall-clock planning times, which no seed fixes. */
+function numbers(dir: string): unknown {
+  const m = JSON.parse(readFileSync(join(dir, 'metrics.json'), 'utf8'));
+  for (const p of m.policies) {
+    delete p.totals.plan_ms_per_step;
+    for (const s of p.steps) delete s.plan_ms;
+  }
+  return m;
+}
+
+describe('replay CLI', () => {
+  it('prints the table, writes the three report files, and the same seed gives the same numbers', async () => {
+    const a = tmp();
+    const b = tmp();
+    const c = tmp();
+    const args = ['replay', '--log', fixture, '--steps', '0:40', '--policies', 'uniform,knapsack-rl,mopps,bayes,thompson'];
+    const io = capture();
+    expect(await runCli([...args, '--seed', '5', '--out', a], io)).toBe(0);
+    expect(io.out).toMatch(/^policy\s+effective ratio/m);
+    expect(io.out).toMatch(/^uniform\s+\d\.\d{3} \(1\.00×\)/m);
+    for (const f of ['metrics.json', 'summary.md', 'report.html']) expect(existsSync(join(a, f))).toBe(true);
+    expect(readFileSync(join(a, 'summary.md'), 'utf8')).toContain('| knapsack-rl |');
+    expect(io.err).toBe('');
+    expect(await runCli([...args, '--seed', '5', '--out', b], capture())).toBe(0);
+    expect(numbers(b)).toEqual(numbers(a));
+    expect(await runCli([...args, '--seed', '6', '--out', c], capture())).toBe(0);
+    expect(numbers(c)).not.toEqual(numbers(a));
+  });
+
+  it('bad input: exit 2, file:line in one message, no stack, no report written', async () => {
+    const d = tmp();
+    const log = join(d, 'bad.jsonl');
+    writeFileSync(log, '{"step": 0, "prompt_id": "1", "n": 8, "correct": 2}\n{"step": 1, "prompt_id": "1", "n": 8, "correct": -1}\n');
+    const io = capture();
+    const out = join(d, 'report');
+    expect(await runCli(['replay', '--log', log, '--out', out], io)).toBe(2);
+    expect(io.err).toContain(`${log}:2:`);
+    expect(io.err).toContain('"correct"');
+    expect(io.err).not.toContain('    at ');
+    expect(existsSync(out)).toBe(false);
+  });
+
+  it('rejects an unknown policy, oracle in replay, and a bad step range, with exit 2', async () => {
+    const io1 = capture();
+    expect(await runCli(['replay', '--log', fixture, '--policies', 'uniform,nope'], io1)).toBe(2);
+    expect(io1.err).toContain('unknown replay policy "nope"');
+    const io2 = capture();
+    expect(await runCli(['replay', '--log', fixture, '--policies', 'oracle', '--steps', '0:3'], io2)).toBe(2);
+    expect(io2.err).toContain('only a simulation knows');
+    const io3 = capture();
+    expect(await runCli(['replay', '--log', fixture, '--steps', '9:3'], io3)).toBe(2);
+  });
+
+  it('progress bar: quiet off a terminal, and with --quiet on one', async () => {
+    const io = capture(true);
+    expect(await runCli(['replay', '--log', fixture, '--steps', '0:5', '--policies', 'uniform', '--quiet'], io)).toBe(0);
+    expect(io.err).toBe('');
+  });
+
+  it('progress bar: drawn on a terminal once the run is long enough, never off one', () => {
+    let t = 0;
+    const clock = () => t;
+    const tty = capture(true);
+    const bar = createProgress(tty, false, 'replaying', 2000, clock);
+    bar.update(1, 10);
+    expect(tty.err).toBe(''); // not yet 2 s
+    t = 2500;
+    bar.update(5, 10);
+    expect(tty.err).toContain('replaying [###############...............]  50%');
+    bar.finish();
+    expect(tty.err.endsWith('\n')).toBe(true);
+    const pipe = capture(false);
+    const quiet = createProgress(pipe, false, 'replaying', 0, clock);
+    quiet.update(5, 10);
+    quiet.finish();
+    expect(pipe.err).toBe('');
+  });
+
+  it('simulate: long-CoT scenario with a binding token budget; oracle runs; the token budget binds uniform', async () => {
+    const d = tmp();
+    const io = capture();
+    expect(await runCli(['simulate', '--scenario', scenario, '--steps', '12', '--policies', 'uniform,bayes,oracle', '--out', d], io)).toBe(0);
+    const m = JSON.parse(readFileSync(join(d, 'metrics.json'), 'utf8'));
+    const byName = new Map(m.policies.map((p: { name: string }) => [p.name, p]));
+    const u = byName.get('uniform') as { totals: { tokens: number; rollouts: number }; steps: { rollouts: number }[] };
+    expect(u.totals.tokens).toBeGreaterThan(0);
+    // 8 a prompt would be 512 rollouts a step; the 30k-token-a-prompt budget holds uniform to fewer.
+    expect(Math.max(...u.steps.map((s) => s.rollouts))).toBeLessThan(8 * 64);
+    expect((byName.get('oracle') as { totals: { brier: number } }).totals.brier).toBeGreaterThanOrEqual(0);
+    expect(io.out).toMatch(/^oracle\s/m);
+  });
+
+  it('simulate: a scenario with a bad field is exit 2 naming it', async () => {
+    const d = tmp();
+    const file = join(d, 's.json');
+    writeFileSync(file, JSON.stringify({ prompts: 100, difficulty: { alpha: -1 } }));
+    const io = capture();
+    expect(await runCli(['simulate', '--scenario', file], io)).toBe(2);
+    expect(io.err).toContain('"alpha"');
+    expect(io.err).toContain('-1');
+  });
+});
