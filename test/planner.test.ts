@@ -22,7 +22,7 @@ interface Golden {
   states: (Partial<PromptState> & { id: string })[];
   candidates: Candidate[];
   budget: { rollouts?: number; tokens?: number };
-  options: { minN: number; maxN: number; skip?: boolean };
+  options: { minN: number; maxN: number; skip?: boolean; value: string; saturation: number };
   expect: { rollouts?: number; tokensAtMost?: number; objectiveEqualsDp?: boolean; objectiveNearMilp?: boolean; skipped?: string[] };
 }
 
@@ -42,7 +42,7 @@ describe('golden cases (validity oracle)', () => {
       // Independent reference: rebuild the same curves and costs and solve exactly.
       const options = resolvePlanOptions({ ...data.options, step: 1 });
       const { alpha, beta } = posteriors(snapshot, data.candidates, 1, options);
-      const curves = new MonomialCurves(registries.values.get('knapsack'), { kind: 'beta', alpha, beta });
+      const curves = new MonomialCurves(registries.values.get(data.options.value), { kind: 'beta', alpha, beta });
       const tokens = Float64Array.from(data.candidates, (c) => (plan.allocations.find((a) => a.prompt_id === c.id)?.expected_tokens ?? 0) / Math.max(1, byId(plan).get(c.id)?.n ?? 1));
       const input = {
         curves, tokensPerRollout: tokens, fixedTokens: new Float64Array(n.length), tieBreak: new Uint32Array(n.length),
@@ -101,20 +101,29 @@ describe('planner', () => {
   });
 
   it('spends a saturated budget where a first success is most likely missing, not evenly', () => {
-    // Point estimates at the extremes: every knapsack value is ~0, so the surplus decides.
+    // Mid prompts carry almost all the knapsack value and saturate within a few rollouts;
+    // settled hard prompts (p ≈ 0.01) and solved ones (p ≈ 1) start below 10% of the best
+    // first move. The rest of the budget must go by pass@n: to the hard prompts.
     const settled = [
-      ...Array.from({ length: 5 }, (_, i) => state({ id: `solved${i}`, successes: 1e6, failures: 0 })),
-      ...Array.from({ length: 5 }, (_, i) => state({ id: `hard${i}`, successes: 1, failures: 1e4 })),
+      ...Array.from({ length: 4 }, (_, i) => state({ id: `mid${i}`, successes: 5000, failures: 5000 })),
+      ...Array.from({ length: 4 }, (_, i) => state({ id: `solved${i}`, successes: 1e5, failures: 1 })),
+      ...Array.from({ length: 4 }, (_, i) => state({ id: `hard${i}`, successes: 100, failures: 9900 })),
     ];
     const snap = snapshotOf(settled, 0);
-    const plan = planStep(snap, settled.map((s) => ({ id: s.id })), { rollouts: 200 }, { policy: 'mean', maxN: 64, step: 1 }, registries);
-    expect(plan.totals.rollouts).toBe(200);
-    expect(plan.totals.surplus_rollouts).toBeGreaterThan(100);
+    const candidates = settled.map((s) => ({ id: s.id }));
+    const plan = planStep(snap, candidates, { rollouts: 300 }, { policy: 'mean', value: 'knapsack', saturation: 0.1, maxN: 64, step: 1 }, registries);
+    expect(plan.totals.rollouts).toBe(300);
+    expect(plan.totals.surplus_rollouts).toBeGreaterThan(150);
     const n = byId(plan);
-    for (let i = 0; i < 5; i++) {
-      expect(n.get(`hard${i}`)!.n).toBeGreaterThan(30);
-      expect(n.get(`solved${i}`)!.n).toBe(2);
+    for (let i = 0; i < 4; i++) {
+      expect(n.get(`hard${i}`)!.n, `hard${i}`).toBeGreaterThan(50);
+      expect(n.get(`solved${i}`)!.n, `solved${i}`).toBe(2);
+      expect(n.get(`mid${i}`)!.n, `mid${i}`).toBeLessThan(12);
     }
+    // Without the surplus rule (saturation 0) the knapsack value alone would keep feeding
+    // the mid prompts, whose value is larger but nearly used up.
+    const pure = byId(planStep(snap, candidates, { rollouts: 300 }, { policy: 'mean', value: 'knapsack', saturation: 0, maxN: 64, step: 1 }, registries));
+    expect(pure.get('mid0')!.n).toBeGreaterThan(n.get('mid0')!.n);
   });
 
   it('learns the prior per group, falling back to all prompts, then to Beta(1, 1)', () => {

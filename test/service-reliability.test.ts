@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import seedrandom from 'seedrandom';
 import { afterAll, describe, expect, it } from 'vitest';
-import { asyncStoreOf, batchOf, openAsyncStore, SqliteStore, type AsyncStore, type PromptState } from '../src/index.js';
+import { defaultDecay, asyncStoreOf, batchOf, openAsyncStore, SqliteStore, type AsyncStore, type PromptState } from '../src/index.js';
 import { call, freshPgUrl, percentile, pgUrl, startService, stopService } from './service-helpers.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'rb-rel-'));
@@ -170,7 +170,7 @@ describe.each(backends)('reliability on %s', (backend, location) => {
     expect((await stopService(child)).code).toBe(0);
 
     const clean = asyncStoreOf(new SqliteStore(':memory:'));
-    for (const batches of plan) for (const b of batches) await clean.apply(batchOf(b), { forgetPerStep: 0.99, reobserveDiscount: 0.9 });
+    for (const batches of plan) for (const b of batches) await clean.apply(batchOf(b), defaultDecay);
     const want = await clean.snapshot();
     const got = await withStore(state, (s) => s.snapshot());
     expect(got.lastStep).toBe(want.lastStep);

@@ -180,9 +180,12 @@ describe('greedy solver', () => {
       { rollouts: 8 * 40_000, tokens: Infinity, skip: false, tokenCosts: false },
       { rollouts: Infinity, tokens: 40_000 * 6 * 500, skip: false, tokenCosts: true },
       { rollouts: 5 * 40_000, tokens: 40_000 * 5 * 520, skip: true, tokenCosts: true, prefill: true },
+      { rollouts: 8 * 40_000, tokens: Infinity, skip: false, tokenCosts: false, saturation: 0.1 },
+      { rollouts: 8 * 40_000, tokens: Infinity, skip: false, tokenCosts: false, value: 'balanced', saturation: 0.1 },
     ];
     for (const [k, c] of cases.entries()) {
-      const input = randomInstance(`big/${k}`, { size: 40_000, minN: 2, maxN: 64, ...c });
+      const { saturation, ...shape } = c as typeof c & { saturation?: number };
+      const input = { ...randomInstance(`big/${k}`, { size: 40_000, minN: 2, maxN: 64, ...shape }), ...(saturation === undefined ? {} : { saturation }) };
       const fast = greedySolve(input);
       const heapOnly = greedySolve({ ...input, precommit: false });
       expect(fast.status).toBe('optimal');

@@ -25,8 +25,8 @@ interface CoreState {
  * shrunk to the largest size that fits). Exact for unit costs and concave values; with token
  * costs it is within one prompt's marginal value of the optimum on the instances we test.
  *
- * When the best remaining move is worth less than `saturation` (absolute, per rollout;
- * default 1e-6) the primary values are saturated and the rest of the budget goes by the
+ * When the best remaining move's value per unit cost falls below `saturation` × the best
+ * first move's, the primary values are saturated and the rest of the budget goes by the
  * `surplus` curves (the planner passes pass@n: where a first success is most likely still
  * missing).
  *
@@ -87,7 +87,6 @@ function runGreedy(input: SolverInput, budgetR: number, budgetT: number, withSur
   const wt = Number.isFinite(budgetT) ? 1 / Math.max(budgetT, 1) : 0;
   const singleBudget = wr === 0 || wt === 0;
   const start = skip ? 0 : minN;
-  const saturation = input.saturation ?? 1e-6;
   const state: CoreState = { n: new Int32Array(size), usedR: 0, usedT: 0, objective: 0, bound: NaN, surplusRollouts: 0 };
   /** Pending move per item: gain of the next rollout, or the jump 0 → jumpTo worth jumpValue. */
   const gain = new Float64Array(size);
@@ -167,11 +166,23 @@ function runGreedy(input: SolverInput, budgetR: number, budgetT: number, withSur
       items[count++] = i;
     }
   };
-  const threshold = size >= PRECOMMIT_MIN && input.precommit !== false ? estimateThreshold() : NaN;
-  if (!(threshold > 0 && precommit(threshold))) {
-    if (threshold > 0) reset();
+  for (let i = 0; i < size; i++) collect(i);
+  // Saturation: moves below this key (a share of the best first move's) are not worth taking
+  // for the primary value; what budget is left then goes by the surplus curves.
+  let best = 0;
+  for (let k = 0; k < count; k++) if (keys[k]! > best) best = keys[k]!;
+  const saturated = (input.saturation ?? 1e-6) * best;
+  if (size >= PRECOMMIT_MIN && input.precommit !== false) {
+    // Above max(estimate, saturated) the heap would take every move in turn: commit them in
+    // one pass (no move there is saturated, so the heap order could not have stopped sooner).
+    // The sample walk leaves sampled items' pending moves stale, so the arrays are rebuilt.
+    const estimate = estimateThreshold();
     count = 0;
-    for (let i = 0; i < size; i++) collect(i);
+    if (!(estimate > 0 && precommit(Math.max(estimate, saturated)))) {
+      if (estimate > 0) reset();
+      count = 0;
+      for (let i = 0; i < size; i++) collect(i);
+    }
   }
   const heap = new MaxHeap(size, input.tieBreak);
   heap.build(keys, items, count);
@@ -189,7 +200,7 @@ function runGreedy(input: SolverInput, budgetR: number, budgetT: number, withSur
   while (heap.size > 0) {
     const key = heap.topKey();
     const i = heap.topItem();
-    if (!(key > 0) || perRollout(i) < saturation || spent()) {
+    if (!(key > 0) || key < saturated || spent()) {
       noteBound(Math.max(key, 0));
       break;
     }
@@ -302,15 +313,13 @@ function runGreedy(input: SolverInput, budgetR: number, budgetT: number, withSur
   /**
    * Takes, for every item, all pending moves with a ratio above λ: exactly the moves the heap
    * would pop first, and collects each item's next move for the heap. Returns false (and the
-   * caller resets) if they overspend a budget or one of them is saturated, where the heap
-   * order would have stopped or dropped earlier.
+   * caller resets) if they overspend a budget, where the heap would have dropped moves.
    */
   function precommit(lambda: number): boolean {
     for (let i = 0; i < size; i++) {
       while (state.n[i]! === 0) {
         const key = keyOf(i);
         if (!(key > lambda)) break;
-        if (perRollout(i) < saturation) return false;
         take(i);
       }
       let n = state.n[i]!;
@@ -321,7 +330,6 @@ function runGreedy(input: SolverInput, budgetR: number, budgetT: number, withSur
         while (n < maxN) {
           g = curves.nextGain(i);
           if (!(ratio(g, uc) > lambda)) break;
-          if (g < saturation) return false;
           state.objective += g;
           curves.advance(i);
           n++;

@@ -24,7 +24,10 @@ export interface SolverInput {
    * (the same moves the heap would pop first); false forces the heap alone. Default true.
    */
   readonly precommit?: boolean;
-  /** The primary values are saturated when the best move is worth less than this a rollout. */
+  /**
+   * The primary values are saturated when the best remaining move's value per unit cost is
+   * below this share of the best first move's (0: never).
+   */
   readonly saturation?: number;
 }
 
