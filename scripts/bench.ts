@@ -58,7 +58,8 @@ function child(size: number): void {
 function main(): void {
   const sizes = [1e3, 1e4, 1e5, 1e6];
   console.log('rollout-budget bench (node %s, %s)', process.version, new Date().toISOString());
-  console.log('planner: default policy (bayes × knapsack), rollout budget 8·N, min_n 2, max_n 64, 10% unseen prompts');
+  const defaults = resolvePlanOptions({});
+  console.log(`planner: default options (policy ${defaults.policy}, value ${defaults.value}, saturation ${defaults.saturation}), rollout budget 8·N, min_n 2, max_n 64, 10% unseen prompts`);
   console.log('size      median ms  runs  ms/1k prompts  peak RSS growth B/prompt  heap growth B/prompt');
   const rows: { size: number; ms: number; rss: number; heap: number }[] = [];
   for (const size of sizes) {

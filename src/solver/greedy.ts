@@ -73,204 +73,315 @@ export function greedySolve(input: SolverInput): SolverResult {
   };
 }
 
-/** Sampled prompts used to estimate the pre-commit threshold. */
+/** Sampled prompts used to estimate the precommit threshold. */
 const SAMPLE = 1024;
 /** Below this many prompts the heap alone is fast enough. */
 const PRECOMMIT_MIN = 6 * SAMPLE;
 
 function runGreedy(input: SolverInput, budgetR: number, budgetT: number, withSurplus: boolean): CoreState {
-  const { curves, minN, maxN, skip } = input;
-  const c = input.tokensPerRollout;
-  const f = input.fixedTokens;
-  const size = curves.size;
-  const wr = Number.isFinite(budgetR) ? 1 / Math.max(budgetR, 1) : 0;
-  const wt = Number.isFinite(budgetT) ? 1 / Math.max(budgetT, 1) : 0;
-  const singleBudget = wr === 0 || wt === 0;
-  const start = skip ? 0 : minN;
-  const state: CoreState = { n: new Int32Array(size), usedR: 0, usedT: 0, objective: 0, bound: NaN, surplusRollouts: 0 };
-  /** Pending move per item: gain of the next rollout, or the jump 0 → jumpTo worth jumpValue. */
-  const gain = new Float64Array(size);
-  const jumpTo = new Int32Array(skip ? size : 0);
-  const jumpValue = new Float64Array(skip ? size : 0);
-  const fits = (r: number, t: number) => state.usedR + r <= budgetR && state.usedT + t <= budgetT * (1 + SLACK);
-  const unitCost = (i: number) => wr + wt * c[i]!;
-  const ratio = (g: number, cost: number) => (cost > 0 ? g / cost : g > 0 ? Infinity : 0);
-  const perRollout = (i: number) => (state.n[i]! === 0 ? jumpValue[i]! / jumpTo[i]! : gain[i]!);
+  const fill = new Filler(input, budgetR, budgetT);
+  fill.phase(input.curves, undefined, input.saturation ?? 1e-6);
+  const surplus = input.surplus;
+  if (withSurplus && surplus !== undefined && !fill.spent()) {
+    for (let i = 0; i < input.curves.size; i++) surplus.seek(i, fill.state.n[i]!);
+    fill.phase(surplus, input.curves, 0);
+  }
+  return fill.state;
+}
 
-  /** Key of item i's pending move on the primary curves, or NaN when it has none. */
-  const keyOf = (i: number): number => {
-    const n = state.n[i]!;
+/**
+ * The greedy's state and one fill phase: moves on `cv` (the key curves) best ratio first,
+ * while the objective counts the primary curves (`track`, settled at the end of a phase
+ * that keys on the surplus curves).
+ */
+class Filler {
+  readonly state: CoreState;
+  private readonly size: number;
+  private readonly wr: number;
+  private readonly wt: number;
+  private readonly start: number;
+  /** Pending move per item: gain of the next rollout, or the jump 0 → jumpTo worth jumpValue. */
+  private readonly gain: Float64Array;
+  private readonly jumpTo: Int32Array;
+  private readonly jumpValue: Float64Array;
+  private readonly keys: Float64Array;
+  private readonly items: Int32Array;
+  private count = 0;
+  private readonly heap: MaxHeap;
+  private readonly cheapest: number;
+  private cv: ValueCurves;
+  private track: ValueCurves | undefined;
+  private primary = true;
+
+  constructor(
+    private readonly input: SolverInput,
+    private readonly budgetR: number,
+    private readonly budgetT: number,
+  ) {
+    const size = input.curves.size;
+    this.size = size;
+    this.wr = Number.isFinite(budgetR) ? 1 / Math.max(budgetR, 1) : 0;
+    this.wt = Number.isFinite(budgetT) ? 1 / Math.max(budgetT, 1) : 0;
+    this.start = input.skip ? 0 : input.minN;
+    this.state = { n: new Int32Array(size), usedR: 0, usedT: 0, objective: 0, bound: NaN, surplusRollouts: 0 };
+    this.gain = new Float64Array(size);
+    this.jumpTo = new Int32Array(input.skip ? size : 0);
+    this.jumpValue = new Float64Array(input.skip ? size : 0);
+    this.keys = new Float64Array(size);
+    this.items = new Int32Array(size);
+    this.heap = new MaxHeap(size, input.tieBreak);
+    let cheapest = Infinity;
+    for (let i = 0; i < size; i++) if (input.tokensPerRollout[i]! < cheapest) cheapest = input.tokensPerRollout[i]!;
+    this.cheapest = cheapest;
+    this.cv = input.curves;
+    const c = input.tokensPerRollout;
+    const f = input.fixedTokens;
+    for (let i = 0; i < size; i++) {
+      this.state.n[i] = this.start;
+      const v = input.curves.seek(i, this.start);
+      if (this.start > 0) {
+        this.state.objective += v;
+        this.state.usedR += this.start;
+        this.state.usedT += this.start * c[i]! + f[i]!;
+      }
+    }
+  }
+
+  /** No move of any prompt can fit any more. */
+  spent(): boolean {
+    return this.state.usedR + 1 > this.budgetR || this.state.usedT + this.cheapest > this.budgetT * (1 + SLACK);
+  }
+
+  private fits(r: number, t: number): boolean {
+    return this.state.usedR + r <= this.budgetR && this.state.usedT + t <= this.budgetT * (1 + SLACK);
+  }
+
+  private unitCost(i: number): number {
+    return this.wr + this.wt * this.input.tokensPerRollout[i]!;
+  }
+
+  private static ratio(g: number, cost: number): number {
+    return cost > 0 ? g / cost : g > 0 ? Infinity : 0;
+  }
+
+  /** Key of item i's pending move on the phase's curves, or NaN when it has none. */
+  private keyOf(i: number): number {
+    const n = this.state.n[i]!;
+    const { minN, maxN } = this.input;
     if (n >= maxN) return NaN;
+    const cv = this.cv;
+    const uc = this.unitCost(i);
     if (n > 0) {
-      const g = curves.nextGain(i);
-      gain[i] = g;
-      return ratio(g, unitCost(i));
+      const g = cv.nextGain(i);
+      this.gain[i] = g;
+      return Filler.ratio(g, uc);
     }
     let m = minN;
-    let v = curves.seek(i, m);
-    let cost = m * unitCost(i) + wt * f[i]!;
+    let v = cv.seek(i, m);
+    let cost = m * uc + this.wt * this.input.fixedTokens[i]!;
     while (m < maxN) {
-      const g = curves.nextGain(i);
-      if (!(ratio(g, unitCost(i)) > ratio(v, cost))) break;
-      curves.advance(i);
+      const g = cv.nextGain(i);
+      if (!(Filler.ratio(g, uc) > Filler.ratio(v, cost))) break;
+      cv.advance(i);
       v += g;
-      cost += unitCost(i);
+      cost += uc;
       m++;
     }
-    jumpTo[i] = m;
-    jumpValue[i] = v;
-    return ratio(v, cost);
-  };
+    this.jumpTo[i] = m;
+    this.jumpValue[i] = v;
+    return Filler.ratio(v, cost);
+  }
 
   /** Takes item i's pending move (which must fit). */
-  const take = (i: number): void => {
-    const n = state.n[i]!;
+  private take(i: number): void {
+    const s = this.state;
+    const n = s.n[i]!;
+    const c = this.input.tokensPerRollout[i]!;
     if (n === 0) {
-      const m = jumpTo[i]!;
-      state.n[i] = m;
-      state.objective += jumpValue[i]!;
-      state.usedR += m;
-      state.usedT += m * c[i]! + f[i]!;
+      const m = this.jumpTo[i]!;
+      s.n[i] = m;
+      if (this.track === undefined) s.objective += this.jumpValue[i]!;
+      s.usedR += m;
+      s.usedT += m * c + this.input.fixedTokens[i]!;
+      if (!this.primary) s.surplusRollouts += m;
     } else {
-      state.objective += gain[i]!;
-      curves.advance(i);
-      state.n[i] = n + 1;
-      state.usedR += 1;
-      state.usedT += c[i]!;
-    }
-  };
-
-  const reset = (): void => {
-    state.objective = 0;
-    state.usedR = 0;
-    state.usedT = 0;
-    for (let i = 0; i < size; i++) {
-      state.n[i] = start;
-      const v = curves.seek(i, start);
-      if (start > 0) {
-        state.objective += v;
-        state.usedR += start;
-        state.usedT += start * c[i]! + f[i]!;
-      }
-    }
-  };
-  reset();
-
-  const keys = new Float64Array(size);
-  const items = new Int32Array(size);
-  let count = 0;
-  const collect = (i: number) => {
-    const key = keyOf(i);
-    if (key === key) {
-      keys[count] = key;
-      items[count++] = i;
-    }
-  };
-  for (let i = 0; i < size; i++) collect(i);
-  // Saturation: moves below this key (a share of the best first move's) are not worth taking
-  // for the primary value; what budget is left then goes by the surplus curves.
-  let best = 0;
-  for (let k = 0; k < count; k++) if (keys[k]! > best) best = keys[k]!;
-  const saturated = (input.saturation ?? 1e-6) * best;
-  if (size >= PRECOMMIT_MIN && input.precommit !== false) {
-    // Above max(estimate, saturated) the heap would take every move in turn: commit them in
-    // one pass (no move there is saturated, so the heap order could not have stopped sooner).
-    // The sample walk leaves sampled items' pending moves stale, so the arrays are rebuilt.
-    const estimate = estimateThreshold();
-    count = 0;
-    if (!(estimate > 0 && precommit(Math.max(estimate, saturated)))) {
-      if (estimate > 0) reset();
-      count = 0;
-      for (let i = 0; i < size; i++) collect(i);
+      if (this.track === undefined) s.objective += this.gain[i]!;
+      this.cv.advance(i);
+      s.n[i] = n + 1;
+      s.usedR += 1;
+      s.usedT += c;
+      if (!this.primary) s.surplusRollouts += 1;
     }
   }
-  const heap = new MaxHeap(size, input.tieBreak);
-  heap.build(keys, items, count);
 
-  const capacityLeft = () => (wr > 0 ? 1 - state.usedR * wr : 1 - state.usedT * wt);
-  let cheapest = Infinity;
-  for (let i = 0; i < size; i++) if (c[i]! < cheapest) cheapest = c[i]!;
-  /** No move of any prompt can fit any more. */
-  const spent = () => state.usedR + 1 > budgetR || state.usedT + cheapest > budgetT * (1 + SLACK);
-  const noteBound = (key: number) => {
-    if (singleBudget && Number.isNaN(state.bound)) state.bound = state.objective + Math.max(0, capacityLeft()) * key;
-  };
-
-  // Phase 1: primary values, best ratio first.
-  while (heap.size > 0) {
-    const key = heap.topKey();
-    const i = heap.topItem();
-    if (!(key > 0) || key < saturated || spent()) {
-      noteBound(Math.max(key, 0));
-      break;
+  private collect(i: number): void {
+    const key = this.keyOf(i);
+    if (key === key) {
+      this.keys[this.count] = key;
+      this.items[this.count++] = i;
     }
-    if (state.n[i]! === 0) {
-      const m = jumpTo[i]!;
-      if (!fits(m, m * c[i]! + f[i]!)) {
-        noteBound(key);
-        const roomR = budgetR - state.usedR;
-        const roomT = c[i]! > 0 ? (budgetT * (1 + SLACK) - state.usedT - f[i]!) / c[i]! : Infinity;
-        const smaller = Math.min(m - 1, Math.floor(roomR), Math.floor(roomT));
-        if (smaller < minN) {
-          heap.pop();
+  }
+
+  /**
+   * Fills the budget by `cv`'s moves, best value per unit cost first, counting the objective on
+   * `track` (or `cv`). Stops when the best move's key falls below `saturation` × the best
+   * first move's key, or nothing fits. The primary phase also notes the LP bound.
+   */
+  phase(cv: ValueCurves, track: ValueCurves | undefined, saturation: number): void {
+    this.cv = cv;
+    this.track = track;
+    this.primary = track === undefined;
+    const size = this.size;
+    this.count = 0;
+    for (let i = 0; i < size; i++) this.collect(i);
+    let best = 0;
+    for (let k = 0; k < this.count; k++) if (this.keys[k]! > best) best = this.keys[k]!;
+    const saturated = saturation * best;
+    if (size >= PRECOMMIT_MIN && this.input.precommit !== false) {
+      // Above max(estimate, saturated) the heap would take every move in turn: commit them in
+      // one pass (no move there is saturated, so the heap order could not have stopped
+      // sooner). The sample walk leaves sampled items' pending moves stale: rebuild them.
+      const estimate = this.estimateThreshold();
+      const checkpoint = estimate > 0 ? this.checkpoint() : undefined;
+      this.count = 0;
+      if (!(checkpoint !== undefined && this.precommit(Math.max(estimate, saturated)))) {
+        if (checkpoint !== undefined) this.restore(checkpoint);
+        this.count = 0;
+        for (let i = 0; i < size; i++) this.collect(i);
+      }
+    }
+    this.heap.build(this.keys, this.items, this.count);
+    this.drain(saturated);
+    if (this.primary && Number.isNaN(this.state.bound)) this.state.bound = this.state.objective;
+    if (track !== undefined) this.settle(track);
+  }
+
+  /**
+   * The objective on the primary curves after a phase keyed on others: each prompt's value at
+   * its final n, from its cursor where it did not move (O(slots)), else by a seek (O(n)).
+   */
+  private settle(track: ValueCurves): void {
+    const n = this.state.n;
+    let total = 0;
+    for (let i = 0; i < this.size; i++) {
+      const x = n[i]!;
+      if (x === 0) continue;
+      total += track.cursorOf(i) === x ? track.current(i) : track.seek(i, x);
+    }
+    this.state.objective = total;
+  }
+
+  private noteBound(key: number): void {
+    const s = this.state;
+    if (!this.primary || (this.wr > 0 && this.wt > 0) || !Number.isNaN(s.bound)) return;
+    const left = this.wr > 0 ? 1 - s.usedR * this.wr : 1 - s.usedT * this.wt;
+    s.bound = s.objective + Math.max(0, left) * key;
+  }
+
+  /** The heap loop: pop the best move, take it if it fits, push the item's next move. */
+  private drain(saturated: number): void {
+    const { heap, input } = this;
+    const c = input.tokensPerRollout;
+    const f = input.fixedTokens;
+    while (heap.size > 0) {
+      const key = heap.topKey();
+      const i = heap.topItem();
+      if (!(key > 0) || key < saturated || this.spent()) {
+        this.noteBound(Math.max(key, 0));
+        break;
+      }
+      if (this.state.n[i]! === 0) {
+        const m = this.jumpTo[i]!;
+        if (!this.fits(m, m * c[i]! + f[i]!)) {
+          this.noteBound(key);
+          const roomR = this.budgetR - this.state.usedR;
+          const roomT = c[i]! > 0 ? (this.budgetT * (1 + SLACK) - this.state.usedT - f[i]!) / c[i]! : Infinity;
+          const smaller = Math.min(m - 1, Math.floor(roomR), Math.floor(roomT));
+          if (smaller < input.minN) {
+            heap.pop();
+            continue;
+          }
+          const v = this.cv.seek(i, smaller);
+          this.jumpTo[i] = smaller;
+          this.jumpValue[i] = v;
+          heap.replaceTop(Filler.ratio(v, smaller * this.unitCost(i) + this.wt * f[i]!), i);
           continue;
         }
-        const v = curves.seek(i, smaller);
-        jumpTo[i] = smaller;
-        jumpValue[i] = v;
-        heap.replaceTop(ratio(v, smaller * unitCost(i) + wt * f[i]!), i);
+      } else if (!this.fits(1, c[i]!)) {
+        this.noteBound(key);
+        heap.pop();
         continue;
       }
-    } else if (!fits(1, c[i]!)) {
-      noteBound(key);
-      heap.pop();
-      continue;
+      this.take(i);
+      const next = this.keyOf(i);
+      if (next === next) heap.replaceTop(next, i);
+      else heap.pop();
     }
-    take(i);
-    const next = keyOf(i);
-    if (next === next) heap.replaceTop(next, i);
-    else heap.pop();
   }
-  if (Number.isNaN(state.bound)) state.bound = state.objective;
 
-  const surplus = input.surplus;
-  if (withSurplus && surplus !== undefined && !spent()) spendSurplus(input, surplus, state, heap, fits, unitCost, spent);
-  return state;
+  private checkpoint(): { n: Int32Array; usedR: number; usedT: number; objective: number; surplusRollouts: number } {
+    const s = this.state;
+    return { n: Int32Array.from(s.n), usedR: s.usedR, usedT: s.usedT, objective: s.objective, surplusRollouts: s.surplusRollouts };
+  }
+
+  private restore(cp: ReturnType<Filler['checkpoint']>): void {
+    const s = this.state;
+    s.n.set(cp.n);
+    s.usedR = cp.usedR;
+    s.usedT = cp.usedT;
+    s.objective = cp.objective;
+    s.surplusRollouts = cp.surplusRollouts;
+    for (let i = 0; i < this.size; i++) this.cv.seek(i, s.n[i]!);
+  }
+
+  private meanTokens(): number {
+    let total = 0;
+    for (let i = 0; i < this.size; i++) total += this.input.tokensPerRollout[i]!;
+    return total / this.size;
+  }
 
   /**
    * A ratio λ such that the moves above it very likely fit both budgets: where a
    * deterministic sample's cumulative cost, scaled to all prompts, reaches 93% of what is
-   * left. Sampled items are put back at the start afterwards. O(sample · moves).
+   * left. Sampled items are put back where they were. O(sample · moves).
    */
-  function estimateThreshold(): number {
+  private estimateThreshold(): number {
+    const { size, state, input } = this;
+    const c = input.tokensPerRollout;
+    const f = input.fixedTokens;
     const stride = Math.ceil(size / SAMPLE);
     const sampled = Math.ceil(size / stride);
     // Walk each sampled prompt no further than 3× the average allocation left (+2): moves
     // beyond are rarely above the threshold, and an underestimate only costs a fallback.
-    const perItem = Math.min((budgetR - state.usedR) / size, wt > 0 ? (budgetT - state.usedT) / size / Math.max(1e-9, meanTokens()) : Infinity);
-    const cap = Math.min(maxN, Math.max(minN, start) + Math.ceil(3 * perItem) + 2);
-    const room = sampled * (cap - start + 1);
+    const perItem = Math.min(
+      (this.budgetR - state.usedR) / size,
+      this.wt > 0 ? (this.budgetT - state.usedT) / size / Math.max(1e-9, this.meanTokens()) : Infinity,
+    );
+    const reach = Math.ceil(3 * perItem) + 2;
+    const room = sampled * (Math.min(input.maxN, reach + input.minN) + 1);
     const ratios = new Float64Array(room);
     const costR = new Float64Array(room);
     const costT = new Float64Array(room);
     let m = 0;
-    for (let i = 0; i < size; i += stride) {
-      while (state.n[i]! < cap) {
-        const key = keyOf(i);
+    for (let i = 0; i < size && m < room; i += stride) {
+      const n0 = state.n[i]!;
+      const cap = Math.min(input.maxN, Math.max(input.minN, n0) + reach);
+      while (state.n[i]! < cap && m < room) {
+        const key = this.keyOf(i);
         if (!(key > 0)) break;
         const n = state.n[i]!;
-        const r = n === 0 ? jumpTo[i]! : 1;
+        const r = n === 0 ? this.jumpTo[i]! : 1;
         ratios[m] = key;
         costR[m] = r;
         costT[m++] = r * c[i]! + (n === 0 ? f[i]! : 0);
-        if (n === 0) state.n[i] = jumpTo[i]!;
+        if (n === 0) state.n[i] = this.jumpTo[i]!;
         else {
-          curves.advance(i);
+          this.cv.advance(i);
           state.n[i] = n + 1;
         }
       }
-      state.n[i] = start;
-      curves.seek(i, start);
+      state.n[i] = n0;
+      this.cv.seek(i, n0);
     }
     // Cumulative cost from the best ratio down, over a histogram of log-ratios: O(m). The
     // threshold is the upper edge of the bucket where the scaled budget runs out, so every
@@ -292,8 +403,8 @@ function runGreedy(input: SolverInput, budgetR: number, budgetT: number, withSur
       sumT[b] = sumT[b]! + costT[k]!;
     }
     const share = (sampled / size) * 0.93;
-    const limitR = (budgetR - state.usedR) * share;
-    const limitT = (budgetT - state.usedT) * share;
+    const limitR = (this.budgetR - state.usedR) * share;
+    const limitT = (this.budgetT - state.usedT) * share;
     let accR = 0;
     let accT = 0;
     for (let b = buckets; b >= 0; b--) {
@@ -304,111 +415,49 @@ function runGreedy(input: SolverInput, budgetR: number, budgetT: number, withSur
     return NaN; // everything fits: the heap alone is cheap enough then
   }
 
-  function meanTokens(): number {
-    let total = 0;
-    for (let i = 0; i < size; i++) total += c[i]!;
-    return total / size;
-  }
-
   /**
    * Takes, for every item, all pending moves with a ratio above λ: exactly the moves the heap
-   * would pop first, and collects each item's next move for the heap. Returns false (and the
-   * caller resets) if they overspend a budget, where the heap would have dropped moves.
+   * would pop first, and collects each item's next move for the heap. Returns false (the
+   * caller restores the checkpoint) if they overspend a budget, where the heap would have
+   * dropped moves.
    */
-  function precommit(lambda: number): boolean {
-    for (let i = 0; i < size; i++) {
+  private precommit(lambda: number): boolean {
+    const { state, cv, input } = this;
+    const tracked = this.track !== undefined;
+    const c = input.tokensPerRollout;
+    for (let i = 0; i < this.size; i++) {
       while (state.n[i]! === 0) {
-        const key = keyOf(i);
+        const key = this.keyOf(i);
         if (!(key > lambda)) break;
-        take(i);
+        this.take(i);
       }
       let n = state.n[i]!;
-      if (n > 0) {
-        const uc = unitCost(i);
-        let g = NaN;
-        let taken = 0;
-        while (n < maxN) {
-          g = curves.nextGain(i);
-          if (!(ratio(g, uc) > lambda)) break;
-          state.objective += g;
-          curves.advance(i);
-          n++;
-          taken++;
-          g = NaN;
-        }
-        state.n[i] = n;
-        state.usedR += taken;
-        state.usedT += taken * c[i]!;
-        if (g === g) {
-          gain[i] = g;
-          keys[count] = ratio(g, uc);
-          items[count++] = i;
-        }
-      } else {
-        collect(i);
+      if (n === 0) {
+        this.collect(i);
+        continue;
+      }
+      const uc = this.unitCost(i);
+      let g = NaN;
+      let taken = 0;
+      while (n < input.maxN) {
+        g = cv.nextGain(i);
+        if (!(Filler.ratio(g, uc) > lambda)) break;
+        if (!tracked) state.objective += g;
+        cv.advance(i);
+        n++;
+        taken++;
+        g = NaN;
+      }
+      state.n[i] = n;
+      state.usedR += taken;
+      state.usedT += taken * c[i]!;
+      if (!this.primary) state.surplusRollouts += taken;
+      if (g === g) {
+        this.gain[i] = g;
+        this.keys[this.count] = Filler.ratio(g, uc);
+        this.items[this.count++] = i;
       }
     }
-    return state.usedR <= budgetR && state.usedT <= budgetT * (1 + SLACK);
-  }
-}
-
-/** Phase 2: what the primary values leave goes by the surplus curves; v stays primary. */
-function spendSurplus(
-  input: SolverInput,
-  surplus: ValueCurves,
-  state: CoreState,
-  heap: MaxHeap,
-  fits: (r: number, t: number) => boolean,
-  unitCost: (i: number) => number,
-  spent: () => boolean,
-): void {
-  const { curves, maxN, minN } = input;
-  const c = input.tokensPerRollout;
-  const f = input.fixedTokens;
-  // A move from 0 here takes only min_n: the point of the surplus is coverage, not depth.
-  const keyOf = (i: number): number => {
-    const n = state.n[i]!;
-    if (n >= maxN) return NaN;
-    if (n === 0) return surplus.value(i, minN) / (minN * unitCost(i) || 1);
-    return surplus.nextGain(i) / (unitCost(i) || 1);
-  };
-  const keys = new Float64Array(curves.size);
-  const items = new Int32Array(curves.size);
-  let count = 0;
-  for (let i = 0; i < curves.size; i++) {
-    if (state.n[i]! > 0) surplus.seek(i, state.n[i]!);
-    const key = keyOf(i);
-    if (key > 0) {
-      keys[count] = key;
-      items[count++] = i;
-    }
-  }
-  heap.clear();
-  heap.build(keys, items, count);
-  while (heap.size > 0 && !spent()) {
-    const i = heap.topItem();
-    const n = state.n[i]!;
-    const m = n === 0 ? minN : n + 1;
-    const r = m - n;
-    const t = r * c[i]! + (n === 0 ? f[i]! : 0);
-    if (!fits(r, t)) {
-      heap.pop();
-      continue;
-    }
-    if (n === 0) {
-      state.objective += curves.seek(i, m);
-      surplus.seek(i, m);
-    } else {
-      state.objective += curves.nextGain(i);
-      curves.advance(i);
-      surplus.advance(i);
-    }
-    state.n[i] = m;
-    state.usedR += r;
-    state.usedT += t;
-    state.surplusRollouts += r;
-    const next = keyOf(i);
-    if (next > 0) heap.replaceTop(next, i);
-    else heap.pop();
+    return state.usedR <= this.budgetR && state.usedT <= this.budgetT * (1 + SLACK);
   }
 }

@@ -1,4 +1,4 @@
-import type { ValueFunction } from './functions.js';
+import type { Monomial, ValueFunction } from './functions.js';
 
 /**
  * Per-prompt value curves v_i(n), read by a solver through a cursor. This is the whole
@@ -37,22 +37,32 @@ export type CurveMode = { kind: 'beta'; alpha: Float64Array; beta: Float64Array 
  */
 export class MonomialCurves implements ValueCurves {
   readonly size: number;
+  /** Moving slots: one per distinct moment p^(a+u·n)·q^(b+w·n), weighted (c0 + c1·n). */
   private readonly k: number;
-  private readonly coef: Float64Array;
+  private readonly c0: Float64Array;
+  private readonly c1: Float64Array;
   private readonly a: Int32Array;
   private readonly b: Int32Array;
   private readonly u: Uint8Array;
-  private readonly w: Uint8Array;
-  /** 1 where the term is multiplied by n (values that count rollouts). */
-  private readonly e: Uint8Array;
-  /** Indices of the terms that change with n (u, w or e set); constant terms never move. */
-  private readonly moving: Int32Array;
+  /** Constant terms (u = w = 0), folded per prompt into base + n·perN at seek time. */
+  private readonly constTerms: readonly Monomial[];
+  private readonly hasPerN: boolean;
   private readonly isBeta: boolean;
   private readonly alpha: Float64Array;
   private readonly beta: Float64Array;
   private readonly p: Float64Array;
   private readonly term: Float64Array;
+  private readonly base: Float64Array;
+  private readonly perN: Float64Array;
   private readonly cursor: Int32Array;
+  /** Slot t's denominator group: slots with the same a + b share α+β+a+b+n. */
+  private readonly group: Int32Array;
+  private readonly groupAb: Int32Array;
+  private readonly inv: Float64Array;
+  /** Factors 1 + s of every slot for (facItem, facN), shared by nextGain and advance. */
+  private readonly fac: Float64Array;
+  private facItem = -1;
+  private facN = -1;
 
   constructor(fn: ValueFunction, mode: CurveMode) {
     this.isBeta = mode.kind === 'beta';
@@ -60,16 +70,33 @@ export class MonomialCurves implements ValueCurves {
     this.beta = mode.kind === 'beta' ? mode.beta : new Float64Array(0);
     this.p = mode.kind === 'point' ? mode.p : new Float64Array(0);
     this.size = mode.kind === 'beta' ? mode.alpha.length : mode.p.length;
-    this.k = fn.terms.length;
-    this.coef = Float64Array.from(fn.terms, (t) => t.coef);
-    this.a = Int32Array.from(fn.terms, (t) => t.a);
-    this.b = Int32Array.from(fn.terms, (t) => t.b);
-    this.u = Uint8Array.from(fn.terms, (t) => t.u);
-    this.w = Uint8Array.from(fn.terms, (t) => t.w);
-    this.e = Uint8Array.from(fn.terms, (t) => t.e ?? 0);
     if (fn.terms.some((t) => t.u === 1 && t.w === 1)) throw new Error(`${fn.name}: a term may grow in p or in 1−p with n, not both`);
-    this.moving = Int32Array.from(fn.terms.flatMap((t, i) => (t.u === 1 || t.w === 1 || t.e === 1 ? [i] : [])));
+    const slots = new Map<string, { a: number; b: number; u: number; c0: number; c1: number }>();
+    for (const t of fn.terms) {
+      if (t.u === 0 && t.w === 0) continue;
+      const key = `${t.a},${t.b},${t.u}`;
+      const slot = slots.get(key) ?? { a: t.a, b: t.b, u: t.u, c0: 0, c1: 0 };
+      if (t.e === 1) slot.c1 += t.coef;
+      else slot.c0 += t.coef;
+      slots.set(key, slot);
+    }
+    const list = [...slots.values()];
+    this.k = list.length;
+    this.c0 = Float64Array.from(list, (x) => x.c0);
+    this.c1 = Float64Array.from(list, (x) => x.c1);
+    this.a = Int32Array.from(list, (x) => x.a);
+    this.b = Int32Array.from(list, (x) => x.b);
+    this.u = Uint8Array.from(list, (x) => x.u);
+    const abs = [...new Set(list.map((x) => x.a + x.b))];
+    this.groupAb = Int32Array.from(abs);
+    this.group = Int32Array.from(list, (x) => abs.indexOf(x.a + x.b));
+    this.inv = new Float64Array(abs.length);
+    this.fac = new Float64Array(this.k);
+    this.constTerms = fn.terms.filter((t) => t.u === 0 && t.w === 0);
+    this.hasPerN = this.constTerms.some((t) => t.e === 1);
     this.term = new Float64Array(this.size * this.k);
+    this.base = new Float64Array(this.size).fill(NaN);
+    this.perN = new Float64Array(this.hasPerN ? this.size : 0);
     this.cursor = new Int32Array(this.size);
   }
 
@@ -87,19 +114,37 @@ export class MonomialCurves implements ValueCurves {
     return r;
   }
 
+  /** Folds prompt i's constant terms once. */
+  private constants(i: number): void {
+    if (this.base[i] === this.base[i]) return;
+    let base = 0;
+    let perN = 0;
+    for (const t of this.constTerms) {
+      const v = t.coef * this.moment(i, t.a, t.b);
+      if (t.e === 1) perN += v;
+      else base += v;
+    }
+    this.base[i] = base;
+    if (this.hasPerN) this.perN[i] = perN;
+  }
+
   value(i: number, n: number): number {
     if (n <= 0) return 0;
-    let total = 0;
+    this.constants(i);
+    let total = this.base[i]! + (this.hasPerN ? n * this.perN[i]! : 0);
     for (let t = 0; t < this.k; t++) {
-      total += this.coef[t]! * (this.e[t] === 1 ? n : 1) * this.moment(i, this.a[t]! + this.u[t]! * n, this.b[t]! + this.w[t]! * n);
+      const u = this.u[t]!;
+      total += (this.c0[t]! + this.c1[t]! * n) * this.moment(i, this.a[t]! + u * n, this.b[t]! + (1 - u) * n);
     }
     return total;
   }
 
   seek(i: number, n: number): number {
-    const base = i * this.k;
+    this.constants(i);
+    const at = i * this.k;
     for (let t = 0; t < this.k; t++) {
-      this.term[base + t] = this.moment(i, this.a[t]! + this.u[t]! * n, this.b[t]! + this.w[t]! * n);
+      const u = this.u[t]!;
+      this.term[at + t] = this.moment(i, this.a[t]! + u * n, this.b[t]! + (1 - u) * n);
     }
     this.cursor[i] = n;
     return this.current(i);
@@ -112,57 +157,66 @@ export class MonomialCurves implements ValueCurves {
   current(i: number): number {
     const n = this.cursor[i]!;
     if (n <= 0) return 0;
-    const base = i * this.k;
-    let total = 0;
-    for (let t = 0; t < this.k; t++) total += this.coef[t]! * (this.e[t] === 1 ? n : 1) * this.term[base + t]!;
+    const at = i * this.k;
+    let total = this.base[i]! + (this.hasPerN ? n * this.perN[i]! : 0);
+    for (let t = 0; t < this.k; t++) total += (this.c0[t]! + this.c1[t]! * n) * this.term[at + t]!;
     return total;
   }
 
   /**
-   * Relative change of moving term t of prompt i from n to n + 1, factor − 1:
-   * beta mode, p-term: (α+A)/(α+β+A+B) − 1 = −(β+B)/(α+β+A+B); (1−p)-term: −(α+A)/(…);
-   * point mode: p − 1 or −p.
+   * Fills fac[t] = T_t(n+1)/T_t(n) for prompt i at n, every slot at once. Beta mode: a p-slot
+   * gains (α+A)/(α+β+A+B), a (1−p)-slot (β+B)/(α+β+A+B), written 1 − (β+B)·inv and
+   * 1 − (α+A)·inv with one reciprocal per distinct a + b; point mode: p or 1 − p.
    */
-  private step(i: number, t: number, n: number): number {
-    const u = this.u[t]!;
-    if (u === 0 && this.w[t] === 0) return 0;
+  private factors(i: number, n: number): Float64Array {
+    const fac = this.fac;
+    if (this.facItem === i && this.facN === n) return fac;
+    this.facItem = i;
+    this.facN = n;
     if (!this.isBeta) {
       const p = this.p[i]!;
-      return u === 1 ? p - 1 : -p;
+      for (let t = 0; t < this.k; t++) fac[t] = this.u[t] === 1 ? p : 1 - p;
+      return fac;
     }
     const al = this.alpha[i]!;
     const be = this.beta[i]!;
-    const A = this.a[t]! + u * n;
-    const B = this.b[t]! + (1 - u) * n;
-    return -(u === 1 ? be + B : al + A) / (al + be + A + B);
+    const sum = al + be + n;
+    for (let g = 0; g < this.inv.length; g++) this.inv[g] = 1 / (sum + this.groupAb[g]!);
+    for (let t = 0; t < this.k; t++) {
+      const inv = this.inv[this.group[t]!]!;
+      fac[t] = this.u[t] === 1 ? 1 - (be + this.b[t]!) * inv : 1 - (al + this.a[t]!) * inv;
+    }
+    return fac;
   }
 
+  /**
+   * v(n+1) − v(n). Slot t contributes (c0 + c1·n)·T(n) with T(n+1) = T(n)·f: its gain is
+   * T·(c0·(f − 1) + c1·((n+1)·f − n)); constants add perN. O(slots).
+   */
   nextGain(i: number): number {
     const n = this.cursor[i]!;
-    const base = i * this.k;
+    const at = i * this.k;
+    const fac = this.factors(i, n);
     if (n <= 0) {
-      let total = 0;
-      for (let t = 0; t < this.k; t++) total += this.coef[t]! * this.term[base + t]! * (1 + this.step(i, t, n));
+      let total = this.base[i]! + (this.hasPerN ? this.perN[i]! : 0);
+      for (let t = 0; t < this.k; t++) total += (this.c0[t]! + this.c1[t]!) * this.term[at + t]! * fac[t]!;
       return total;
     }
-    // Term t contributes coef·n^e·T(n); with T(n+1) = T(n)·(1 + s): gain coef·T·s, or
-    // coef·T·((n+1)(1 + s) − n) when the term is multiplied by n.
-    let gain = 0;
-    for (let j = 0; j < this.moving.length; j++) {
-      const t = this.moving[j]!;
-      const s = this.step(i, t, n);
-      gain += this.coef[t]! * this.term[base + t]! * (this.e[t] === 1 ? (n + 1) * (1 + s) - n : s);
+    let gain = this.hasPerN ? this.perN[i]! : 0;
+    for (let t = 0; t < this.k; t++) {
+      const f = fac[t]!;
+      const c1 = this.c1[t]!;
+      gain += this.term[at + t]! * (this.c0[t]! * (f - 1) + (c1 === 0 ? 0 : c1 * ((n + 1) * f - n)));
     }
     return gain;
   }
 
   advance(i: number): void {
     const n = this.cursor[i]!;
-    const base = i * this.k;
-    for (let j = 0; j < this.moving.length; j++) {
-      const t = this.moving[j]!;
-      this.term[base + t] = this.term[base + t]! * (1 + this.step(i, t, n));
-    }
+    const at = i * this.k;
+    const fac = this.factors(i, n);
+    for (let t = 0; t < this.k; t++) this.term[at + t] = this.term[at + t]! * fac[t]!;
     this.cursor[i] = n + 1;
+    this.facItem = -1;
   }
 }
