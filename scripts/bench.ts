@@ -60,7 +60,7 @@ function main(): void {
   console.log('rollout-budget bench (node %s, %s)', process.version, new Date().toISOString());
   const defaults = resolvePlanOptions({});
   console.log(`planner: default options (policy ${defaults.policy}, value ${defaults.value}, saturation ${defaults.saturation}), rollout budget 8·N, min_n 2, max_n 64, 10% unseen prompts`);
-  console.log('size      median ms  runs  ms/1k prompts  peak RSS growth B/prompt  heap growth B/prompt');
+  console.log('size      plan ms (median)  runs  µs/prompt  solver ms  peak RSS growth B/prompt  heap growth B/prompt');
   const rows: { size: number; ms: number; rss: number; heap: number }[] = [];
   for (const size of sizes) {
     const { candidates, states } = world(size, `bench/${size}`);
@@ -73,12 +73,28 @@ function main(): void {
       planStep(snapshot, candidates, { rollouts: 8 * size }, {}, registries);
       times.push(performance.now() - t0);
     }
+    // The mechanism alone: the greedy on the same posteriors and value curves.
+    const options = resolvePlanOptions({ step: 21 });
+    const { alpha, beta } = posteriors(snapshot, candidates, 21, options);
+    const tie = Uint32Array.from(candidates, (c) => fnv1a(c.id));
+    const solverTimes: number[] = [];
+    for (let r = 0; r < runs; r++) {
+      const input: SolverInput = {
+        curves: new MonomialCurves(registries.values.get(options.value), { kind: 'beta', alpha, beta }),
+        surplus: new MonomialCurves(registries.values.get(options.surplusValue), { kind: 'beta', alpha, beta }),
+        tokensPerRollout: new Float64Array(size), fixedTokens: new Float64Array(size), tieBreak: tie,
+        minN: 2, maxN: 64, skip: false, rollouts: 8 * size, tokens: Infinity, saturation: options.saturation,
+      };
+      const t0 = performance.now();
+      greedySolve(input);
+      solverTimes.push(performance.now() - t0);
+    }
     const self = fileURLToPath(import.meta.url);
     const mem = spawnSync(process.execPath, ['--expose-gc', self, 'child', String(size)], { encoding: 'utf8', maxBuffer: 1 << 20 });
     const m = JSON.parse(mem.stdout || '{"peakRss":NaN,"heapGrowth":NaN}') as { peakRss: number; heapGrowth: number };
     const ms = median(times);
     rows.push({ size, ms, rss: m.peakRss / size, heap: m.heapGrowth / size });
-    console.log(`${String(size).padEnd(9)} ${ms.toFixed(1).padStart(9)}  ${String(runs).padStart(4)}  ${((ms / size) * 1000).toFixed(2).padStart(13)}  ${(m.peakRss / size).toFixed(0).padStart(24)}  ${(m.heapGrowth / size).toFixed(0).padStart(20)}`);
+    console.log(`${String(size).padEnd(9)} ${ms.toFixed(1).padStart(16)}  ${String(runs).padStart(4)}  ${((ms / size) * 1000).toFixed(2).padStart(9)}  ${median(solverTimes).toFixed(1).padStart(9)}  ${(m.peakRss / size).toFixed(0).padStart(24)}  ${(m.heapGrowth / size).toFixed(0).padStart(20)}`);
   }
   const at = (s: number) => rows.find((r) => r.size === s)!;
   console.log(`targets: 1e4 in < 20 ms: ${at(1e4).ms.toFixed(1)} ms ${at(1e4).ms < 20 ? 'MET' : 'MISSED'}; 1e6 in < 2 s: ${(at(1e6).ms / 1000).toFixed(2)} s ${at(1e6).ms < 2000 ? 'MET' : 'MISSED'}; < 200 B/prompt (peak RSS growth at 1e6): ${at(1e6).rss.toFixed(0)} ${at(1e6).rss < 200 ? 'MET' : 'MISSED'}`);
