@@ -127,7 +127,7 @@ export function planStep(
 
   const allocations: Allocation[] = [];
   const lo = (1 - options.interval) / 2;
-  const interval = memoizedInterval(lo);
+  const interval = memoizedInterval(lo, size);
   const curves = built.curves;
   let expected = 0;
   for (let i = 0; i < size; i++) {
@@ -180,8 +180,10 @@ export function planStep(
  * [q, 1 − q] quantiles of Beta(α, β), cached for one plan: posteriors repeat a lot (counts
  * are small integers and step gaps few), and the exact quantile costs ~1.4 µs.
  */
-function memoizedInterval(q: number): (a: number, b: number) => [number, number] {
-  const cache = new PairCache((a, b) => [betaQuantileFast(q, a, b), betaQuantileFast(1 - q, a, b)]);
+function memoizedInterval(q: number, size: number): (a: number, b: number) => [number, number] {
+  // At least 2 slots a prompt, 2^8 to 2^16 (2 MB): small plans do not pay for a big table.
+  const bits = Math.min(16, Math.max(8, Math.ceil(Math.log2(2 * size + 1))));
+  const cache = new PairCache((a, b) => [betaQuantileFast(q, a, b), betaQuantileFast(1 - q, a, b)], bits);
   const out: [number, number] = [0, 0];
   return (a, b) => cache.get(a, b, out);
 }
