@@ -1,0 +1,381 @@
+import type { ValueCurves } from '../value/curves.js';
+import { MaxHeap } from './heap.js';
+import type { SolverInput } from './types.js';
+
+/** Relative slack on the token budget (float sums of expected tokens). */
+export const SLACK = 1e-9;
+/** Most prompts sampled to estimate the precommit threshold. */
+const SAMPLE = 1024;
+/** Below this many prompts the heap alone is fast enough. */
+const PRECOMMIT_MIN = 6 * SAMPLE;
+
+export interface CoreState {
+  n: Int32Array;
+  usedR: number;
+  usedT: number;
+  objective: number;
+  /** LP bound of the primary phase; valid when one budget is finite. */
+  bound: number;
+  surplusRollouts: number;
+}
+
+/**
+ * The greedy's state and one fill phase: moves on `cv` (the key curves) best ratio first,
+ * while the objective counts the primary curves (`track`, settled at the end of a phase
+ * that keys on the surplus curves).
+ */
+export class Filler {
+  readonly state: CoreState;
+  private readonly size: number;
+  private readonly wr: number;
+  private readonly wt: number;
+  private readonly start: number;
+  /** Pending move per item: gain of the next rollout, or the jump 0 → jumpTo worth jumpValue. */
+  private readonly gain: Float64Array;
+  private readonly jumpTo: Int32Array;
+  private readonly jumpValue: Float64Array;
+  private readonly keys: Float64Array;
+  private readonly items: Int32Array;
+  private count = 0;
+  private readonly heap: MaxHeap;
+  private readonly cheapest: number;
+  private cv: ValueCurves;
+  private track: ValueCurves | undefined;
+  private primary = true;
+
+  constructor(
+    private readonly input: SolverInput,
+    private readonly budgetR: number,
+    private readonly budgetT: number,
+  ) {
+    const size = input.curves.size;
+    this.size = size;
+    this.wr = Number.isFinite(budgetR) ? 1 / Math.max(budgetR, 1) : 0;
+    this.wt = Number.isFinite(budgetT) ? 1 / Math.max(budgetT, 1) : 0;
+    this.start = input.skip ? 0 : input.minN;
+    this.state = { n: new Int32Array(size), usedR: 0, usedT: 0, objective: 0, bound: NaN, surplusRollouts: 0 };
+    this.gain = new Float64Array(size);
+    this.jumpTo = new Int32Array(input.skip ? size : 0);
+    this.jumpValue = new Float64Array(input.skip ? size : 0);
+    this.keys = new Float64Array(size);
+    this.items = new Int32Array(size);
+    this.heap = new MaxHeap(size, input.tieBreak);
+    let cheapest = Infinity;
+    for (let i = 0; i < size; i++) if (input.tokensPerRollout[i]! < cheapest) cheapest = input.tokensPerRollout[i]!;
+    this.cheapest = cheapest;
+    this.cv = input.curves;
+    const c = input.tokensPerRollout;
+    const f = input.fixedTokens;
+    for (let i = 0; i < size; i++) {
+      this.state.n[i] = this.start;
+      const v = input.curves.seek(i, this.start);
+      if (this.start > 0) {
+        this.state.objective += v;
+        this.state.usedR += this.start;
+        this.state.usedT += this.start * c[i]! + f[i]!;
+      }
+    }
+  }
+
+  /** No move of any prompt can fit any more. */
+  spent(): boolean {
+    return this.state.usedR + 1 > this.budgetR || this.state.usedT + this.cheapest > this.budgetT * (1 + SLACK);
+  }
+
+  private fits(r: number, t: number): boolean {
+    return this.state.usedR + r <= this.budgetR && this.state.usedT + t <= this.budgetT * (1 + SLACK);
+  }
+
+  private unitCost(i: number): number {
+    return this.wr + this.wt * this.input.tokensPerRollout[i]!;
+  }
+
+  private static ratio(g: number, cost: number): number {
+    return cost > 0 ? g / cost : g > 0 ? Infinity : 0;
+  }
+
+  /** Key of item i's pending move on the phase's curves, or NaN when it has none. */
+  private keyOf(i: number): number {
+    const n = this.state.n[i]!;
+    const { minN, maxN } = this.input;
+    if (n >= maxN) return NaN;
+    const cv = this.cv;
+    const uc = this.unitCost(i);
+    if (n > 0) {
+      const g = cv.nextGain(i);
+      this.gain[i] = g;
+      return Filler.ratio(g, uc);
+    }
+    let m = minN;
+    let v = cv.seek(i, m);
+    let cost = m * uc + this.wt * this.input.fixedTokens[i]!;
+    while (m < maxN) {
+      const g = cv.nextGain(i);
+      if (!(Filler.ratio(g, uc) > Filler.ratio(v, cost))) break;
+      cv.advance(i);
+      v += g;
+      cost += uc;
+      m++;
+    }
+    this.jumpTo[i] = m;
+    this.jumpValue[i] = v;
+    return Filler.ratio(v, cost);
+  }
+
+  /** Takes item i's pending move (which must fit). */
+  private take(i: number): void {
+    const s = this.state;
+    const n = s.n[i]!;
+    const c = this.input.tokensPerRollout[i]!;
+    if (n === 0) {
+      const m = this.jumpTo[i]!;
+      s.n[i] = m;
+      if (this.track === undefined) s.objective += this.jumpValue[i]!;
+      s.usedR += m;
+      s.usedT += m * c + this.input.fixedTokens[i]!;
+      if (!this.primary) s.surplusRollouts += m;
+    } else {
+      if (this.track === undefined) s.objective += this.gain[i]!;
+      this.cv.advance(i);
+      s.n[i] = n + 1;
+      s.usedR += 1;
+      s.usedT += c;
+      if (!this.primary) s.surplusRollouts += 1;
+    }
+  }
+
+  private collect(i: number): void {
+    const key = this.keyOf(i);
+    if (key === key) {
+      this.keys[this.count] = key;
+      this.items[this.count++] = i;
+    }
+  }
+
+  /**
+   * Fills the budget by `cv`'s moves, best value per unit cost first, counting the objective on
+   * `track` (or `cv`). Stops when the best move's key falls below `saturation` × the best
+   * first move's key, or nothing fits. The primary phase also notes the LP bound.
+   */
+  phase(cv: ValueCurves, track: ValueCurves | undefined, saturation: number): void {
+    this.cv = cv;
+    this.track = track;
+    this.primary = track === undefined;
+    const size = this.size;
+    this.count = 0;
+    for (let i = 0; i < size; i++) this.collect(i);
+    let best = 0;
+    for (let k = 0; k < this.count; k++) if (this.keys[k]! > best) best = this.keys[k]!;
+    const saturated = saturation * best;
+    if (size >= PRECOMMIT_MIN && this.input.precommit !== false) {
+      // Above max(estimate, saturated) the heap would take every move in turn: commit them in
+      // one pass (no move there is saturated, so the heap order could not have stopped
+      // sooner). The sample walk leaves sampled items' pending moves stale: rebuild them.
+      const estimate = this.estimateThreshold();
+      const checkpoint = estimate > 0 ? this.checkpoint() : undefined;
+      this.count = 0;
+      if (!(checkpoint !== undefined && this.precommit(Math.max(estimate, saturated)))) {
+        if (checkpoint !== undefined) this.restore(checkpoint);
+        this.count = 0;
+        for (let i = 0; i < size; i++) this.collect(i);
+      }
+    }
+    this.heap.build(this.keys, this.items, this.count);
+    this.drain(saturated);
+    if (this.primary && Number.isNaN(this.state.bound)) this.state.bound = this.state.objective;
+    if (track !== undefined) this.settle(track);
+  }
+
+  /**
+   * The objective on the primary curves after a phase keyed on others: each prompt's value at
+   * its final n, from its cursor where it did not move (O(slots)), else by a seek (O(n)).
+   */
+  private settle(track: ValueCurves): void {
+    const n = this.state.n;
+    let total = 0;
+    for (let i = 0; i < this.size; i++) {
+      const x = n[i]!;
+      if (x === 0) continue;
+      total += track.cursorOf(i) === x ? track.current(i) : track.seek(i, x);
+    }
+    this.state.objective = total;
+  }
+
+  private noteBound(key: number): void {
+    const s = this.state;
+    if (!this.primary || (this.wr > 0 && this.wt > 0) || !Number.isNaN(s.bound)) return;
+    const left = this.wr > 0 ? 1 - s.usedR * this.wr : 1 - s.usedT * this.wt;
+    s.bound = s.objective + Math.max(0, left) * key;
+  }
+
+  /** The heap loop: pop the best move, take it if it fits, push the item's next move. */
+  private drain(saturated: number): void {
+    const { heap, input } = this;
+    const c = input.tokensPerRollout;
+    const f = input.fixedTokens;
+    while (heap.size > 0) {
+      const key = heap.topKey();
+      const i = heap.topItem();
+      if (!(key > 0) || key < saturated || this.spent()) {
+        this.noteBound(Math.max(key, 0));
+        break;
+      }
+      if (this.state.n[i]! === 0) {
+        const m = this.jumpTo[i]!;
+        if (!this.fits(m, m * c[i]! + f[i]!)) {
+          this.noteBound(key);
+          const roomR = this.budgetR - this.state.usedR;
+          const roomT = c[i]! > 0 ? (this.budgetT * (1 + SLACK) - this.state.usedT - f[i]!) / c[i]! : Infinity;
+          const smaller = Math.min(m - 1, Math.floor(roomR), Math.floor(roomT));
+          if (smaller < input.minN) {
+            heap.pop();
+            continue;
+          }
+          const v = this.cv.seek(i, smaller);
+          this.jumpTo[i] = smaller;
+          this.jumpValue[i] = v;
+          heap.replaceTop(Filler.ratio(v, smaller * this.unitCost(i) + this.wt * f[i]!), i);
+          continue;
+        }
+      } else if (!this.fits(1, c[i]!)) {
+        this.noteBound(key);
+        heap.pop();
+        continue;
+      }
+      this.take(i);
+      const next = this.keyOf(i);
+      if (next === next) heap.replaceTop(next, i);
+      else heap.pop();
+    }
+  }
+
+  private checkpoint(): { n: Int32Array; usedR: number; usedT: number; objective: number; surplusRollouts: number } {
+    const s = this.state;
+    return { n: Int32Array.from(s.n), usedR: s.usedR, usedT: s.usedT, objective: s.objective, surplusRollouts: s.surplusRollouts };
+  }
+
+  private restore(cp: ReturnType<Filler['checkpoint']>): void {
+    const s = this.state;
+    s.n.set(cp.n);
+    s.usedR = cp.usedR;
+    s.usedT = cp.usedT;
+    s.objective = cp.objective;
+    s.surplusRollouts = cp.surplusRollouts;
+    for (let i = 0; i < this.size; i++) this.cv.seek(i, s.n[i]!);
+  }
+
+  /**
+   * A ratio λ such that the moves above it very likely fit both budgets: where a
+   * deterministic sample's cumulative cost, scaled to all prompts, reaches 90% of what is
+   * left. Sampled items are put back where they were. O(sample · moves).
+   */
+  private estimateThreshold(): number {
+    const { size, state, input } = this;
+    const c = input.tokensPerRollout;
+    const f = input.fixedTokens;
+    // About size/16 prompts (256 to SAMPLE), each walked to max_n: a value that keeps paying
+    // for deep groups (knapsack on hard prompts) is then counted in full.
+    const stride = Math.ceil(size / Math.min(SAMPLE, Math.max(256, size >> 4)));
+    const sampled = Math.ceil(size / stride);
+    const room = sampled * (input.maxN + 1);
+    const ratios = new Float64Array(room);
+    const costR = new Float64Array(room);
+    const costT = new Float64Array(room);
+    let m = 0;
+    for (let i = 0; i < size; i += stride) {
+      const n0 = state.n[i]!;
+      while (state.n[i]! < input.maxN) {
+        const key = this.keyOf(i);
+        if (!(key > 0)) break;
+        const n = state.n[i]!;
+        const r = n === 0 ? this.jumpTo[i]! : 1;
+        ratios[m] = key;
+        costR[m] = r;
+        costT[m++] = r * c[i]! + (n === 0 ? f[i]! : 0);
+        if (n === 0) state.n[i] = this.jumpTo[i]!;
+        else {
+          this.cv.advance(i);
+          state.n[i] = n + 1;
+        }
+      }
+      state.n[i] = n0;
+      this.cv.seek(i, n0);
+    }
+    // Cumulative cost from the best ratio down, over a histogram of log-ratios: O(m). The
+    // threshold is the upper edge of the bucket where the scaled budget runs out, so every
+    // move above it sits in a bucket that fit.
+    let lo = Infinity;
+    let hi = -Infinity;
+    for (let k = 0; k < m; k++) {
+      const x = Math.log(ratios[k]!);
+      if (x < lo) lo = x;
+      if (x > hi) hi = x;
+    }
+    const buckets = 4096;
+    const width = (hi - lo) / buckets || 1;
+    const sumR = new Float64Array(buckets + 1);
+    const sumT = new Float64Array(buckets + 1);
+    for (let k = 0; k < m; k++) {
+      const b = Math.min(buckets, Math.floor((Math.log(ratios[k]!) - lo) / width));
+      sumR[b] = sumR[b]! + costR[k]!;
+      sumT[b] = sumT[b]! + costT[k]!;
+    }
+    const share = (sampled / size) * 0.9;
+    const limitR = (this.budgetR - state.usedR) * share;
+    const limitT = (this.budgetT - state.usedT) * share;
+    let accR = 0;
+    let accT = 0;
+    for (let b = buckets; b >= 0; b--) {
+      accR += sumR[b]!;
+      accT += sumT[b]!;
+      if (accR > limitR || accT > limitT) return Math.exp(lo + (b + 1) * width);
+    }
+    return NaN; // everything fits: the heap alone is cheap enough then
+  }
+
+  /**
+   * Takes, for every item, all pending moves with a ratio above λ: exactly the moves the heap
+   * would pop first, and collects each item's next move for the heap. Returns false (the
+   * caller restores the checkpoint) if they overspend a budget, where the heap would have
+   * dropped moves.
+   */
+  private precommit(lambda: number): boolean {
+    const { state, cv, input } = this;
+    const tracked = this.track !== undefined;
+    const c = input.tokensPerRollout;
+    for (let i = 0; i < this.size; i++) {
+      while (state.n[i]! === 0) {
+        const key = this.keyOf(i);
+        if (!(key > lambda)) break;
+        this.take(i);
+      }
+      let n = state.n[i]!;
+      if (n === 0) {
+        this.collect(i);
+        continue;
+      }
+      const uc = this.unitCost(i);
+      let g = NaN;
+      let taken = 0;
+      while (n < input.maxN) {
+        g = cv.nextGain(i);
+        if (!(Filler.ratio(g, uc) > lambda)) break;
+        if (!tracked) state.objective += g;
+        cv.advance(i);
+        n++;
+        taken++;
+        g = NaN;
+      }
+      state.n[i] = n;
+      state.usedR += taken;
+      state.usedT += taken * c[i]!;
+      if (!this.primary) state.surplusRollouts += taken;
+      if (g === g) {
+        this.gain[i] = g;
+        this.keys[this.count] = Filler.ratio(g, uc);
+        this.items[this.count++] = i;
+      }
+    }
+    return state.usedR <= this.budgetR && state.usedT <= this.budgetT * (1 + SLACK);
+  }
+}
