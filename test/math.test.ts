@@ -93,6 +93,45 @@ describe('value curves', () => {
     expect(concaveChecked).toBe(4 * 63);
   });
 
+  it('advanceWhile walks exactly as nextGain → advance does, in both modes', () => {
+    const random = seedrandom('walk');
+    let walks = 0;
+    for (const name of registry.names()) {
+      for (const kind of ['beta', 'point'] as const) {
+        const alpha = Float64Array.from({ length: 20 }, () => 0.3 + random() * 20);
+        const beta = Float64Array.from({ length: 20 }, () => 0.3 + random() * 20);
+        const mode = kind === 'beta' ? { kind, alpha, beta } : { kind, p: Float64Array.from(alpha, (a, i) => a / (a + beta[i]!)) };
+        const fast = new MonomialCurves(registry.get(name), mode);
+        const slow = new MonomialCurves(registry.get(name), mode);
+        for (let i = 0; i < 20; i++) {
+          const lambda = random() * 0.05;
+          fast.seek(i, 2);
+          slow.seek(i, 2);
+          const taken = fast.advanceWhile(i, 1, lambda, 64);
+          let n = 2;
+          let sum = 0;
+          let next = NaN;
+          while (n < 64) {
+            const g = slow.nextGain(i);
+            if (!(g > lambda)) {
+              next = g;
+              break;
+            }
+            sum += g;
+            slow.advance(i);
+            n++;
+          }
+          expect(taken, `${name} ${kind} ${i}`).toBe(n - 2);
+          expect(fast.walkGain).toBe(sum);
+          expect(Object.is(fast.walkNext, next) || fast.walkNext === next).toBe(true);
+          expect(fast.current(i)).toBe(slow.current(i));
+          walks++;
+        }
+      }
+    }
+    expect(walks).toBe(registry.names().length * 40);
+  });
+
   it('registry: unknown names list the registered ones; duplicates throw', () => {
     expect(() => registry.get('nope')).toThrow(/unknown value function "nope"; registered: knapsack, balanced, informative, variance, hit/);
     expect(() => registry.register('hit', registry.get('hit'))).toThrow(/already registered/);

@@ -171,7 +171,7 @@ export class Filler {
       // Above max(estimate, saturated) the heap would take every move in turn: commit them in
       // one pass (no move there is saturated, so the heap order could not have stopped
       // sooner). The sample walk leaves sampled items' pending moves stale: rebuild them.
-      const estimate = this.estimateThreshold();
+      const estimate = this.estimateThreshold(saturated);
       const checkpoint = estimate > 0 ? this.checkpoint() : undefined;
       this.count = 0;
       if (!(checkpoint !== undefined && this.precommit(Math.max(estimate, saturated)))) {
@@ -267,9 +267,10 @@ export class Filler {
   /**
    * A ratio λ such that the moves above it very likely fit both budgets: where a
    * deterministic sample's cumulative cost, scaled to all prompts, reaches 90% of what is
-   * left. Sampled items are put back where they were. O(sample · moves).
+   * left. Sampled items are walked down to the saturation `floor` and put back where they
+   * were. O(sample · moves).
    */
-  private estimateThreshold(): number {
+  private estimateThreshold(floor: number): number {
     const { size, state, input } = this;
     const c = input.tokensPerRollout;
     const f = input.fixedTokens;
@@ -286,7 +287,8 @@ export class Filler {
       const n0 = state.n[i]!;
       while (state.n[i]! < input.maxN) {
         const key = this.keyOf(i);
-        if (!(key > 0)) break;
+        // Moves under the saturation floor are never taken in this phase: stop there.
+        if (!(key > 0) || key < floor) break;
         const n = state.n[i]!;
         const r = n === 0 ? this.jumpTo[i]! : 1;
         ratios[m] = key;
@@ -357,14 +359,21 @@ export class Filler {
       const uc = this.unitCost(i);
       let g = NaN;
       let taken = 0;
-      while (n < input.maxN) {
-        g = cv.nextGain(i);
-        if (!(Filler.ratio(g, uc) > lambda)) break;
-        if (!tracked) state.objective += g;
-        cv.advance(i);
-        n++;
-        taken++;
-        g = NaN;
+      if (cv.advanceWhile !== undefined) {
+        taken = cv.advanceWhile(i, uc, lambda, input.maxN);
+        if (!tracked) state.objective += cv.walkGain!;
+        g = cv.walkNext!;
+        n += taken;
+      } else {
+        while (n < input.maxN) {
+          g = cv.nextGain(i);
+          if (!(Filler.ratio(g, uc) > lambda)) break;
+          if (!tracked) state.objective += g;
+          cv.advance(i);
+          n++;
+          taken++;
+          g = NaN;
+        }
       }
       state.n[i] = n;
       state.usedR += taken;

@@ -18,6 +18,15 @@ export interface ValueCurves {
   cursorOf(i: number): number;
   /** v_i(cursor). O(terms). */
   current(i: number): number;
+  /**
+   * Optional fast path: advances item i one rollout at a time while the next gain g has
+   * g / unitCost > lambda and the cursor is below maxN; returns the rollouts taken. After
+   * it, `walkGain` holds their summed gain and `walkNext` the first gain not taken (NaN at
+   * maxN). Must equal the loop nextGain → advance it replaces.
+   */
+  advanceWhile?(i: number, unitCost: number, lambda: number, maxN: number): number;
+  readonly walkGain?: number;
+  readonly walkNext?: number;
 }
 
 /**
@@ -63,6 +72,10 @@ export class MonomialCurves implements ValueCurves {
   private readonly fac: Float64Array;
   private facItem = -1;
   private facN = -1;
+  private readonly scratch: Float64Array;
+  private readonly nums: Float64Array;
+  walkGain = 0;
+  walkNext = NaN;
 
   constructor(fn: ValueFunction, mode: CurveMode) {
     this.isBeta = mode.kind === 'beta';
@@ -92,6 +105,8 @@ export class MonomialCurves implements ValueCurves {
     this.group = Int32Array.from(list, (x) => abs.indexOf(x.a + x.b));
     this.inv = new Float64Array(abs.length);
     this.fac = new Float64Array(this.k);
+    this.scratch = new Float64Array(this.k);
+    this.nums = new Float64Array(this.k);
     this.constTerms = fn.terms.filter((t) => t.u === 0 && t.w === 0);
     this.hasPerN = this.constTerms.some((t) => t.e === 1);
     this.term = new Float64Array(this.size * this.k);
@@ -209,6 +224,63 @@ export class MonomialCurves implements ValueCurves {
       gain += this.term[at + t]! * (this.c0[t]! * (f - 1) + (c1 === 0 ? 0 : c1 * ((n + 1) * f - n)));
     }
     return gain;
+  }
+
+  /**
+   * nextGain → advance in one tight loop for n ≥ 1 (see ValueCurves.advanceWhile): the
+   * prompt's slots stay in a scratch buffer, and in beta mode each slot's numerator (β+b or
+   * α+a) is fixed, so a step costs one reciprocal per denominator group and a few
+   * multiply-adds a slot.
+   */
+  advanceWhile(i: number, unitCost: number, lambda: number, maxN: number): number {
+    let n = this.cursor[i]!;
+    this.walkGain = 0;
+    this.walkNext = NaN;
+    if (n <= 0) return 0;
+    const k = this.k;
+    const at = i * k;
+    const T = this.scratch;
+    const nums = this.nums;
+    const { c0, c1, group, groupAb, inv } = this;
+    for (let t = 0; t < k; t++) T[t] = this.term[at + t]!;
+    const perN = this.hasPerN ? this.perN[i]! : 0;
+    const beta = this.isBeta;
+    const al = beta ? this.alpha[i]! : 0;
+    const be = beta ? this.beta[i]! : 0;
+    const p = beta ? 0 : this.p[i]!;
+    for (let t = 0; t < k; t++) nums[t] = beta ? (this.u[t] === 1 ? be + this.b[t]! : al + this.a[t]!) : this.u[t] === 1 ? p : 1 - p;
+    let total = 0;
+    let taken = 0;
+    const fac = this.fac;
+    while (n < maxN) {
+      if (beta) {
+        const sum = al + be + n;
+        for (let g = 0; g < inv.length; g++) inv[g] = 1 / (sum + groupAb[g]!);
+        for (let t = 0; t < k; t++) fac[t] = 1 - nums[t]! * inv[group[t]!]!;
+      } else {
+        for (let t = 0; t < k; t++) fac[t] = nums[t]!;
+      }
+      let gain = perN;
+      for (let t = 0; t < k; t++) {
+        const f = fac[t]!;
+        const w = c1[t]!;
+        gain += T[t]! * (c0[t]! * (f - 1) + (w === 0 ? 0 : w * ((n + 1) * f - n)));
+      }
+      const ratio = unitCost > 0 ? gain / unitCost : gain > 0 ? Infinity : 0;
+      if (!(ratio > lambda)) {
+        this.walkNext = gain;
+        break;
+      }
+      total += gain;
+      for (let t = 0; t < k; t++) T[t] = T[t]! * fac[t]!;
+      n++;
+      taken++;
+    }
+    for (let t = 0; t < k; t++) this.term[at + t] = T[t]!;
+    this.cursor[i] = n;
+    this.facItem = -1;
+    this.walkGain = total;
+    return taken;
   }
 
   advance(i: number): void {
