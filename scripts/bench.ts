@@ -19,8 +19,10 @@ function world(size: number, seed: string): { candidates: Candidate[]; states: P
   const candidates: Candidate[] = new Array(size);
   const states: PromptState[] = [];
   for (let i = 0; i < size; i++) {
-    const id = `prompt-${i}`;
-    candidates[i] = { id, prompt_tokens: 50 + (i % 200), max_tokens: 3072 };
+    // Parsed from JSON, as the CLI reads prompts files: flat strings, as real input has.
+    const candidate = JSON.parse(`{"id":"prompt-${i}","prompt_tokens":${50 + (i % 200)},"max_tokens":3072}`) as Candidate;
+    const id = JSON.parse(`"prompt-${i}"`) as string;
+    candidates[i] = candidate;
     if (i % 10 === 9) continue; // 10% never seen: learned prior
     const u = random();
     const p = u < 0.36 ? random() * 0.05 : u > 0.92 ? 0.95 + random() * 0.05 : random();

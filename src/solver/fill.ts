@@ -170,12 +170,24 @@ export class Filler {
     if (size >= PRECOMMIT_MIN && this.input.precommit !== false) {
       // Above max(estimate, saturated) the heap would take every move in turn: commit them in
       // one pass (no move there is saturated, so the heap order could not have stopped
-      // sooner). The sample walk leaves sampled items' pending moves stale: rebuild them.
-      const estimate = this.estimateThreshold(saturated);
-      const checkpoint = estimate > 0 ? this.checkpoint() : undefined;
-      this.count = 0;
-      if (!(checkpoint !== undefined && this.precommit(Math.max(estimate, saturated)))) {
-        if (checkpoint !== undefined) this.restore(checkpoint);
+      // sooner). Up to three rounds, each on the budget the last left, so the heap only
+      // orders the last few percent. The sample walk leaves sampled items' pending moves
+      // stale, so every round rebuilds them; a round that overspends is undone.
+      let fresh = true;
+      for (let round = 0; round < 3 && !this.spent(); round++) {
+        const estimate = this.estimateThreshold(saturated);
+        fresh = false;
+        if (!(estimate > 0)) break;
+        const checkpoint = this.checkpoint();
+        this.count = 0;
+        if (!this.precommit(Math.max(estimate, saturated))) {
+          this.restore(checkpoint);
+          break;
+        }
+        fresh = true;
+        if (this.budgetR - this.state.usedR < size / 16) break;
+      }
+      if (!fresh) {
         this.count = 0;
         for (let i = 0; i < size; i++) this.collect(i);
       }
