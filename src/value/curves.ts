@@ -233,54 +233,72 @@ export class MonomialCurves implements ValueCurves {
    * multiply-adds a slot.
    */
   advanceWhile(i: number, unitCost: number, lambda: number, maxN: number): number {
-    let n = this.cursor[i]!;
+    const start = this.cursor[i]!;
     this.walkGain = 0;
     this.walkNext = NaN;
-    if (n <= 0) return 0;
+    if (start <= 0) return 0;
     const k = this.k;
     const at = i * k;
     const T = this.scratch;
     const nums = this.nums;
-    const { c0, c1, group, groupAb, inv } = this;
-    for (let t = 0; t < k; t++) T[t] = this.term[at + t]!;
-    const perN = this.hasPerN ? this.perN[i]! : 0;
-    const beta = this.isBeta;
-    const al = beta ? this.alpha[i]! : 0;
-    const be = beta ? this.beta[i]! : 0;
-    const p = beta ? 0 : this.p[i]!;
-    for (let t = 0; t < k; t++) nums[t] = beta ? (this.u[t] === 1 ? be + this.b[t]! : al + this.a[t]!) : this.u[t] === 1 ? p : 1 - p;
-    let total = 0;
-    let taken = 0;
     const fac = this.fac;
-    while (n < maxN) {
-      if (beta) {
+    const c0 = this.c0;
+    const c1 = this.c1;
+    const term = this.term;
+    for (let t = 0; t < k; t++) T[t] = term[at + t]!;
+    const perN = this.hasPerN ? this.perN[i]! : 0;
+    let n = start;
+    let total = 0;
+    let next = NaN;
+    if (this.isBeta) {
+      const al = this.alpha[i]!;
+      const be = this.beta[i]!;
+      const group = this.group;
+      const groupAb = this.groupAb;
+      const inv = this.inv;
+      const groups = inv.length;
+      for (let t = 0; t < k; t++) nums[t] = this.u[t] === 1 ? be + this.b[t]! : al + this.a[t]!;
+      while (n < maxN) {
         const sum = al + be + n;
-        for (let g = 0; g < inv.length; g++) inv[g] = 1 / (sum + groupAb[g]!);
-        for (let t = 0; t < k; t++) fac[t] = 1 - nums[t]! * inv[group[t]!]!;
-      } else {
-        for (let t = 0; t < k; t++) fac[t] = nums[t]!;
+        for (let g = 0; g < groups; g++) inv[g] = 1 / (sum + groupAb[g]!);
+        let gain = perN;
+        for (let t = 0; t < k; t++) {
+          const f = 1 - nums[t]! * inv[group[t]!]!;
+          fac[t] = f;
+          gain += T[t]! * (c0[t]! * (f - 1) + c1[t]! * ((n + 1) * f - n));
+        }
+        if (!((unitCost > 0 ? gain / unitCost : gain > 0 ? Infinity : 0) > lambda)) {
+          next = gain;
+          break;
+        }
+        total += gain;
+        for (let t = 0; t < k; t++) T[t] = T[t]! * fac[t]!;
+        n++;
       }
-      let gain = perN;
-      for (let t = 0; t < k; t++) {
-        const f = fac[t]!;
-        const w = c1[t]!;
-        gain += T[t]! * (c0[t]! * (f - 1) + (w === 0 ? 0 : w * ((n + 1) * f - n)));
+    } else {
+      const p = this.p[i]!;
+      for (let t = 0; t < k; t++) nums[t] = this.u[t] === 1 ? p : 1 - p;
+      while (n < maxN) {
+        let gain = perN;
+        for (let t = 0; t < k; t++) {
+          const f = nums[t]!;
+          gain += T[t]! * (c0[t]! * (f - 1) + c1[t]! * ((n + 1) * f - n));
+        }
+        if (!((unitCost > 0 ? gain / unitCost : gain > 0 ? Infinity : 0) > lambda)) {
+          next = gain;
+          break;
+        }
+        total += gain;
+        for (let t = 0; t < k; t++) T[t] = T[t]! * nums[t]!;
+        n++;
       }
-      const ratio = unitCost > 0 ? gain / unitCost : gain > 0 ? Infinity : 0;
-      if (!(ratio > lambda)) {
-        this.walkNext = gain;
-        break;
-      }
-      total += gain;
-      for (let t = 0; t < k; t++) T[t] = T[t]! * fac[t]!;
-      n++;
-      taken++;
     }
-    for (let t = 0; t < k; t++) this.term[at + t] = T[t]!;
+    for (let t = 0; t < k; t++) term[at + t] = T[t]!;
     this.cursor[i] = n;
     this.facItem = -1;
     this.walkGain = total;
-    return taken;
+    this.walkNext = next;
+    return n - start;
   }
 
   advance(i: number): void {
