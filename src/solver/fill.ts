@@ -170,11 +170,13 @@ export class Filler {
     if (size >= PRECOMMIT_MIN && this.input.precommit !== false) {
       // Above max(estimate, saturated) the heap would take every move in turn: commit them in
       // one pass (no move there is saturated, so the heap order could not have stopped
-      // sooner). Up to three rounds, each on the budget the last left, so the heap only
-      // orders the last few percent. The sample walk leaves sampled items' pending moves
+      // sooner). On large instances up to three rounds, each on the budget the last left,
+      // so the heap only orders the last few percent. The sample walk leaves sampled items' pending moves
       // stale, so every round rebuilds them; a round that overspends is undone.
       let fresh = true;
-      for (let round = 0; round < 3 && !this.spent(); round++) {
+      // Extra rounds pay only where the heap would be large (each re-walks the sample).
+      const rounds = size >= 16 * PRECOMMIT_MIN ? 3 : 1;
+      for (let round = 0; round < rounds && !this.spent(); round++) {
         const estimate = this.estimateThreshold(saturated);
         fresh = false;
         if (!(estimate > 0)) break;
