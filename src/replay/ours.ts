@@ -5,7 +5,7 @@ import { planStep, type Registries } from '../plan/planner.js';
 import type { Policy } from '../plan/policies.js';
 import type { PromptState } from '../posterior/state.js';
 import { snapshotOf } from '../posterior/state.js';
-import { addEvidence } from '../posterior/decay.js';
+import { addRollout, applyEvidence, emptyEvidence } from '../store/accumulate.js';
 import { MonomialCurves } from '../value/curves.js';
 import type { Decision, GroupOutcome, PolicyConfig, PolicyRun, ReplayPolicy, StepContext } from './types.js';
 
@@ -20,40 +20,9 @@ export class MemoryState {
   observe(step: number, groups: readonly GroupOutcome[]): void {
     const decay = resolvePlanOptions({ decay: this.decay ?? {} }).decay;
     for (const g of groups) {
-      const s = g.rewards.reduce((a, r) => a + r, 0);
-      const f = g.rewards.length - s;
-      const old = this.states.get(g.prompt_id);
-      const base = old ?? {
-        id: g.prompt_id, group: null, successes: 0, failures: 0, lastStep: step, rollouts: 0, rewardSum: 0,
-        correctCount: 0, correctTokens: 0, wrongCount: 0, wrongTokens: 0,
-      };
-      const next = old === undefined ? { successes: s, failures: f, lastStep: step } : addEvidence(decay, base, step, s, f);
-      let cc = 0;
-      let ct = 0;
-      let wc = 0;
-      let wt = 0;
-      if (g.tokens !== null) {
-        g.rewards.forEach((r, j) => {
-          const t = g.tokens![j]!;
-          if (r >= 0.5) {
-            cc++;
-            ct += t;
-          } else {
-            wc++;
-            wt += t;
-          }
-        });
-      }
-      this.states.set(g.prompt_id, {
-        ...base,
-        ...next,
-        rollouts: base.rollouts + g.rewards.length,
-        rewardSum: base.rewardSum + s,
-        correctCount: base.correctCount + cc,
-        correctTokens: base.correctTokens + ct,
-        wrongCount: base.wrongCount + wc,
-        wrongTokens: base.wrongTokens + wt,
-      });
+      const e = emptyEvidence(g.prompt_id, step);
+      g.rewards.forEach((r, j) => addRollout(e, r, g.tokens === null ? undefined : g.tokens[j]));
+      this.states.set(g.prompt_id, applyEvidence(this.states.get(g.prompt_id), e, decay));
     }
   }
 }

@@ -35,21 +35,6 @@ export class MaxHeap {
     return ta !== tb ? ta < tb : ia < ib;
   }
 
-  push(key: number, item: number): void {
-    let pos = this.count++;
-    while (pos > 0) {
-      const parent = (pos - 1) >> 1;
-      const pk = this.keys[parent]!;
-      const pi = this.items[parent]!;
-      if (!this.above(key, item, pk, pi)) break;
-      this.keys[pos] = pk;
-      this.items[pos] = pi;
-      pos = parent;
-    }
-    this.keys[pos] = key;
-    this.items[pos] = item;
-  }
-
   /** Replaces the contents with (keys[j], items[j]) for j < count, in O(count). */
   build(keys: Float64Array, items: Int32Array, count: number): void {
     this.keys.set(keys.subarray(0, count));

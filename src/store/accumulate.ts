@@ -1,4 +1,6 @@
 import type { ResultBatch, RolloutResult } from '../io/formats.js';
+import { addEvidence, type DecayOptions } from '../posterior/decay.js';
+import type { PromptState } from '../posterior/state.js';
 
 /** Accepted rollouts of one prompt at one step, summed. */
 export interface StepEvidence {
@@ -14,11 +16,51 @@ export interface StepEvidence {
   wrongTokens: number;
 }
 
+export function emptyEvidence(prompt_id: string, step: number): StepEvidence {
+  return { prompt_id, step, group: null, successes: 0, failures: 0, rollouts: 0, correctCount: 0, correctTokens: 0, wrongCount: 0, wrongTokens: 0 };
+}
+
+/** Adds one rollout to a step's evidence. It counts as correct for the length model when reward ≥ 0.5. */
+export function addRollout(e: StepEvidence, reward: number, tokens: number | undefined): void {
+  e.successes += reward;
+  e.failures += 1 - reward;
+  e.rollouts++;
+  if (tokens === undefined) return;
+  if (reward >= 0.5) {
+    e.correctCount++;
+    e.correctTokens += tokens;
+  } else {
+    e.wrongCount++;
+    e.wrongTokens += tokens;
+  }
+}
+
+/**
+ * A prompt's state after one step's evidence: decayed evidence by `addEvidence`, raw totals
+ * and length sums added. The one update rule every store (and the replay's memory state)
+ * applies. O(1).
+ */
+export function applyEvidence(old: PromptState | undefined, e: StepEvidence, decay: DecayOptions): PromptState {
+  const next = addEvidence(decay, old ?? { successes: 0, failures: 0, lastStep: e.step }, e.step, e.successes, e.failures);
+  return {
+    id: e.prompt_id,
+    group: e.group ?? old?.group ?? null,
+    successes: next.successes,
+    failures: next.failures,
+    lastStep: next.lastStep,
+    rollouts: (old?.rollouts ?? 0) + e.rollouts,
+    rewardSum: (old?.rewardSum ?? 0) + e.successes,
+    correctCount: (old?.correctCount ?? 0) + e.correctCount,
+    correctTokens: (old?.correctTokens ?? 0) + e.correctTokens,
+    wrongCount: (old?.wrongCount ?? 0) + e.wrongCount,
+    wrongTokens: (old?.wrongTokens ?? 0) + e.wrongTokens,
+  };
+}
+
 /**
  * Sums a batch's accepted rollouts per (prompt, step), in step order (stable), so that a
  * batch spanning several steps applies its decay in time order whatever its line order.
  * `accept(key, result)` decides per rollout (idempotency); aborted rollouts never reach it.
- * A rollout counts as correct for the length model when reward ≥ 0.5.
  */
 export function accumulate(
   batch: ResultBatch,
@@ -43,22 +85,11 @@ export function accumulate(
     const key = `${step}\u0000${r.prompt_id}`;
     let e = byKey.get(key);
     if (e === undefined) {
-      e = { prompt_id: r.prompt_id, step, group: null, successes: 0, failures: 0, rollouts: 0, correctCount: 0, correctTokens: 0, wrongCount: 0, wrongTokens: 0 };
+      e = emptyEvidence(r.prompt_id, step);
       byKey.set(key, e);
     }
     if (r.group !== undefined) e.group = r.group;
-    e.successes += r.reward;
-    e.failures += 1 - r.reward;
-    e.rollouts++;
-    if (r.tokens !== undefined) {
-      if (r.reward >= 0.5) {
-        e.correctCount++;
-        e.correctTokens += r.tokens;
-      } else {
-        e.wrongCount++;
-        e.wrongTokens += r.tokens;
-      }
-    }
+    addRollout(e, r.reward, r.tokens);
   });
   const evidence = [...byKey.values()].sort((a, b) => a.step - b.step);
   return { evidence, aborted, duplicates, applied };

@@ -1,9 +1,9 @@
 import Database from 'better-sqlite3';
 import { RolloutBudgetError } from '../errors.js';
 import type { ResultBatch } from '../io/formats.js';
-import { addEvidence, type DecayOptions } from '../posterior/decay.js';
+import type { DecayOptions } from '../posterior/decay.js';
 import { snapshotOf, type PromptState, type StateSnapshot } from '../posterior/state.js';
-import { accumulate } from './accumulate.js';
+import { accumulate, applyEvidence } from './accumulate.js';
 import type { ObserveSummary, Store } from './types.js';
 
 const SCHEMA = `
@@ -50,6 +50,20 @@ const fromRow = (r: Row): PromptState => ({
   correctTokens: r.correct_tokens,
   wrongCount: r.wrong_count,
   wrongTokens: r.wrong_tokens,
+});
+
+const toRow = (s: PromptState): Row => ({
+  id: s.id,
+  grp: s.group,
+  successes: s.successes,
+  failures: s.failures,
+  last_step: s.lastStep,
+  rollouts: s.rollouts,
+  reward_sum: s.rewardSum,
+  correct_count: s.correctCount,
+  correct_tokens: s.correctTokens,
+  wrong_count: s.wrongCount,
+  wrong_tokens: s.wrongTokens,
 });
 
 /**
@@ -114,24 +128,7 @@ export class SqliteStore implements Store {
       let last = before;
       for (const e of acc.evidence) {
         const row = select.get(e.prompt_id) as Row | undefined;
-        const old = row ?? {
-          id: e.prompt_id, grp: null, successes: 0, failures: 0, last_step: e.step, rollouts: 0, reward_sum: 0,
-          correct_count: 0, correct_tokens: 0, wrong_count: 0, wrong_tokens: 0,
-        };
-        const next = addEvidence(decay, { successes: old.successes, failures: old.failures, lastStep: old.last_step }, e.step, e.successes, e.failures);
-        upsert.run({
-          id: e.prompt_id,
-          grp: e.group ?? old.grp,
-          successes: next.successes,
-          failures: next.failures,
-          last_step: next.lastStep,
-          rollouts: old.rollouts + e.rollouts,
-          reward_sum: old.reward_sum + e.successes,
-          correct_count: old.correct_count + e.correctCount,
-          correct_tokens: old.correct_tokens + e.correctTokens,
-          wrong_count: old.wrong_count + e.wrongCount,
-          wrong_tokens: old.wrong_tokens + e.wrongTokens,
-        });
+        upsert.run(toRow(applyEvidence(row === undefined ? undefined : fromRow(row), e, decay)));
         touched.add(e.prompt_id);
         if (last === null || e.step > last) last = e.step;
       }
