@@ -23,8 +23,9 @@ import type { SolverInput, SolverResult } from './types.js';
  * at the first dropped move or stop + residual capacity × that move's ratio); with two it is
  * the smaller of the two single-budget LP bounds (valid, looser when both bind).
  *
- * Complexity: O((N + B) log N) time, B = rollouts placed; 16 bytes a prompt of heap plus 8 of
- * jump targets, beside the curves.
+ * Complexity: O((N + B) log N) time, B = rollouts placed; large instances take most moves in
+ * linear precommit passes (fill.ts), so the heap orders only the last few percent. Memory:
+ * about 50 bytes a prompt (state, pending gains, heap), beside the curves.
  */
 export function greedySolve(input: SolverInput): SolverResult {
   const size = input.curves.size;
