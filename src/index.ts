@@ -22,6 +22,8 @@ export {
 export type { Monomial, ValueFunction } from './value/functions.js';
 export { MonomialCurves } from './value/curves.js';
 export type { CurveMode, ValueCurves } from './value/curves.js';
+export { conditionalValue, partialGroupOf, partialKey } from './value/conditional.js';
+export type { PartialGroup } from './value/conditional.js';
 export { greedySolve } from './solver/greedy.js';
 export { exactDp, milpSolve } from './solver/reference.js';
 export { createSolverRegistry } from './solver/registry.js';
