@@ -42,8 +42,10 @@ export function violations(input: SolverInput, n: Int32Array): string[] {
   let t = 0;
   for (let i = 0; i < n.length; i++) {
     const x = n[i]!;
-    if (x !== 0 || !input.skip) {
-      if (x < input.minN || x > input.maxN) out.push(`n[${i}] = ${x} outside [${input.minN}, ${input.maxN}]`);
+    const lo = input.promptMinN?.[i] ?? input.minN;
+    const hi = input.promptMaxN?.[i] ?? input.maxN;
+    if (x !== 0 || !(input.skip || lo === 0)) {
+      if (x < Math.max(1, lo) || x > hi) out.push(`n[${i}] = ${x} outside [${lo}, ${hi}]`);
     }
     r += x;
     t += x * input.tokensPerRollout[i]! + (x > 0 ? input.fixedTokens[i]! : 0);

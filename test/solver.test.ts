@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { MonomialCurves, exactDp, greedySolve, knapsackValue, milpSolve, type SolverInput } from '../src/index.js';
+import { MonomialCurves, exactDp, fnv1a, greedySolve, knapsackValue, milpSolve, type SolverInput } from '../src/index.js';
 import { objectiveOf, randomInstance, violations } from './helpers.js';
 
 const TOL = 1e-9;
@@ -88,6 +88,35 @@ describe('greedy solver', () => {
     );
     expect(ran).toBeGreaterThan(100);
     expect(ranSkip).toBeGreaterThan(100);
+  });
+
+  // A later round of a step: prompts that already have rollouts may get 0 or a few more (lower
+  // bound 0, upper max_n − k); the others keep [min_n, max_n] (or 0 with skip).
+  it('keeps per-prompt bounds and stays within one jump of the exact DP (property)', () => {
+    let ran = 0;
+    fc.assert(
+      fc.property(fc.integer({ min: 1, max: 20 }), fc.integer({ min: 1, max: 3 }), fc.integer({ min: 0, max: 10 }), fc.boolean(), fc.integer({ min: 0, max: 150 }), fc.constantFrom('knapsack', 'informative', 'hit'), fc.string(), (size, minN, extra, skip, rollouts, value, seed) => {
+        const input = randomInstance(`pb/${seed}`, { size, minN, maxN: minN + extra, skip, rollouts, tokens: Infinity, value });
+        const pick = (i: number, k: number) => (fnv1a(`${seed}/${i}/${k}`) % 1000) / 1000;
+        const promptMinN = Int32Array.from({ length: size }, (_, i) => (pick(i, 0) < 0.5 ? 0 : minN));
+        const promptMaxN = Int32Array.from({ length: size }, (_, i) => Math.floor(pick(i, 1) * (minN + extra + 1)));
+        for (let i = 0; i < size; i++) if (promptMinN[i]! > 0) promptMaxN[i] = Math.max(promptMaxN[i]!, minN);
+        const bounded = { ...input, surplus: undefined, promptMinN, promptMaxN };
+        const g = greedySolve(bounded);
+        const d = exactDp(bounded);
+        expect(g.status, `seed pb/${seed}`).toBe(d.status);
+        if (g.status !== 'optimal') return;
+        ran++;
+        expect(violations(bounded, g.n), `seed pb/${seed}`).toEqual([]);
+        expect(Math.abs(objectiveOf(bounded, g.n) - g.objective)).toBeLessThan(1e-9);
+        expect(g.objective, `seed pb/${seed}`).toBeLessThanOrEqual(d.objective + 1e-9);
+        let maxJump = 0;
+        for (let i = 0; i < size; i++) for (let n = 1; n <= promptMaxN[i]!; n++) maxJump = Math.max(maxJump, input.curves.value(i, n));
+        expect(g.objective, `seed pb/${seed} ${value}`).toBeGreaterThanOrEqual(d.objective - maxJump - 1e-9);
+      }),
+      { numRuns: 400, seed: 11 },
+    );
+    expect(ran).toBeGreaterThan(150);
   });
 
   it('is within one prompt\'s marginal value of the MILP optimum with token costs', () => {

@@ -1,4 +1,5 @@
 import type { ValueCurves } from '../value/curves.js';
+import { startOf } from './bounds.js';
 import { MaxHeap } from './heap.js';
 import type { SolverInput } from './types.js';
 
@@ -29,7 +30,9 @@ export class Filler {
   private readonly size: number;
   private readonly wr: number;
   private readonly wt: number;
-  private readonly start: number;
+  /** Per-prompt bounds when the input has them (solver/bounds.ts). */
+  private readonly lower: Int32Array | undefined;
+  private readonly upper: Int32Array | undefined;
   /** Pending move per item: gain of the next rollout, or the jump 0 → jumpTo worth jumpValue. */
   private readonly gain: Float64Array;
   private readonly jumpTo: Int32Array;
@@ -52,11 +55,13 @@ export class Filler {
     this.size = size;
     this.wr = Number.isFinite(budgetR) ? 1 / Math.max(budgetR, 1) : 0;
     this.wt = Number.isFinite(budgetT) ? 1 / Math.max(budgetT, 1) : 0;
-    this.start = input.skip ? 0 : input.minN;
+    this.lower = input.promptMinN;
+    this.upper = input.promptMaxN;
     this.state = { n: new Int32Array(size), usedR: 0, usedT: 0, objective: 0, bound: NaN, surplusRollouts: 0 };
     this.gain = new Float64Array(size);
-    this.jumpTo = new Int32Array(input.skip ? size : 0);
-    this.jumpValue = new Float64Array(input.skip ? size : 0);
+    const jumps = input.skip || this.lower !== undefined;
+    this.jumpTo = new Int32Array(jumps ? size : 0);
+    this.jumpValue = new Float64Array(jumps ? size : 0);
     this.keys = new Float64Array(size);
     this.items = new Int32Array(size);
     this.heap = new MaxHeap(size, input.tieBreak);
@@ -67,12 +72,13 @@ export class Filler {
     const c = input.tokensPerRollout;
     const f = input.fixedTokens;
     for (let i = 0; i < size; i++) {
-      this.state.n[i] = this.start;
-      const v = input.curves.seek(i, this.start);
-      if (this.start > 0) {
+      const start = startOf(input, i);
+      this.state.n[i] = start;
+      const v = input.curves.seek(i, start);
+      if (start > 0) {
         this.state.objective += v;
-        this.state.usedR += this.start;
-        this.state.usedT += this.start * c[i]! + f[i]!;
+        this.state.usedR += start;
+        this.state.usedT += start * c[i]! + f[i]!;
       }
     }
   }
@@ -86,6 +92,15 @@ export class Filler {
     return this.state.usedR + r <= this.budgetR && this.state.usedT + t <= this.budgetT * (1 + SLACK);
   }
 
+  private maxOf(i: number): number {
+    return this.upper === undefined ? this.input.maxN : this.upper[i]!;
+  }
+
+  /** The smallest group a jump from 0 may make. */
+  private jumpMin(i: number): number {
+    return this.lower === undefined ? this.input.minN : Math.max(1, this.lower[i]!);
+  }
+
   private unitCost(i: number): number {
     return this.wr + this.wt * this.input.tokensPerRollout[i]!;
   }
@@ -97,7 +112,7 @@ export class Filler {
   /** Key of item i's pending move on the phase's curves, or NaN when it has none. */
   private keyOf(i: number): number {
     const n = this.state.n[i]!;
-    const { minN, maxN } = this.input;
+    const maxN = this.maxOf(i);
     if (n >= maxN) return NaN;
     const cv = this.cv;
     const uc = this.unitCost(i);
@@ -106,7 +121,8 @@ export class Filler {
       this.gain[i] = g;
       return Filler.ratio(g, uc);
     }
-    let m = minN;
+    let m = this.jumpMin(i);
+    if (m > maxN) return NaN;
     let v = cv.seek(i, m);
     let cost = m * uc + this.wt * this.input.fixedTokens[i]!;
     while (m < maxN) {
@@ -241,7 +257,7 @@ export class Filler {
           const roomR = this.budgetR - this.state.usedR;
           const roomT = c[i]! > 0 ? (this.budgetT * (1 + SLACK) - this.state.usedT - f[i]!) / c[i]! : Infinity;
           const smaller = Math.min(m - 1, Math.floor(roomR), Math.floor(roomT));
-          if (smaller < input.minN) {
+          if (smaller < this.jumpMin(i)) {
             heap.pop();
             continue;
           }
@@ -292,14 +308,16 @@ export class Filler {
     // for deep groups (knapsack on hard prompts) is then counted in full.
     const stride = Math.ceil(size / Math.min(SAMPLE, Math.max(256, size >> 4)));
     const sampled = Math.ceil(size / stride);
-    const room = sampled * (input.maxN + 1);
+    let most = input.maxN;
+    if (this.upper !== undefined) for (let i = 0; i < size; i += stride) most = Math.max(most, this.upper[i]!);
+    const room = sampled * (most + 1);
     const ratios = new Float64Array(room);
     const costR = new Float64Array(room);
     const costT = new Float64Array(room);
     let m = 0;
     for (let i = 0; i < size; i += stride) {
       const n0 = state.n[i]!;
-      while (state.n[i]! < input.maxN) {
+      while (state.n[i]! < this.maxOf(i)) {
         const key = this.keyOf(i);
         // Moves under the saturation floor are never taken in this phase: stop there.
         if (!(key > 0) || key < floor) break;
@@ -374,12 +392,13 @@ export class Filler {
       let g = NaN;
       let taken = 0;
       if (cv.advanceWhile !== undefined) {
-        taken = cv.advanceWhile(i, uc, lambda, input.maxN);
+        taken = cv.advanceWhile(i, uc, lambda, this.maxOf(i));
         if (!tracked) state.objective += cv.walkGain!;
         g = cv.walkNext!;
         n += taken;
       } else {
-        while (n < input.maxN) {
+        const maxN = this.maxOf(i);
+        while (n < maxN) {
           g = cv.nextGain(i);
           if (!(Filler.ratio(g, uc) > lambda)) break;
           if (!tracked) state.objective += g;

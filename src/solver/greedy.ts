@@ -1,3 +1,4 @@
+import { startNeeds } from './bounds.js';
 import { Filler, SLACK } from './fill.js';
 import type { SolverInput, SolverResult } from './types.js';
 
@@ -6,7 +7,7 @@ import type { SolverInput, SolverResult } from './types.js';
 /**
  * Greedy on marginal value per unit cost over each prompt's concave hull of options.
  *
- * Every prompt starts at min_n (or 0 with skip). A move is one more rollout (value
+ * Every prompt starts at min_n (or 0 with skip, or its own bounds: solver/bounds.ts). A move is one more rollout (value
  * v(n+1) − v(n)), or, from 0, the hull's first segment 0 → m* where m* maximizes the chord
  * v(m)/cost(m) (v is concave for n ≥ 1, so the chord rises while the next marginal exceeds
  * it). Moves are taken in order of value per normalized cost, cost = 1/B_r + c_i/B_t per
@@ -29,11 +30,8 @@ import type { SolverInput, SolverResult } from './types.js';
  */
 export function greedySolve(input: SolverInput): SolverResult {
   const size = input.curves.size;
-  const start = input.skip ? 0 : input.minN;
-  let needR = size * start;
-  let needT = 0;
-  if (start > 0) for (let i = 0; i < size; i++) needT += start * input.tokensPerRollout[i]! + input.fixedTokens[i]!;
-  if (needR > input.rollouts || needT > input.tokens * (1 + SLACK)) {
+  const need = startNeeds(input);
+  if (need.rollouts > input.rollouts || need.tokens > input.tokens * (1 + SLACK)) {
     return {
       status: 'budget-infeasible',
       n: new Int32Array(size),
@@ -41,7 +39,7 @@ export function greedySolve(input: SolverInput): SolverResult {
       upperBound: 0,
       usedRollouts: 0,
       usedTokens: 0,
-      needed: { rollouts: needR, tokens: needT },
+      needed: need,
       surplusRollouts: 0,
     };
   }

@@ -1,20 +1,11 @@
 import lpSolver from 'javascript-lp-solver';
+import { optionsOf, startNeeds } from './bounds.js';
 import type { SolverInput, SolverResult } from './types.js';
 
-/** The options a prompt may take: 0 (with skip) and min_n..max_n. */
-function options(input: SolverInput): number[] {
-  const list: number[] = input.skip ? [0] : [];
-  for (let n = input.minN; n <= input.maxN; n++) list.push(n);
-  return list;
-}
-
 function infeasible(size: number, input: SolverInput): SolverResult {
-  const start = input.skip ? 0 : input.minN;
-  let tokens = 0;
-  for (let i = 0; i < size && start > 0; i++) tokens += start * input.tokensPerRollout[i]! + input.fixedTokens[i]!;
   return {
     status: 'budget-infeasible', n: new Int32Array(size), objective: 0, upperBound: 0,
-    usedRollouts: 0, usedTokens: 0, needed: { rollouts: size * start, tokens }, surplusRollouts: 0,
+    usedRollouts: 0, usedTokens: 0, needed: startNeeds(input), surplusRollouts: 0,
   };
 }
 
@@ -29,12 +20,12 @@ export function exactDp(input: SolverInput, limit = 5e7): SolverResult {
   if (!Number.isFinite(input.rollouts) || size * (budget + 1) > limit) {
     return { status: 'truncated', n: new Int32Array(size), objective: 0, upperBound: 0, usedRollouts: 0, usedTokens: 0, surplusRollouts: 0 };
   }
-  const opts = options(input);
-  if (size * (input.skip ? 0 : input.minN) > budget) return infeasible(size, input);
+  if (startNeeds(input).rollouts > budget) return infeasible(size, input);
   let prev = new Float64Array(budget + 1).fill(-Infinity);
   prev[0] = 0;
   const choice = new Int32Array(size * (budget + 1));
   for (let i = 0; i < size; i++) {
+    const opts = optionsOf(input, i);
     const values = opts.map((n) => input.curves.value(i, n));
     const next = new Float64Array(budget + 1).fill(-Infinity);
     for (let b = 0; b <= budget; b++) {
@@ -71,7 +62,6 @@ export function exactDp(input: SolverInput, limit = 5e7): SolverResult {
  */
 export function milpSolve(input: SolverInput, timeoutMs?: number): SolverResult {
   const size = input.curves.size;
-  const opts = options(input);
   const variables: Record<string, Record<string, number>> = {};
   const ints: Record<string, 1> = {};
   const constraints: Record<string, { max?: number; equal?: number }> = {};
@@ -79,7 +69,7 @@ export function milpSolve(input: SolverInput, timeoutMs?: number): SolverResult 
   if (Number.isFinite(input.tokens)) constraints.tokens = { max: input.tokens };
   for (let i = 0; i < size; i++) {
     constraints[`one${i}`] = { equal: 1 };
-    for (const n of opts) {
+    for (const n of optionsOf(input, i)) {
       const name = `x${i}_${n}`;
       variables[name] = {
         value: input.curves.value(i, n),

@@ -13,6 +13,13 @@ export interface SolverInput {
   readonly tieBreak: Uint32Array;
   readonly minN: number;
   readonly maxN: number;
+  /**
+   * Per-prompt bounds overriding min_n and max_n (solver/bounds.ts). A lower bound of 0 lets
+   * the prompt stay at 0 and grow one rollout at a time: a prompt that already has rollouts
+   * at this step, topped up in a later round.
+   */
+  readonly promptMinN?: Int32Array;
+  readonly promptMaxN?: Int32Array;
   /** n_i may be 0 (the prompt is left out of the step). */
   readonly skip: boolean;
   /** Σ n_i ≤ rollouts; Infinity when unbounded. */
