@@ -24,6 +24,7 @@ export { MonomialCurves } from './value/curves.js';
 export type { CurveMode, ValueCurves } from './value/curves.js';
 export { conditionalValue, partialGroupOf, partialKey } from './value/conditional.js';
 export type { PartialGroup } from './value/conditional.js';
+export { PartitionedCurves } from './value/partitioned.js';
 export { greedySolve } from './solver/greedy.js';
 export { exactDp, milpSolve } from './solver/reference.js';
 export { createSolverRegistry } from './solver/registry.js';

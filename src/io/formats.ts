@@ -37,6 +37,7 @@ export function parsePrompts(text: string, name: string): Candidate[] {
     field.int(where, value, 'prompt_tokens', 0);
     field.int(where, value, 'max_tokens', 1);
     field.string(where, value, 'group', false);
+    field.rewards(where, value, 'partial_rewards');
     const before = seen.get(id);
     if (before !== undefined) throw badInput(where, `"id" ${quote(id)} repeats line ${before}`);
     seen.set(id, line);

@@ -63,6 +63,16 @@ export const field = {
     }
     return v;
   },
+  /** An optional array of rewards, numbers in [0, 1] (e.g. `partial_rewards`). */
+  rewards(where: string, obj: Record<string, unknown>, key: string): readonly number[] | undefined {
+    const v = obj[key];
+    if (v === undefined) return undefined;
+    if (!Array.isArray(v)) throw badInput(where, `"${key}" must be an array of rewards in [0, 1], got ${quote(v)}`);
+    v.forEach((r, j) => {
+      if (typeof r !== 'number' || !(r >= 0 && r <= 1)) throw badInput(where, `"${key}[${j}]" must be a number in [0, 1], got ${quote(r)}`);
+    });
+    return v as number[];
+  },
   reward(where: string, key: string, v: unknown): number {
     if (typeof v === 'boolean') return v ? 1 : 0;
     if (typeof v !== 'number' || !Number.isFinite(v) || v < 0 || v > 1) {

@@ -10,6 +10,7 @@ import type { Registry } from '../registry.js';
 import type { Solver } from '../solver/types.js';
 import type { ValueFunction } from '../value/functions.js';
 import { resolvePlanOptions, validateBudget, type PlanOptionsInput } from './options.js';
+import { applyPartials, buildPartialCurves, partialBounds } from './partial.js';
 import type { Policy } from './policies.js';
 import type { Allocation, Budget, Candidate, Plan } from './types.js';
 
@@ -80,6 +81,7 @@ export function planStep(
 
   const states: (PromptState | undefined)[] = new Array(size);
   const { alpha, beta } = posteriors(snapshot, candidates, step, options, states);
+  const partials = applyPartials(candidates, alpha, beta);
   const tokensPerRollout = new Float64Array(size);
   const fixedTokens = new Float64Array(size);
   let assumedLengths = 0;
@@ -101,8 +103,10 @@ export function planStep(
   }
   if (missingPromptTokens > 0) warnings.push(`${missingPromptTokens} prompts have no prompt_tokens: their prefill counts as 0`);
 
-  const built = policy.build({ candidates, alpha, beta, snapshot, value, surplusValue, seed: options.seed, step });
+  const policyInput = { candidates, alpha, beta, snapshot, value, surplusValue, seed: options.seed, step };
+  const built = partials === undefined ? policy.build(policyInput) : buildPartialCurves(policy, policyInput, partials);
   const result = solver({
+    ...(partials === undefined ? {} : partialBounds(partials, options.minN, options.maxN)),
     curves: built.curves,
     ...(built.surplus === undefined ? {} : { surplus: built.surplus }),
     tokensPerRollout,

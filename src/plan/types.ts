@@ -8,6 +8,11 @@ export interface Candidate {
   readonly prompt_tokens?: number;
   readonly max_tokens?: number;
   readonly group?: string;
+  /**
+   * Rewards of the rollouts this prompt already got at this step (an earlier round): the plan
+   * then gives the rollouts to add (plan/partial.ts).
+   */
+  readonly partial_rewards?: readonly number[];
   readonly [extra: string]: unknown;
 }
 

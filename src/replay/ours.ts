@@ -7,6 +7,7 @@ import type { PromptState } from '../posterior/state.js';
 import { snapshotOf } from '../posterior/state.js';
 import { addRollout, applyEvidence, emptyEvidence } from '../store/accumulate.js';
 import { MonomialCurves } from '../value/curves.js';
+import type { Budget, Candidate, Plan } from '../plan/types.js';
 import type { Decision, GroupOutcome, PolicyConfig, PolicyRun, ReplayPolicy, StepContext } from './types.js';
 
 /**
@@ -27,6 +28,9 @@ export class MemoryState {
   }
 }
 
+/** Our planner's options, and in how many rounds a step is planned and generated. */
+export type ReplayPlanOptions = PlanOptionsInput & { readonly rounds?: number };
+
 /**
  * Plans a step with our planner (planStep) from a memory state. Under a token budget it plans
  * with skip on (a prompt may get 0 rollouts: with long, costly responses the step selects
@@ -36,24 +40,72 @@ export class MemoryState {
 export function planWithState(
   state: MemoryState,
   ctx: StepContext,
-  options: PlanOptionsInput,
+  options: ReplayPlanOptions,
   registries: Registries,
 ): Decision {
   const snapshot = snapshotOf(state.states.values());
+  const { rounds = 1, ...planOptions } = options;
   const input: PlanOptionsInput = {
-    ...options, skip: options.skip ?? ctx.budget.tokens !== undefined, minN: ctx.minN, maxN: ctx.maxN, seed: ctx.seed, step: ctx.step,
+    ...planOptions, skip: options.skip ?? ctx.budget.tokens !== undefined, minN: ctx.minN, maxN: ctx.maxN, seed: ctx.seed, step: ctx.step,
   };
-  let plan;
-  try {
-    plan = planStep(snapshot, ctx.candidates, ctx.budget, input, registries);
-  } catch (error) {
-    if (!(error instanceof RolloutBudgetError) || error.code !== 'BUDGET_INFEASIBLE') throw error;
-    plan = planStep(snapshot, ctx.candidates, ctx.budget, { ...input, skip: true }, registries);
-  }
+  const planOnce = (candidates: readonly Candidate[], budget: Budget): Plan => {
+    try {
+      return planStep(snapshot, candidates, budget, input, registries);
+    } catch (error) {
+      if (!(error instanceof RolloutBudgetError) || error.code !== 'BUDGET_INFEASIBLE') throw error;
+      return planStep(snapshot, candidates, budget, { ...input, skip: true }, registries);
+    }
+  };
+  if (rounds > 1) return planInRounds(ctx, rounds, planOnce);
+  const plan = planOnce(ctx.candidates, ctx.budget);
   const byId = new Map(plan.allocations.map((a) => [a.prompt_id, a]));
   const n = Int32Array.from(ctx.candidates, (c) => byId.get(c.id)?.n ?? 0);
   const predicted = new Map(plan.allocations.map((a) => [a.prompt_id, a.p_mean]));
   return { n, predicted };
+}
+
+/**
+ * A step in `rounds` rounds: round r of R plans a 1/(R − r + 1) share of the budget still left,
+ * its groups are generated, and the next round plans with each prompt's rewards so far as its
+ * `partial_rewards` (conditional values: e.g. more rollouts for a group that is all wrong so
+ * far, none for one that already varies under `informative`). What is left is counted from
+ * the generated groups (their tokens when known, else the plan's expected tokens). Predicted
+ * pass rates are each prompt's first plan's, made before any of its outcomes at this step.
+ */
+function planInRounds(ctx: StepContext, rounds: number, planOnce: (candidates: readonly Candidate[], budget: Budget) => Plan): Decision {
+  const groups = new Map<string, GroupOutcome>();
+  const predicted = new Map<string, number>();
+  const byId = new Map(ctx.candidates.map((c) => [c.id, c]));
+  let leftR = ctx.budget.rollouts;
+  let leftT = ctx.budget.tokens;
+  for (let r = 0; r < rounds; r++) {
+    const share = 1 / (rounds - r);
+    const budget: Budget = {
+      ...(leftR === undefined ? {} : { rollouts: Math.floor(leftR * share) }),
+      ...(leftT === undefined ? {} : { tokens: Math.floor(leftT * share) }),
+    };
+    if ((budget.rollouts ?? 1) < 1 || (budget.tokens ?? 1) < 1) break;
+    const candidates = ctx.candidates.map((c) => {
+      const g = groups.get(c.id);
+      return g === undefined ? c : { ...c, partial_rewards: g.rewards };
+    });
+    const plan = planOnce(candidates, budget);
+    if (plan.totals.rollouts === 0) break;
+    for (const a of plan.allocations) {
+      if (!predicted.has(a.prompt_id)) predicted.set(a.prompt_id, a.p_mean);
+      const g = ctx.generate(byId.get(a.prompt_id)!, a.n);
+      groups.set(a.prompt_id, g);
+      if (leftR !== undefined) leftR -= a.n;
+      if (leftT !== undefined) leftT -= g.tokens === null ? a.expected_tokens : sumLast(g.tokens, a.n);
+    }
+  }
+  return { predicted };
+}
+
+function sumLast(xs: readonly number[], n: number): number {
+  let total = 0;
+  for (let j = xs.length - n; j < xs.length; j++) total += xs[j]!;
+  return total;
 }
 
 /** One of our planner's policies (bayes, thompson, mean, ...) as a replay policy. */

@@ -117,6 +117,7 @@ function candidatesOf(v: unknown): Candidate[] {
     field.int(where, c, 'prompt_tokens', 0);
     field.int(where, c, 'max_tokens', 1);
     field.string(where, c, 'group', false);
+    field.rewards(where, c, 'partial_rewards');
     const before = seen.get(id);
     if (before !== undefined) throw badInput(where, `"id" ${quote(id)} repeats body.candidates[${before}]`);
     seen.set(id, i);

@@ -1,0 +1,92 @@
+import { badInput, quote } from '../errors.js';
+import { conditionalValue, partialGroupOf, partialKey, type PartialGroup } from '../value/conditional.js';
+import type { ValueCurves } from '../value/curves.js';
+import { PartitionedCurves } from '../value/partitioned.js';
+import type { Policy, PolicyInput, PolicyOutput } from './policies.js';
+import type { Candidate } from './types.js';
+
+/**
+ * Rounds within a step. A candidate's `partial_rewards` are the rewards of rollouts it already
+ * got at this step (an earlier round). The plan then gives the rollouts to add: the posterior
+ * counts the partial rewards (undecayed: same step), the value is the conditional one (what m
+ * more rollouts add to the group, value/conditional.ts), and the prompt may get 0 more, up to
+ * max_n − k. Budgets are what is left for this round.
+ */
+
+/**
+ * The candidates' partial groups, or undefined when none has any. Adds each partial group's
+ * successes and failures to α and β in place. Throws BAD_INPUT on a malformed list (library
+ * callers; the prompts file is checked when parsed). O(N + Σk).
+ */
+export function applyPartials(candidates: readonly Candidate[], alpha: Float64Array, beta: Float64Array): PartialGroup[] | undefined {
+  let groups: PartialGroup[] | undefined;
+  for (let i = 0; i < candidates.length; i++) {
+    const rewards = candidates[i]!.partial_rewards;
+    if (rewards === undefined) continue;
+    if (!Array.isArray(rewards)) throw badInput(`candidate ${i + 1}`, `"partial_rewards" must be an array of rewards in [0, 1], got ${quote(rewards)}`);
+    let s = 0;
+    rewards.forEach((r, j) => {
+      if (typeof r !== 'number' || !(r >= 0 && r <= 1)) throw badInput(`candidate ${i + 1}`, `"partial_rewards[${j}]" must be a number in [0, 1], got ${quote(r)}`);
+      s += r;
+    });
+    if (rewards.length === 0) continue;
+    groups ??= new Array<PartialGroup>(candidates.length).fill(NONE);
+    groups[i] = partialGroupOf(rewards);
+    alpha[i] = alpha[i]! + s;
+    beta[i] = beta[i]! + rewards.length - s;
+  }
+  return groups;
+}
+
+const NONE: PartialGroup = { rollouts: 0, sawSuccess: false, sawFailure: false };
+
+/** Per-prompt bounds: [min_n, max_n] for a fresh prompt, [0, max_n − k] for one with k. O(N). */
+export function partialBounds(groups: readonly PartialGroup[], minN: number, maxN: number): { promptMinN: Int32Array; promptMaxN: Int32Array } {
+  const promptMinN = new Int32Array(groups.length);
+  const promptMaxN = new Int32Array(groups.length);
+  groups.forEach((g, i) => {
+    promptMinN[i] = g.rollouts === 0 ? minN : 0;
+    promptMaxN[i] = Math.max(0, maxN - g.rollouts);
+  });
+  return { promptMinN, promptMaxN };
+}
+
+/**
+ * The policy's curves when some prompts have partial groups: prompts are split by kind of
+ * partial group (k and whether it saw a success, a failure), the policy builds each part's
+ * curves with that kind's conditional value and surplus value, and the parts are joined.
+ * O(N + parts · policy build).
+ */
+export function buildPartialCurves(policy: Policy, input: PolicyInput, groups: readonly PartialGroup[]): PolicyOutput {
+  const byKey = new Map<string, number[]>();
+  groups.forEach((g, i) => {
+    const key = partialKey(g);
+    const list = byKey.get(key);
+    if (list === undefined) byKey.set(key, [i]);
+    else list.push(i);
+  });
+  const partOf = new Uint16Array(groups.length);
+  const local = new Int32Array(groups.length);
+  const curves: ValueCurves[] = [];
+  const surplus: (ValueCurves | undefined)[] = [];
+  for (const members of byKey.values()) {
+    const g = groups[members[0]!]!;
+    members.forEach((i, j) => {
+      partOf[i] = curves.length;
+      local[i] = j;
+    });
+    const built = policy.build({
+      ...input,
+      candidates: members.map((i) => input.candidates[i]!),
+      alpha: Float64Array.from(members, (i) => input.alpha[i]!),
+      beta: Float64Array.from(members, (i) => input.beta[i]!),
+      value: conditionalValue(input.value, g),
+      surplusValue: conditionalValue(input.surplusValue, g),
+    });
+    curves.push(built.curves);
+    surplus.push(built.surplus);
+  }
+  const joined = new PartitionedCurves(curves, partOf, local);
+  if (surplus.some((s) => s === undefined)) return { curves: joined };
+  return { curves: joined, surplus: new PartitionedCurves(surplus as ValueCurves[], partOf, local) };
+}
