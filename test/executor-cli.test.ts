@@ -124,7 +124,8 @@ describe('execute, observe and loop on the command line', () => {
     expect(rows.map((r) => r.step)).toEqual([0, 1, 2]);
     for (const r of rows) {
       expect(r.rollouts).toBe(r.planned);
-      expect(r.applied).toBe(r.rollouts);
+      expect(r.applied).toBe(r.rollouts); // no rollout id repeats across the step's two rounds
+      expect(r.rounds).toBe(2);
     }
     expect(rows[0].aborted).toBeGreaterThan(0);
     expect(rows[1].resumed + rows[2].resumed).toBeGreaterThan(0);

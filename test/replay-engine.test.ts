@@ -48,10 +48,11 @@ describe('replay engine', () => {
     // The plant: every group from step T on flips (k → n − k), the most informative change possible.
     const planted = base.map((v) => (v.step >= T ? { ...v, correct: v.n - v.correct } : v));
     const registry = createReplayPolicyRegistry();
-    const local = ['uniform', 'bayes', 'thompson', 'mean', 'knapsack-rl'];
-    // xrpo sizes groups in rounds inside the step from the rollouts it has generated there, so
-    // its step-T sizes may depend on step T's own (generated) outcomes, never on later ones.
-    const rounds = ['xrpo'];
+    const local = ['uniform', 'knapsack-rl'];
+    // xrpo, and our policies (two rounds a step by default), size groups in rounds inside the
+    // step from the rollouts they generated there, so their step-T sizes may depend on step T's
+    // own (generated) outcomes, never on later ones. In one round, ours are checked up to T below.
+    const rounds = ['xrpo', 'bayes', 'thompson', 'mean'];
     const pooled = ['dapo', 'greso', 'mopps'];
     // max_n 8 = the logged group size: every outcome is a logged one, none comes from the pooled
     // rate; 6 rollouts a prompt leaves the policies a choice.
@@ -71,6 +72,14 @@ describe('replay engine', () => {
       if (ra.name !== 'uniform') expect(rb.allocations.slice(T + 1).join('|'), ra.name).not.toBe(ra.allocations.slice(T + 1).join('|'));
     });
     expect(compared).toBeGreaterThan(150);
+    // Ours in one round a step: nothing of step T reaches its plan.
+    const single = { ...options, policies: ['bayes', 'thompson', 'mean'], plan: { rounds: 1 } };
+    const a1 = runPolicies(replayEnvironment(new LoggedRun(base)), single);
+    const b1 = runPolicies(replayEnvironment(new LoggedRun(planted)), single);
+    a1.forEach((ra, k) => {
+      for (let s = 0; s <= T; s++) expect(b1[k]!.allocations[s], `${ra.name} (1 round) at step ${s}`).toBe(ra.allocations[s]);
+      expect(b1[k]!.allocations.slice(T + 1).join('|'), ra.name).not.toBe(ra.allocations.slice(T + 1).join('|'));
+    });
   });
 
   it('spearman: ties averaged, perfect and reversed orders', () => {

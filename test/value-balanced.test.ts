@@ -7,7 +7,7 @@ describe('balanced value', () => {
     for (const p of [0, 0.05, 0.3, 0.5, 0.9, 1]) {
       for (const n of [1, 2, 8, 33]) {
         const inf = 1 - p ** n - (1 - p) ** n;
-        const expected = inf * (1 + 2.5 * (1 - p) ** 3 + 0.65 * p * (1 - p) ** 2) + 0.034 * n * inf;
+        const expected = inf * (1 + 2.5 * (1 - p) ** 3 + 0.65 * p * (1 - p) ** 2) + 0.05 * n * inf;
         expect(valueAt(balancedValue, p, n)).toBeCloseTo(expected, 12);
         const curves = new MonomialCurves(balancedValue, { kind: 'point', p: Float64Array.of(p) });
         expect(curves.value(0, n)).toBeCloseTo(expected, 12);

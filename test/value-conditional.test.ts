@@ -13,7 +13,7 @@ const statistics: Record<string, (outcomes: number[], p: number) => number> = {
   knapsack: (o, p) => (varies(o) ? p * (1 - p) ** 2 : 0),
   variance: (o, p) => (varies(o) ? p * (1 - p) : 0),
   hit: (o) => (o.some((x) => x === 1) ? 1 : 0),
-  balanced: (o, p) => (varies(o) ? 1 + 2.5 * (1 - p) ** 3 + 0.65 * p * (1 - p) ** 2 + 0.034 * o.length : 0),
+  balanced: (o, p) => (varies(o) ? 1 + 2.5 * (1 - p) ** 3 + 0.65 * p * (1 - p) ** 2 + 0.05 * o.length : 0),
 };
 const functions: ValueFunction[] = [informativeValue, knapsackValue, varianceValue, hitValue, balancedValue];
 

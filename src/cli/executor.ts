@@ -5,10 +5,11 @@ import { commitPartials, executePlan } from '../executor/execute.js';
 import { runLoop } from '../executor/loop.js';
 import { PartialStore } from '../executor/partials.js';
 import { parsePlan } from '../executor/planfile.js';
-import { progressBar, summaryLine } from '../executor/summary.js';
+import { mergeSummaries, progressBar, summaryLine } from '../executor/summary.js';
 import type { ExecuteOptions, ExecutedRollout } from '../executor/types.js';
 import { verifierFrom } from '../executor/verify/verifiers.js';
 import { parsePrompts } from '../io/formats.js';
+import { defaultPlanOptions, defaultRounds } from '../plan/options.js';
 import { SimModel, SHORT_COT } from '../simserver/model.js';
 import { parseSimPrompts } from '../simserver/prompts.js';
 import { SimServer } from '../simserver/server.js';
@@ -121,8 +122,9 @@ export function registerExecutorCommands(program: Command, io: CliIo): void {
     .addOption(new Option('--min-n <int>', 'rollouts per included prompt, at least').default(2).argParser(intArg(1)))
     .addOption(new Option('--max-n <int>', 'rollouts per prompt, at most').default(64).argParser(intArg(1)))
     .option('--skip', 'prompts may get 0 rollouts', false)
-    .option('--policy <name>', 'bayes, thompson, mean', 'bayes')
-    .option('--value <name>', 'knapsack, informative, variance, hit', 'knapsack')
+    .option('--policy <name>', 'bayes, thompson, mean', defaultPlanOptions.policy)
+    .option('--value <name>', 'balanced, knapsack, informative, variance, hit', defaultPlanOptions.value)
+    .addOption(new Option('--rounds <int>', 'plan and generate each step in this many rounds; later rounds top up groups by what they showed').default(defaultRounds).argParser(intArg(1)))
     .addOption(new Option('--seed <int>', 'run seed').default(0).argParser(intArg(0)));
   loop.action(async (opts) => {
     const input = await readInput(io, opts.prompts);
@@ -142,10 +144,11 @@ export function registerExecutorCommands(program: Command, io: CliIo): void {
         toExecuteOptions(io, opts, partials),
         opts.steps,
         (row) => {
-          const s = row.report.summary;
-          io.stdout(`${JSON.stringify({ step: row.step, prompts: row.prompts, planned: row.planned, rollouts: s.rollouts, aborted: s.aborted, resumed: s.resumed, applied: row.observed.applied, mean_reward: s.mean_reward, tokens: s.tokens, wall_s: s.wall_s, tokens_per_s: s.tokens_per_s })}\n`);
+          const s = mergeSummaries(row.rounds.map((r) => r.summary));
+          io.stdout(`${JSON.stringify({ step: row.step, prompts: row.prompts, planned: row.planned, rollouts: s.rollouts, aborted: s.aborted, resumed: s.resumed, applied: row.observed.applied, mean_reward: s.mean_reward, tokens: s.tokens, wall_s: s.wall_s, tokens_per_s: s.tokens_per_s, rounds: row.rounds.length })}\n`);
           io.stderr(`step ${row.step}: ${summaryLine(s)}\n`);
         },
+        opts.rounds,
       );
     } finally {
       partials.close();

@@ -1,7 +1,7 @@
 import { Command, InvalidArgumentError, Option } from 'commander';
 import { badOption } from '../errors.js';
 import { readText } from '../io/jsonl.js';
-import { defaultPlanOptions } from '../plan/options.js';
+import { defaultPlanOptions, defaultRounds } from '../plan/options.js';
 import type { Budget } from '../plan/types.js';
 import { runPolicies, type PolicyResult } from '../replay/engine.js';
 import { replayEnvironment } from '../replay/env.js';
@@ -66,6 +66,7 @@ export function registerReplayCommands(program: Command, io: CliIo): void {
     .addOption(new Option('--max-n <int>', 'rollouts per prompt, at most').default(64).argParser(intArg(1)))
     .addOption(new Option('--steps <a:b>', 'only logged steps a..b (inclusive)').argParser(stepRange))
     .addOption(new Option('--seed <int>', 'run seed (outcome draws, Thompson draws)').default(0).argParser(intArg(0)))
+    .addOption(new Option('--rounds <int>', 'our policies plan and generate each step in this many rounds (later rounds top up groups by what they showed)').default(defaultRounds).argParser(intArg(1)))
     .option('--out <dir>', 'write metrics.json, summary.md and report.html here')
     .option('--quiet', 'no progress bar', false)
     .action(async (opts) => {
@@ -85,14 +86,14 @@ export function registerReplayCommands(program: Command, io: CliIo): void {
       const replaying = createProgress(io, opts.quiet, 'replaying');
       const results: PolicyResult[] = runPolicies(replayEnvironment(run), {
         policies: opts.policies, registry: createReplayPolicyRegistry(), minN: opts.minN, maxN: opts.maxN, seed: opts.seed,
-        budget, steps, onProgress: replaying.update,
+        budget, steps, plan: { rounds: opts.rounds }, onProgress: replaying.update,
       });
       replaying.finish();
       emit(io, opts.out, {
         kind: 'replay',
         title: `Replay of ${opts.log}`,
         source: opts.log,
-        options: { format, seed: opts.seed, min_n: opts.minN, max_n: opts.maxN, budget_rollouts: opts.budgetRollouts ?? 'logged rollouts of each step', budget_tokens: opts.budgetTokens ?? null, steps: [steps[0], steps.at(-1)], policies: opts.policies, default_policy: defaultPlanOptions.policy, default_value: defaultPlanOptions.value },
+        options: { format, seed: opts.seed, min_n: opts.minN, max_n: opts.maxN, budget_rollouts: opts.budgetRollouts ?? 'logged rollouts of each step', budget_tokens: opts.budgetTokens ?? null, steps: [steps[0], steps.at(-1)], policies: opts.policies, default_policy: defaultPlanOptions.policy, default_value: defaultPlanOptions.value, rounds: opts.rounds },
         notes: replayNotes,
         results,
       });
@@ -107,6 +108,7 @@ export function registerReplayCommands(program: Command, io: CliIo): void {
     .addOption(new Option('--seed <int>', 'run seed (outcome draws; default: the scenario\'s)').argParser(intArg(0)))
     .addOption(new Option('--min-n <int>', 'rollouts per included prompt, at least').default(2).argParser(intArg(1)))
     .addOption(new Option('--max-n <int>', 'rollouts per prompt, at most').default(64).argParser(intArg(1)))
+    .addOption(new Option('--rounds <int>', 'our policies plan and generate each step in this many rounds (later rounds top up groups by what they showed)').default(defaultRounds).argParser(intArg(1)))
     .option('--out <dir>', 'write metrics.json, summary.md and report.html here')
     .option('--quiet', 'no progress bar', false)
     .action((opts) => {
@@ -117,14 +119,14 @@ export function registerReplayCommands(program: Command, io: CliIo): void {
       const seed: number = opts.seed ?? scenario.seed;
       const progress = createProgress(io, opts.quiet, 'simulating');
       const results = runPolicies(simulatedEnvironment(scenario), {
-        policies: opts.policies, registry: createReplayPolicyRegistry(), minN: opts.minN, maxN: opts.maxN, seed, onProgress: progress.update,
+        policies: opts.policies, registry: createReplayPolicyRegistry(), minN: opts.minN, maxN: opts.maxN, seed, plan: { rounds: opts.rounds }, onProgress: progress.update,
       });
       progress.finish();
       emit(io, opts.out, {
         kind: 'simulate',
         title: `Simulation: ${scenario.name}`,
         source: opts.scenario,
-        options: { scenario, seed, min_n: opts.minN, max_n: opts.maxN, policies: opts.policies, baselines: baselineNames },
+        options: { scenario, seed, min_n: opts.minN, max_n: opts.maxN, rounds: opts.rounds, policies: opts.policies, baselines: baselineNames },
         notes: [
           scenario.description,
           'A closed-loop model (src/simulate/world.ts), not data: difficulty, drift and lengths follow the measured figures in CALIBRATION.md; each policy trains its own copy of the pool.',

@@ -12,6 +12,8 @@ interface Group {
   readonly prompt: Candidate;
   readonly api: Api;
   readonly target: number;
+  /** Index of the first new rollout (the allocation's first_rollout, else 0). */
+  readonly first: number;
   readonly maxTokens: number | null;
   readonly units: Unit[];
   done: number;
@@ -39,7 +41,7 @@ export async function executePlan(plan: Plan, prompts: ReadonlyMap<string, Candi
     const where = `plan allocation ${quote(a.prompt_id)}`;
     if (prompt === undefined) throw badInput(where, `prompt ${quote(a.prompt_id)} is not in the prompts file`);
     options.verifier.check(prompt, `prompt ${quote(a.prompt_id)}`);
-    groups.push({ prompt, api: apiFor(prompt, options.api, `prompt ${quote(a.prompt_id)}`), target: a.n, maxTokens: a.max_tokens ?? options.defaultMaxTokens ?? null, units: [], done: 0, full: false, inflight: new Map() });
+    groups.push({ prompt, api: apiFor(prompt, options.api, `prompt ${quote(a.prompt_id)}`), target: a.n, first: a.first_rollout ?? 0, maxTokens: a.max_tokens ?? options.defaultMaxTokens ?? null, units: [], done: 0, full: false, inflight: new Map() });
   }
   const stored = options.partials?.forPrompts(groups.map((g) => g.prompt.id)) ?? new Map<string, PartialRollout[]>();
   const start = now();
@@ -82,7 +84,14 @@ export async function executePlan(plan: Plan, prompts: ReadonlyMap<string, Candi
     }
     const gid = groupId(plan.step, g.prompt.id);
     const seed = groupSeed(plan.seed, plan.step, g.prompt.id);
-    for (let j = 0; j < launch - partials.length; j++) g.units.push(freshUnit(gid, g.prompt.id, seed, j));
+    // Fresh rollouts are numbered (and seeded) after the group's rollouts so far: an earlier
+    // round launched at most ⌊(1 + r)·first_rollout⌋ fresh ones when it filled, any it aborted
+    // is a stored partial of this same group, and a caller that saw them all says so.
+    let next = Math.max(Math.floor(g.first * (1 + options.overProvision) + 1e-9), options.nextRollout?.get(g.prompt.id) ?? 0);
+    for (const p of stored.get(g.prompt.id) ?? []) {
+      if (p.rollout_id.startsWith(`${gid}#`)) next = Math.max(next, Number(p.rollout_id.slice(gid.length + 1)) + 1);
+    }
+    for (let j = 0; j < launch - partials.length; j++) g.units.push(freshUnit(gid, g.prompt.id, seed, next + j));
     // Complete partials (surplus of an earlier step) and partials already at max_tokens finish now.
     partials.forEach((p, i) => {
       const u = g.units[i]!;

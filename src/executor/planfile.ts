@@ -30,6 +30,9 @@ export function parsePlan(text: string, name: string): Plan {
     if (seen.has(a.prompt_id)) throw badInput(where, `"prompt_id" ${quote(a.prompt_id)} repeats`);
     seen.add(a.prompt_id);
     if (typeof a.n !== 'number' || !Number.isSafeInteger(a.n) || a.n < 0) throw badInput(where, `"n" must be a non-negative integer, got ${quote(a.n)}`);
+    if (a.first_rollout !== undefined && (typeof a.first_rollout !== 'number' || !Number.isSafeInteger(a.first_rollout) || a.first_rollout < 1)) {
+      throw badInput(where, `"first_rollout" must be a positive integer when present, got ${quote(a.first_rollout)}`);
+    }
     if (a.max_tokens !== null && (typeof a.max_tokens !== 'number' || !Number.isSafeInteger(a.max_tokens) || a.max_tokens < 1)) {
       throw badInput(where, `"max_tokens" must be a positive integer or null, got ${quote(a.max_tokens)}`);
     }

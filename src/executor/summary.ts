@@ -43,6 +43,42 @@ function round(x: number, digits: number): number {
   return Math.round(x * f) / f;
 }
 
+/**
+ * The summary of a step run in rounds: counts, tokens and wall time summed; mean reward
+ * weighted by rollouts; latency quantiles the worst round's (a bound, not a pooled quantile).
+ */
+export function mergeSummaries(list: readonly ExecuteSummary[]): ExecuteSummary {
+  if (list.length === 1) return list[0]!;
+  const sum = (f: (s: ExecuteSummary) => number) => list.reduce((a, s) => a + f(s), 0);
+  const worst = (f: (s: ExecuteSummary) => number | null) => {
+    const xs = list.map(f).filter((x): x is number => x !== null);
+    return xs.length === 0 ? null : Math.max(...xs);
+  };
+  const rollouts = sum((s) => s.rollouts);
+  const tokens = sum((s) => s.tokens);
+  const wall = sum((s) => s.wall_s);
+  const rewarded = list.filter((s) => s.mean_reward !== null);
+  const rewardRollouts = rewarded.reduce((a, s) => a + s.rollouts, 0);
+  return {
+    rollouts,
+    planned: sum((s) => s.planned),
+    aborted: sum((s) => s.aborted),
+    not_launched: sum((s) => s.not_launched),
+    resumed: sum((s) => s.resumed),
+    tokens,
+    tokens_unknown: sum((s) => s.tokens_unknown),
+    wall_s: round(wall, 3),
+    tokens_per_s: wall > 0 ? round(tokens / wall, 1) : 0,
+    latency_p50_ms: worst((s) => s.latency_p50_ms),
+    latency_p99_ms: worst((s) => s.latency_p99_ms),
+    requests: sum((s) => s.requests),
+    retries: sum((s) => s.retries),
+    mean_reward: rewardRollouts === 0 ? null : round(rewarded.reduce((a, s) => a + s.mean_reward! * s.rollouts, 0) / rewardRollouts, 4),
+    requests_per_endpoint: list[0]!.requests_per_endpoint.map((_, e) => sum((s) => s.requests_per_endpoint[e] ?? 0)),
+    stopped_by_token_budget: list.some((s) => s.stopped_by_token_budget),
+  };
+}
+
 /** The one-line summary `execute` prints on stderr. */
 export function summaryLine(s: ExecuteSummary): string {
   const ms = (x: number | null) => (x === null ? '-' : `${x} ms`);

@@ -23,6 +23,12 @@ export interface ExecuteOptions {
   readonly verifier: Verifier;
   /** Where unfinished generations are read from (resumed first); written by commitPartials. */
   readonly partials?: PartialStore;
+  /**
+   * Per prompt, the index of the group's next fresh rollout when earlier rounds of this step
+   * launched some (the loop passes every index it has seen); default from the allocation's
+   * first_rollout (execute.ts).
+   */
+  readonly nextRollout?: ReadonlyMap<string, number>;
   readonly temperature?: number;
   /**
    * max_tokens for groups whose plan entry has none (null). Undefined: omit it and take the

@@ -33,7 +33,10 @@ export interface PlanGroup {
   prompt_id: string;
   n: number;
   max_tokens: number | null;
+  /** The seed of the group's first new rollout: group seed + first_rollout. */
   seed: number;
+  /** Present when the prompt already had rollouts at this step (a later round). */
+  first_rollout?: number;
 }
 
 export function planGroups(plan: Plan): PlanGroup[] {
@@ -44,7 +47,8 @@ export function planGroups(plan: Plan): PlanGroup[] {
       prompt_id: a.prompt_id,
       n: a.n,
       max_tokens: a.max_tokens,
-      seed: groupSeed(plan.seed, plan.step, a.prompt_id),
+      seed: (groupSeed(plan.seed, plan.step, a.prompt_id) + (a.first_rollout ?? 0)) | 0,
+      ...(a.first_rollout === undefined ? {} : { first_rollout: a.first_rollout }),
     }));
 }
 

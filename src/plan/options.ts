@@ -13,12 +13,19 @@ export const defaultPlanOptions: PlanOptions = {
   seed: 0,
   prefillWeight: 0,
   surplusValue: 'hit',
-  saturation: 0.1,
+  saturation: 0.02,
   interval: 0.9,
   decay: defaultDecay,
   prior: defaultPriorOptions,
   length: defaultLengthOptions,
 };
+
+/**
+ * Rounds a step is planned and generated in by the loops that generate themselves (`loop`,
+ * replay, simulate): half the budget, then the rest with the first half's rewards as each
+ * prompt's `partial_rewards` (plan/partial.ts). One `plan` call is one round.
+ */
+export const defaultRounds = 2;
 
 export type PlanOptionsInput = Partial<Omit<PlanOptions, 'decay' | 'prior' | 'length'>> & {
   decay?: Partial<PlanOptions['decay']>;

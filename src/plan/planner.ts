@@ -152,6 +152,7 @@ export function planStep(
       p_low: pLow,
       p_high: pHigh,
       value: curves.cursorOf(i) === n ? curves.current(i) : curves.value(i, n),
+      ...(partials === undefined || partials[i]!.rollouts === 0 ? {} : { first_rollout: partials[i]!.rollouts }),
     });
   }
   const leftR = budget.rollouts === undefined ? 0 : budget.rollouts - result.usedRollouts;

@@ -54,6 +54,11 @@ export interface Allocation {
   p_low: number;
   p_high: number;
   value: number;
+  /**
+   * Only for a prompt with partial_rewards: how many rollouts it already has at this step, so
+   * the new ones are numbered (and seeded: group seed + j) from here in the same group.
+   */
+  first_rollout?: number;
 }
 
 /** The allocation plan (version 1). Published as schemas/plan.schema.json. */

@@ -1,6 +1,6 @@
 import { createRegistries } from '../allocator.js';
 import { RolloutBudgetError } from '../errors.js';
-import { resolvePlanOptions, type PlanOptionsInput } from '../plan/options.js';
+import { defaultRounds, resolvePlanOptions, type PlanOptionsInput } from '../plan/options.js';
 import { planStep, type Registries } from '../plan/planner.js';
 import type { Policy } from '../plan/policies.js';
 import type { PromptState } from '../posterior/state.js';
@@ -44,7 +44,7 @@ export function planWithState(
   registries: Registries,
 ): Decision {
   const snapshot = snapshotOf(state.states.values());
-  const { rounds = 1, ...planOptions } = options;
+  const { rounds = defaultRounds, ...planOptions } = options;
   const input: PlanOptionsInput = {
     ...planOptions, skip: options.skip ?? ctx.budget.tokens !== undefined, minN: ctx.minN, maxN: ctx.maxN, seed: ctx.seed, step: ctx.step,
   };
@@ -125,30 +125,32 @@ export function ourPolicy(name: string, description: string, overrides: PlanOpti
 }
 
 /**
- * `oracle`: the knapsack value at the true pass rates (simulation only), through the same
- * planner and solver as ours, so it is the ceiling of what a better estimate could give.
+ * `oracle`: our planner with the true pass rates in place of the posteriors (simulation only):
+ * the same value (default `balanced`), rounds, solver and length model, so it shows what a
+ * perfect estimate of p would add.
  */
 export const oraclePolicy: ReplayPolicy = {
-  description: 'knapsack value at the true pass rates (simulation only): the ceiling',
+  description: 'our planner at the true pass rates (simulation only): what a perfect estimate adds',
   needsTruth: true,
   create(config) {
     const registries = createRegistries();
-    let truth: Float64Array = new Float64Array(0);
+    let truth = new Map<string, number>();
     const oracle: Policy = {
       description: 'true pass rates',
-      build: (input) => ({
-        curves: new MonomialCurves(input.value, { kind: 'point', p: truth }),
-        surplus: new MonomialCurves(input.surplusValue, { kind: 'point', p: truth }),
-      }),
+      // By id: the planner may build curves for a subset of the step's candidates (rounds).
+      build: (input) => {
+        const p = Float64Array.from(input.candidates, (c) => truth.get(c.id) ?? 0.5);
+        return { curves: new MonomialCurves(input.value, { kind: 'point', p }), surplus: new MonomialCurves(input.surplusValue, { kind: 'point', p }) };
+      },
     };
     registries.policies.register('oracle', oracle);
-    const options: PlanOptionsInput = { ...(config.plan as PlanOptionsInput | undefined), policy: 'oracle', value: 'knapsack' };
+    const options: ReplayPlanOptions = { ...(config.plan as ReplayPlanOptions | undefined), policy: 'oracle' };
     const state = new MemoryState(options.decay);
     return {
       decide(ctx) {
-        truth = ctx.truth ?? new Float64Array(ctx.candidates.length).fill(0.5);
+        truth = new Map(ctx.candidates.map((c, i) => [c.id, ctx.truth?.[i] ?? 0.5]));
         const d = planWithState(state, ctx, options, registries);
-        return { ...(d.n === undefined ? {} : { n: d.n }), predicted: new Map(ctx.candidates.map((c, i) => [c.id, truth[i]!])) };
+        return { ...(d.n === undefined ? {} : { n: d.n }), predicted: truth };
       },
       observe: (step, groups) => state.observe(step, groups),
     };

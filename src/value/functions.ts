@@ -68,20 +68,20 @@ const informativeTimes = (coef: number, a: number, b: number, e: 0 | 1 = 0): Mon
 ];
 
 /**
- * `balanced` (default): I(n)·(1 + 2.5·(1−p)³ + 0.65·p(1−p)²) + 0.034·n·I(n), with
+ * `balanced` (default): I(n)·(1 + 2.5·(1−p)³ + 0.65·p(1−p)²) + 0.05·n·I(n), with
  * I(n) = 1 − p^n − (1−p)^n the probability that the group has reward variance. Three aims in
  * one value: informative groups (the 1), successes on hard prompts (2.5·(1−p)³, largest as
  * p → 0: a success on a hard prompt is rare and carries the most signal), Knapsack RL's
  * gradient signal p(1−p)² (0.65·, Li et al. 2025, arXiv:2509.25849), and rollouts that land in
- * informative groups, the effective-gradient ratio (0.034·n·I(n)). The weights were tuned on
+ * informative groups, the effective-gradient ratio (0.05·n·I(n)). The weights were tuned on
  * the One-Shot-RLVR replay (docs/replay.md has the measured table and the search). The last
  * term grows with n, so v is not concave in n for every p; the greedy solver then gives a
  * good, not always optimal, allocation (the DP reference measures the gap).
  */
 export const balancedValue: ValueFunction = {
   name: 'balanced',
-  formula: '(1 − p^n − (1−p)^n)·(1 + 2.5(1−p)³ + 0.65·p(1−p)²) + 0.034·n·(1 − p^n − (1−p)^n)',
-  terms: [...informativeTimes(1, 0, 0), ...informativeTimes(2.5, 0, 3), ...informativeTimes(0.65, 1, 2), ...informativeTimes(0.034, 0, 0, 1)],
+  formula: '(1 − p^n − (1−p)^n)·(1 + 2.5(1−p)³ + 0.65·p(1−p)²) + 0.05·n·(1 − p^n − (1−p)^n)',
+  terms: [...informativeTimes(1, 0, 0), ...informativeTimes(2.5, 0, 3), ...informativeTimes(0.65, 1, 2), ...informativeTimes(0.05, 0, 0, 1)],
 };
 
 /** v(n) at a known pass rate p ∈ [0, 1]. O(|terms|). */

@@ -1,0 +1,82 @@
+import { describe, expect, it } from 'vitest';
+import {
+  MonomialCurves, RolloutBudgetError, conditionalValue, createRegistries, informativeValue, parsePrompts, partialGroupOf, planStep,
+  snapshotOf, type Candidate, type Plan,
+} from '../src/index.js';
+
+const registries = createRegistries();
+const empty = snapshotOf([], null);
+const byId = (plan: Plan) => new Map(plan.allocations.map((a) => [a.prompt_id, a]));
+
+describe('a later round of a step: candidates with partial_rewards', () => {
+  it('counts the partial rewards in the posterior (empty state: flat prior Beta(1, 1))', () => {
+    // Alone, so the prompt gets the budget (balanced still values more rollouts of a mixed group).
+    const a = byId(planStep(empty, [{ id: 'a', partial_rewards: [1, 1, 0] }], { rollouts: 4 }, { step: 0 }, registries)).get('a');
+    // (1 + 2) / (2 + 3) after two successes and one failure.
+    expect(a?.p_mean).toBeCloseTo(3 / 5, 12);
+    expect(a?.n).toBe(4);
+    const b = byId(planStep(empty, [{ id: 'b' }], { rollouts: 4 }, { step: 0 }, registries)).get('b');
+    expect(b?.p_mean).toBeCloseTo(1 / 2, 12);
+  });
+
+  it('tops up by what the group showed: nothing more for a group that already varies (informative), more for one all wrong', () => {
+    const candidates: Candidate[] = [
+      { id: 'mixed', partial_rewards: [0, 1, 0, 1] },
+      { id: 'wrong', partial_rewards: [0, 0, 0, 0] },
+    ];
+    const plan = planStep(empty, candidates, { rollouts: 6 }, { step: 0, value: 'informative', minN: 2, maxN: 16 }, registries);
+    const rows = byId(plan);
+    expect(rows.get('mixed')).toBeUndefined();
+    expect(rows.get('wrong')!.n).toBe(6);
+    expect(rows.get('wrong')!.first_rollout).toBe(4);
+    // The value is the conditional one, E[1 − (1−p)^6] under Beta(1, 1 + 4) = 1 − Π (5+j)/(6+j).
+    let miss = 1;
+    for (let j = 0; j < 6; j++) miss *= (5 + j) / (6 + j);
+    expect(rows.get('wrong')!.value).toBeCloseTo(1 - miss, 12);
+    const curves = new MonomialCurves(conditionalValue(informativeValue, partialGroupOf([0, 0, 0, 0])), { kind: 'beta', alpha: Float64Array.of(1), beta: Float64Array.of(5) });
+    expect(curves.value(0, 6)).toBeCloseTo(1 - miss, 12);
+  });
+
+  it('keeps bounds per prompt: 0 more or up to max_n − k for partial prompts; min_n for fresh ones', () => {
+    const candidates: Candidate[] = [
+      { id: 'full', partial_rewards: [0, 0, 0, 0, 0, 0, 0, 0] },
+      { id: 'some', partial_rewards: [0, 0, 0] },
+      { id: 'fresh' },
+    ];
+    const plan = planStep(empty, candidates, { rollouts: 40 }, { step: 0, value: 'hit', minN: 2, maxN: 8 }, registries);
+    const rows = byId(plan);
+    expect(rows.get('full')).toBeUndefined();
+    expect(rows.get('some')!.n).toBeLessThanOrEqual(5);
+    expect(rows.get('fresh')!.n).toBeGreaterThanOrEqual(2);
+    expect(rows.get('fresh')!.first_rollout).toBeUndefined();
+    expect(plan.totals.rollouts).toBe(rows.get('some')!.n + rows.get('fresh')!.n);
+  });
+
+  it('partial prompts need no min_n: a budget below N·min_n is feasible when they cover the difference', () => {
+    const candidates: Candidate[] = [{ id: 'a', partial_rewards: [1, 0] }, { id: 'b', partial_rewards: [0, 0] }, { id: 'c' }];
+    const plan = planStep(empty, candidates, { rollouts: 3 }, { step: 0, minN: 2 }, registries);
+    expect(plan.totals.rollouts).toBeLessThanOrEqual(3);
+    expect(byId(plan).get('c')!.n).toBeGreaterThanOrEqual(2);
+  });
+
+  it('rejects bad partial rewards: library call names the candidate, the prompts file names file:line', () => {
+    const bad = () => planStep(empty, [{ id: 'a', partial_rewards: [0, 1.5] }], { rollouts: 4 }, {}, registries);
+    expect(bad).toThrow(RolloutBudgetError);
+    expect(bad).toThrow('candidate 1: "partial_rewards[1]" must be a number in [0, 1], got 1.5');
+    expect(() => parsePrompts('{"id":"a"}\n{"id":"b","partial_rewards":"0,1"}\n', 'p.jsonl')).toThrow('p.jsonl:2: "partial_rewards" must be an array of rewards in [0, 1], got "0,1"');
+    expect(() => parsePrompts('{"id":"b","partial_rewards":[0,true]}\n', 'p.jsonl')).toThrow('p.jsonl:1: "partial_rewards[1]" must be a number in [0, 1], got true');
+  });
+
+  it('every policy builds per-part curves from its own prompts (thompson draws stay keyed by prompt id)', () => {
+    const candidates: Candidate[] = [{ id: 'x', partial_rewards: [0, 0] }, { id: 'y' }, { id: 'z', partial_rewards: [1, 1] }];
+    const swapped: Candidate[] = [candidates[2]!, candidates[0]!, candidates[1]!];
+    for (const policy of ['bayes', 'thompson', 'mean']) {
+      const a = byId(planStep(empty, candidates, { rollouts: 12 }, { step: 3, seed: 5, policy }, registries));
+      const b = byId(planStep(empty, swapped, { rollouts: 12 }, { step: 3, seed: 5, policy }, registries));
+      for (const id of ['x', 'y', 'z']) {
+        expect(b.get(id)?.n, `${policy} ${id}`).toBe(a.get(id)?.n);
+        if (a.get(id) !== undefined) expect(b.get(id)!.value, `${policy} ${id}`).toBeCloseTo(a.get(id)!.value, 12);
+      }
+    }
+  });
+});
