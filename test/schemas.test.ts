@@ -16,6 +16,8 @@ describe('published JSON Schemas', () => {
     expect(lines.length).toBe(403);
     for (const line of lines) expect(check(JSON.parse(line)), JSON.stringify(check.errors)).toBe(true);
     expect(check({ id: 'a', max_tokens: 0 })).toBe(false);
+    expect(check({ id: 'a', partial_rewards: [0, 1, 0.5] })).toBe(true);
+    expect(check({ id: 'a', partial_rewards: [0, 2] })).toBe(false);
   });
 
   it('results lines of both shapes validate; mixed or out-of-range ones do not', () => {
@@ -38,6 +40,15 @@ describe('published JSON Schemas', () => {
       const plan = JSON.parse(r.stdout);
       expect(check(plan), JSON.stringify(check.errors)).toBe(true);
     }
+    // A later round: prompts with partial_rewards get first_rollout in the plan.
+    const later = join(dir, 'p2.jsonl');
+    writeFileSync(later, '{"id":"a","partial_rewards":[0,0,0]}\n{"id":"b","partial_rewards":[1,0]}\n{"id":"c"}\n');
+    const r = await cli(['plan', '--prompts', later, '--state', join(dir, 's.db'), '--budget-rollouts', '12']);
+    expect(r.code, r.stderr).toBe(0);
+    const plan = JSON.parse(r.stdout) as { allocations: { prompt_id: string; first_rollout?: number }[] };
+    expect(check(plan), JSON.stringify(check.errors)).toBe(true);
+    expect(plan.allocations.find((a) => a.prompt_id === 'a')?.first_rollout).toBe(3);
+    expect(plan.allocations.find((a) => a.prompt_id === 'c')?.first_rollout).toBeUndefined();
     expect(check({ version: 2 })).toBe(false);
   });
 });
