@@ -2,6 +2,7 @@ import type { Allocator } from '../allocator.js';
 import { batchOf } from '../io/formats.js';
 import type { PlanOptionsInput } from '../plan/options.js';
 import { groupId } from '../plan/exports.js';
+import { roundBudget, withPartials } from '../plan/partial.js';
 import type { Budget, Candidate } from '../plan/types.js';
 import type { ObserveSummary } from '../store/types.js';
 import { commitPartials, executePlan } from './execute.js';
@@ -49,17 +50,11 @@ export async function runLoop(
     let leftR = budget.rollouts;
     let leftT = budget.tokens;
     for (let r = 0; r < rounds; r++) {
-      const share = 1 / (rounds - r);
-      const roundBudget: Budget = {
-        ...(leftR === undefined ? {} : { rollouts: Math.floor(leftR * share) }),
-        ...(leftT === undefined ? {} : { tokens: Math.floor(leftT * share) }),
-      };
-      if (r > 0 && ((roundBudget.rollouts ?? 1) < 1 || (roundBudget.tokens ?? 1) < 1)) break;
-      const round = candidates.map((c) => {
-        const got = rewards.get(c.id);
-        return got === undefined ? c : { ...c, partial_rewards: got };
-      });
-      const plan = allocator.plan(round, roundBudget, step === undefined ? planOptions : { ...planOptions, step });
+      const left: Budget = { ...(leftR === undefined ? {} : { rollouts: leftR }), ...(leftT === undefined ? {} : { tokens: leftT }) };
+      // Round 0 plans the whole share even of a zero budget, so that plan() reports it.
+      const share = roundBudget(left, r, rounds) ?? (r === 0 ? left : undefined);
+      if (share === undefined) break;
+      const plan = allocator.plan(withPartials(candidates, rewards), share, step === undefined ? planOptions : { ...planOptions, step });
       step = plan.step;
       if (r > 0 && plan.totals.rollouts === 0) break;
       const report = await executePlan(plan, byId, r === 0 ? execute : { ...execute, nextRollout });

@@ -3,7 +3,7 @@ import { conditionalValue, partialGroupOf, partialKey, type PartialGroup } from 
 import type { ValueCurves } from '../value/curves.js';
 import { PartitionedCurves } from '../value/partitioned.js';
 import type { Policy, PolicyInput, PolicyOutput } from './policies.js';
-import type { Candidate } from './types.js';
+import type { Budget, Candidate } from './types.js';
 
 /**
  * Rounds within a step. A candidate's `partial_rewards` are the rewards of rollouts it already
@@ -89,4 +89,25 @@ export function buildPartialCurves(policy: Policy, input: PolicyInput, groups: r
   const joined = new PartitionedCurves(curves, partOf, local);
   if (surplus.some((s) => s === undefined)) return { curves: joined };
   return { curves: joined, surplus: new PartitionedCurves(surplus as ValueCurves[], partOf, local) };
+}
+
+/**
+ * Round r (from 0) of `rounds`: a 1/(rounds − r) share of the budget still left, floored;
+ * undefined when a finite budget has less than one unit left.
+ */
+export function roundBudget(left: Budget, round: number, rounds: number): Budget | undefined {
+  const share = 1 / (rounds - round);
+  const budget: Budget = {
+    ...(left.rollouts === undefined ? {} : { rollouts: Math.floor(left.rollouts * share) }),
+    ...(left.tokens === undefined ? {} : { tokens: Math.floor(left.tokens * share) }),
+  };
+  return (budget.rollouts ?? 1) < 1 || (budget.tokens ?? 1) < 1 ? undefined : budget;
+}
+
+/** A later round's candidates: each that already has rewards at this step carries them as partial_rewards. */
+export function withPartials(candidates: readonly Candidate[], rewards: ReadonlyMap<string, readonly number[]>): Candidate[] {
+  return candidates.map((c) => {
+    const got = rewards.get(c.id);
+    return got === undefined ? c : { ...c, partial_rewards: got };
+  });
 }

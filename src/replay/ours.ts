@@ -1,6 +1,7 @@
 import { createRegistries } from '../allocator.js';
 import { RolloutBudgetError } from '../errors.js';
 import { defaultRounds, resolvePlanOptions, type PlanOptionsInput } from '../plan/options.js';
+import { roundBudget, withPartials } from '../plan/partial.js';
 import { planStep, type Registries } from '../plan/planner.js';
 import type { Policy } from '../plan/policies.js';
 import type { PromptState } from '../posterior/state.js';
@@ -73,33 +74,29 @@ export function planWithState(
  * pass rates are each prompt's first plan's, made before any of its outcomes at this step.
  */
 function planInRounds(ctx: StepContext, rounds: number, planOnce: (candidates: readonly Candidate[], budget: Budget) => Plan): Decision {
-  const groups = new Map<string, GroupOutcome>();
+  const rewards = new Map<string, readonly number[]>();
   const predicted = new Map<string, number>();
   const byId = new Map(ctx.candidates.map((c) => [c.id, c]));
-  let leftR = ctx.budget.rollouts;
-  let leftT = ctx.budget.tokens;
+  const left = { rollouts: ctx.budget.rollouts, tokens: ctx.budget.tokens };
   for (let r = 0; r < rounds; r++) {
-    const share = 1 / (rounds - r);
-    const budget: Budget = {
-      ...(leftR === undefined ? {} : { rollouts: Math.floor(leftR * share) }),
-      ...(leftT === undefined ? {} : { tokens: Math.floor(leftT * share) }),
-    };
-    if ((budget.rollouts ?? 1) < 1 || (budget.tokens ?? 1) < 1) break;
-    const candidates = ctx.candidates.map((c) => {
-      const g = groups.get(c.id);
-      return g === undefined ? c : { ...c, partial_rewards: g.rewards };
-    });
-    const plan = planOnce(candidates, budget);
+    const whole = withoutUndefined(left);
+    const budget = roundBudget(whole, r, rounds) ?? (r === 0 ? whole : undefined);
+    if (budget === undefined) break;
+    const plan = planOnce(withPartials(ctx.candidates, rewards), budget);
     if (plan.totals.rollouts === 0) break;
     for (const a of plan.allocations) {
       if (!predicted.has(a.prompt_id)) predicted.set(a.prompt_id, a.p_mean);
       const g = ctx.generate(byId.get(a.prompt_id)!, a.n);
-      groups.set(a.prompt_id, g);
-      if (leftR !== undefined) leftR -= a.n;
-      if (leftT !== undefined) leftT -= g.tokens === null ? a.expected_tokens : sumLast(g.tokens, a.n);
+      rewards.set(a.prompt_id, [...g.rewards]);
+      if (left.rollouts !== undefined) left.rollouts -= a.n;
+      if (left.tokens !== undefined) left.tokens -= g.tokens === null ? a.expected_tokens : sumLast(g.tokens, a.n);
     }
   }
   return { predicted };
+}
+
+function withoutUndefined(b: { rollouts: number | undefined; tokens: number | undefined }): Budget {
+  return { ...(b.rollouts === undefined ? {} : { rollouts: b.rollouts }), ...(b.tokens === undefined ? {} : { tokens: b.tokens }) };
 }
 
 function sumLast(xs: readonly number[], n: number): number {
