@@ -69,6 +69,7 @@ describe('HTTP service on SQLite', () => {
     const cases: [unknown, string, string][] = [
       [{ candidates: [{ id: 'a' }], budget: { rollouts: -4 } }, 'body.budget.rollouts', '-4'],
       [{ candidates: [{ id: 'a', max_tokens: 0 }], budget: { rollouts: 4 } }, 'body.candidates[0].max_tokens', '0'],
+      [{ candidates: [{ id: 'a', partial_rewards: [0, 2] }], budget: { rollouts: 4 } }, 'body.candidates[0].partial_rewards[1]', '2'],
       [{ candidates: [{ id: 'a' }], budget: { rollouts: 4 }, options: { skip: 'yes' } }, 'body.options.skip', '"yes"'],
       [{ candidates: [{ id: 'a' }], budget: { rollouts: 4 }, options: { decay: 1.5 } }, 'body.options.decay', '1.5'],
       [{ candidates: [{ id: 'a' }], budget: { rollouts: 4 }, options: { value: 'nope' } }, 'body.options.value', '"nope"'],
