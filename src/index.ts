@@ -32,7 +32,7 @@ export { defaultPlanOptions, resolvePlanOptions, validateBudget } from './plan/o
 export type { PlanOptionsInput } from './plan/options.js';
 export { planStep, posteriors } from './plan/planner.js';
 export type { Registries } from './plan/planner.js';
-export type { Allocation, Budget, Candidate, Plan, PlanOptions } from './plan/types.js';
+export type { Allocation, Budget, Candidate, Plan, PlanColumns, PlanOptions } from './plan/types.js';
 export { batchOf, digestOf, parsePrompts, parseResults } from './io/formats.js';
 export type { ResultBatch, RolloutResult } from './io/formats.js';
 export { parseJsonl, readText } from './io/jsonl.js';

@@ -1,7 +1,5 @@
 import { RolloutBudgetError, badInput, quote } from '../errors.js';
-import { betaQuantileFast } from '../math/beta.js';
 import { fnv1a } from '../math/hash.js';
-import { PairCache } from '../math/pair-cache.js';
 import { forgetFactor } from '../posterior/decay.js';
 import { expectedTokens } from '../posterior/length.js';
 import { priorFor, type Prior } from '../posterior/prior.js';
@@ -11,7 +9,8 @@ import type { Solver } from '../solver/types.js';
 import type { ValueFunction } from '../value/functions.js';
 import { resolvePlanOptions, validateBudget, type PlanOptionsInput } from './options.js';
 import type { Policy } from './policies.js';
-import type { Allocation, Budget, Candidate, Plan } from './types.js';
+import { columnarPlan } from './columns.js';
+import type { Budget, Candidate, Plan, PlanColumns } from './types.js';
 
 export interface Registries {
   readonly values: Registry<ValueFunction>;
@@ -125,37 +124,22 @@ export function planStep(
     );
   }
 
-  const allocations: Allocation[] = [];
-  const lo = (1 - options.interval) / 2;
-  const interval = memoizedInterval(lo, size);
+  const columns = resultColumns(candidates, result.n, alpha, beta, tokensPerRollout, options.interval);
+  const values = columns.value;
   const curves = built.curves;
   let expected = 0;
-  for (let i = 0; i < size; i++) {
-    const n = result.n[i]!;
-    if (n === 0) continue;
-    const a = alpha[i]!;
-    const b = beta[i]!;
-    const c = candidates[i]!;
-    const tokens = n * tokensPerRollout[i]!;
-    expected += tokens + fixedTokens[i]!;
-    const [pLow, pHigh] = interval(a, b);
-    allocations.push({
-      prompt_id: c.id,
-      n,
-      max_tokens: c.max_tokens ?? null,
-      expected_tokens: Math.round(tokens),
-      p_mean: a / (a + b),
-      p_low: pLow,
-      p_high: pHigh,
-      value: curves.cursorOf(i) === n ? curves.current(i) : curves.value(i, n),
-    });
+  for (let j = 0; j < columns.length; j++) {
+    const i = columns.index[j]!;
+    const n = columns.n[j]!;
+    expected += n * tokensPerRollout[i]! + fixedTokens[i]!;
+    values[j] = curves.cursorOf(i) === n ? curves.current(i) : curves.value(i, n);
   }
   const leftR = budget.rollouts === undefined ? 0 : budget.rollouts - result.usedRollouts;
   if (leftR > 0 && budget.tokens === undefined) {
     warnings.push(`${leftR} rollouts of the budget left unspent: every prompt is at max_n ${options.maxN} or has no value left`);
   }
   const ub = result.upperBound;
-  return {
+  return columnarPlan({
     version: 1,
     step,
     seed: options.seed,
@@ -163,7 +147,7 @@ export function planStep(
     value: options.value,
     budget: { rollouts: budget.rollouts ?? null, tokens: budget.tokens ?? null },
     totals: {
-      prompts: allocations.length,
+      prompts: columns.length,
       rollouts: result.usedRollouts,
       expected_tokens: Math.round(expected),
       objective: result.objective,
@@ -171,21 +155,34 @@ export function planStep(
       gap: ub > 0 ? Math.max(0, (ub - result.objective) / ub) : 0,
       surplus_rollouts: result.surplusRollouts,
     },
-    allocations,
     warnings,
-  };
+  }, columns);
 }
 
 /**
- * [q, 1 − q] quantiles of Beta(α, β), cached for one plan: posteriors repeat a lot (counts
- * are small integers and step gaps few), and the exact quantile costs ~1.4 µs.
+ * The plan's rows (prompts with n > 0) as columns, value left to fill. When every prompt is
+ * planned the columns are the planner's own arrays; otherwise compacted copies.
  */
-function memoizedInterval(q: number, size: number): (a: number, b: number) => [number, number] {
-  // At least 2 slots a prompt, 2^8 to 2^16 (2 MB): small plans do not pay for a big table.
-  const bits = Math.min(16, Math.max(8, Math.ceil(Math.log2(2 * size + 1))));
-  const cache = new PairCache((a, b) => [betaQuantileFast(q, a, b), betaQuantileFast(1 - q, a, b)], bits);
-  const out: [number, number] = [0, 0];
-  return (a, b) => cache.get(a, b, out);
+function resultColumns(
+  candidates: readonly Candidate[],
+  n: Int32Array,
+  alpha: Float64Array,
+  beta: Float64Array,
+  tokensPerRollout: Float64Array,
+  interval: number,
+): PlanColumns & { readonly value: Float64Array } {
+  const size = candidates.length;
+  let count = 0;
+  for (let i = 0; i < size; i++) if (n[i] !== 0) count++;
+  const index = new Int32Array(count);
+  for (let i = 0, j = 0; i < size; i++) if (n[i] !== 0) index[j++] = i;
+  const pick = (column: Float64Array) => (count === size ? column : Float64Array.from(index, (i) => column[i]!));
+  const rows: Candidate[] = new Array(count);
+  for (let j = 0; j < count; j++) rows[j] = candidates[index[j]!]!;
+  return {
+    length: count, candidates: rows, index, n: count === size ? n : Int32Array.from(index, (i) => n[i]!), tokensPerRollout: pick(tokensPerRollout),
+    alpha: pick(alpha), beta: pick(beta), value: new Float64Array(count), interval,
+  };
 }
 
 /**
