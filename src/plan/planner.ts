@@ -18,13 +18,18 @@ export interface Registries {
   readonly solvers: Registry<Solver>;
 }
 
-/** The posterior Beta(α, β) of each candidate at `step`: learned prior + decayed evidence. */
+/**
+ * The posterior Beta(α, β) of each candidate at `step`: learned prior + decayed evidence.
+ * `hashes[i]`, when given, is fnv1a of candidate i's id (passed on to the state lookup);
+ * `each(i, state, α_i, β_i)`, when given, runs for every candidate in order. O(N).
+ */
 export function posteriors(
   snapshot: StateSnapshot,
   candidates: readonly Candidate[],
   step: number,
   options: Pick<ReturnType<typeof resolvePlanOptions>, 'decay' | 'prior'>,
-  statesOut?: (PromptState | undefined)[],
+  hashes?: Uint32Array,
+  each?: (i: number, state: PromptState | undefined, alpha: number, beta: number) => void,
 ): { alpha: Float64Array; beta: Float64Array } {
   const alpha = new Float64Array(candidates.length);
   const beta = new Float64Array(candidates.length);
@@ -35,8 +40,7 @@ export function posteriors(
     const group = c.group ?? null;
     let prior = priors.get(group);
     if (prior === undefined) priors.set(group, (prior = priorFor(snapshot, group, options.prior)));
-    const s = snapshot.get(c.id);
-    if (statesOut !== undefined) statesOut[i] = s;
+    const s = hashes === undefined ? snapshot.get(c.id) : snapshot.get(c.id, hashes[i]!);
     let k = 0;
     if (s !== undefined) {
       const gap = step - s.lastStep;
@@ -45,8 +49,11 @@ export function posteriors(
         if (k !== k) k = forget[gap] = forgetFactor(options.decay, s.lastStep, step);
       } else k = forgetFactor(options.decay, s.lastStep, step);
     }
-    alpha[i] = prior.alpha + (s?.successes ?? 0) * k;
-    beta[i] = prior.beta + (s?.failures ?? 0) * k;
+    const a = prior.alpha + (s?.successes ?? 0) * k;
+    const b = prior.beta + (s?.failures ?? 0) * k;
+    alpha[i] = a;
+    beta[i] = b;
+    each?.(i, s, a, b);
   }
   return { alpha, beta };
 }
@@ -77,24 +84,21 @@ export function planStep(
   for (let i = 0; i < size; i++) tieBreak[i] = fnv1a(candidates[i]!.id);
   rejectDuplicateIds(candidates, tieBreak);
 
-  const states: (PromptState | undefined)[] = new Array(size);
-  const { alpha, beta } = posteriors(snapshot, candidates, step, options, states);
   const tokensPerRollout = new Float64Array(size);
   const fixedTokens = new Float64Array(size);
   let assumedLengths = 0;
   let missingPromptTokens = 0;
-  for (let i = 0; i < size; i++) {
+  const { alpha, beta } = posteriors(snapshot, candidates, step, options, tieBreak, (i, s, a, b) => {
     const c = candidates[i]!;
-    const s = states[i];
     const group = c.group === undefined ? undefined : snapshot.group(c.group);
-    const est = expectedTokens(s, group, snapshot.all, alpha[i]! / (alpha[i]! + beta[i]!), c.max_tokens, options.length);
+    const est = expectedTokens(s, group, snapshot.all, a / (a + b), c.max_tokens, options.length);
     tokensPerRollout[i] = est.tokens;
     if (est.assumed) assumedLengths++;
     if (options.prefillWeight > 0) {
       if (c.prompt_tokens === undefined) missingPromptTokens++;
       fixedTokens[i] = options.prefillWeight * (c.prompt_tokens ?? 0);
     }
-  }
+  });
   if (budget.tokens !== undefined && assumedLengths > 0) {
     warnings.push(`${assumedLengths} prompts have no length data here or in their group: assumed max_tokens, else ${options.length.defaultTokens} tokens a rollout`);
   }
