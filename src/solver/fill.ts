@@ -34,9 +34,6 @@ export class Filler {
   private readonly gain: Float64Array;
   private readonly jumpTo: Int32Array;
   private readonly jumpValue: Float64Array;
-  private readonly keys: Float64Array;
-  private readonly items: Int32Array;
-  private count = 0;
   private readonly heap: MaxHeap;
   private readonly cheapest: number;
   private cv: ValueCurves;
@@ -57,8 +54,6 @@ export class Filler {
     this.gain = new Float64Array(size);
     this.jumpTo = new Int32Array(input.skip ? size : 0);
     this.jumpValue = new Float64Array(input.skip ? size : 0);
-    this.keys = new Float64Array(size);
-    this.items = new Int32Array(size);
     this.heap = new MaxHeap(size, input.tieBreak);
     let cheapest = Infinity;
     for (let i = 0; i < size; i++) if (input.tokensPerRollout[i]! < cheapest) cheapest = input.tokensPerRollout[i]!;
@@ -147,8 +142,7 @@ export class Filler {
   private collect(i: number): void {
     const key = this.keyOf(i);
     if (key === key) {
-      this.keys[this.count] = key;
-      this.items[this.count++] = i;
+      this.heap.append(key, i);
     }
   }
 
@@ -162,11 +156,9 @@ export class Filler {
     this.track = track;
     this.primary = track === undefined;
     const size = this.size;
-    this.count = 0;
+    this.heap.clear();
     for (let i = 0; i < size; i++) this.collect(i);
-    let best = 0;
-    for (let k = 0; k < this.count; k++) if (this.keys[k]! > best) best = this.keys[k]!;
-    const saturated = saturation * best;
+    const saturated = saturation * this.heap.maxKey();
     if (size >= PRECOMMIT_MIN && this.input.precommit !== false) {
       // Above max(estimate, saturated) the heap would take every move in turn: commit them in
       // one pass (no move there is saturated, so the heap order could not have stopped
@@ -181,7 +173,7 @@ export class Filler {
         fresh = false;
         if (!(estimate > 0)) break;
         const checkpoint = this.checkpoint();
-        this.count = 0;
+        this.heap.clear();
         if (!this.precommit(Math.max(estimate, saturated))) {
           this.restore(checkpoint);
           break;
@@ -190,11 +182,11 @@ export class Filler {
         if (this.budgetR - this.state.usedR < size / 16) break;
       }
       if (!fresh) {
-        this.count = 0;
+        this.heap.clear();
         for (let i = 0; i < size; i++) this.collect(i);
       }
     }
-    this.heap.build(this.keys, this.items, this.count);
+    this.heap.heapify();
     this.drain(saturated);
     if (this.primary && Number.isNaN(this.state.bound)) this.state.bound = this.state.objective;
     if (track !== undefined) this.settle(track);
@@ -395,8 +387,7 @@ export class Filler {
       if (!this.primary) state.surplusRollouts += taken;
       if (g === g) {
         this.gain[i] = g;
-        this.keys[this.count] = Filler.ratio(g, uc);
-        this.items[this.count++] = i;
+        this.heap.append(Filler.ratio(g, uc), i);
       }
     }
     return state.usedR <= this.budgetR && state.usedT <= this.budgetT * (1 + SLACK);
