@@ -25,6 +25,7 @@ export type { CurveMode, ValueCurves } from './value/curves.js';
 export { greedySolve } from './solver/greedy.js';
 export { exactDp, milpSolve } from './solver/reference.js';
 export { createSolverRegistry } from './solver/registry.js';
+export { fixedTokensOf } from './solver/types.js';
 export type { Solver, SolverInput, SolverResult } from './solver/types.js';
 export { createPolicyRegistry, thompsonDraws } from './plan/policies.js';
 export type { Policy, PolicyInput, PolicyOutput } from './plan/policies.js';

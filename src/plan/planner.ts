@@ -85,7 +85,8 @@ export function planStep(
   rejectDuplicateIds(candidates, tieBreak);
 
   const tokensPerRollout = new Float64Array(size);
-  const fixedTokens = new Float64Array(size);
+  // Prefill is charged only with a prefill weight: no array of zeros otherwise.
+  const fixedTokens = options.prefillWeight > 0 ? new Float64Array(size) : undefined;
   let assumedLengths = 0;
   let missingPromptTokens = 0;
   const { alpha, beta } = posteriors(snapshot, candidates, step, options, tieBreak, (i, s, a, b) => {
@@ -94,7 +95,7 @@ export function planStep(
     const est = expectedTokens(s, group, snapshot.all, a / (a + b), c.max_tokens, options.length);
     tokensPerRollout[i] = est.tokens;
     if (est.assumed) assumedLengths++;
-    if (options.prefillWeight > 0) {
+    if (fixedTokens !== undefined) {
       if (c.prompt_tokens === undefined) missingPromptTokens++;
       fixedTokens[i] = options.prefillWeight * (c.prompt_tokens ?? 0);
     }
@@ -109,7 +110,7 @@ export function planStep(
     curves: built.curves,
     ...(built.surplus === undefined ? {} : { surplus: built.surplus }),
     tokensPerRollout,
-    fixedTokens,
+    ...(fixedTokens === undefined ? {} : { fixedTokens }),
     tieBreak,
     minN: options.minN,
     maxN: options.maxN,
@@ -135,7 +136,7 @@ export function planStep(
   for (let j = 0; j < columns.length; j++) {
     const i = columns.index[j]!;
     const n = columns.n[j]!;
-    expected += n * tokensPerRollout[i]! + fixedTokens[i]!;
+    expected += n * tokensPerRollout[i]! + (fixedTokens === undefined ? 0 : fixedTokens[i]!);
     values[j] = curves.cursorOf(i) === n ? curves.current(i) : curves.value(i, n);
   }
   const leftR = budget.rollouts === undefined ? 0 : budget.rollouts - result.usedRollouts;

@@ -1,6 +1,6 @@
 import type { ValueCurves } from '../value/curves.js';
 import { MaxHeap } from './heap.js';
-import type { SolverInput } from './types.js';
+import { fixedTokensOf, type SolverInput } from './types.js';
 
 /** Relative slack on the token budget (float sums of expected tokens). */
 export const SLACK = 1e-9;
@@ -60,14 +60,13 @@ export class Filler {
     this.cheapest = cheapest;
     this.cv = input.curves;
     const c = input.tokensPerRollout;
-    const f = input.fixedTokens;
     for (let i = 0; i < size; i++) {
       this.state.n[i] = this.start;
       const v = input.curves.seek(i, this.start);
       if (this.start > 0) {
         this.state.objective += v;
         this.state.usedR += this.start;
-        this.state.usedT += this.start * c[i]! + f[i]!;
+        this.state.usedT += this.start * c[i]! + this.fixed(i);
       }
     }
   }
@@ -79,6 +78,11 @@ export class Filler {
 
   private fits(r: number, t: number): boolean {
     return this.state.usedR + r <= this.budgetR && this.state.usedT + t <= this.budgetT * (1 + SLACK);
+  }
+
+  /** f_i: tokens charged once when item i gets n > 0. */
+  private fixed(i: number): number {
+    return fixedTokensOf(this.input, i);
   }
 
   private unitCost(i: number): number {
@@ -103,7 +107,7 @@ export class Filler {
     }
     let m = minN;
     let v = cv.seek(i, m);
-    let cost = m * uc + this.wt * this.input.fixedTokens[i]!;
+    let cost = m * uc + this.wt * this.fixed(i);
     while (m < maxN) {
       const g = cv.nextGain(i);
       if (!(Filler.ratio(g, uc) > Filler.ratio(v, cost))) break;
@@ -127,7 +131,7 @@ export class Filler {
       s.n[i] = m;
       if (this.track === undefined) s.objective += this.jumpValue[i]!;
       s.usedR += m;
-      s.usedT += m * c + this.input.fixedTokens[i]!;
+      s.usedT += m * c + this.fixed(i);
       if (!this.primary) s.surplusRollouts += m;
     } else {
       if (this.track === undefined) s.objective += this.gain[i]!;
@@ -218,7 +222,6 @@ export class Filler {
   private drain(saturated: number): void {
     const { heap, input } = this;
     const c = input.tokensPerRollout;
-    const f = input.fixedTokens;
     while (heap.size > 0) {
       const key = heap.topKey();
       const i = heap.topItem();
@@ -228,10 +231,10 @@ export class Filler {
       }
       if (this.state.n[i]! === 0) {
         const m = this.jumpTo[i]!;
-        if (!this.fits(m, m * c[i]! + f[i]!)) {
+        if (!this.fits(m, m * c[i]! + this.fixed(i))) {
           this.noteBound(key);
           const roomR = this.budgetR - this.state.usedR;
-          const roomT = c[i]! > 0 ? (this.budgetT * (1 + SLACK) - this.state.usedT - f[i]!) / c[i]! : Infinity;
+          const roomT = c[i]! > 0 ? (this.budgetT * (1 + SLACK) - this.state.usedT - this.fixed(i)) / c[i]! : Infinity;
           const smaller = Math.min(m - 1, Math.floor(roomR), Math.floor(roomT));
           if (smaller < input.minN) {
             heap.pop();
@@ -240,7 +243,7 @@ export class Filler {
           const v = this.cv.seek(i, smaller);
           this.jumpTo[i] = smaller;
           this.jumpValue[i] = v;
-          heap.replaceTop(Filler.ratio(v, smaller * this.unitCost(i) + this.wt * f[i]!), i);
+          heap.replaceTop(Filler.ratio(v, smaller * this.unitCost(i) + this.wt * this.fixed(i)), i);
           continue;
         }
       } else if (!this.fits(1, c[i]!)) {
@@ -279,7 +282,6 @@ export class Filler {
   private estimateThreshold(floor: number): number {
     const { size, state, input } = this;
     const c = input.tokensPerRollout;
-    const f = input.fixedTokens;
     // About size/16 prompts (256 to SAMPLE), each walked to max_n: a value that keeps paying
     // for deep groups (knapsack on hard prompts) is then counted in full.
     const stride = Math.ceil(size / Math.min(SAMPLE, Math.max(256, size >> 4)));
@@ -299,7 +301,7 @@ export class Filler {
         const r = n === 0 ? this.jumpTo[i]! : 1;
         ratios[m] = key;
         costR[m] = r;
-        costT[m++] = r * c[i]! + (n === 0 ? f[i]! : 0);
+        costT[m++] = r * c[i]! + (n === 0 ? this.fixed(i) : 0);
         if (n === 0) state.n[i] = this.jumpTo[i]!;
         else {
           this.cv.advance(i);

@@ -1,5 +1,5 @@
 import { Filler, SLACK } from './fill.js';
-import type { SolverInput, SolverResult } from './types.js';
+import { fixedTokensOf, type SolverInput, type SolverResult } from './types.js';
 
 
 
@@ -25,14 +25,14 @@ import type { SolverInput, SolverResult } from './types.js';
  *
  * Complexity: O((N + B) log N) time, B = rollouts placed; large instances take most moves in
  * linear precommit passes (fill.ts), so the heap orders only the last few percent. Memory:
- * about 50 bytes a prompt (state, pending gains, heap), beside the curves.
+ * 24 bytes a prompt (n, pending gain, heap; 36 with skip), beside the curves.
  */
 export function greedySolve(input: SolverInput): SolverResult {
   const size = input.curves.size;
   const start = input.skip ? 0 : input.minN;
   let needR = size * start;
   let needT = 0;
-  if (start > 0) for (let i = 0; i < size; i++) needT += start * input.tokensPerRollout[i]! + input.fixedTokens[i]!;
+  if (start > 0) for (let i = 0; i < size; i++) needT += start * input.tokensPerRollout[i]! + fixedTokensOf(input, i);
   if (needR > input.rollouts || needT > input.tokens * (1 + SLACK)) {
     return {
       status: 'budget-infeasible',

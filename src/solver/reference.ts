@@ -1,5 +1,5 @@
 import lpSolver from 'javascript-lp-solver';
-import type { SolverInput, SolverResult } from './types.js';
+import { fixedTokensOf, type SolverInput, type SolverResult } from './types.js';
 
 /** The options a prompt may take: 0 (with skip) and min_n..max_n. */
 function options(input: SolverInput): number[] {
@@ -11,7 +11,7 @@ function options(input: SolverInput): number[] {
 function infeasible(size: number, input: SolverInput): SolverResult {
   const start = input.skip ? 0 : input.minN;
   let tokens = 0;
-  for (let i = 0; i < size && start > 0; i++) tokens += start * input.tokensPerRollout[i]! + input.fixedTokens[i]!;
+  for (let i = 0; i < size && start > 0; i++) tokens += start * input.tokensPerRollout[i]! + fixedTokensOf(input, i);
   return {
     status: 'budget-infeasible', n: new Int32Array(size), objective: 0, upperBound: 0,
     usedRollouts: 0, usedTokens: 0, needed: { rollouts: size * start, tokens }, surplusRollouts: 0,
@@ -59,7 +59,7 @@ export function exactDp(input: SolverInput, limit = 5e7): SolverResult {
     b -= n[i]!;
   }
   let tokens = 0;
-  for (let i = 0; i < size; i++) tokens += n[i]! * input.tokensPerRollout[i]! + (n[i]! > 0 ? input.fixedTokens[i]! : 0);
+  for (let i = 0; i < size; i++) tokens += n[i]! * input.tokensPerRollout[i]! + (n[i]! > 0 ? fixedTokensOf(input, i) : 0);
   return { status: 'optimal', n, objective: prev[bestB]!, upperBound: prev[bestB]!, usedRollouts: bestB, usedTokens: tokens, surplusRollouts: 0 };
 }
 
@@ -84,7 +84,7 @@ export function milpSolve(input: SolverInput, timeoutMs?: number): SolverResult 
       variables[name] = {
         value: input.curves.value(i, n),
         rollouts: n,
-        tokens: n * input.tokensPerRollout[i]! + (n > 0 ? input.fixedTokens[i]! : 0),
+        tokens: n * input.tokensPerRollout[i]! + (n > 0 ? fixedTokensOf(input, i) : 0),
         [`one${i}`]: 1,
       };
       ints[name] = 1;
@@ -108,7 +108,7 @@ export function milpSolve(input: SolverInput, timeoutMs?: number): SolverResult 
   for (let i = 0; i < size; i++) {
     objective += input.curves.value(i, n[i]!);
     used += n[i]!;
-    tokens += n[i]! * input.tokensPerRollout[i]! + (n[i]! > 0 ? input.fixedTokens[i]! : 0);
+    tokens += n[i]! * input.tokensPerRollout[i]! + (n[i]! > 0 ? fixedTokensOf(input, i) : 0);
   }
   return { status: timedOut ? 'truncated' : 'optimal', n, objective, upperBound: objective, usedRollouts: used, usedTokens: tokens, surplusRollouts: 0 };
 }
