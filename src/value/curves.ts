@@ -36,8 +36,9 @@ export interface ValueCurves {
 export type CurveMode = { kind: 'beta'; alpha: Float64Array; beta: Float64Array } | { kind: 'point'; p: Float64Array };
 
 /**
- * Value curves of one value function for N prompts. Memory: 8·(terms + 1) + 4 bytes a prompt
- * beside the inputs.
+ * Value curves of one value function for N prompts. Memory: 8·(slots + 1 (+ 1 with a per-n
+ * constant)) + 4 bytes a prompt beside the inputs, allocated on the first seek or value, so
+ * curves a solver never reads (surplus curves when nothing saturates) cost none.
  *
  * Beta mode uses E[p^A (1−p)^B] = Π_{i<A}(α+i)·Π_{j<B}(β+j) / Π_{k<A+B}(α+β+k) for integer
  * A, B (the ratio B(α+A, β+B)/B(α, β) expanded): every factor lies in (0, 1], so the product
@@ -60,10 +61,11 @@ export class MonomialCurves implements ValueCurves {
   private readonly alpha: Float64Array;
   private readonly beta: Float64Array;
   private readonly p: Float64Array;
-  private readonly term: Float64Array;
-  private readonly base: Float64Array;
-  private readonly perN: Float64Array;
-  private readonly cursor: Int32Array;
+  /** Per-prompt storage, empty until storage() runs. */
+  private term = new Float64Array(0);
+  private base = new Float64Array(0);
+  private perN = new Float64Array(0);
+  private cursor = new Int32Array(0);
   /** Slot t's denominator group: slots with the same a + b share α+β+a+b+n. */
   private readonly group: Int32Array;
   private readonly groupAb: Int32Array;
@@ -109,6 +111,11 @@ export class MonomialCurves implements ValueCurves {
     this.nums = new Float64Array(this.k);
     this.constTerms = fn.terms.filter((t) => t.u === 0 && t.w === 0);
     this.hasPerN = this.constTerms.some((t) => t.e === 1);
+  }
+
+  /** Allocates the per-prompt storage on first use. */
+  private storage(): void {
+    if (this.base.length === this.size) return;
     this.term = new Float64Array(this.size * this.k);
     this.base = new Float64Array(this.size).fill(NaN);
     this.perN = new Float64Array(this.hasPerN ? this.size : 0);
@@ -131,6 +138,7 @@ export class MonomialCurves implements ValueCurves {
 
   /** Folds prompt i's constant terms once. */
   private constants(i: number): void {
+    this.storage();
     if (this.base[i] === this.base[i]) return;
     let base = 0;
     let perN = 0;
@@ -166,11 +174,11 @@ export class MonomialCurves implements ValueCurves {
   }
 
   cursorOf(i: number): number {
-    return this.cursor[i]!;
+    return this.cursor[i] ?? 0;
   }
 
   current(i: number): number {
-    const n = this.cursor[i]!;
+    const n = this.cursorOf(i);
     if (n <= 0) return 0;
     const at = i * this.k;
     let total = this.base[i]! + (this.hasPerN ? n * this.perN[i]! : 0);
