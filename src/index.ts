@@ -21,7 +21,7 @@ export {
 } from './value/functions.js';
 export type { Monomial, ValueFunction } from './value/functions.js';
 export { MonomialCurves } from './value/curves.js';
-export type { CurveMode, ValueCurves } from './value/curves.js';
+export type { CurveMode, ValueCurves } from './value/types.js';
 export { greedySolve } from './solver/greedy.js';
 export { exactDp, milpSolve } from './solver/reference.js';
 export { createSolverRegistry } from './solver/registry.js';

@@ -1,4 +1,4 @@
-import type { ValueCurves } from '../value/curves.js';
+import type { ValueCurves } from '../value/types.js';
 import { MaxHeap } from './heap.js';
 import { fixedTokensOf, type SolverInput } from './types.js';
 

@@ -1,4 +1,4 @@
-import type { ValueCurves } from '../value/curves.js';
+import type { ValueCurves } from '../value/types.js';
 
 /** What a solver fills: N prompts, their value curves and costs, under two budgets. */
 export interface SolverInput {

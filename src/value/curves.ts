@@ -1,39 +1,9 @@
 import type { Monomial, ValueFunction } from './functions.js';
+import type { CurveMode, ValueCurves } from './types.js';
 
-/**
- * Per-prompt value curves v_i(n), read by a solver through a cursor. This is the whole
- * interface between policy (what a rollout is worth) and mechanism (how the budget is filled).
- */
-export interface ValueCurves {
-  readonly size: number;
-  /** v_i(n) from scratch, without touching the cursor. O(n). */
-  value(i: number, n: number): number;
-  /** Moves item i's cursor to n and returns v_i(n). O(n). */
-  seek(i: number, n: number): number;
-  /** v_i(cursor + 1) − v_i(cursor). O(terms). */
-  nextGain(i: number): number;
-  /** Moves the cursor one rollout up. O(terms). */
-  advance(i: number): void;
-  /** Where item i's cursor is. */
-  cursorOf(i: number): number;
-  /** v_i(cursor). O(terms). */
-  current(i: number): number;
-  /**
-   * Optional fast path: advances item i one rollout at a time while the next gain g has
-   * g / unitCost > lambda and the cursor is below maxN; returns the rollouts taken. After
-   * it, `walkGain` holds their summed gain and `walkNext` the first gain not taken (NaN at
-   * maxN). Must equal the loop nextGain → advance it replaces.
-   */
-  advanceWhile?(i: number, unitCost: number, lambda: number, maxN: number): number;
-  readonly walkGain?: number;
-  readonly walkNext?: number;
-}
-
-/**
- * How each prompt's pass rate enters the value: `beta` takes the exact expectation under
- * Beta(α_i, β_i); `point` plugs in one number p_i (a posterior mean or a Thompson draw).
- */
-export type CurveMode = { kind: 'beta'; alpha: Float64Array; beta: Float64Array } | { kind: 'point'; p: Float64Array };
+/** Slot count up to which advanceWhile keeps every slot in a local (balanced has 6). */
+const WIDE = 6;
+type Wide = [number, number, number, number, number, number];
 
 /**
  * Value curves of one value function for N prompts. Memory: 8·(slots + 1 (+ 1 with a per-n
@@ -76,6 +46,8 @@ export class MonomialCurves implements ValueCurves {
   private facN = -1;
   private readonly scratch: Float64Array;
   private readonly nums: Float64Array;
+  /** The slots padded to WIDE (c0 = c1 = 0, T = 0: they add exactly 0), when k ≤ WIDE. */
+  private readonly wide: { c0: Wide; c1: Wide; ab: Wide; u: Wide; a: Wide; b: Wide } | undefined;
   walkGain = 0;
   walkNext = NaN;
 
@@ -108,6 +80,10 @@ export class MonomialCurves implements ValueCurves {
     this.inv = new Float64Array(abs.length);
     this.fac = new Float64Array(this.k);
     this.scratch = new Float64Array(this.k);
+    const pad = (of: (x: (typeof list)[number]) => number) => Array.from({ length: WIDE }, (_, t) => (t < list.length ? of(list[t]!) : 0)) as Wide;
+    this.wide = this.k === 0 || this.k > WIDE ? undefined : {
+      c0: pad((x) => x.c0), c1: pad((x) => x.c1), ab: pad((x) => x.a + x.b), u: pad((x) => x.u), a: pad((x) => x.a), b: pad((x) => x.b),
+    };
     this.nums = new Float64Array(this.k);
     this.constTerms = fn.terms.filter((t) => t.u === 0 && t.w === 0);
     this.hasPerN = this.constTerms.some((t) => t.e === 1);
@@ -245,6 +221,7 @@ export class MonomialCurves implements ValueCurves {
     this.walkGain = 0;
     this.walkNext = NaN;
     if (start <= 0) return 0;
+    if (this.wide !== undefined) return this.walkWide(i, start, unitCost, lambda, maxN);
     const k = this.k;
     const at = i * k;
     const T = this.scratch;
@@ -302,6 +279,82 @@ export class MonomialCurves implements ValueCurves {
       }
     }
     for (let t = 0; t < k; t++) term[at + t] = T[t]!;
+    this.cursor[i] = n;
+    this.facItem = -1;
+    this.walkGain = total;
+    this.walkNext = next;
+    return n - start;
+  }
+
+  /**
+   * advanceWhile for up to WIDE slots, each slot in its own local: the same arithmetic in the
+   * same order as the loop over slots (padding slots add exactly 0), about 3× as fast in V8,
+   * which keeps the locals in registers but reloads and bounds-checks typed arrays each step.
+   */
+  private walkWide(i: number, start: number, unitCost: number, lambda: number, maxN: number): number {
+    const { c0, c1, ab, u, a, b } = this.wide!;
+    const k = this.k;
+    const at = i * k;
+    const term = this.term;
+    let T0 = term[at]!;
+    let T1 = k > 1 ? term[at + 1]! : 0;
+    let T2 = k > 2 ? term[at + 2]! : 0;
+    let T3 = k > 3 ? term[at + 3]! : 0;
+    let T4 = k > 4 ? term[at + 4]! : 0;
+    let T5 = k > 5 ? term[at + 5]! : 0;
+    // Indexed reads: array destructuring takes V8's iterator path, a quarter of a short walk.
+    const a0 = c0[0], a1 = c0[1], a2 = c0[2], a3 = c0[3], a4 = c0[4], a5 = c0[5];
+    const b0 = c1[0], b1 = c1[1], b2 = c1[2], b3 = c1[3], b4 = c1[4], b5 = c1[5];
+    const g0 = ab[0], g1 = ab[1], g2 = ab[2], g3 = ab[3], g4 = ab[4], g5 = ab[5];
+    const beta = this.isBeta;
+    const al = beta ? this.alpha[i]! : 0;
+    const be = beta ? this.beta[i]! : 0;
+    const p = beta ? 0 : this.p[i]!;
+    // Numerators (beta mode: f = 1 − num/(α+β+a+b+n)) or the factors themselves (point mode).
+    const num = (t: number) => (beta ? (u[t] === 1 ? be + b[t]! : al + a[t]!) : u[t] === 1 ? p : 1 - p);
+    const m0 = num(0), m1 = num(1), m2 = num(2), m3 = num(3), m4 = num(4), m5 = num(5);
+    const perN = this.hasPerN ? this.perN[i]! : 0;
+    let n = start;
+    let total = 0;
+    let next = NaN;
+    while (n < maxN) {
+      let f0 = m0, f1 = m1, f2 = m2, f3 = m3, f4 = m4, f5 = m5;
+      if (beta) {
+        const sum = al + be + n;
+        f0 = 1 - m0 * (1 / (sum + g0));
+        f1 = 1 - m1 * (1 / (sum + g1));
+        f2 = 1 - m2 * (1 / (sum + g2));
+        f3 = 1 - m3 * (1 / (sum + g3));
+        f4 = 1 - m4 * (1 / (sum + g4));
+        f5 = 1 - m5 * (1 / (sum + g5));
+      }
+      const n1 = n + 1;
+      let gain = perN;
+      gain += T0 * (a0 * (f0 - 1) + b0 * (n1 * f0 - n));
+      gain += T1 * (a1 * (f1 - 1) + b1 * (n1 * f1 - n));
+      gain += T2 * (a2 * (f2 - 1) + b2 * (n1 * f2 - n));
+      gain += T3 * (a3 * (f3 - 1) + b3 * (n1 * f3 - n));
+      gain += T4 * (a4 * (f4 - 1) + b4 * (n1 * f4 - n));
+      gain += T5 * (a5 * (f5 - 1) + b5 * (n1 * f5 - n));
+      if (!((unitCost > 0 ? gain / unitCost : gain > 0 ? Infinity : 0) > lambda)) {
+        next = gain;
+        break;
+      }
+      total += gain;
+      T0 *= f0;
+      T1 *= f1;
+      T2 *= f2;
+      T3 *= f3;
+      T4 *= f4;
+      T5 *= f5;
+      n++;
+    }
+    term[at] = T0;
+    if (k > 1) term[at + 1] = T1;
+    if (k > 2) term[at + 2] = T2;
+    if (k > 3) term[at + 3] = T3;
+    if (k > 4) term[at + 4] = T4;
+    if (k > 5) term[at + 5] = T5;
     this.cursor[i] = n;
     this.facItem = -1;
     this.walkGain = total;
