@@ -1,9 +1,6 @@
 import type { Monomial, ValueFunction } from './functions.js';
+import { slotsOf, WIDE, type Slots } from './slots.js';
 import type { CurveMode, ValueCurves } from './types.js';
-
-/** Slot count up to which advanceWhile keeps every slot in a local (balanced has 6). */
-const WIDE = 6;
-type Wide = [number, number, number, number, number, number];
 
 /**
  * Value curves of one value function for N prompts. Memory: 8·(slots + 1 (+ 1 with a per-n
@@ -17,14 +14,13 @@ type Wide = [number, number, number, number, number, number];
  */
 export class MonomialCurves implements ValueCurves {
   readonly size: number;
-  /** Moving slots: one per distinct moment p^(a+u·n)·q^(b+w·n), weighted (c0 + c1·n). */
+  /** Moving slots (slots.ts): one per distinct moment p^(a+u·n)·q^(b+w·n), weighted (c0 + c1·n). */
   private readonly k: number;
   private readonly c0: Float64Array;
   private readonly c1: Float64Array;
   private readonly a: Int32Array;
   private readonly b: Int32Array;
   private readonly u: Uint8Array;
-  /** Constant terms (u = w = 0), folded per prompt into base + n·perN at seek time. */
   private readonly constTerms: readonly Monomial[];
   private readonly hasPerN: boolean;
   private readonly isBeta: boolean;
@@ -36,7 +32,6 @@ export class MonomialCurves implements ValueCurves {
   private base = new Float64Array(0);
   private perN = new Float64Array(0);
   private cursor = new Int32Array(0);
-  /** Slot t's denominator group: slots with the same a + b share α+β+a+b+n. */
   private readonly group: Int32Array;
   private readonly groupAb: Int32Array;
   private readonly inv: Float64Array;
@@ -46,8 +41,7 @@ export class MonomialCurves implements ValueCurves {
   private facN = -1;
   private readonly scratch: Float64Array;
   private readonly nums: Float64Array;
-  /** The slots padded to WIDE (c0 = c1 = 0, T = 0: they add exactly 0), when k ≤ WIDE. */
-  private readonly wide: { c0: Wide; c1: Wide; ab: Wide; u: Wide; a: Wide; b: Wide } | undefined;
+  private readonly wide: Slots['wide'];
   walkGain = 0;
   walkNext = NaN;
 
@@ -57,36 +51,22 @@ export class MonomialCurves implements ValueCurves {
     this.beta = mode.kind === 'beta' ? mode.beta : new Float64Array(0);
     this.p = mode.kind === 'point' ? mode.p : new Float64Array(0);
     this.size = mode.kind === 'beta' ? mode.alpha.length : mode.p.length;
-    if (fn.terms.some((t) => t.u === 1 && t.w === 1)) throw new Error(`${fn.name}: a term may grow in p or in 1−p with n, not both`);
-    const slots = new Map<string, { a: number; b: number; u: number; c0: number; c1: number }>();
-    for (const t of fn.terms) {
-      if (t.u === 0 && t.w === 0) continue;
-      const key = `${t.a},${t.b},${t.u}`;
-      const slot = slots.get(key) ?? { a: t.a, b: t.b, u: t.u, c0: 0, c1: 0 };
-      if (t.e === 1) slot.c1 += t.coef;
-      else slot.c0 += t.coef;
-      slots.set(key, slot);
-    }
-    const list = [...slots.values()];
-    this.k = list.length;
-    this.c0 = Float64Array.from(list, (x) => x.c0);
-    this.c1 = Float64Array.from(list, (x) => x.c1);
-    this.a = Int32Array.from(list, (x) => x.a);
-    this.b = Int32Array.from(list, (x) => x.b);
-    this.u = Uint8Array.from(list, (x) => x.u);
-    const abs = [...new Set(list.map((x) => x.a + x.b))];
-    this.groupAb = Int32Array.from(abs);
-    this.group = Int32Array.from(list, (x) => abs.indexOf(x.a + x.b));
-    this.inv = new Float64Array(abs.length);
-    this.fac = new Float64Array(this.k);
+    const slots = slotsOf(fn);
+    this.k = slots.k;
+    this.c0 = slots.c0;
+    this.c1 = slots.c1;
+    this.a = slots.a;
+    this.b = slots.b;
+    this.u = slots.u;
+    this.group = slots.group;
+    this.groupAb = slots.groupAb;
+    this.constTerms = slots.constTerms;
+    this.hasPerN = slots.hasPerN;
+    this.wide = slots.wide;
+    this.inv = new Float64Array(slots.groupAb.length);
+    this.fac = new Float64Array(Math.max(this.k, WIDE));
     this.scratch = new Float64Array(this.k);
-    const pad = (of: (x: (typeof list)[number]) => number) => Array.from({ length: WIDE }, (_, t) => (t < list.length ? of(list[t]!) : 0)) as Wide;
-    this.wide = this.k === 0 || this.k > WIDE ? undefined : {
-      c0: pad((x) => x.c0), c1: pad((x) => x.c1), ab: pad((x) => x.a + x.b), u: pad((x) => x.u), a: pad((x) => x.a), b: pad((x) => x.b),
-    };
     this.nums = new Float64Array(this.k);
-    this.constTerms = fn.terms.filter((t) => t.u === 0 && t.w === 0);
-    this.hasPerN = this.constTerms.some((t) => t.e === 1);
   }
 
   /** Allocates the per-prompt storage on first use. */
@@ -165,7 +145,8 @@ export class MonomialCurves implements ValueCurves {
   /**
    * Fills fac[t] = T_t(n+1)/T_t(n) for prompt i at n, every slot at once. Beta mode: a p-slot
    * gains (α+A)/(α+β+A+B), a (1−p)-slot (β+B)/(α+β+A+B), written 1 − (β+B)·inv and
-   * 1 − (α+A)·inv with one reciprocal per distinct a + b; point mode: p or 1 − p.
+   * 1 − (α+A)·inv with inv = 1/(α+β+a+b+n) (the same number for slots of one group, so
+   * up to WIDE slots compute it per slot, straight-line); point mode: p or 1 − p.
    */
   private factors(i: number, n: number): Float64Array {
     const fac = this.fac;
@@ -180,6 +161,18 @@ export class MonomialCurves implements ValueCurves {
     const al = this.alpha[i]!;
     const be = this.beta[i]!;
     const sum = al + be + n;
+    const w = this.wide;
+    if (w !== undefined) {
+      // Straight-line, as in walkWide: 1/(sum + a + b) per slot is its group's reciprocal.
+      const { u, a, b, ab } = w;
+      fac[0] = 1 - (u[0] === 1 ? be + b[0] : al + a[0]) * (1 / (sum + ab[0]));
+      fac[1] = 1 - (u[1] === 1 ? be + b[1] : al + a[1]) * (1 / (sum + ab[1]));
+      fac[2] = 1 - (u[2] === 1 ? be + b[2] : al + a[2]) * (1 / (sum + ab[2]));
+      fac[3] = 1 - (u[3] === 1 ? be + b[3] : al + a[3]) * (1 / (sum + ab[3]));
+      fac[4] = 1 - (u[4] === 1 ? be + b[4] : al + a[4]) * (1 / (sum + ab[4]));
+      fac[5] = 1 - (u[5] === 1 ? be + b[5] : al + a[5]) * (1 / (sum + ab[5]));
+      return fac;
+    }
     for (let g = 0; g < this.inv.length; g++) this.inv[g] = 1 / (sum + this.groupAb[g]!);
     for (let t = 0; t < this.k; t++) {
       const inv = this.inv[this.group[t]!]!;
