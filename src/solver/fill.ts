@@ -287,7 +287,7 @@ export class Filler {
     const stride = Math.ceil(size / Math.min(SAMPLE, Math.max(256, size >> 4)));
     const sampled = Math.ceil(size / stride);
     const room = sampled * (input.maxN + 1);
-    const ratios = new Float64Array(room);
+    const logRatios = new Float64Array(room);
     const costR = new Float64Array(room);
     const costT = new Float64Array(room);
     let m = 0;
@@ -299,7 +299,7 @@ export class Filler {
         if (!(key > 0) || key < floor) break;
         const n = state.n[i]!;
         const r = n === 0 ? this.jumpTo[i]! : 1;
-        ratios[m] = key;
+        logRatios[m] = Math.log(key);
         costR[m] = r;
         costT[m++] = r * c[i]! + (n === 0 ? this.fixed(i) : 0);
         if (n === 0) state.n[i] = this.jumpTo[i]!;
@@ -317,7 +317,7 @@ export class Filler {
     let lo = Infinity;
     let hi = -Infinity;
     for (let k = 0; k < m; k++) {
-      const x = Math.log(ratios[k]!);
+      const x = logRatios[k]!;
       if (x < lo) lo = x;
       if (x > hi) hi = x;
     }
@@ -326,7 +326,7 @@ export class Filler {
     const sumR = new Float64Array(buckets + 1);
     const sumT = new Float64Array(buckets + 1);
     for (let k = 0; k < m; k++) {
-      const b = Math.min(buckets, Math.floor((Math.log(ratios[k]!) - lo) / width));
+      const b = Math.min(buckets, Math.floor((logRatios[k]! - lo) / width));
       sumR[b] = sumR[b]! + costR[k]!;
       sumT[b] = sumT[b]! + costT[k]!;
     }
