@@ -99,7 +99,7 @@ function main(): void {
       const input: SolverInput = {
         curves: new MonomialCurves(registries.values.get(options.value), { kind: 'beta', alpha, beta }),
         surplus: new MonomialCurves(registries.values.get(options.surplusValue), { kind: 'beta', alpha, beta }),
-        tokensPerRollout: new Float64Array(size), fixedTokens: new Float64Array(size), tieBreak: tie,
+        tokensPerRollout: new Float64Array(size), tieBreak: tie, // no prefill weight: no fixedTokens, as the planner
         minN: 2, maxN: 64, skip: false, rollouts: 8 * size, tokens: Infinity, saturation: options.saturation,
       };
       const t0 = performance.now();
@@ -123,9 +123,9 @@ function main(): void {
 
   console.log('\nreading plan.allocations (one object per prompt with p_low/p_high, built on first read: the JSON plan file and');
   console.log('callers that iterate allocations pay this; plan.columns does not), medians of the same runs:');
-  console.log('size      materialize ms  µs/prompt  plan + materialize ms  peak RSS growth B/prompt (plan + objects)  heap growth B/prompt');
+  console.log('size      materialize ms  µs/prompt  plan + materialize ms (sum of medians)  peak RSS growth B/prompt (plan + objects)  heap growth B/prompt');
   for (const r of rows) {
-    console.log(`${String(r.size).padEnd(9)} ${r.materializeMs.toFixed(1).padStart(14)}  ${((r.materializeMs / r.size) * 1000).toFixed(2).padStart(9)}  ${(r.ms + r.materializeMs).toFixed(1).padStart(20)}  ${r.materializedRss.toFixed(0).padStart(40)}  ${r.materializedHeap.toFixed(0).padStart(20)}`);
+    console.log(`${String(r.size).padEnd(9)} ${r.materializeMs.toFixed(1).padStart(14)}  ${((r.materializeMs / r.size) * 1000).toFixed(2).padStart(9)}  ${(r.ms + r.materializeMs).toFixed(1).padStart(37)}  ${r.materializedRss.toFixed(0).padStart(40)}  ${r.materializedHeap.toFixed(0).padStart(20)}`);
   }
 
   // References on one 200-prompt instance (rollout budget; max_n 16 keeps the MILP finite).

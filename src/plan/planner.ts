@@ -185,8 +185,15 @@ function resultColumns(
   const rows: Candidate[] = new Array(count);
   for (let j = 0; j < count; j++) rows[j] = candidates[index[j]!]!;
   return {
-    length: count, candidates: rows, index, n: count === size ? n : Int32Array.from(index, (i) => n[i]!), tokensPerRollout: pick(tokensPerRollout),
-    alpha: pick(alpha), beta: pick(beta), value: new Float64Array(count), interval,
+    length: count,
+    candidates: rows,
+    index,
+    n: count === size ? n : Int32Array.from(index, (i) => n[i]!),
+    tokensPerRollout: pick(tokensPerRollout),
+    alpha: pick(alpha),
+    beta: pick(beta),
+    value: new Float64Array(count),
+    interval,
   };
 }
 

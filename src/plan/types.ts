@@ -54,7 +54,8 @@ export interface Allocation {
 /**
  * A plan's allocations as columns, without one object per prompt: row j describes
  * `plan.allocations[j]` (the prompts with n > 0, in candidate order). For training loops that
- * read a large plan in place; the plan file is unchanged.
+ * read a large plan in place; the plan file is unchanged. The arrays are the plan's own, and
+ * `allocations` is built from them on first read: treat them as read-only.
  */
 export interface PlanColumns {
   /** Rows, = totals.prompts. */
