@@ -39,7 +39,11 @@ function world(size: number, seed: string): { candidates: Candidate[]; states: P
 
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 
-/** Child mode: plan once at `size` and print peak memory growth (bytes) over the inputs. */
+/**
+ * Child mode: plan once at `size` and print the peak memory growth (bytes) over the inputs,
+ * after the planner call and again after reading `plan.allocations` (the objects the planner
+ * leaves to its first reader).
+ */
 function child(size: number): void {
   const { candidates, states } = world(size, `bench/${size}`);
   const snapshot = snapshotOf(states, 20);
@@ -47,14 +51,20 @@ function child(size: number): void {
   const base = process.memoryUsage();
   const baseRss = base.rss;
   const before = process.resourceUsage().maxRSS * 1024;
-  let peakHeap = 0;
   const timer = setInterval(() => undefined, 1000);
+  const grown = () => {
+    const now = process.memoryUsage();
+    return {
+      rss: Math.max(0, process.resourceUsage().maxRSS * 1024 - Math.max(before, baseRss)),
+      heap: now.heapUsed + now.arrayBuffers - (base.heapUsed + base.arrayBuffers),
+    };
+  };
   const plan = planStep(snapshot, candidates, { rollouts: 8 * size }, {}, registries);
+  const planned = grown();
+  const allocations = plan.allocations.length;
+  const materialized = grown();
   clearInterval(timer);
-  const after = process.memoryUsage();
-  peakHeap = after.heapUsed + after.arrayBuffers - (base.heapUsed + base.arrayBuffers);
-  const peakRss = Math.max(0, process.resourceUsage().maxRSS * 1024 - Math.max(before, baseRss));
-  process.stdout.write(JSON.stringify({ peakRss, heapGrowth: peakHeap, allocations: plan.allocations.length }));
+  process.stdout.write(JSON.stringify({ peakRss: planned.rss, heapGrowth: planned.heap, materializedRss: materialized.rss, materializedHeap: materialized.heap, allocations }));
 }
 
 function main(): void {
@@ -62,18 +72,23 @@ function main(): void {
   console.log('rollout-budget bench (node %s, %s)', process.version, new Date().toISOString());
   const defaults = resolvePlanOptions({});
   console.log(`planner: default options (policy ${defaults.policy}, value ${defaults.value}, saturation ${defaults.saturation}), rollout budget 8·N, min_n 2, max_n 64, 10% unseen prompts`);
+  console.log('plan ms: the planStep call, which returns the plan with its allocations as columns (the objects: second table)');
   console.log('size      plan ms (median)  runs  µs/prompt  solver ms  peak RSS growth B/prompt  heap growth B/prompt');
-  const rows: { size: number; ms: number; rss: number; heap: number }[] = [];
+  const rows: { size: number; ms: number; rss: number; heap: number; materializeMs: number; materializedRss: number; materializedHeap: number }[] = [];
   for (const size of sizes) {
     const { candidates, states } = world(size, `bench/${size}`);
     const snapshot = snapshotOf(states, 20);
     const runs = size >= 1e6 ? 3 : size >= 1e5 ? 5 : 15;
     const times: number[] = [];
-    planStep(snapshot, candidates, { rollouts: 8 * size }, {}, registries); // warm-up
+    const materializeTimes: number[] = [];
+    planStep(snapshot, candidates, { rollouts: 8 * size }, {}, registries).allocations; // warm-up
     for (let r = 0; r < runs; r++) {
       const t0 = performance.now();
-      planStep(snapshot, candidates, { rollouts: 8 * size }, {}, registries);
-      times.push(performance.now() - t0);
+      const plan = planStep(snapshot, candidates, { rollouts: 8 * size }, {}, registries);
+      const t1 = performance.now();
+      void plan.allocations; // built on first read: timed apart, so both costs show
+      materializeTimes.push(performance.now() - t1);
+      times.push(t1 - t0);
     }
     // The mechanism alone: the greedy on the same posteriors and value curves.
     const options = resolvePlanOptions({ step: 21 });
@@ -84,7 +99,7 @@ function main(): void {
       const input: SolverInput = {
         curves: new MonomialCurves(registries.values.get(options.value), { kind: 'beta', alpha, beta }),
         surplus: new MonomialCurves(registries.values.get(options.surplusValue), { kind: 'beta', alpha, beta }),
-        tokensPerRollout: new Float64Array(size), fixedTokens: new Float64Array(size), tieBreak: tie,
+        tokensPerRollout: new Float64Array(size), tieBreak: tie, // no prefill weight: no fixedTokens, as the planner
         minN: 2, maxN: 64, skip: false, rollouts: 8 * size, tokens: Infinity, saturation: options.saturation,
       };
       const t0 = performance.now();
@@ -93,13 +108,25 @@ function main(): void {
     }
     const self = fileURLToPath(import.meta.url);
     const mem = spawnSync(process.execPath, ['--expose-gc', self, 'child', String(size)], { encoding: 'utf8', maxBuffer: 1 << 20 });
-    const m = JSON.parse(mem.stdout || '{"peakRss":NaN,"heapGrowth":NaN}') as { peakRss: number; heapGrowth: number };
+    const m = JSON.parse(mem.stdout || '{"peakRss":NaN,"heapGrowth":NaN,"materializedRss":NaN,"materializedHeap":NaN}') as {
+      peakRss: number; heapGrowth: number; materializedRss: number; materializedHeap: number;
+    };
     const ms = median(times);
-    rows.push({ size, ms, rss: m.peakRss / size, heap: m.heapGrowth / size });
+    rows.push({
+      size, ms, rss: m.peakRss / size, heap: m.heapGrowth / size,
+      materializeMs: median(materializeTimes), materializedRss: m.materializedRss / size, materializedHeap: m.materializedHeap / size,
+    });
     console.log(`${String(size).padEnd(9)} ${ms.toFixed(1).padStart(16)}  ${String(runs).padStart(4)}  ${((ms / size) * 1000).toFixed(2).padStart(9)}  ${median(solverTimes).toFixed(1).padStart(9)}  ${(m.peakRss / size).toFixed(0).padStart(24)}  ${(m.heapGrowth / size).toFixed(0).padStart(20)}`);
   }
   const at = (s: number) => rows.find((r) => r.size === s)!;
   console.log(`targets: 1e4 in < 20 ms: ${at(1e4).ms.toFixed(1)} ms ${at(1e4).ms < 20 ? 'MET' : 'MISSED'}; 1e6 in < 2 s: ${(at(1e6).ms / 1000).toFixed(2)} s ${at(1e6).ms < 2000 ? 'MET' : 'MISSED'}; < 200 B/prompt (peak RSS growth at 1e6): ${at(1e6).rss.toFixed(0)} ${at(1e6).rss < 200 ? 'MET' : 'MISSED'}`);
+
+  console.log('\nreading plan.allocations (one object per prompt with p_low/p_high, built on first read: the JSON plan file and');
+  console.log('callers that iterate allocations pay this; plan.columns does not), medians of the same runs:');
+  console.log('size      materialize ms  µs/prompt  plan + materialize ms (sum of medians)  peak RSS growth B/prompt (plan + objects)  heap growth B/prompt');
+  for (const r of rows) {
+    console.log(`${String(r.size).padEnd(9)} ${r.materializeMs.toFixed(1).padStart(14)}  ${((r.materializeMs / r.size) * 1000).toFixed(2).padStart(9)}  ${(r.ms + r.materializeMs).toFixed(1).padStart(37)}  ${r.materializedRss.toFixed(0).padStart(40)}  ${r.materializedHeap.toFixed(0).padStart(20)}`);
+  }
 
   // References on one 200-prompt instance (rollout budget; max_n 16 keeps the MILP finite).
   const { candidates, states } = world(200, 'bench/ref');

@@ -21,13 +21,14 @@ export {
 } from './value/functions.js';
 export type { Monomial, ValueFunction } from './value/functions.js';
 export { MonomialCurves } from './value/curves.js';
-export type { CurveMode, ValueCurves } from './value/curves.js';
+export type { CurveMode, ValueCurves } from './value/types.js';
 export { conditionalValue, partialGroupOf, partialKey } from './value/conditional.js';
 export type { PartialGroup } from './value/conditional.js';
 export { PartitionedCurves } from './value/partitioned.js';
 export { greedySolve } from './solver/greedy.js';
 export { exactDp, milpSolve } from './solver/reference.js';
 export { createSolverRegistry } from './solver/registry.js';
+export { fixedTokensOf } from './solver/types.js';
 export type { Solver, SolverInput, SolverResult } from './solver/types.js';
 export { createPolicyRegistry, thompsonDraws } from './plan/policies.js';
 export type { Policy, PolicyInput, PolicyOutput } from './plan/policies.js';
@@ -35,7 +36,7 @@ export { defaultPlanOptions, resolvePlanOptions, validateBudget } from './plan/o
 export type { PlanOptionsInput } from './plan/options.js';
 export { planStep, posteriors } from './plan/planner.js';
 export type { Registries } from './plan/planner.js';
-export type { Allocation, Budget, Candidate, Plan, PlanOptions } from './plan/types.js';
+export type { Allocation, Budget, Candidate, Plan, PlanColumns, PlanOptions } from './plan/types.js';
 export { batchOf, digestOf, parsePrompts, parseResults } from './io/formats.js';
 export type { ResultBatch, RolloutResult } from './io/formats.js';
 export { parseJsonl, readText } from './io/jsonl.js';

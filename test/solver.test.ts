@@ -204,6 +204,24 @@ describe('greedy solver', () => {
     expect(b.n[12]).toBe(2);
   });
 
+  it('leaving fixedTokens out is the same as every prompt charging 0 fixed tokens', () => {
+    let ran = 0;
+    for (const skip of [false, true]) {
+      const input = randomInstance(`fixed-absent/${skip}`, { size: 300, minN: 2, maxN: 32, skip, rollouts: 2000, tokens: 300 * 6 * 500, tokenCosts: true });
+      const { fixedTokens: zeros, ...absent } = input;
+      expect(zeros?.every((f) => f === 0)).toBe(true);
+      const a = greedySolve(input);
+      const b = greedySolve(absent);
+      expect([...b.n], `skip ${skip}`).toEqual([...a.n]);
+      // The same arithmetic (x + 0 = x): equal exactly, not just within a tolerance.
+      expect(b.objective).toBe(a.objective);
+      expect(b.usedTokens).toBe(a.usedTokens);
+      expect(exactDp(absent).objective).toBe(exactDp(input).objective);
+      ran++;
+    }
+    expect(ran).toBe(2);
+  });
+
   it('the one-pass precommit of large instances gives exactly the heap\'s allocation', () => {
     const cases = [
       { rollouts: 8 * 40_000, tokens: Infinity, skip: false, tokenCosts: false },

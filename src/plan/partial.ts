@@ -1,6 +1,6 @@
 import { badInput, quote } from '../errors.js';
 import { conditionalValue, partialGroupOf, partialKey, type PartialGroup } from '../value/conditional.js';
-import type { ValueCurves } from '../value/curves.js';
+import type { ValueCurves } from '../value/types.js';
 import { PartitionedCurves } from '../value/partitioned.js';
 import type { Policy, PolicyInput, PolicyOutput } from './policies.js';
 import type { Budget, Candidate } from './types.js';
@@ -13,13 +13,20 @@ import type { Budget, Candidate } from './types.js';
  * max_n − k. Budgets are what is left for this round.
  */
 
+/** The candidates' partial groups and their successes and failures (0 where none). */
+export interface Partials {
+  readonly groups: PartialGroup[];
+  readonly successes: Float64Array;
+  readonly failures: Float64Array;
+}
+
 /**
- * The candidates' partial groups, or undefined when none has any. Adds each partial group's
- * successes and failures to α and β in place. Throws BAD_INPUT on a malformed list (library
- * callers; the prompts file is checked when parsed). O(N + Σk).
+ * The candidates' partial groups, or undefined when none has any; the planner adds their
+ * successes and failures to the posterior (undecayed: same step). Throws BAD_INPUT on a
+ * malformed list (library callers; the prompts file is checked when parsed). O(N + Σk).
  */
-export function applyPartials(candidates: readonly Candidate[], alpha: Float64Array, beta: Float64Array): PartialGroup[] | undefined {
-  let groups: PartialGroup[] | undefined;
+export function readPartials(candidates: readonly Candidate[]): Partials | undefined {
+  let out: Partials | undefined;
   for (let i = 0; i < candidates.length; i++) {
     const rewards = candidates[i]!.partial_rewards;
     if (rewards === undefined) continue;
@@ -30,12 +37,12 @@ export function applyPartials(candidates: readonly Candidate[], alpha: Float64Ar
       s += r;
     });
     if (rewards.length === 0) continue;
-    groups ??= new Array<PartialGroup>(candidates.length).fill(NONE);
-    groups[i] = partialGroupOf(rewards);
-    alpha[i] = alpha[i]! + s;
-    beta[i] = beta[i]! + rewards.length - s;
+    out ??= { groups: new Array<PartialGroup>(candidates.length).fill(NONE), successes: new Float64Array(candidates.length), failures: new Float64Array(candidates.length) };
+    out.groups[i] = partialGroupOf(rewards);
+    out.successes[i] = s;
+    out.failures[i] = rewards.length - s;
   }
-  return groups;
+  return out;
 }
 
 const NONE: PartialGroup = { rollouts: 0, sawSuccess: false, sawFailure: false };

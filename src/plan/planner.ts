@@ -1,7 +1,5 @@
 import { RolloutBudgetError, badInput, quote } from '../errors.js';
-import { betaQuantileFast } from '../math/beta.js';
 import { fnv1a } from '../math/hash.js';
-import { PairCache } from '../math/pair-cache.js';
 import { forgetFactor } from '../posterior/decay.js';
 import { expectedTokens } from '../posterior/length.js';
 import { priorFor, type Prior } from '../posterior/prior.js';
@@ -10,9 +8,10 @@ import type { Registry } from '../registry.js';
 import type { Solver } from '../solver/types.js';
 import type { ValueFunction } from '../value/functions.js';
 import { resolvePlanOptions, validateBudget, type PlanOptionsInput } from './options.js';
-import { applyPartials, buildPartialCurves, partialBounds } from './partial.js';
+import { buildPartialCurves, partialBounds, readPartials } from './partial.js';
 import type { Policy } from './policies.js';
-import type { Allocation, Budget, Candidate, Plan } from './types.js';
+import { columnarPlan } from './columns.js';
+import type { Budget, Candidate, Plan, PlanColumns } from './types.js';
 
 export interface Registries {
   readonly values: Registry<ValueFunction>;
@@ -20,13 +19,18 @@ export interface Registries {
   readonly solvers: Registry<Solver>;
 }
 
-/** The posterior Beta(α, β) of each candidate at `step`: learned prior + decayed evidence. */
+/**
+ * The posterior Beta(α, β) of each candidate at `step`: learned prior + decayed evidence.
+ * `hashes[i]`, when given, is fnv1a of candidate i's id (passed on to the state lookup);
+ * `each(i, state, α_i, β_i)`, when given, runs for every candidate in order. O(N).
+ */
 export function posteriors(
   snapshot: StateSnapshot,
   candidates: readonly Candidate[],
   step: number,
   options: Pick<ReturnType<typeof resolvePlanOptions>, 'decay' | 'prior'>,
-  statesOut?: (PromptState | undefined)[],
+  hashes?: Uint32Array,
+  each?: (i: number, state: PromptState | undefined, alpha: number, beta: number) => void,
 ): { alpha: Float64Array; beta: Float64Array } {
   const alpha = new Float64Array(candidates.length);
   const beta = new Float64Array(candidates.length);
@@ -37,8 +41,7 @@ export function posteriors(
     const group = c.group ?? null;
     let prior = priors.get(group);
     if (prior === undefined) priors.set(group, (prior = priorFor(snapshot, group, options.prior)));
-    const s = snapshot.get(c.id);
-    if (statesOut !== undefined) statesOut[i] = s;
+    const s = hashes === undefined ? snapshot.get(c.id) : snapshot.get(c.id, hashes[i]!);
     let k = 0;
     if (s !== undefined) {
       const gap = step - s.lastStep;
@@ -47,8 +50,11 @@ export function posteriors(
         if (k !== k) k = forget[gap] = forgetFactor(options.decay, s.lastStep, step);
       } else k = forgetFactor(options.decay, s.lastStep, step);
     }
-    alpha[i] = prior.alpha + (s?.successes ?? 0) * k;
-    beta[i] = prior.beta + (s?.failures ?? 0) * k;
+    const a = prior.alpha + (s?.successes ?? 0) * k;
+    const b = prior.beta + (s?.failures ?? 0) * k;
+    alpha[i] = a;
+    beta[i] = b;
+    each?.(i, s, a, b);
   }
   return { alpha, beta };
 }
@@ -79,23 +85,30 @@ export function planStep(
   for (let i = 0; i < size; i++) tieBreak[i] = fnv1a(candidates[i]!.id);
   rejectDuplicateIds(candidates, tieBreak);
 
-  const states: (PromptState | undefined)[] = new Array(size);
-  const { alpha, beta } = posteriors(snapshot, candidates, step, options, states);
-  const partials = applyPartials(candidates, alpha, beta);
+  // Rewards this step already gave (a later round): counted in the posterior, lengths included.
+  const partials = readPartials(candidates);
   const tokensPerRollout = new Float64Array(size);
-  const fixedTokens = new Float64Array(size);
+  // Prefill is charged only with a prefill weight: no array of zeros otherwise.
+  const fixedTokens = options.prefillWeight > 0 ? new Float64Array(size) : undefined;
   let assumedLengths = 0;
   let missingPromptTokens = 0;
-  for (let i = 0; i < size; i++) {
+  const { alpha, beta } = posteriors(snapshot, candidates, step, options, tieBreak, (i, s, a, b) => {
     const c = candidates[i]!;
-    const s = states[i];
     const group = c.group === undefined ? undefined : snapshot.group(c.group);
-    const est = expectedTokens(s, group, snapshot.all, alpha[i]! / (alpha[i]! + beta[i]!), c.max_tokens, options.length);
+    const pa = partials === undefined ? a : a + partials.successes[i]!;
+    const pb = partials === undefined ? b : b + partials.failures[i]!;
+    const est = expectedTokens(s, group, snapshot.all, pa / (pa + pb), c.max_tokens, options.length);
     tokensPerRollout[i] = est.tokens;
     if (est.assumed) assumedLengths++;
-    if (options.prefillWeight > 0) {
+    if (fixedTokens !== undefined) {
       if (c.prompt_tokens === undefined) missingPromptTokens++;
       fixedTokens[i] = options.prefillWeight * (c.prompt_tokens ?? 0);
+    }
+  });
+  if (partials !== undefined) {
+    for (let i = 0; i < size; i++) {
+      alpha[i] = alpha[i]! + partials.successes[i]!;
+      beta[i] = beta[i]! + partials.failures[i]!;
     }
   }
   if (budget.tokens !== undefined && assumedLengths > 0) {
@@ -104,13 +117,13 @@ export function planStep(
   if (missingPromptTokens > 0) warnings.push(`${missingPromptTokens} prompts have no prompt_tokens: their prefill counts as 0`);
 
   const policyInput = { candidates, alpha, beta, snapshot, value, surplusValue, seed: options.seed, step };
-  const built = partials === undefined ? policy.build(policyInput) : buildPartialCurves(policy, policyInput, partials);
+  const built = partials === undefined ? policy.build(policyInput) : buildPartialCurves(policy, policyInput, partials.groups);
   const result = solver({
-    ...(partials === undefined ? {} : partialBounds(partials, options.minN, options.maxN)),
+    ...(partials === undefined ? {} : partialBounds(partials.groups, options.minN, options.maxN)),
     curves: built.curves,
     ...(built.surplus === undefined ? {} : { surplus: built.surplus }),
     tokensPerRollout,
-    fixedTokens,
+    ...(fixedTokens === undefined ? {} : { fixedTokens }),
     tieBreak,
     minN: options.minN,
     maxN: options.maxN,
@@ -129,38 +142,22 @@ export function planStep(
     );
   }
 
-  const allocations: Allocation[] = [];
-  const lo = (1 - options.interval) / 2;
-  const interval = memoizedInterval(lo, size);
+  const columns = resultColumns(candidates, result.n, alpha, beta, tokensPerRollout, options.interval);
+  const values = columns.value;
   const curves = built.curves;
   let expected = 0;
-  for (let i = 0; i < size; i++) {
-    const n = result.n[i]!;
-    if (n === 0) continue;
-    const a = alpha[i]!;
-    const b = beta[i]!;
-    const c = candidates[i]!;
-    const tokens = n * tokensPerRollout[i]!;
-    expected += tokens + fixedTokens[i]!;
-    const [pLow, pHigh] = interval(a, b);
-    allocations.push({
-      prompt_id: c.id,
-      n,
-      max_tokens: c.max_tokens ?? null,
-      expected_tokens: Math.round(tokens),
-      p_mean: a / (a + b),
-      p_low: pLow,
-      p_high: pHigh,
-      value: curves.cursorOf(i) === n ? curves.current(i) : curves.value(i, n),
-      ...(partials === undefined || partials[i]!.rollouts === 0 ? {} : { first_rollout: partials[i]!.rollouts }),
-    });
+  for (let j = 0; j < columns.length; j++) {
+    const i = columns.index[j]!;
+    const n = columns.n[j]!;
+    expected += n * tokensPerRollout[i]! + (fixedTokens === undefined ? 0 : fixedTokens[i]!);
+    values[j] = curves.cursorOf(i) === n ? curves.current(i) : curves.value(i, n);
   }
   const leftR = budget.rollouts === undefined ? 0 : budget.rollouts - result.usedRollouts;
   if (leftR > 0 && budget.tokens === undefined) {
     warnings.push(`${leftR} rollouts of the budget left unspent: every prompt is at max_n ${options.maxN} or has no value left`);
   }
   const ub = result.upperBound;
-  return {
+  return columnarPlan({
     version: 1,
     step,
     seed: options.seed,
@@ -168,7 +165,7 @@ export function planStep(
     value: options.value,
     budget: { rollouts: budget.rollouts ?? null, tokens: budget.tokens ?? null },
     totals: {
-      prompts: allocations.length,
+      prompts: columns.length,
       rollouts: result.usedRollouts,
       expected_tokens: Math.round(expected),
       objective: result.objective,
@@ -176,21 +173,41 @@ export function planStep(
       gap: ub > 0 ? Math.max(0, (ub - result.objective) / ub) : 0,
       surplus_rollouts: result.surplusRollouts,
     },
-    allocations,
     warnings,
-  };
+  }, columns);
 }
 
 /**
- * [q, 1 − q] quantiles of Beta(α, β), cached for one plan: posteriors repeat a lot (counts
- * are small integers and step gaps few), and the exact quantile costs ~1.4 µs.
+ * The plan's rows (prompts with n > 0) as columns, value left to fill. When every prompt is
+ * planned the columns are the planner's own arrays; otherwise compacted copies.
  */
-function memoizedInterval(q: number, size: number): (a: number, b: number) => [number, number] {
-  // At least 2 slots a prompt, 2^8 to 2^16 (2 MB): small plans do not pay for a big table.
-  const bits = Math.min(16, Math.max(8, Math.ceil(Math.log2(2 * size + 1))));
-  const cache = new PairCache((a, b) => [betaQuantileFast(q, a, b), betaQuantileFast(1 - q, a, b)], bits);
-  const out: [number, number] = [0, 0];
-  return (a, b) => cache.get(a, b, out);
+function resultColumns(
+  candidates: readonly Candidate[],
+  n: Int32Array,
+  alpha: Float64Array,
+  beta: Float64Array,
+  tokensPerRollout: Float64Array,
+  interval: number,
+): PlanColumns & { readonly value: Float64Array } {
+  const size = candidates.length;
+  let count = 0;
+  for (let i = 0; i < size; i++) if (n[i] !== 0) count++;
+  const index = new Int32Array(count);
+  for (let i = 0, j = 0; i < size; i++) if (n[i] !== 0) index[j++] = i;
+  const pick = (column: Float64Array) => (count === size ? column : Float64Array.from(index, (i) => column[i]!));
+  const rows: Candidate[] = new Array(count);
+  for (let j = 0; j < count; j++) rows[j] = candidates[index[j]!]!;
+  return {
+    length: count,
+    candidates: rows,
+    index,
+    n: count === size ? n : Int32Array.from(index, (i) => n[i]!),
+    tokensPerRollout: pick(tokensPerRollout),
+    alpha: pick(alpha),
+    beta: pick(beta),
+    value: new Float64Array(count),
+    interval,
+  };
 }
 
 /**

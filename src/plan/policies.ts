@@ -2,7 +2,8 @@ import seedrandom from 'seedrandom';
 import { betaDraw } from '../math/beta.js';
 import type { StateSnapshot } from '../posterior/state.js';
 import { createRegistry, type Registry } from '../registry.js';
-import { MonomialCurves, type ValueCurves } from '../value/curves.js';
+import { MonomialCurves } from '../value/curves.js';
+import type { ValueCurves } from '../value/types.js';
 import type { ValueFunction } from '../value/functions.js';
 import type { Candidate } from './types.js';
 

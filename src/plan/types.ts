@@ -61,6 +61,33 @@ export interface Allocation {
   first_rollout?: number;
 }
 
+/**
+ * A plan's allocations as columns, without one object per prompt: row j describes
+ * `plan.allocations[j]` (the prompts with n > 0, in candidate order). For training loops that
+ * read a large plan in place; the plan file is unchanged. The arrays are the plan's own, and
+ * `allocations` is built from them on first read: treat them as read-only.
+ */
+export interface PlanColumns {
+  /** Rows, = totals.prompts. */
+  readonly length: number;
+  /**
+   * Row j's candidate (a copy of the planned list, so later edits to it do not reach the plan).
+   * A row whose candidate has partial_rewards has first_rollout = their number.
+   */
+  readonly candidates: readonly Candidate[];
+  /** Row j's position in the candidates given to the planner. */
+  readonly index: Int32Array;
+  readonly n: Int32Array;
+  /** Expected generated tokens of one rollout; expected_tokens = round(n · tokensPerRollout). */
+  readonly tokensPerRollout: Float64Array;
+  /** The posterior Beta(alpha, beta) at the plan's step; p_mean = alpha / (alpha + beta). */
+  readonly alpha: Float64Array;
+  readonly beta: Float64Array;
+  readonly value: Float64Array;
+  /** Central credible mass of [p_low, p_high] (the plan option `interval`). */
+  readonly interval: number;
+}
+
 /** The allocation plan (version 1). Published as schemas/plan.schema.json. */
 export interface Plan {
   version: 1;
@@ -82,4 +109,9 @@ export interface Plan {
   };
   allocations: Allocation[];
   warnings: string[];
+  /**
+   * Plans from the planner carry their allocations as columns too (not enumerable: never
+   * in the plan file). Absent on plans read from a file. Edits to `allocations` do not reach it.
+   */
+  readonly columns?: PlanColumns;
 }

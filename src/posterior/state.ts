@@ -1,3 +1,5 @@
+import { StateIndex } from './state-index.js';
+
 /**
  * What the state keeps per prompt. Evidence is discounted (see decay.ts); the raw totals and
  * length sums are not.
@@ -68,23 +70,27 @@ export function addToGroupStats(stats: GroupStats, s: PromptState): GroupStats {
 export interface StateSnapshot {
   /** Latest step with evidence, or null for an empty state. */
   readonly lastStep: number | null;
-  get(id: string): PromptState | undefined;
+  /**
+   * The state of `id`, if any. `hash`, when a caller passes it, is fnv1a(id) (the planner
+   * has every candidate's for its tie-break); an implementation may ignore it.
+   */
+  get(id: string, hash?: number): PromptState | undefined;
   /** Pooled figures of a group (null: prompts without a group are pooled only in `all`). */
   group(name: string): GroupStats | undefined;
   readonly all: GroupStats;
 }
 
-/** A snapshot over prompt states held in memory. O(N) to build. */
+/** A snapshot over prompt states held in memory, indexed by id (StateIndex). O(N) to build. */
 export function snapshotOf(states: Iterable<PromptState>, lastStep?: number | null): StateSnapshot {
-  const byId = new Map<string, PromptState>();
+  const list = Array.isArray(states) ? (states as readonly PromptState[]) : [...states];
+  const byId = new StateIndex(list);
   const groups = new Map<string, GroupStats>();
   let all = emptyGroupStats;
   let latest: number | null = null;
-  for (const s of states) {
-    byId.set(s.id, s);
+  for (const s of list) {
     all = addToGroupStats(all, s);
     if (s.group !== null) groups.set(s.group, addToGroupStats(groups.get(s.group) ?? emptyGroupStats, s));
     if (s.rollouts > 0 && (latest === null || s.lastStep > latest)) latest = s.lastStep;
   }
-  return { lastStep: lastStep ?? latest, get: (id) => byId.get(id), group: (g) => groups.get(g), all };
+  return { lastStep: lastStep ?? latest, get: (id, hash) => byId.get(id, hash), group: (g) => groups.get(g), all };
 }

@@ -1,4 +1,4 @@
-import type { SolverInput } from './types.js';
+import { fixedTokensOf, type SolverInput } from './types.js';
 
 /**
  * Prompt i's bounds: n_i ∈ {0 if it may be left out} ∪ [max(1, lo), hi], with lo, hi its own
@@ -34,7 +34,7 @@ export function startNeeds(input: SolverInput): { rollouts: number; tokens: numb
     const s = startOf(input, i);
     if (s === 0) continue;
     rollouts += s;
-    tokens += s * input.tokensPerRollout[i]! + input.fixedTokens[i]!;
+    tokens += s * input.tokensPerRollout[i]! + fixedTokensOf(input, i);
   }
   return { rollouts, tokens };
 }

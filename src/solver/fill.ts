@@ -1,7 +1,7 @@
-import type { ValueCurves } from '../value/curves.js';
+import type { ValueCurves } from '../value/types.js';
 import { startOf } from './bounds.js';
 import { MaxHeap } from './heap.js';
-import type { SolverInput } from './types.js';
+import { fixedTokensOf, type SolverInput } from './types.js';
 
 /** Relative slack on the token budget (float sums of expected tokens). */
 export const SLACK = 1e-9;
@@ -37,9 +37,6 @@ export class Filler {
   private readonly gain: Float64Array;
   private readonly jumpTo: Int32Array;
   private readonly jumpValue: Float64Array;
-  private readonly keys: Float64Array;
-  private readonly items: Int32Array;
-  private count = 0;
   private readonly heap: MaxHeap;
   private readonly cheapest: number;
   private cv: ValueCurves;
@@ -62,15 +59,12 @@ export class Filler {
     const jumps = input.skip || this.lower !== undefined;
     this.jumpTo = new Int32Array(jumps ? size : 0);
     this.jumpValue = new Float64Array(jumps ? size : 0);
-    this.keys = new Float64Array(size);
-    this.items = new Int32Array(size);
     this.heap = new MaxHeap(size, input.tieBreak);
     let cheapest = Infinity;
     for (let i = 0; i < size; i++) if (input.tokensPerRollout[i]! < cheapest) cheapest = input.tokensPerRollout[i]!;
     this.cheapest = cheapest;
     this.cv = input.curves;
     const c = input.tokensPerRollout;
-    const f = input.fixedTokens;
     for (let i = 0; i < size; i++) {
       const start = startOf(input, i);
       this.state.n[i] = start;
@@ -78,7 +72,7 @@ export class Filler {
       if (start > 0) {
         this.state.objective += v;
         this.state.usedR += start;
-        this.state.usedT += start * c[i]! + f[i]!;
+        this.state.usedT += start * c[i]! + this.fixed(i);
       }
     }
   }
@@ -99,6 +93,11 @@ export class Filler {
   /** The smallest group a jump from 0 may make. */
   private jumpMin(i: number): number {
     return this.lower === undefined ? this.input.minN : Math.max(1, this.lower[i]!);
+  }
+
+  /** f_i: tokens charged once when item i gets n > 0. */
+  private fixed(i: number): number {
+    return fixedTokensOf(this.input, i);
   }
 
   private unitCost(i: number): number {
@@ -124,7 +123,7 @@ export class Filler {
     let m = this.jumpMin(i);
     if (m > maxN) return NaN;
     let v = cv.seek(i, m);
-    let cost = m * uc + this.wt * this.input.fixedTokens[i]!;
+    let cost = m * uc + this.wt * this.fixed(i);
     while (m < maxN) {
       const g = cv.nextGain(i);
       if (!(Filler.ratio(g, uc) > Filler.ratio(v, cost))) break;
@@ -148,7 +147,7 @@ export class Filler {
       s.n[i] = m;
       if (this.track === undefined) s.objective += this.jumpValue[i]!;
       s.usedR += m;
-      s.usedT += m * c + this.input.fixedTokens[i]!;
+      s.usedT += m * c + this.fixed(i);
       if (!this.primary) s.surplusRollouts += m;
     } else {
       if (this.track === undefined) s.objective += this.gain[i]!;
@@ -163,8 +162,7 @@ export class Filler {
   private collect(i: number): void {
     const key = this.keyOf(i);
     if (key === key) {
-      this.keys[this.count] = key;
-      this.items[this.count++] = i;
+      this.heap.append(key, i);
     }
   }
 
@@ -178,11 +176,9 @@ export class Filler {
     this.track = track;
     this.primary = track === undefined;
     const size = this.size;
-    this.count = 0;
+    this.heap.clear();
     for (let i = 0; i < size; i++) this.collect(i);
-    let best = 0;
-    for (let k = 0; k < this.count; k++) if (this.keys[k]! > best) best = this.keys[k]!;
-    const saturated = saturation * best;
+    const saturated = saturation * this.heap.maxKey();
     if (size >= PRECOMMIT_MIN && this.input.precommit !== false) {
       // Above max(estimate, saturated) the heap would take every move in turn: commit them in
       // one pass (no move there is saturated, so the heap order could not have stopped
@@ -197,7 +193,7 @@ export class Filler {
         fresh = false;
         if (!(estimate > 0)) break;
         const checkpoint = this.checkpoint();
-        this.count = 0;
+        this.heap.clear();
         if (!this.precommit(Math.max(estimate, saturated))) {
           this.restore(checkpoint);
           break;
@@ -206,11 +202,11 @@ export class Filler {
         if (this.budgetR - this.state.usedR < size / 16) break;
       }
       if (!fresh) {
-        this.count = 0;
+        this.heap.clear();
         for (let i = 0; i < size; i++) this.collect(i);
       }
     }
-    this.heap.build(this.keys, this.items, this.count);
+    this.heap.heapify();
     this.drain(saturated);
     if (this.primary && Number.isNaN(this.state.bound)) this.state.bound = this.state.objective;
     if (track !== undefined) this.settle(track);
@@ -242,7 +238,6 @@ export class Filler {
   private drain(saturated: number): void {
     const { heap, input } = this;
     const c = input.tokensPerRollout;
-    const f = input.fixedTokens;
     while (heap.size > 0) {
       const key = heap.topKey();
       const i = heap.topItem();
@@ -252,10 +247,10 @@ export class Filler {
       }
       if (this.state.n[i]! === 0) {
         const m = this.jumpTo[i]!;
-        if (!this.fits(m, m * c[i]! + f[i]!)) {
+        if (!this.fits(m, m * c[i]! + this.fixed(i))) {
           this.noteBound(key);
           const roomR = this.budgetR - this.state.usedR;
-          const roomT = c[i]! > 0 ? (this.budgetT * (1 + SLACK) - this.state.usedT - f[i]!) / c[i]! : Infinity;
+          const roomT = c[i]! > 0 ? (this.budgetT * (1 + SLACK) - this.state.usedT - this.fixed(i)) / c[i]! : Infinity;
           const smaller = Math.min(m - 1, Math.floor(roomR), Math.floor(roomT));
           if (smaller < this.jumpMin(i)) {
             heap.pop();
@@ -264,7 +259,7 @@ export class Filler {
           const v = this.cv.seek(i, smaller);
           this.jumpTo[i] = smaller;
           this.jumpValue[i] = v;
-          heap.replaceTop(Filler.ratio(v, smaller * this.unitCost(i) + this.wt * f[i]!), i);
+          heap.replaceTop(Filler.ratio(v, smaller * this.unitCost(i) + this.wt * this.fixed(i)), i);
           continue;
         }
       } else if (!this.fits(1, c[i]!)) {
@@ -303,7 +298,6 @@ export class Filler {
   private estimateThreshold(floor: number): number {
     const { size, state, input } = this;
     const c = input.tokensPerRollout;
-    const f = input.fixedTokens;
     // About size/16 prompts (256 to SAMPLE), each walked to max_n: a value that keeps paying
     // for deep groups (knapsack on hard prompts) is then counted in full.
     const stride = Math.ceil(size / Math.min(SAMPLE, Math.max(256, size >> 4)));
@@ -311,7 +305,7 @@ export class Filler {
     let most = input.maxN;
     if (this.upper !== undefined) for (let i = 0; i < size; i += stride) most = Math.max(most, this.upper[i]!);
     const room = sampled * (most + 1);
-    const ratios = new Float64Array(room);
+    const logRatios = new Float64Array(room);
     const costR = new Float64Array(room);
     const costT = new Float64Array(room);
     let m = 0;
@@ -323,9 +317,9 @@ export class Filler {
         if (!(key > 0) || key < floor) break;
         const n = state.n[i]!;
         const r = n === 0 ? this.jumpTo[i]! : 1;
-        ratios[m] = key;
+        logRatios[m] = Math.log(key);
         costR[m] = r;
-        costT[m++] = r * c[i]! + (n === 0 ? f[i]! : 0);
+        costT[m++] = r * c[i]! + (n === 0 ? this.fixed(i) : 0);
         if (n === 0) state.n[i] = this.jumpTo[i]!;
         else {
           this.cv.advance(i);
@@ -341,7 +335,7 @@ export class Filler {
     let lo = Infinity;
     let hi = -Infinity;
     for (let k = 0; k < m; k++) {
-      const x = Math.log(ratios[k]!);
+      const x = logRatios[k]!;
       if (x < lo) lo = x;
       if (x > hi) hi = x;
     }
@@ -350,7 +344,7 @@ export class Filler {
     const sumR = new Float64Array(buckets + 1);
     const sumT = new Float64Array(buckets + 1);
     for (let k = 0; k < m; k++) {
-      const b = Math.min(buckets, Math.floor((Math.log(ratios[k]!) - lo) / width));
+      const b = Math.min(buckets, Math.floor((logRatios[k]! - lo) / width));
       sumR[b] = sumR[b]! + costR[k]!;
       sumT[b] = sumT[b]! + costT[k]!;
     }
@@ -414,8 +408,7 @@ export class Filler {
       if (!this.primary) state.surplusRollouts += taken;
       if (g === g) {
         this.gain[i] = g;
-        this.keys[this.count] = Filler.ratio(g, uc);
-        this.items[this.count++] = i;
+        this.heap.append(Filler.ratio(g, uc), i);
       }
     }
     return state.usedR <= this.budgetR && state.usedT <= this.budgetT * (1 + SLACK);

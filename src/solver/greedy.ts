@@ -26,7 +26,7 @@ import type { SolverInput, SolverResult } from './types.js';
  *
  * Complexity: O((N + B) log N) time, B = rollouts placed; large instances take most moves in
  * linear precommit passes (fill.ts), so the heap orders only the last few percent. Memory:
- * about 50 bytes a prompt (state, pending gains, heap), beside the curves.
+ * 24 bytes a prompt (n, pending gain, heap; 36 with skip), beside the curves.
  */
 export function greedySolve(input: SolverInput): SolverResult {
   const size = input.curves.size;

@@ -1,6 +1,6 @@
 /**
  * A binary max-heap of item indices keyed by (priority desc, tie asc), in typed arrays:
- * 16 bytes an entry. Ties break on a stable per-item number, so the pop order never depends
+ * 12 bytes an entry. Ties break on a stable per-item number, so the pop order never depends
  * on the order items were pushed.
  */
 export class MaxHeap {
@@ -35,12 +35,22 @@ export class MaxHeap {
     return ta !== tb ? ta < tb : ia < ib;
   }
 
-  /** Replaces the contents with (keys[j], items[j]) for j < count, in O(count). */
-  build(keys: Float64Array, items: Int32Array, count: number): void {
-    this.keys.set(keys.subarray(0, count));
-    this.items.set(items.subarray(0, count));
-    this.count = count;
-    for (let pos = (count >> 1) - 1; pos >= 0; pos--) this.siftFrom(pos, this.keys[pos]!, this.items[pos]!);
+  /** Adds (key, item) at the end without ordering: the heap is valid again after heapify(). */
+  append(key: number, item: number): void {
+    this.keys[this.count] = key;
+    this.items[this.count++] = item;
+  }
+
+  /** Largest key appended so far (0 if none is above 0). O(count). */
+  maxKey(): number {
+    let best = 0;
+    for (let k = 0; k < this.count; k++) if (this.keys[k]! > best) best = this.keys[k]!;
+    return best;
+  }
+
+  /** Orders the appended entries into a heap, in O(count). */
+  heapify(): void {
+    for (let pos = (this.count >> 1) - 1; pos >= 0; pos--) this.siftFrom(pos, this.keys[pos]!, this.items[pos]!);
   }
 
   clear(): void {

@@ -1,6 +1,6 @@
 import lpSolver from 'javascript-lp-solver';
 import { optionsOf, startNeeds } from './bounds.js';
-import type { SolverInput, SolverResult } from './types.js';
+import { fixedTokensOf, type SolverInput, type SolverResult } from './types.js';
 
 function infeasible(size: number, input: SolverInput): SolverResult {
   return {
@@ -50,7 +50,7 @@ export function exactDp(input: SolverInput, limit = 5e7): SolverResult {
     b -= n[i]!;
   }
   let tokens = 0;
-  for (let i = 0; i < size; i++) tokens += n[i]! * input.tokensPerRollout[i]! + (n[i]! > 0 ? input.fixedTokens[i]! : 0);
+  for (let i = 0; i < size; i++) tokens += n[i]! * input.tokensPerRollout[i]! + (n[i]! > 0 ? fixedTokensOf(input, i) : 0);
   return { status: 'optimal', n, objective: prev[bestB]!, upperBound: prev[bestB]!, usedRollouts: bestB, usedTokens: tokens, surplusRollouts: 0 };
 }
 
@@ -74,7 +74,7 @@ export function milpSolve(input: SolverInput, timeoutMs?: number): SolverResult 
       variables[name] = {
         value: input.curves.value(i, n),
         rollouts: n,
-        tokens: n * input.tokensPerRollout[i]! + (n > 0 ? input.fixedTokens[i]! : 0),
+        tokens: n * input.tokensPerRollout[i]! + (n > 0 ? fixedTokensOf(input, i) : 0),
         [`one${i}`]: 1,
       };
       ints[name] = 1;
@@ -98,7 +98,7 @@ export function milpSolve(input: SolverInput, timeoutMs?: number): SolverResult 
   for (let i = 0; i < size; i++) {
     objective += input.curves.value(i, n[i]!);
     used += n[i]!;
-    tokens += n[i]! * input.tokensPerRollout[i]! + (n[i]! > 0 ? input.fixedTokens[i]! : 0);
+    tokens += n[i]! * input.tokensPerRollout[i]! + (n[i]! > 0 ? fixedTokensOf(input, i) : 0);
   }
   return { status: timedOut ? 'truncated' : 'optimal', n, objective, upperBound: objective, usedRollouts: used, usedTokens: tokens, surplusRollouts: 0 };
 }

@@ -1,4 +1,4 @@
-import type { ValueCurves } from '../value/curves.js';
+import type { ValueCurves } from '../value/types.js';
 
 /** What a solver fills: N prompts, their value curves and costs, under two budgets. */
 export interface SolverInput {
@@ -7,8 +7,11 @@ export interface SolverInput {
   readonly surplus?: ValueCurves;
   /** Expected generated tokens per rollout, c_i ≥ 0. */
   readonly tokensPerRollout: Float64Array;
-  /** Tokens charged once when a prompt gets n > 0 (prefill weight · prompt tokens), f_i ≥ 0. */
-  readonly fixedTokens: Float64Array;
+  /**
+   * Tokens charged once when a prompt gets n > 0 (prefill weight · prompt tokens), f_i ≥ 0;
+   * absent when every f_i is 0 (read it through fixedTokensOf).
+   */
+  readonly fixedTokens?: Float64Array;
   /** Stable tie-break per prompt (a hash of its id), so candidate order never matters. */
   readonly tieBreak: Uint32Array;
   readonly minN: number;
@@ -36,6 +39,11 @@ export interface SolverInput {
    * below this share of the best first move's (0: never).
    */
   readonly saturation?: number;
+}
+
+/** f_i of `input`: its fixed tokens, 0 when it has none. */
+export function fixedTokensOf(input: SolverInput, i: number): number {
+  return input.fixedTokens === undefined ? 0 : input.fixedTokens[i]!;
 }
 
 /**

@@ -1,4 +1,4 @@
-import type { ValueCurves } from './curves.js';
+import type { ValueCurves } from './types.js';
 
 /**
  * Value curves of N prompts assembled from parts, each part the curves of some of the prompts
