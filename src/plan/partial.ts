@@ -1,4 +1,4 @@
-import { badInput, quote } from '../errors.js';
+import { field } from '../io/jsonl.js';
 import { conditionalValue, partialGroupOf, partialKey, type PartialGroup } from '../value/conditional.js';
 import type { ValueCurves } from '../value/types.js';
 import { PartitionedCurves } from '../value/partitioned.js';
@@ -12,6 +12,8 @@ import type { Budget, Candidate } from './types.js';
  * more rollouts add to the group, value/conditional.ts), and the prompt may get 0 more, up to
  * max_n − k. Budgets are what is left for this round.
  */
+
+const NONE: PartialGroup = { rollouts: 0, sawSuccess: false, sawFailure: false };
 
 /** The candidates' partial groups and their successes and failures (0 where none). */
 export interface Partials {
@@ -28,24 +30,19 @@ export interface Partials {
 export function readPartials(candidates: readonly Candidate[]): Partials | undefined {
   let out: Partials | undefined;
   for (let i = 0; i < candidates.length; i++) {
-    const rewards = candidates[i]!.partial_rewards;
-    if (rewards === undefined) continue;
-    if (!Array.isArray(rewards)) throw badInput(`candidate ${i + 1}`, `"partial_rewards" must be an array of rewards in [0, 1], got ${quote(rewards)}`);
-    let s = 0;
-    rewards.forEach((r, j) => {
-      if (typeof r !== 'number' || !(r >= 0 && r <= 1)) throw badInput(`candidate ${i + 1}`, `"partial_rewards[${j}]" must be a number in [0, 1], got ${quote(r)}`);
-      s += r;
-    });
+    const c = candidates[i]!;
+    if (c.partial_rewards === undefined) continue;
+    const rewards = field.rewards(`candidate ${i + 1}`, c, 'partial_rewards')!;
     if (rewards.length === 0) continue;
     out ??= { groups: new Array<PartialGroup>(candidates.length).fill(NONE), successes: new Float64Array(candidates.length), failures: new Float64Array(candidates.length) };
+    let s = 0;
+    for (const r of rewards) s += r;
     out.groups[i] = partialGroupOf(rewards);
     out.successes[i] = s;
     out.failures[i] = rewards.length - s;
   }
   return out;
 }
-
-const NONE: PartialGroup = { rollouts: 0, sawSuccess: false, sawFailure: false };
 
 /** Per-prompt bounds: [min_n, max_n] for a fresh prompt, [0, max_n − k] for one with k. O(N). */
 export function partialBounds(groups: readonly PartialGroup[], minN: number, maxN: number): { promptMinN: Int32Array; promptMaxN: Int32Array } {
