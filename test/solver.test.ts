@@ -229,6 +229,9 @@ describe('greedy solver', () => {
       { rollouts: 5 * 40_000, tokens: 40_000 * 5 * 520, skip: true, tokenCosts: true, prefill: true },
       { rollouts: 8 * 40_000, tokens: Infinity, skip: false, tokenCosts: false, saturation: 0.1 },
       { rollouts: 8 * 40_000, tokens: Infinity, skip: false, tokenCosts: false, value: 'balanced', saturation: 0.1 },
+      // Regression (a budget far above saturation took every move through the heap, ~5× slower):
+      // everything above the floor fits, taken in one pass.
+      { rollouts: 40 * 40_000, tokens: Infinity, skip: false, tokenCosts: false, value: 'informative', saturation: 0.02 },
     ];
     for (const [k, c] of cases.entries()) {
       const { saturation, ...shape } = c as typeof c & { saturation?: number };

@@ -191,10 +191,13 @@ export class Filler {
       for (let round = 0; round < rounds && !this.spent(); round++) {
         const estimate = this.estimateThreshold(saturated);
         fresh = false;
-        if (!(estimate > 0)) break;
+        // NaN: by the sample, every move above the saturation floor fits; then the heap would
+        // take them all, one pop each, and stop at the floor: take them in one pass instead.
+        const lambda = estimate > 0 ? Math.max(estimate, saturated) : estimate !== estimate ? saturated : NaN;
+        if (!(lambda > 0)) break;
         const checkpoint = this.checkpoint();
         this.heap.clear();
-        if (!this.precommit(Math.max(estimate, saturated))) {
+        if (!this.precommit(lambda)) {
           this.restore(checkpoint);
           break;
         }
