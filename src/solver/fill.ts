@@ -1,6 +1,7 @@
 import type { ValueCurves } from '../value/types.js';
 import { startOf } from './bounds.js';
 import { MaxHeap } from './heap.js';
+import { ratioWhereBudgetRunsOut } from './threshold.js';
 import { fixedTokensOf, type SolverInput } from './types.js';
 
 /** Relative slack on the token budget (float sums of expected tokens). */
@@ -332,36 +333,9 @@ export class Filler {
       state.n[i] = n0;
       this.cv.seek(i, n0);
     }
-    // Cumulative cost from the best ratio down, over a histogram of log-ratios: O(m). The
-    // threshold is the upper edge of the bucket where the scaled budget runs out, so every
-    // move above it sits in a bucket that fit.
-    let lo = Infinity;
-    let hi = -Infinity;
-    for (let k = 0; k < m; k++) {
-      const x = logRatios[k]!;
-      if (x < lo) lo = x;
-      if (x > hi) hi = x;
-    }
-    const buckets = 4096;
-    const width = (hi - lo) / buckets || 1;
-    const sumR = new Float64Array(buckets + 1);
-    const sumT = new Float64Array(buckets + 1);
-    for (let k = 0; k < m; k++) {
-      const b = Math.min(buckets, Math.floor((logRatios[k]! - lo) / width));
-      sumR[b] = sumR[b]! + costR[k]!;
-      sumT[b] = sumT[b]! + costT[k]!;
-    }
     const share = (sampled / size) * 0.9;
-    const limitR = (this.budgetR - state.usedR) * share;
-    const limitT = (this.budgetT - state.usedT) * share;
-    let accR = 0;
-    let accT = 0;
-    for (let b = buckets; b >= 0; b--) {
-      accR += sumR[b]!;
-      accT += sumT[b]!;
-      if (accR > limitR || accT > limitT) return Math.exp(lo + (b + 1) * width);
-    }
-    return NaN; // everything fits: the heap alone is cheap enough then
+    const sample = { logRatios, costR, costT, count: m };
+    return ratioWhereBudgetRunsOut(sample, (this.budgetR - state.usedR) * share, (this.budgetT - state.usedT) * share);
   }
 
   /**
