@@ -47,12 +47,9 @@ export async function runLoop(
     const reports: ExecuteReport[] = [];
     let step: number | undefined;
     let planned = 0;
-    let leftR = budget.rollouts;
-    let leftT = budget.tokens;
+    const left: { rollouts?: number; tokens?: number } = { ...budget };
     for (let r = 0; r < rounds; r++) {
-      const left: Budget = { ...(leftR === undefined ? {} : { rollouts: leftR }), ...(leftT === undefined ? {} : { tokens: leftT }) };
-      // Round 0 plans the whole share even of a zero budget, so that plan() reports it.
-      const share = roundBudget(left, r, rounds) ?? (r === 0 ? left : undefined);
+      const share = roundBudget(left, r, rounds);
       if (share === undefined) break;
       const plan = allocator.plan(withPartials(candidates, rewards), share, step === undefined ? planOptions : { ...planOptions, step });
       step = plan.step;
@@ -71,8 +68,8 @@ export async function runLoop(
         const got = rewards.get(res.prompt_id);
         if (got === undefined) rewards.set(res.prompt_id, [res.reward]);
         else got.push(res.reward);
-        if (leftR !== undefined) leftR--;
-        if (leftT !== undefined) leftT -= res.tokens ?? 0;
+        if (left.rollouts !== undefined) left.rollouts--;
+        if (left.tokens !== undefined) left.tokens -= res.tokens ?? 0;
       }
     }
     const observed = allocator.observe(batchOf(reports.flatMap((x) => x.results)));

@@ -28,16 +28,25 @@ export interface ResultBatch {
 
 const FINISH = new Set(['stop', 'length', 'abort']);
 
+/**
+ * Checks one candidate's fields (a prompts line, a service request's candidate) and returns
+ * its id; throws BAD_INPUT naming `where`, the field and the value. Unknown fields are kept.
+ */
+export function checkCandidate(where: string, value: Record<string, unknown>): string {
+  const id = field.string(where, value, 'id', true)!;
+  field.int(where, value, 'prompt_tokens', 0);
+  field.int(where, value, 'max_tokens', 1);
+  field.string(where, value, 'group', false);
+  field.rewards(where, value, 'partial_rewards');
+  return id;
+}
+
 /** Parses and validates a prompts JSONL file. Unknown fields are kept. */
 export function parsePrompts(text: string, name: string): Candidate[] {
   const out: Candidate[] = [];
   const seen = new Map<string, number>();
   for (const { where, line, value } of parseJsonl(text, name)) {
-    const id = field.string(where, value, 'id', true)!;
-    field.int(where, value, 'prompt_tokens', 0);
-    field.int(where, value, 'max_tokens', 1);
-    field.string(where, value, 'group', false);
-    field.rewards(where, value, 'partial_rewards');
+    const id = checkCandidate(where, value);
     const before = seen.get(id);
     if (before !== undefined) throw badInput(where, `"id" ${quote(id)} repeats line ${before}`);
     seen.set(id, line);

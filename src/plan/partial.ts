@@ -96,8 +96,9 @@ export function buildPartialCurves(policy: Policy, input: PolicyInput, groups: r
 }
 
 /**
- * Round r (from 0) of `rounds`: a 1/(rounds − r) share of the budget still left, floored;
- * undefined when a finite budget has less than one unit left.
+ * Round r (from 0) of `rounds`: a 1/(rounds − r) share of the budget still left, floored.
+ * Undefined when a later round's finite share is under one unit; round 0 then gets all that
+ * is left (so the planner, not the rounds, reports a budget too small to plan).
  */
 export function roundBudget(left: Budget, round: number, rounds: number): Budget | undefined {
   const share = 1 / (rounds - round);
@@ -105,7 +106,8 @@ export function roundBudget(left: Budget, round: number, rounds: number): Budget
     ...(left.rollouts === undefined ? {} : { rollouts: Math.floor(left.rollouts * share) }),
     ...(left.tokens === undefined ? {} : { tokens: Math.floor(left.tokens * share) }),
   };
-  return (budget.rollouts ?? 1) < 1 || (budget.tokens ?? 1) < 1 ? undefined : budget;
+  if ((budget.rollouts ?? 1) >= 1 && (budget.tokens ?? 1) >= 1) return budget;
+  return round === 0 ? left : undefined;
 }
 
 /** A later round's candidates: each that already has rewards at this step carries them as partial_rewards. */

@@ -77,10 +77,9 @@ function planInRounds(ctx: StepContext, rounds: number, planOnce: (candidates: r
   const rewards = new Map<string, readonly number[]>();
   const predicted = new Map<string, number>();
   const byId = new Map(ctx.candidates.map((c) => [c.id, c]));
-  const left = { rollouts: ctx.budget.rollouts, tokens: ctx.budget.tokens };
+  const left: { rollouts?: number; tokens?: number } = { ...ctx.budget };
   for (let r = 0; r < rounds; r++) {
-    const whole = withoutUndefined(left);
-    const budget = roundBudget(whole, r, rounds) ?? (r === 0 ? whole : undefined);
+    const budget = roundBudget(left, r, rounds);
     if (budget === undefined) break;
     const plan = planOnce(withPartials(ctx.candidates, rewards), budget);
     if (plan.totals.rollouts === 0) break;
@@ -93,10 +92,6 @@ function planInRounds(ctx: StepContext, rounds: number, planOnce: (candidates: r
     }
   }
   return { predicted };
-}
-
-function withoutUndefined(b: { rollouts: number | undefined; tokens: number | undefined }): Budget {
-  return { ...(b.rollouts === undefined ? {} : { rollouts: b.rollouts }), ...(b.tokens === undefined ? {} : { tokens: b.tokens }) };
 }
 
 function sumLast(xs: readonly number[], n: number): number {

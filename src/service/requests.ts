@@ -1,6 +1,5 @@
 import { RolloutBudgetError, badInput, quote } from '../errors.js';
-import { batchOf, parseResults, type ResultBatch } from '../io/formats.js';
-import { field } from '../io/jsonl.js';
+import { batchOf, checkCandidate, parseResults, type ResultBatch } from '../io/formats.js';
 import { resolvePlanOptions, type PlanOptionsInput } from '../plan/options.js';
 import type { Registries } from '../plan/planner.js';
 import type { Budget, Candidate } from '../plan/types.js';
@@ -113,11 +112,7 @@ function candidatesOf(v: unknown): Candidate[] {
   return v.map((item, i) => {
     const where = `body.candidates[${i}]`;
     const c = object(where, item);
-    const id = field.string(where, c, 'id', true)!;
-    field.int(where, c, 'prompt_tokens', 0);
-    field.int(where, c, 'max_tokens', 1);
-    field.string(where, c, 'group', false);
-    field.rewards(where, c, 'partial_rewards');
+    const id = checkCandidate(where, c);
     const before = seen.get(id);
     if (before !== undefined) throw badInput(where, `"id" ${quote(id)} repeats body.candidates[${before}]`);
     seen.set(id, i);
