@@ -14,13 +14,37 @@ export type ErrorCode =
 export class RolloutBudgetError extends Error {
   readonly code: ErrorCode;
   readonly exitCode: number;
-  constructor(code: ErrorCode, message: string, exitCode = 2) {
+  /**
+   * The option fields the message names, in the library's terms (`min_n`, `skip`,
+   * `budget_rollouts`, ...). A front end shows them in its own (withFieldNames): the CLI as
+   * flags, the service as body fields.
+   */
+  readonly fields: readonly string[];
+  constructor(code: ErrorCode, message: string, exitCode = 2, fields: readonly string[] = []) {
     super(message);
     this.name = 'RolloutBudgetError';
     this.code = code;
     this.exitCode = exitCode;
+    this.fields = fields;
   }
 }
+
+/**
+ * The error with the option fields its message names renamed by `names` (fields without a
+ * name stay as they are); the error itself when it names none. A name is replaced only as a
+ * whole word, so `tokens` never matches inside `budget_tokens`.
+ */
+export function withFieldNames(error: RolloutBudgetError, names: Readonly<Record<string, string>>): RolloutBudgetError {
+  const fields = error.fields.filter((f) => names[f] !== undefined);
+  if (fields.length === 0) return error;
+  const pattern = new RegExp(`(?<![\\w-])(${fields.map(escape).join('|')})(?![\\w-])`, 'g');
+  const message = error.message.replace(pattern, (f) => names[f]!);
+  const renamed = new RolloutBudgetError(error.code, message, error.exitCode, error.fields.map((f) => names[f] ?? f));
+  renamed.stack = error.stack;
+  return renamed;
+}
+
+const escape = (text: string) => text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
 
 /** Quotes a value for an error message: strings in JSON quotes, others as JSON, NaN as NaN. */
 export function quote(value: unknown): string {
@@ -34,6 +58,7 @@ export function badInput(where: string, message: string): RolloutBudgetError {
   return new RolloutBudgetError('BAD_INPUT', `${where}: ${message}`);
 }
 
-export function badOption(message: string): RolloutBudgetError {
-  return new RolloutBudgetError('BAD_OPTION', message);
+/** A bad option; `fields` are the option fields the message names (see RolloutBudgetError.fields). */
+export function badOption(message: string, fields: readonly string[] = []): RolloutBudgetError {
+  return new RolloutBudgetError('BAD_OPTION', message, 2, fields);
 }

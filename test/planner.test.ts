@@ -170,7 +170,7 @@ describe('planner', () => {
 
   it('rejects duplicate candidate ids and infeasible bounds with the numbers', () => {
     expect(() => planStep(snapshot, [{ id: 'a' }, { id: 'a' }], { rollouts: 10 }, {}, registries)).toThrow(/candidate 2: "id" "a" repeats candidate 1/);
-    expect(() => planStep(snapshot, candidates, { rollouts: 10 }, {}, registries)).toThrow(/32 prompts × min_n 2 need 64 rollouts.*budget is 10 rollouts/);
+    expect(() => planStep(snapshot, candidates, { rollouts: 10 }, {}, registries)).toThrow(/32 prompts × 2 rollouts \(min_n\) need 64 rollouts.*budget is 10 rollouts.*lower min_n, or set skip/);
     expect(planStep(snapshot, candidates, { rollouts: 10 }, { skip: true }, registries).totals.rollouts).toBe(10);
   });
 });

@@ -9,11 +9,11 @@ import { mergeSummaries, progressBar, summaryLine } from '../executor/summary.js
 import type { ExecuteOptions, ExecutedRollout } from '../executor/types.js';
 import { verifierFrom } from '../executor/verify/verifiers.js';
 import { parsePrompts } from '../io/formats.js';
-import { defaultPlanOptions, defaultRounds } from '../plan/options.js';
 import { SimModel, SHORT_COT } from '../simserver/model.js';
 import { parseSimPrompts } from '../simserver/prompts.js';
 import { SimServer } from '../simserver/server.js';
 import { readInput, writeOutput, type CliIo } from './io.js';
+import { boundFlags, budgetFlags, budgetFrom, planOptionsFrom, policyFlags, roundsFlag, seedFlag, skipFlag, stepsFlag } from './options.js';
 import { intArg, numberArg } from './parse.js';
 
 const collect = (value: string, previous: string[]) => {
@@ -115,38 +115,32 @@ export function registerExecutorCommands(program: Command, io: CliIo): void {
 
   const loop = executorOptions(
     program.command('loop').description('plan → execute → observe for N steps, without a trainer'),
-  )
-    .addOption(new Option('--steps <int>', 'steps to run').default(1).argParser(intArg(1)))
-    .addOption(new Option('--budget-rollouts <int>', 'total rollouts a step').argParser(intArg(0)))
-    .addOption(new Option('--budget-tokens <int>', 'total generated tokens a step').argParser(intArg(0)))
-    .addOption(new Option('--min-n <int>', 'rollouts per included prompt, at least').default(2).argParser(intArg(1)))
-    .addOption(new Option('--max-n <int>', 'rollouts per prompt, at most').default(64).argParser(intArg(1)))
-    .option('--skip', 'prompts may get 0 rollouts', false)
-    .option('--policy <name>', 'bayes, thompson, mean', defaultPlanOptions.policy)
-    .option('--value <name>', 'balanced, knapsack, informative, variance, hit', defaultPlanOptions.value)
-    .addOption(new Option('--rounds <int>', 'plan and generate each step in this many rounds; later rounds top up groups by what they showed').default(defaultRounds).argParser(intArg(1)))
-    .addOption(new Option('--seed <int>', 'run seed').default(0).argParser(intArg(0)));
+  );
+  stepsFlag(loop, 'steps to run', 1);
+  budgetFlags(loop, { rollouts: 'total rollouts a step', tokens: 'total generated tokens a step' });
+  boundFlags(loop);
+  skipFlag(loop, 'prompts may get 0 rollouts');
+  policyFlags(loop);
+  roundsFlag(loop);
+  seedFlag(loop);
   loop.action(async (opts) => {
     const input = await readInput(io, opts.prompts);
     const candidates = parsePrompts(input.text, input.name);
-    const budget = {
-      ...(opts.budgetRollouts === undefined ? {} : { rollouts: opts.budgetRollouts }),
-      ...(opts.budgetTokens === undefined ? {} : { tokens: opts.budgetTokens }),
-    };
     const allocator = new Allocator({ state: opts.state });
     const partials = new PartialStore(opts.state);
     try {
       await runLoop(
         allocator,
         candidates,
-        budget,
-        { minN: opts.minN, maxN: opts.maxN, skip: opts.skip, policy: opts.policy, value: opts.value, seed: opts.seed },
+        budgetFrom(opts),
+        planOptionsFrom(opts),
         toExecuteOptions(io, opts, partials),
         opts.steps,
         (row) => {
           const s = mergeSummaries(row.rounds.map((r) => r.summary));
           io.stdout(`${JSON.stringify({ step: row.step, prompts: row.prompts, planned: row.planned, rollouts: s.rollouts, aborted: s.aborted, resumed: s.resumed, applied: row.observed.applied, mean_reward: s.mean_reward, tokens: s.tokens, wall_s: s.wall_s, tokens_per_s: s.tokens_per_s, rounds: row.rounds.length })}\n`);
           io.stderr(`step ${row.step}: ${summaryLine(s)}\n`);
+          for (const plan of row.plans) for (const w of plan.warnings) io.stderr(`step ${row.step}: warning: ${w}\n`);
         },
         opts.rounds,
       );

@@ -1,31 +1,22 @@
 import { Command, CommanderError, Option } from 'commander';
 import { Allocator } from '../allocator.js';
-import { RolloutBudgetError } from '../errors.js';
+import { RolloutBudgetError, withFieldNames } from '../errors.js';
 import { parsePrompts, parseResults } from '../io/formats.js';
 import { formatPlan, PLAN_FORMATS } from '../plan/exports.js';
-import type { PlanOptionsInput } from '../plan/options.js';
-import { runDemo } from './demo.js';
+import { defaultPlanOptions } from '../plan/options.js';
+import { registerDemoCommand } from './demo.js';
 import { registerExecutorCommands } from './executor.js';
 import { processIo, readInput, writeOutput, type CliIo } from './io.js';
-
-export type { CliIo };
-import { registerReplayCommands } from './replay.js';
+import {
+  boundFlags, budgetFlags, budgetFrom, decayFlags, flagOfField, planOptionsFrom, policyFlags, roundsLeftFlag, seedFlag, skipFlag,
+} from './options.js';
 import { intArg, numberArg } from './parse.js';
+import { registerReplayCommands } from './replay.js';
 import { registerServeCommands } from './serve.js';
 
-const decayOptions = (cmd: Command) =>
-  cmd
-    .addOption(new Option('--decay <rate>', 'per-step forgetting of evidence toward the prior (λ)').argParser(numberArg(0, 1)))
-    .addOption(new Option('--reobserve-discount <rate>', 'discount of old evidence when a prompt is re-observed (ρ)').argParser(numberArg(0, 1)));
+export type { CliIo };
 
-function decayFrom(opts: { decay?: number; reobserveDiscount?: number }): PlanOptionsInput['decay'] {
-  return {
-    ...(opts.decay === undefined ? {} : { forgetPerStep: opts.decay }),
-    ...(opts.reobserveDiscount === undefined ? {} : { reobserveDiscount: opts.reobserveDiscount }),
-  };
-}
-
-/** Builds the command tree. Actions push their exit code through `done`. */
+/** Builds the command tree. Actions throw on a caller mistake; runCli turns that into the exit code. */
 export function buildProgram(io: CliIo): Command {
   const program = new Command('rollout-budget')
     .description('Decide how many rollouts each prompt gets in an RL step, under a rollout or token budget.')
@@ -35,45 +26,32 @@ export function buildProgram(io: CliIo): Command {
 
   const plan = program
     .command('plan')
-    .description('write an allocation plan for candidate prompts')
+    .description('write an allocation plan for candidate prompts (one round of a step)')
     .requiredOption('--prompts <path|->', 'candidate prompts, JSONL')
-    .option('--state <path>', 'state database', './rollout-budget.db')
-    .addOption(new Option('--budget-rollouts <int>', 'total rollouts').argParser(intArg(0)))
-    .addOption(new Option('--budget-tokens <int>', 'total generated tokens').argParser(intArg(0)))
-    .addOption(new Option('--min-n <int>', 'rollouts per included prompt, at least').default(2).argParser(intArg(1)))
-    .addOption(new Option('--max-n <int>', 'rollouts per prompt, at most').default(64).argParser(intArg(1)))
-    .option('--skip', 'prompts may get 0 rollouts (select from a pool)', false)
-    .option('--policy <name>', 'how p is taken from the posterior: bayes, thompson, mean', 'bayes')
-    .option('--value <name>', 'value of n rollouts: balanced, knapsack, informative, variance, hit', 'balanced')
-    .addOption(new Option('--seed <int>', 'run seed').default(0).argParser(intArg(0)))
+    .option('--state <path>', 'state database', './rollout-budget.db');
+  budgetFlags(plan, { rollouts: 'total rollouts (left in this step)', tokens: 'total generated tokens (left in this step)' });
+  boundFlags(plan);
+  skipFlag(plan);
+  policyFlags(plan);
+  seedFlag(plan);
+  plan
     .addOption(new Option('--step <int>', 'step to plan (default: last observed + 1)').argParser(intArg(0)))
-    .addOption(new Option('--prefill-weight <w>', 'tokens charged per prompt token once per group').default(0).argParser(numberArg(0, 1e6)))
+    .addOption(new Option('--prefill-weight <w>', 'tokens charged per prompt token once per group').default(defaultPlanOptions.prefillWeight).argParser(numberArg(0, 1e6)))
     .option('--out <path|->', 'where to write the plan', '-')
     .addOption(new Option('--format <format>', 'plan output format').choices(PLAN_FORMATS).default('json'))
     .option('--model <name>', 'model name for --format vllm-batch request bodies');
-  decayOptions(plan).action(async (opts) => {
+  decayFlags(plan);
+  roundsLeftFlag(plan);
+  plan.action(async (opts) => {
     const input = await readInput(io, opts.prompts);
     const candidates = parsePrompts(input.text, input.name);
     const allocator = new Allocator({ state: opts.state });
     try {
-      const result = allocator.plan(
-        candidates,
-        {
-          ...(opts.budgetRollouts === undefined ? {} : { rollouts: opts.budgetRollouts }),
-          ...(opts.budgetTokens === undefined ? {} : { tokens: opts.budgetTokens }),
-        },
-        {
-          minN: opts.minN,
-          maxN: opts.maxN,
-          skip: opts.skip,
-          policy: opts.policy,
-          value: opts.value,
-          seed: opts.seed,
-          prefillWeight: opts.prefillWeight,
-          decay: decayFrom(opts),
-          ...(opts.step === undefined ? {} : { step: opts.step }),
-        },
-      );
+      const result = allocator.plan(candidates, budgetFrom(opts), {
+        ...planOptionsFrom(opts),
+        prefillWeight: opts.prefillWeight,
+        ...(opts.step === undefined ? {} : { step: opts.step }),
+      });
       const byId = new Map(candidates.map((c) => [c.id, c]));
       writeOutput(io, opts.out, formatPlan(result, opts.format, { model: opts.model, candidates: byId }));
     } finally {
@@ -86,12 +64,12 @@ export function buildProgram(io: CliIo): Command {
     .description('apply rollout results to the state (one transaction, idempotent)')
     .requiredOption('--results <path|->', 'results, JSONL')
     .option('--state <path>', 'state database', './rollout-budget.db');
-  decayOptions(observe).action(async (opts) => {
+  decayFlags(observe).action(async (opts) => {
     const input = await readInput(io, opts.results);
     const batch = parseResults(input.text, input.name);
     const allocator = new Allocator({ state: opts.state });
     try {
-      const summary = allocator.observe(batch, { decay: decayFrom(opts) });
+      const summary = allocator.observe(batch, planOptionsFrom(opts));
       io.stdout(`${JSON.stringify(summary)}\n`);
     } finally {
       allocator.close();
@@ -132,15 +110,7 @@ export function buildProgram(io: CliIo): Command {
       }
     });
 
-  program
-    .command('demo')
-    .description('plan and observe a few steps on the embedded real fixture (One-Shot-RLVR)')
-    .addOption(new Option('--steps <int>', 'steps to run').default(20).argParser(intArg(1)))
-    .addOption(new Option('--seed <int>', 'run seed').default(0).argParser(intArg(0)))
-    .action((opts) => {
-      runDemo(io, { steps: opts.steps, seed: opts.seed });
-    });
-
+  registerDemoCommand(program, io);
   registerServeCommands(program, io);
   registerExecutorCommands(program, io);
   registerReplayCommands(program, io);
@@ -163,7 +133,7 @@ export async function runCli(argv: readonly string[], io: CliIo = processIo): Pr
       return 2;
     }
     if (error instanceof RolloutBudgetError) {
-      io.stderr(`rollout-budget: ${error.message}\n`);
+      io.stderr(`rollout-budget: ${withFieldNames(error, flagOfField).message}\n`);
       return error.exitCode;
     }
     io.stderr(`rollout-budget: internal error: ${(error as Error).stack ?? String(error)}\n`);

@@ -1,8 +1,7 @@
 import { Command, InvalidArgumentError, Option } from 'commander';
 import { badOption } from '../errors.js';
 import { readText } from '../io/jsonl.js';
-import { defaultPlanOptions, defaultRounds } from '../plan/options.js';
-import type { Budget } from '../plan/types.js';
+import { defaultPlanOptions } from '../plan/options.js';
 import { runPolicies, type PolicyResult } from '../replay/engine.js';
 import { replayEnvironment } from '../replay/env.js';
 import { loadLog, logFormats, type LogFormat } from '../replay/log.js';
@@ -13,6 +12,7 @@ import { summaryText } from '../report/summary.js';
 import { parseScenario } from '../simulate/scenario.js';
 import { simulatedEnvironment } from '../simulate/world.js';
 import type { CliIo } from './io.js';
+import { boundFlags, budgetFlags, budgetFrom, roundsFlag, seedFlag, stepsFlag } from './options.js';
 import { intArg } from './parse.js';
 import { createProgress } from './progress.js';
 
@@ -24,6 +24,38 @@ export function stepRange(value: string): [number, number] {
   const to = m[2] === '' ? Number.MAX_SAFE_INTEGER : Number(m[2]);
   if (to < from) throw new InvalidArgumentError(`the step range "${value}" ends before it starts`);
   return [from, to];
+}
+
+/** `--steps` of replay: a count (the first n logged steps), or the older `a:b` range. */
+function stepsOrRange(value: string): number | [number, number] {
+  return /^\s*\d+\s*$/.test(value) ? intArg(1)(value) : stepRange(value);
+}
+
+/** The logged steps `--steps` (count or range) and `--step-range` select. */
+function selectSteps(all: readonly number[], steps: number | [number, number] | undefined, range: [number, number] | undefined): number[] {
+  if (steps !== undefined && range !== undefined) throw badOption('give --steps or --step-range, not both');
+  if (typeof steps === 'number') {
+    if (steps > all.length) throw badOption(`--steps must be at most ${all.length} (the log's steps), got ${steps}`);
+    return all.slice(0, steps);
+  }
+  const r = range ?? steps;
+  const out = r === undefined ? [...all] : all.filter((s) => s >= r[0] && s <= r[1]);
+  if (out.length === 0) throw badOption(`no logged steps in ${r === undefined ? 'the log' : `${r[0]}:${r[1]}`}; the log has steps ${all[0]}..${all.at(-1)}`);
+  return out;
+}
+
+const ourRoundsHelp = 'our strategies plan and generate each step in this many rounds (later rounds top up groups by what they showed)';
+
+/** `--skip` / `--no-skip` of replay and simulate: whether our strategies may give a prompt 0 rollouts. */
+function ourSkipFlags(cmd: Command): Command {
+  return cmd
+    .option('--skip', 'our strategies may give a prompt 0 rollouts (default: on under a token budget, off otherwise)')
+    .option('--no-skip', 'our strategies give every prompt at least --min-n, also under a token budget');
+}
+
+/** Options for our planner's strategies (EngineOptions.plan). */
+function ourPlanOptions(opts: { rounds: number; skip?: boolean }): Record<string, unknown> {
+  return { rounds: opts.rounds, ...(opts.skip === undefined ? {} : { skip: opts.skip }) };
 }
 
 function policyList(value: string): string[] {
@@ -54,79 +86,75 @@ function resolvePolicies(names: readonly string[]): void {
 
 /** Registers `replay` and `simulate` on the program. */
 export function registerReplayCommands(program: Command, io: CliIo): void {
-  program
+  const replay = program
     .command('replay')
-    .description('score allocation policies side by side on a logged run')
+    .description('score allocation strategies side by side on a logged run')
     .requiredOption('--log <path>', 'the logged run: a JSONL file, or a folder of verl rollout dumps')
     .addOption(new Option('--format <name>', 'log format').choices(['auto', ...logFormats]).default('auto'))
-    .addOption(new Option('--policies <list>', 'comma-separated policies').default(defaultPolicyList(), defaultPolicyList().join(',')).argParser(policyList))
-    .addOption(new Option('--budget-rollouts <int>', 'rollouts per step (default: the step\'s logged rollouts)').argParser(intArg(1)))
-    .addOption(new Option('--budget-tokens <int>', 'generated tokens per step (default: none)').argParser(intArg(1)))
-    .addOption(new Option('--min-n <int>', 'rollouts per included prompt, at least').default(2).argParser(intArg(1)))
-    .addOption(new Option('--max-n <int>', 'rollouts per prompt, at most').default(64).argParser(intArg(1)))
-    .addOption(new Option('--steps <a:b>', 'only logged steps a..b (inclusive)').argParser(stepRange))
-    .addOption(new Option('--seed <int>', 'run seed (outcome draws, Thompson draws)').default(0).argParser(intArg(0)))
-    .addOption(new Option('--rounds <int>', 'our policies plan and generate each step in this many rounds (later rounds top up groups by what they showed)').default(defaultRounds).argParser(intArg(1)))
+    .addOption(new Option('--policies <list>', 'comma-separated strategies: the baselines and our posterior policies').default(defaultPolicyList(), defaultPolicyList().join(',')).argParser(policyList));
+  budgetFlags(replay, { rollouts: 'rollouts per step (default: the step\'s logged rollouts)', tokens: 'generated tokens per step (default: none)' }, 1);
+  boundFlags(replay);
+  replay
+    .addOption(new Option('--steps <n|a:b>', 'the first n logged steps; a:b, the older spelling of --step-range, still works').argParser(stepsOrRange))
+    .addOption(new Option('--step-range <a:b>', 'only logged steps a..b (inclusive)').argParser(stepRange));
+  seedFlag(replay, 'run seed (outcome draws, Thompson draws)');
+  roundsFlag(replay, ourRoundsHelp);
+  ourSkipFlags(replay)
     .option('--out <dir>', 'write metrics.json, summary.md and report.html here')
     .option('--quiet', 'no progress bar', false)
     .action(async (opts) => {
-      if (opts.maxN < opts.minN) throw badOption(`max_n must be ≥ min_n ${opts.minN}, got ${opts.maxN}`);
+      if (opts.maxN < opts.minN) throw badOption(`max_n must be ≥ min_n ${opts.minN}, got ${opts.maxN}`, ['max_n', 'min_n']);
       resolvePolicies(opts.policies);
       const reading = createProgress(io, opts.quiet, 'reading log');
       const { visits, format } = await loadLog(opts.log, { format: opts.format as LogFormat | 'auto', onProgress: reading.update });
       reading.finish();
       const run = new LoggedRun(visits);
-      const range: [number, number] | undefined = opts.steps;
-      const steps = range === undefined ? run.steps : run.steps.filter((s) => s >= range[0] && s <= range[1]);
-      if (steps.length === 0) throw badOption(`no logged steps in ${range === undefined ? 'the log' : `${range[0]}:${range[1]}`}; the log has steps ${run.steps[0]}..${run.steps.at(-1)}`);
-      const budget: Budget = {
-        ...(opts.budgetRollouts === undefined ? {} : { rollouts: opts.budgetRollouts }),
-        ...(opts.budgetTokens === undefined ? {} : { tokens: opts.budgetTokens }),
-      };
+      const steps = selectSteps(run.steps, opts.steps, opts.stepRange);
+      const budget = budgetFrom(opts);
       const replaying = createProgress(io, opts.quiet, 'replaying');
       const results: PolicyResult[] = runPolicies(replayEnvironment(run), {
         policies: opts.policies, registry: createReplayPolicyRegistry(), minN: opts.minN, maxN: opts.maxN, seed: opts.seed,
-        budget, steps, plan: { rounds: opts.rounds }, onProgress: replaying.update,
+        budget, steps, plan: ourPlanOptions(opts), onProgress: replaying.update,
       });
       replaying.finish();
       emit(io, opts.out, {
         kind: 'replay',
         title: `Replay of ${opts.log}`,
         source: opts.log,
-        options: { format, seed: opts.seed, min_n: opts.minN, max_n: opts.maxN, budget_rollouts: opts.budgetRollouts ?? 'logged rollouts of each step', budget_tokens: opts.budgetTokens ?? null, steps: [steps[0], steps.at(-1)], policies: opts.policies, default_policy: defaultPlanOptions.policy, default_value: defaultPlanOptions.value, rounds: opts.rounds },
+        options: { format, seed: opts.seed, min_n: opts.minN, max_n: opts.maxN, budget_rollouts: opts.budgetRollouts ?? 'logged rollouts of each step', budget_tokens: opts.budgetTokens ?? null, steps: [steps[0], steps.at(-1)], policies: opts.policies, default_policy: defaultPlanOptions.policy, default_value: defaultPlanOptions.value, rounds: opts.rounds, skip: opts.skip ?? 'under a token budget' },
         notes: replayNotes,
         results,
       });
     });
 
-  program
+  const simulate = program
     .command('simulate')
-    .description('score allocation policies in a closed-loop simulated pool (truth known: oracle included)')
+    .description('score allocation strategies in a closed-loop simulated pool (truth known: oracle included)')
     .requiredOption('--scenario <file>', 'scenario JSON (see fixtures/scenarios/)')
-    .addOption(new Option('--policies <list>', 'comma-separated policies').default([...defaultPolicyList(), 'oracle'], [...defaultPolicyList(), 'oracle'].join(',')).argParser(policyList))
-    .addOption(new Option('--steps <int>', 'steps to simulate (default: the scenario\'s)').argParser(intArg(1)))
-    .addOption(new Option('--seed <int>', 'run seed (outcome draws; default: the scenario\'s)').argParser(intArg(0)))
-    .addOption(new Option('--min-n <int>', 'rollouts per included prompt, at least').default(2).argParser(intArg(1)))
-    .addOption(new Option('--max-n <int>', 'rollouts per prompt, at most').default(64).argParser(intArg(1)))
-    .addOption(new Option('--rounds <int>', 'our policies plan and generate each step in this many rounds (later rounds top up groups by what they showed)').default(defaultRounds).argParser(intArg(1)))
+    .addOption(new Option('--policies <list>', 'comma-separated strategies: the baselines, our posterior policies, oracle').default([...defaultPolicyList(), 'oracle'], [...defaultPolicyList(), 'oracle'].join(',')).argParser(policyList));
+  stepsFlag(simulate, 'steps to simulate (default: the scenario\'s)');
+  seedFlag(simulate, 'run seed (outcome draws; default: the scenario\'s)', false);
+  boundFlags(simulate);
+  roundsFlag(simulate, ourRoundsHelp);
+  ourSkipFlags(simulate)
     .option('--out <dir>', 'write metrics.json, summary.md and report.html here')
     .option('--quiet', 'no progress bar', false)
     .action((opts) => {
-      if (opts.maxN < opts.minN) throw badOption(`max_n must be ≥ min_n ${opts.minN}, got ${opts.maxN}`);
+      if (opts.maxN < opts.minN) throw badOption(`max_n must be ≥ min_n ${opts.minN}, got ${opts.maxN}`, ['max_n', 'min_n']);
       resolvePolicies(opts.policies);
       const parsed = parseScenario(readText(opts.scenario), opts.scenario);
       const scenario = opts.steps === undefined ? parsed : { ...parsed, steps: opts.steps };
       const seed: number = opts.seed ?? scenario.seed;
       const progress = createProgress(io, opts.quiet, 'simulating');
       const results = runPolicies(simulatedEnvironment(scenario), {
-        policies: opts.policies, registry: createReplayPolicyRegistry(), minN: opts.minN, maxN: opts.maxN, seed, plan: { rounds: opts.rounds }, onProgress: progress.update,
+        policies: opts.policies, registry: createReplayPolicyRegistry(), minN: opts.minN, maxN: opts.maxN, seed, plan: ourPlanOptions(opts), onProgress: progress.update,
       });
       progress.finish();
       emit(io, opts.out, {
         kind: 'simulate',
         title: `Simulation: ${scenario.name}`,
         source: opts.scenario,
-        options: { scenario, seed, min_n: opts.minN, max_n: opts.maxN, rounds: opts.rounds, policies: opts.policies, baselines: baselineNames },
+        options: { scenario, seed, min_n: opts.minN, max_n: opts.maxN, rounds: opts.rounds, skip: opts.skip ?? 'under a token budget', policies: opts.policies, baselines: baselineNames },
         notes: [
           scenario.description,
           'A closed-loop model (src/simulate/world.ts), not data: difficulty, drift and lengths follow the measured figures in CALIBRATION.md; each policy trains its own copy of the pool.',

@@ -1,9 +1,9 @@
 import type { Allocator } from '../allocator.js';
 import { batchOf } from '../io/formats.js';
-import type { PlanOptionsInput } from '../plan/options.js';
+import { defaultRounds, type PlanOptionsInput } from '../plan/options.js';
 import { groupId } from '../plan/exports.js';
-import { roundBudget, withPartials } from '../plan/partial.js';
-import type { Budget, Candidate } from '../plan/types.js';
+import { runStepRoundsAsync, type RoundRollout } from '../plan/round-loop.js';
+import type { Budget, Candidate, Plan } from '../plan/types.js';
 import type { ObserveSummary } from '../store/types.js';
 import { commitPartials, executePlan } from './execute.js';
 import type { ExecuteOptions, ExecuteReport } from './types.js';
@@ -16,18 +16,25 @@ export interface LoopStep {
   /** The step's first round; `rounds` holds every round's. */
   report: ExecuteReport;
   rounds: ExecuteReport[];
+  /** Every round's plan, in order (a round that planned nothing included). */
+  plans: Plan[];
   observed: ObserveSummary;
 }
+
+/** What runs a plan: executePlan, or a stand-in with the same contract (tests). */
+export type PlanExecutor = (plan: Plan, prompts: ReadonlyMap<string, Candidate>, options: ExecuteOptions) => Promise<ExecuteReport>;
 
 /**
  * plan → execute → observe for `steps` steps, without a trainer. Each step plans all candidate
  * prompts under `budget`, generates and grades, and applies the results to the allocator's
  * state (aborted rollouts are kept in `execute.partials` and resumed next step).
  *
- * With `rounds` > 1 a step is planned and generated in rounds: round r of R gets a
- * 1/(R − r + 1) share of the budget still left (counted from what was generated), and each
- * later round plans with every prompt's rewards so far as its `partial_rewards`, so it tops up
- * groups by what they showed. The step's results are observed once, after its last round.
+ * A step is planned and generated in `rounds` rounds (default 2) through the library's one
+ * round loop (plan/round-loop.ts): each round's plan spends its share of the budget still
+ * left (plan/rounds.ts), and later rounds plan with every prompt's rewards so far as its
+ * `partial_rewards`, so they top up groups by what they showed. Aborted rollouts are not
+ * outcomes of the step (they are resumed at a later one). The step's results are observed
+ * once, after its last round.
  */
 export async function runLoop(
   allocator: Allocator,
@@ -37,43 +44,40 @@ export async function runLoop(
   execute: ExecuteOptions,
   steps: number,
   onStep?: (row: LoopStep) => void,
-  rounds = 1,
+  rounds = defaultRounds,
+  executor: PlanExecutor = executePlan,
 ): Promise<LoopStep[]> {
   const byId = new Map(candidates.map((c) => [c.id, c]));
   const rows: LoopStep[] = [];
   for (let s = 0; s < steps; s++) {
-    const rewards = new Map<string, number[]>();
     const nextRollout = new Map<string, number>();
     const reports: ExecuteReport[] = [];
-    let step: number | undefined;
-    let planned = 0;
-    const left: { rollouts?: number; tokens?: number } = { ...budget };
-    for (let r = 0; r < rounds; r++) {
-      const share = roundBudget(left, r, rounds);
-      if (share === undefined) break;
-      const plan = allocator.plan(withPartials(candidates, rewards), share, step === undefined ? planOptions : { ...planOptions, step });
-      step = plan.step;
-      if (r > 0 && plan.totals.rollouts === 0) break;
-      const report = await executePlan(plan, byId, r === 0 ? execute : { ...execute, nextRollout });
-      if (execute.partials !== undefined) commitPartials(execute.partials, report);
-      reports.push(report);
-      planned += plan.totals.rollouts;
-      for (const res of report.results) {
-        const own = `${groupId(plan.step, res.prompt_id)}#`;
-        if (res.rollout_id.startsWith(own)) {
-          const j = Number(res.rollout_id.slice(own.length)) + 1;
-          if (j > (nextRollout.get(res.prompt_id) ?? 0)) nextRollout.set(res.prompt_id, j);
+    const done = await runStepRoundsAsync(
+      {
+        candidates, budget, rounds,
+        plan: (r) => allocator.plan(r.candidates, r.budget, { ...planOptions, roundsLeft: r.roundsLeft, ...(r.step === undefined ? {} : { step: r.step }) }),
+      },
+      async (plan) => {
+        const report = await executor(plan, byId, reports.length === 0 ? execute : { ...execute, nextRollout });
+        if (execute.partials !== undefined) commitPartials(execute.partials, report);
+        reports.push(report);
+        const finished: RoundRollout[] = [];
+        for (const res of report.results) {
+          const own = `${groupId(plan.step, res.prompt_id)}#`;
+          if (res.rollout_id.startsWith(own)) {
+            const j = Number(res.rollout_id.slice(own.length)) + 1;
+            if (j > (nextRollout.get(res.prompt_id) ?? 0)) nextRollout.set(res.prompt_id, j);
+          }
+          if (res.finish_reason !== 'abort') finished.push({ prompt_id: res.prompt_id, reward: res.reward, tokens: res.tokens ?? null });
         }
-        if (res.finish_reason === 'abort') continue;
-        const got = rewards.get(res.prompt_id);
-        if (got === undefined) rewards.set(res.prompt_id, [res.reward]);
-        else got.push(res.reward);
-        if (left.rollouts !== undefined) left.rollouts--;
-        if (left.tokens !== undefined) left.tokens -= res.tokens ?? 0;
-      }
-    }
+        return finished;
+      },
+    );
+    // A step whose rounds planned nothing still reports its (empty) first round.
+    if (reports.length === 0) reports.push(await executor(done.plans[0]!, byId, execute));
     const observed = allocator.observe(batchOf(reports.flatMap((x) => x.results)));
-    const row = { step: step!, prompts: rewards.size, planned, report: reports[0]!, rounds: reports, observed };
+    const planned = done.plans.reduce((sum, p) => sum + p.totals.rollouts, 0);
+    const row: LoopStep = { step: done.plans[0]!.step, prompts: done.rewards.size, planned, report: reports[0]!, rounds: reports, plans: done.plans, observed };
     rows.push(row);
     onStep?.(row);
   }

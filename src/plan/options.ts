@@ -18,12 +18,15 @@ export const defaultPlanOptions: PlanOptions = {
   decay: defaultDecay,
   prior: defaultPriorOptions,
   length: defaultLengthOptions,
+  roundsLeft: 1,
+  solver: 'greedy',
 };
 
 /**
  * Rounds a step is planned and generated in by the loops that generate themselves (`loop`,
- * replay, simulate): half the budget, then the rest with the first half's rewards as each
- * prompt's `partial_rewards` (plan/partial.ts). One `plan` call is one round.
+ * replay, simulate, demo: plan/round-loop.ts): half the budget, then the rest with the first
+ * half's rewards as each prompt's `partial_rewards`. One `plan` call is one round; its share of
+ * the budget left is plan/rounds.ts's rule.
  */
 export const defaultRounds = 2;
 
@@ -71,6 +74,8 @@ export function resolvePlanOptions(input: PlanOptionsInput = {}): PlanOptions {
       shrinkage: input.length?.shrinkage ?? d.length.shrinkage,
       defaultTokens: input.length?.defaultTokens ?? d.length.defaultTokens,
     },
+    roundsLeft: input.roundsLeft ?? d.roundsLeft,
+    solver: input.solver ?? d.solver,
     ...(input.step === undefined ? {} : { step: input.step }),
   };
   requireInt('min_n', options.minN, 1);
@@ -82,13 +87,14 @@ export function resolvePlanOptions(input: PlanOptionsInput = {}): PlanOptions {
   requireRange('interval', options.interval, 0, 1, true);
   requireRange('decay', options.decay.forgetPerStep, 0, 1, true);
   requireRange('reobserve_discount', options.decay.reobserveDiscount, 0, 1, true);
+  requireInt('rounds_left', options.roundsLeft, 1);
   return options;
 }
 
 /** Validates a budget: integers ≥ 0, at least one set. */
 export function validateBudget(budget: Budget): void {
   if (budget.rollouts === undefined && budget.tokens === undefined) {
-    throw badOption('a budget is required: give --budget-rollouts <int>, --budget-tokens <int>, or both');
+    throw badOption('a budget is required: give budget_rollouts, budget_tokens, or both', ['budget_rollouts', 'budget_tokens']);
   }
   if (budget.rollouts !== undefined) requireInt('budget_rollouts', budget.rollouts, 0);
   if (budget.tokens !== undefined) requireInt('budget_tokens', budget.tokens, 0);
@@ -96,11 +102,11 @@ export function validateBudget(budget: Budget): void {
 
 function requireInt(name: string, value: number, min: number): void {
   if (!Number.isSafeInteger(value) || value < min) {
-    throw badOption(`${name} must be an integer ≥ ${min}, got ${quote(value)}`);
+    throw badOption(`${name} must be an integer ≥ ${min}, got ${quote(value)}`, [name]);
   }
 }
 
 function requireRange(name: string, value: number, lo: number, hi: number, closedHi = false): void {
   const ok = Number.isFinite(value) || value === Infinity ? value >= lo && (closedHi ? value <= hi : value < hi || hi === Infinity) : false;
-  if (!ok) throw badOption(`${name} must be in [${lo}, ${hi}${closedHi ? ']' : ')'}, got ${quote(value)}`);
+  if (!ok) throw badOption(`${name} must be in [${lo}, ${hi}${closedHi ? ']' : ')'}, got ${quote(value)}`, [name]);
 }

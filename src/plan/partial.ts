@@ -3,14 +3,15 @@ import { conditionalValue, partialGroupOf, partialKey, type PartialGroup } from 
 import type { ValueCurves } from '../value/types.js';
 import { PartitionedCurves } from '../value/partitioned.js';
 import type { Policy, PolicyInput, PolicyOutput } from './policies.js';
-import type { Budget, Candidate } from './types.js';
+import type { Candidate } from './types.js';
 
 /**
  * Rounds within a step. A candidate's `partial_rewards` are the rewards of rollouts it already
  * got at this step (an earlier round). The plan then gives the rollouts to add: the posterior
  * counts the partial rewards (undecayed: same step), the value is the conditional one (what m
  * more rollouts add to the group, value/conditional.ts), and the prompt may get 0 more, up to
- * max_n − k. Budgets are what is left for this round.
+ * max_n − k. How much of the step's budget a round spends is plan/rounds.ts's rule; the
+ * round loop that carries the rewards from round to round is plan/round-loop.ts.
  */
 
 const NONE: PartialGroup = { rollouts: 0, sawSuccess: false, sawFailure: false };
@@ -96,24 +97,12 @@ export function buildPartialCurves(policy: Policy, input: PolicyInput, groups: r
 }
 
 /**
- * Round r (from 0) of `rounds`: a 1/(rounds − r) share of the budget still left, floored.
- * Undefined when a later round's finite share is under one unit; round 0 then gets all that
- * is left (so the planner, not the rounds, reports a budget too small to plan).
+ * A later round's candidates: each that already has rewards at this step carries a copy of
+ * them as partial_rewards (a copy: a plan keeps its candidates, and the caller's lists grow).
  */
-export function roundBudget(left: Budget, round: number, rounds: number): Budget | undefined {
-  const share = 1 / (rounds - round);
-  const budget: Budget = {
-    ...(left.rollouts === undefined ? {} : { rollouts: Math.floor(left.rollouts * share) }),
-    ...(left.tokens === undefined ? {} : { tokens: Math.floor(left.tokens * share) }),
-  };
-  if ((budget.rollouts ?? 1) >= 1 && (budget.tokens ?? 1) >= 1) return budget;
-  return round === 0 ? left : undefined;
-}
-
-/** A later round's candidates: each that already has rewards at this step carries them as partial_rewards. */
 export function withPartials(candidates: readonly Candidate[], rewards: ReadonlyMap<string, readonly number[]>): Candidate[] {
   return candidates.map((c) => {
     const got = rewards.get(c.id);
-    return got === undefined ? c : { ...c, partial_rewards: got };
+    return got === undefined ? c : { ...c, partial_rewards: got.slice() };
   });
 }

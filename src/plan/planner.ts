@@ -5,11 +5,13 @@ import { expectedTokens } from '../posterior/length.js';
 import { priorFor, type Prior } from '../posterior/prior.js';
 import type { PromptState, StateSnapshot } from '../posterior/state.js';
 import type { Registry } from '../registry.js';
-import type { Solver } from '../solver/types.js';
+import { startNeeds } from '../solver/bounds.js';
+import type { Solver, SolverInput } from '../solver/types.js';
 import type { ValueFunction } from '../value/functions.js';
 import { resolvePlanOptions, validateBudget, type PlanOptionsInput } from './options.js';
-import { buildPartialCurves, partialBounds, readPartials } from './partial.js';
+import { buildPartialCurves, partialBounds, readPartials, type Partials } from './partial.js';
 import type { Policy } from './policies.js';
+import { grownShareWarning, roundShare } from './rounds.js';
 import { columnarPlan } from './columns.js';
 import type { Budget, Candidate, Plan, PlanColumns } from './types.js';
 
@@ -60,9 +62,15 @@ export function posteriors(
 }
 
 /**
- * Plans one step: a pure function of (snapshot, candidates, budget, options incl. seed).
- * O(N·(max_n if skip) + (N + B) log N). Throws BUDGET_INFEASIBLE when N·min_n overspends
- * and skip is off; BAD_INPUT on duplicate candidate ids.
+ * Plans one step, or one round of it: a pure function of (snapshot, candidates, budget,
+ * options incl. seed). `budget` is what is left of the step; with `roundsLeft` > 1 the plan
+ * spends this round's share of it (plan/rounds.ts). The story: posteriors (learned prior +
+ * decayed evidence + this step's partial rewards) and expected lengths per candidate → the
+ * posterior policy's value curves (conditional ones for partial groups) → the round's share
+ * → the solver named by the options fills it → the plan, with every deliberate repair in its
+ * warnings. O(N·(max_n if skip) + (N + B) log N) with the greedy solver. Throws
+ * BUDGET_INFEASIBLE when even the whole budget left cannot give every prompt without partial
+ * rewards min_n (skip off); BAD_INPUT on duplicate candidate ids.
  */
 export function planStep(
   snapshot: StateSnapshot,
@@ -76,7 +84,7 @@ export function planStep(
   const policy = registries.policies.get(options.policy);
   const value = registries.values.get(options.value);
   const surplusValue = registries.values.get(options.surplusValue);
-  const solver = registries.solvers.get('greedy');
+  const solver = registries.solvers.get(options.solver);
   const step = options.step ?? (snapshot.lastStep === null ? 0 : snapshot.lastStep + 1);
   const size = candidates.length;
   const warnings: string[] = [];
@@ -90,7 +98,7 @@ export function planStep(
   const tokensPerRollout = new Float64Array(size);
   // Prefill is charged only with a prefill weight: no array of zeros otherwise.
   const fixedTokens = options.prefillWeight > 0 ? new Float64Array(size) : undefined;
-  let assumedLengths = 0;
+  const assumedLengths = { total: 0, withoutMaxTokens: 0 };
   let missingPromptTokens = 0;
   const { alpha, beta } = posteriors(snapshot, candidates, step, options, tieBreak, (i, s, a, b) => {
     const c = candidates[i]!;
@@ -99,7 +107,10 @@ export function planStep(
     const pb = partials === undefined ? b : b + partials.failures[i]!;
     const est = expectedTokens(s, group, snapshot.all, pa / (pa + pb), c.max_tokens, options.length);
     tokensPerRollout[i] = est.tokens;
-    if (est.assumed) assumedLengths++;
+    if (est.assumed) {
+      assumedLengths.total++;
+      if (c.max_tokens === undefined) assumedLengths.withoutMaxTokens++;
+    }
     if (fixedTokens !== undefined) {
       if (c.prompt_tokens === undefined) missingPromptTokens++;
       fixedTokens[i] = options.prefillWeight * (c.prompt_tokens ?? 0);
@@ -111,14 +122,12 @@ export function planStep(
       beta[i] = beta[i]! + partials.failures[i]!;
     }
   }
-  if (budget.tokens !== undefined && assumedLengths > 0) {
-    warnings.push(`${assumedLengths} prompts have no length data here or in their group: assumed max_tokens, else ${options.length.defaultTokens} tokens a rollout`);
-  }
+  if (assumedLengths.total > 0) warnings.push(assumedLengthsWarning(assumedLengths, options.length.defaultTokens));
   if (missingPromptTokens > 0) warnings.push(`${missingPromptTokens} prompts have no prompt_tokens: their prefill counts as 0`);
 
   const policyInput = { candidates, alpha, beta, snapshot, value, surplusValue, seed: options.seed, step };
   const built = partials === undefined ? policy.build(policyInput) : buildPartialCurves(policy, policyInput, partials.groups);
-  const result = solver({
+  const input: SolverInput = {
     ...(partials === undefined ? {} : partialBounds(partials.groups, options.minN, options.maxN)),
     curves: built.curves,
     ...(built.surplus === undefined ? {} : { surplus: built.surplus }),
@@ -128,21 +137,23 @@ export function planStep(
     minN: options.minN,
     maxN: options.maxN,
     skip: options.skip,
-    rollouts: budget.rollouts ?? Infinity,
-    tokens: budget.tokens ?? Infinity,
+    rollouts: Infinity,
+    tokens: Infinity,
     saturation: options.saturation,
-  });
-  if (result.status === 'budget-infeasible') {
-    const need = result.needed!;
-    throw new RolloutBudgetError(
-      'BUDGET_INFEASIBLE',
-      `budget infeasible: ${size} prompts × min_n ${options.minN} need ${need.rollouts} rollouts` +
-        ` and ~${Math.ceil(need.tokens)} tokens; budget is ${budget.rollouts ?? 'unbounded'} rollouts,` +
-        ` ${budget.tokens ?? 'unbounded'} tokens. Raise the budget, lower --min-n, or pass --skip`,
-    );
+  };
+  // This round's share of the budget left, grown where the prompts it must start need more.
+  const needs = startNeeds(input);
+  const starting = startingCount(partials?.groups, size, options.skip);
+  const share = roundShare(budget, options.roundsLeft, needs);
+  const spend = share.budget;
+  const result = solver({ ...input, rollouts: spend.rollouts ?? Infinity, tokens: spend.tokens ?? Infinity });
+  if (result.status === 'budget-infeasible') throw infeasible(needs, budget, options.minN, options.roundsLeft, starting);
+  if (result.status !== 'optimal') {
+    throw new RolloutBudgetError('BAD_OPTION', `solver ${quote(options.solver)} gave up on ${size} prompts (status ${result.status}); use the greedy solver`, 2, ['solver']);
   }
+  if (share.grown.length > 0) warnings.push(grownShareWarning(share, budget, options.roundsLeft, starting, options.minN));
 
-  const columns = resultColumns(candidates, result.n, alpha, beta, tokensPerRollout, options.interval);
+  const columns = resultColumns(candidates, result.n, alpha, beta, tokensPerRollout, fixedTokens, options.interval);
   const values = columns.value;
   const curves = built.curves;
   let expected = 0;
@@ -152,9 +163,9 @@ export function planStep(
     expected += n * tokensPerRollout[i]! + (fixedTokens === undefined ? 0 : fixedTokens[i]!);
     values[j] = curves.cursorOf(i) === n ? curves.current(i) : curves.value(i, n);
   }
-  const leftR = budget.rollouts === undefined ? 0 : budget.rollouts - result.usedRollouts;
-  if (leftR > 0 && budget.tokens === undefined) {
-    warnings.push(`${leftR} rollouts of the budget left unspent: every prompt is at max_n ${options.maxN} or has no value left`);
+  const leftR = spend.rollouts === undefined ? 0 : spend.rollouts - result.usedRollouts;
+  if (leftR > 0 && spend.tokens === undefined) {
+    warnings.push(`${leftR} rollouts of this plan's budget left unspent: every prompt is at max_n ${options.maxN} or has no value left`);
   }
   const ub = result.upperBound;
   return columnarPlan({
@@ -163,7 +174,8 @@ export function planStep(
     seed: options.seed,
     policy: options.policy,
     value: options.value,
-    budget: { rollouts: budget.rollouts ?? null, tokens: budget.tokens ?? null },
+    budget: { rollouts: spend.rollouts ?? null, tokens: spend.tokens ?? null },
+    ...(options.roundsLeft > 1 ? { rounds_left: options.roundsLeft, budget_left: { rollouts: budget.rollouts ?? null, tokens: budget.tokens ?? null } } : {}),
     totals: {
       prompts: columns.length,
       rollouts: result.usedRollouts,
@@ -177,6 +189,41 @@ export function planStep(
   }, columns);
 }
 
+/** Prompts that start at min_n: those without partial rewards, unless skip. O(N). */
+function startingCount(groups: Partials['groups'] | undefined, size: number, skip: boolean): number {
+  if (skip) return 0;
+  if (groups === undefined) return size;
+  let count = 0;
+  for (const g of groups) if (g.rollouts === 0) count++;
+  return count;
+}
+
+/**
+ * BUDGET_INFEASIBLE with the numbers, in the library's option names (the CLI shows flags, the
+ * service body fields).
+ */
+function infeasible(needs: { rollouts: number; tokens: number }, left: Budget, minN: number, roundsLeft: number, starting: number): RolloutBudgetError {
+  const leftWord = roundsLeft > 1 ? 'budget left (whole, not a round\'s share)' : 'budget';
+  return new RolloutBudgetError(
+    'BUDGET_INFEASIBLE',
+    `budget infeasible: ${starting} prompts × ${minN} rollouts (min_n) need ${needs.rollouts} rollouts` +
+      ` and ~${Math.ceil(needs.tokens)} tokens; ${leftWord} is ${left.rollouts ?? 'unbounded'} rollouts,` +
+      ` ${left.tokens ?? 'unbounded'} tokens. Raise budget_rollouts or budget_tokens, lower min_n, or set skip`,
+    2,
+    ['budget_rollouts', 'budget_tokens', 'min_n', 'skip'],
+  );
+}
+
+/** The warning for prompts whose expected tokens per rollout are assumed, not learned. */
+function assumedLengthsWarning(assumed: { total: number; withoutMaxTokens: number }, defaultTokens: number): string {
+  const withMax = assumed.total - assumed.withoutMaxTokens;
+  const how = [
+    ...(withMax > 0 ? [`${withMax} at their max_tokens`] : []),
+    ...(assumed.withoutMaxTokens > 0 ? [`${assumed.withoutMaxTokens} without max_tokens at ${defaultTokens}`] : []),
+  ];
+  return `${assumed.total} prompts have no length data (their own, their group's or any prompt's): expected tokens per rollout assumed, ${how.join(', ')}`;
+}
+
 /**
  * The plan's rows (prompts with n > 0) as columns, value left to fill. When every prompt is
  * planned the columns are the planner's own arrays; otherwise compacted copies.
@@ -187,6 +234,7 @@ function resultColumns(
   alpha: Float64Array,
   beta: Float64Array,
   tokensPerRollout: Float64Array,
+  fixedTokens: Float64Array | undefined,
   interval: number,
 ): PlanColumns & { readonly value: Float64Array } {
   const size = candidates.length;
@@ -203,6 +251,7 @@ function resultColumns(
     index,
     n: count === size ? n : Int32Array.from(index, (i) => n[i]!),
     tokensPerRollout: pick(tokensPerRollout),
+    ...(fixedTokens === undefined ? {} : { prefillTokens: pick(fixedTokens) }),
     alpha: pick(alpha),
     beta: pick(beta),
     value: new Float64Array(count),

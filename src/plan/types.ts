@@ -43,6 +43,13 @@ export interface PlanOptions {
   readonly decay: DecayOptions;
   readonly prior: PriorOptions;
   readonly length: LengthOptions;
+  /**
+   * Rounds left in this step, this one included (≥ 1): the budget given is what is left of
+   * the step, and this round spends its share of it (plan/rounds.ts). 1: the whole budget.
+   */
+  readonly roundsLeft: number;
+  /** The solver, by name in the solver registry (`greedy`; `dp` and `milp` are exact references). */
+  readonly solver: string;
 }
 
 export interface Allocation {
@@ -80,6 +87,8 @@ export interface PlanColumns {
   readonly n: Int32Array;
   /** Expected generated tokens of one rollout; expected_tokens = round(n · tokensPerRollout). */
   readonly tokensPerRollout: Float64Array;
+  /** Tokens charged once for the row's group (prefill weight × prompt tokens); absent without a prefill weight. */
+  readonly prefillTokens?: Float64Array;
   /** The posterior Beta(alpha, beta) at the plan's step; p_mean = alpha / (alpha + beta). */
   readonly alpha: Float64Array;
   readonly beta: Float64Array;
@@ -95,7 +104,12 @@ export interface Plan {
   seed: number;
   policy: string;
   value: string;
+  /** What this plan may spend: with rounds_left > 1, this round's share of budget_left. */
   budget: { rollouts: number | null; tokens: number | null };
+  /** Only with rounds_left > 1: the rounds left in the step, this one included. */
+  rounds_left?: number;
+  /** Only with rounds_left > 1: what was left of the step's budget when this round was planned. */
+  budget_left?: { rollouts: number | null; tokens: number | null };
   totals: {
     prompts: number;
     rollouts: number;

@@ -1,14 +1,13 @@
 import { createRegistries } from '../allocator.js';
-import { RolloutBudgetError } from '../errors.js';
 import { defaultRounds, resolvePlanOptions, type PlanOptionsInput } from '../plan/options.js';
-import { roundBudget, withPartials } from '../plan/partial.js';
 import { planStep, type Registries } from '../plan/planner.js';
+import { runStepRounds, type RoundRollout } from '../plan/round-loop.js';
 import type { Policy } from '../plan/policies.js';
 import type { PromptState } from '../posterior/state.js';
 import { snapshotOf } from '../posterior/state.js';
 import { addRollout, applyEvidence, emptyEvidence } from '../store/accumulate.js';
 import { MonomialCurves } from '../value/curves.js';
-import type { Budget, Candidate, Plan } from '../plan/types.js';
+import type { Candidate, Plan } from '../plan/types.js';
 import type { Decision, GroupOutcome, PolicyConfig, PolicyRun, ReplayPolicy, StepContext } from './types.js';
 
 /**
@@ -32,72 +31,55 @@ export class MemoryState {
 /** Our planner's options, and in how many rounds a step is planned and generated. */
 export type ReplayPlanOptions = PlanOptionsInput & { readonly rounds?: number };
 
+/** A decision of ours: the engine's Decision, and the plans of the step's rounds (audits, tests). */
+export interface OurDecision extends Decision {
+  readonly plans: readonly Plan[];
+}
+
 /**
- * Plans a step with our planner (planStep) from a memory state. Under a token budget it plans
- * with skip on (a prompt may get 0 rollouts: with long, costly responses the step selects
- * prompts rather than giving every one min_n; pass --skip to `plan` for the same); it also
- * does when the batch cannot get min_n each within the budget. An explicit `skip` option wins.
+ * Plans and generates a step with our planner (planStep) from a memory state, in `rounds`
+ * rounds (default 2) through the library's one round loop (plan/round-loop.ts): each round is
+ * generated with `ctx.generate`, and the next one plans with each prompt's rewards so far as
+ * its `partial_rewards`. Under a token budget it plans with skip on unless the options say
+ * otherwise: long, costly responses make a step select prompts rather than give every one
+ * min_n (pass `plan --skip` for the same in production). Without skip, a budget that cannot
+ * give every prompt min_n is BUDGET_INFEASIBLE, as in `plan`. Predicted pass rates are each
+ * prompt's first plan's, made before any of its outcomes at this step.
  */
 export function planWithState(
   state: MemoryState,
   ctx: StepContext,
   options: ReplayPlanOptions,
   registries: Registries,
-): Decision {
+): OurDecision {
   const snapshot = snapshotOf(state.states.values());
   const { rounds = defaultRounds, ...planOptions } = options;
   const input: PlanOptionsInput = {
     ...planOptions, skip: options.skip ?? ctx.budget.tokens !== undefined, minN: ctx.minN, maxN: ctx.maxN, seed: ctx.seed, step: ctx.step,
   };
-  const planOnce = (candidates: readonly Candidate[], budget: Budget): Plan => {
-    try {
-      return planStep(snapshot, candidates, budget, input, registries);
-    } catch (error) {
-      if (!(error instanceof RolloutBudgetError) || error.code !== 'BUDGET_INFEASIBLE') throw error;
-      return planStep(snapshot, candidates, budget, { ...input, skip: true }, registries);
-    }
-  };
-  if (rounds > 1) return planInRounds(ctx, rounds, planOnce);
-  const plan = planOnce(ctx.candidates, ctx.budget);
-  const byId = new Map(plan.allocations.map((a) => [a.prompt_id, a]));
-  const n = Int32Array.from(ctx.candidates, (c) => byId.get(c.id)?.n ?? 0);
-  const predicted = new Map(plan.allocations.map((a) => [a.prompt_id, a.p_mean]));
-  return { n, predicted };
+  const byId = new Map(ctx.candidates.map((c) => [c.id, c]));
+  const { plans } = runStepRounds(
+    {
+      candidates: ctx.candidates, budget: ctx.budget, rounds,
+      plan: (r) => planStep(snapshot, r.candidates, r.budget, { ...input, roundsLeft: r.roundsLeft }, registries),
+    },
+    (plan) => generateRound(ctx, plan, byId),
+  );
+  const predicted = new Map<string, number>();
+  for (const plan of plans) for (const a of plan.allocations) if (!predicted.has(a.prompt_id)) predicted.set(a.prompt_id, a.p_mean);
+  return { predicted, plans };
 }
 
-/**
- * A step in `rounds` rounds: round r of R plans a 1/(R − r + 1) share of the budget still left,
- * its groups are generated, and the next round plans with each prompt's rewards so far as its
- * `partial_rewards` (conditional values: e.g. more rollouts for a group that is all wrong so
- * far, none for one that already varies under `informative`). What is left is counted from
- * the generated groups (their tokens when known, else the plan's expected tokens). Predicted
- * pass rates are each prompt's first plan's, made before any of its outcomes at this step.
- */
-function planInRounds(ctx: StepContext, rounds: number, planOnce: (candidates: readonly Candidate[], budget: Budget) => Plan): Decision {
-  const rewards = new Map<string, readonly number[]>();
-  const predicted = new Map<string, number>();
-  const byId = new Map(ctx.candidates.map((c) => [c.id, c]));
-  const left: { rollouts?: number; tokens?: number } = { ...ctx.budget };
-  for (let r = 0; r < rounds; r++) {
-    const budget = roundBudget(left, r, rounds);
-    if (budget === undefined) break;
-    const plan = planOnce(withPartials(ctx.candidates, rewards), budget);
-    if (plan.totals.rollouts === 0) break;
-    for (const a of plan.allocations) {
-      if (!predicted.has(a.prompt_id)) predicted.set(a.prompt_id, a.p_mean);
-      const g = ctx.generate(byId.get(a.prompt_id)!, a.n);
-      rewards.set(a.prompt_id, [...g.rewards]);
-      if (left.rollouts !== undefined) left.rollouts -= a.n;
-      if (left.tokens !== undefined) left.tokens -= g.tokens === null ? a.expected_tokens : sumLast(g.tokens, a.n);
+/** Generates a round's plan with ctx.generate; returns the new rollouts. */
+function generateRound(ctx: StepContext, plan: Plan, byId: ReadonlyMap<string, Candidate>): RoundRollout[] {
+  const out: RoundRollout[] = [];
+  for (const a of plan.allocations) {
+    const g = ctx.generate(byId.get(a.prompt_id)!, a.n);
+    for (let j = g.rewards.length - a.n; j < g.rewards.length; j++) {
+      out.push({ prompt_id: a.prompt_id, reward: g.rewards[j]!, tokens: g.tokens === null ? null : g.tokens[j]! });
     }
   }
-  return { predicted };
-}
-
-function sumLast(xs: readonly number[], n: number): number {
-  let total = 0;
-  for (let j = xs.length - n; j < xs.length; j++) total += xs[j]!;
-  return total;
+  return out;
 }
 
 /** One of our planner's policies (bayes, thompson, mean, ...) as a replay policy. */

@@ -1,4 +1,4 @@
-import { RolloutBudgetError, badInput, quote } from '../errors.js';
+import { RolloutBudgetError, badInput, quote, withFieldNames } from '../errors.js';
 import { batchOf, checkCandidate, parseResults, type ResultBatch } from '../io/formats.js';
 import { resolvePlanOptions, type PlanOptionsInput } from '../plan/options.js';
 import type { Registries } from '../plan/planner.js';
@@ -59,7 +59,7 @@ function str(where: string, v: unknown): string {
   return v;
 }
 
-const OPTION_KEYS = ['min_n', 'max_n', 'skip', 'policy', 'value', 'seed', 'step', 'prefill_weight', 'decay', 'reobserve_discount'] as const;
+const OPTION_KEYS = ['min_n', 'max_n', 'skip', 'policy', 'value', 'seed', 'step', 'prefill_weight', 'decay', 'reobserve_discount', 'rounds_left'] as const;
 const DECAY_KEYS = ['decay', 'reobserve_discount'] as const;
 
 /** Options object → PlanOptionsInput; ranges are checked later by resolvePlanOptions. */
@@ -80,6 +80,7 @@ export function optionsOf(v: unknown, where = 'body.options', allowed: readonly 
   if (o.seed !== undefined) out.seed = int(at('seed'), o.seed, 0);
   if (o.step !== undefined) out.step = int(at('step'), o.step, 0);
   if (o.prefill_weight !== undefined) out.prefillWeight = num(at('prefill_weight'), o.prefill_weight);
+  if (o.rounds_left !== undefined) out.roundsLeft = int(at('rounds_left'), o.rounds_left, 1);
   const decay: { forgetPerStep?: number; reobserveDiscount?: number } = {};
   if (o.decay !== undefined) decay.forgetPerStep = num(at('decay'), o.decay);
   if (o.reobserve_discount !== undefined) decay.reobserveDiscount = num(at('reobserve_discount'), o.reobserve_discount);
@@ -183,8 +184,16 @@ export function promptQueryOf(query: URLSearchParams): { candidate: Partial<Cand
   return { candidate, options: step === undefined ? options : { step } };
 }
 
+/** The library's option fields as request body fields (errors name what the caller sent). */
+const bodyFieldOf: Readonly<Record<string, string>> = {
+  budget_rollouts: 'budget.rollouts',
+  budget_tokens: 'budget.tokens',
+  ...Object.fromEntries(OPTION_KEYS.map((k) => [k, `options.${k}`])),
+};
+
 /** `{error: {code, message, field?, value?}}` for a caller mistake; field and value when the message names them. */
-export function errorBody(error: RolloutBudgetError): { error: { code: string; message: string; field?: string; value?: string } } {
+export function errorBody(thrown: RolloutBudgetError): { error: { code: string; message: string; field?: string; value?: string } } {
+  const error = withFieldNames(thrown, bodyFieldOf);
   const unknown = /^unknown (\w+) ("[^"]*")/.exec(error.message);
   if (unknown !== null) return { error: { code: error.code, message: error.message, field: unknown[1]!, value: unknown[2]! } };
   const m = /^(?:(\S+): )?(?:"([^"]+)" )?.*?got (.*?)(?:\. .*)?$/s.exec(error.message);

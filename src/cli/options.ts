@@ -1,0 +1,137 @@
+import { Option, type Command } from 'commander';
+import { defaultPlanOptions, defaultRounds, type PlanOptionsInput } from '../plan/options.js';
+import { createPolicyRegistry } from '../plan/policies.js';
+import type { Budget } from '../plan/types.js';
+import { createValueRegistry } from '../value/functions.js';
+import { intArg, numberArg } from './parse.js';
+
+/**
+ * The flags several commands share, declared once here with their defaults read from the
+ * library's (so `--help` shows the defaults the library plans with). Commands add them with
+ * the helpers below and read them back with `budgetFrom` / `planOptionsFrom`.
+ */
+
+/**
+ * The library's option fields as the CLI spells them: errors from the library name fields
+ * (`min_n`, `skip`, ...), and the CLI shows the flag instead (errors.ts withFieldNames).
+ */
+export const flagOfField: Readonly<Record<string, string>> = {
+  budget_rollouts: '--budget-rollouts',
+  budget_tokens: '--budget-tokens',
+  min_n: '--min-n',
+  max_n: '--max-n',
+  skip: '--skip',
+  policy: '--policy',
+  value: '--value',
+  seed: '--seed',
+  step: '--step',
+  prefill_weight: '--prefill-weight',
+  decay: '--decay',
+  reobserve_discount: '--reobserve-discount',
+  rounds_left: '--rounds-left',
+  rounds: '--rounds',
+  steps: '--steps',
+};
+
+/** Values the shared flags parse to (commander's camelCase keys). */
+export interface SharedFlags {
+  budgetRollouts?: number;
+  budgetTokens?: number;
+  minN?: number;
+  maxN?: number;
+  skip?: boolean;
+  policy?: string;
+  value?: string;
+  seed?: number;
+  decay?: number;
+  reobserveDiscount?: number;
+  roundsLeft?: number;
+}
+
+/** `--budget-rollouts` and `--budget-tokens` (no defaults: at least one is required by `plan`). */
+export function budgetFlags(cmd: Command, help: { rollouts: string; tokens: string }, min = 0): Command {
+  return cmd
+    .addOption(new Option('--budget-rollouts <int>', help.rollouts).argParser(intArg(min)))
+    .addOption(new Option('--budget-tokens <int>', help.tokens).argParser(intArg(min)));
+}
+
+/** `--min-n` and `--max-n`. */
+export function boundFlags(cmd: Command): Command {
+  return cmd
+    .addOption(new Option('--min-n <int>', 'rollouts per included prompt, at least').default(defaultPlanOptions.minN).argParser(intArg(1)))
+    .addOption(new Option('--max-n <int>', 'rollouts per prompt, at most').default(defaultPlanOptions.maxN).argParser(intArg(1)));
+}
+
+/** `--skip`. */
+export function skipFlag(cmd: Command, help = 'prompts may get 0 rollouts (select from a pool)'): Command {
+  return cmd.option('--skip', help, defaultPlanOptions.skip);
+}
+
+/** `--policy` (how p is taken from the posterior) and `--value`, their names from the registries. */
+export function policyFlags(cmd: Command): Command {
+  const policies = createPolicyRegistry().names().join(', ');
+  const values = createValueRegistry().names().join(', ');
+  return cmd
+    .option('--policy <name>', `posterior policy, how p is taken from the posterior: ${policies}`, defaultPlanOptions.policy)
+    .option('--value <name>', `value of n rollouts: ${values}`, defaultPlanOptions.value);
+}
+
+/** `--seed`; without a default where the command has its own (simulate: the scenario's). */
+export function seedFlag(cmd: Command, help = 'run seed', withDefault = true): Command {
+  const option = new Option('--seed <int>', help).argParser(intArg(0));
+  return cmd.addOption(withDefault ? option.default(defaultPlanOptions.seed) : option);
+}
+
+/** `--decay` and `--reobserve-discount`, the two forgetting rates. */
+export function decayFlags(cmd: Command): Command {
+  const d = defaultPlanOptions.decay;
+  return cmd
+    .addOption(new Option('--decay <rate>', 'per-step forgetting of evidence toward the prior (λ)').default(d.forgetPerStep).argParser(numberArg(0, 1)))
+    .addOption(new Option('--reobserve-discount <rate>', 'discount of old evidence when a prompt is re-observed (ρ)').default(d.reobserveDiscount).argParser(numberArg(0, 1)));
+}
+
+/** `--rounds-left` of `plan`: one call is one round, and the budgets are what is left of the step. */
+export function roundsLeftFlag(cmd: Command): Command {
+  return cmd.addOption(
+    new Option('--rounds-left <int>', 'rounds left in this step, this one included: the budgets are what is left of the step, and this plan spends its share of them')
+      .default(defaultPlanOptions.roundsLeft)
+      .argParser(intArg(1)),
+  );
+}
+
+/** `--rounds` of the commands that generate themselves (loop, replay, simulate, demo). */
+export function roundsFlag(cmd: Command, help = 'plan and generate each step in this many rounds; later rounds top up groups by what they showed'): Command {
+  return cmd.addOption(new Option('--rounds <int>', help).default(defaultRounds).argParser(intArg(1)));
+}
+
+/** `--steps <int>`: a count of steps, in every command that has it. */
+export function stepsFlag(cmd: Command, help: string, fallback?: number): Command {
+  const option = new Option('--steps <int>', help).argParser(intArg(1));
+  return cmd.addOption(fallback === undefined ? option : option.default(fallback));
+}
+
+/** The budget the budget flags give. */
+export function budgetFrom(opts: SharedFlags): Budget {
+  return {
+    ...(opts.budgetRollouts === undefined ? {} : { rollouts: opts.budgetRollouts }),
+    ...(opts.budgetTokens === undefined ? {} : { tokens: opts.budgetTokens }),
+  };
+}
+
+/** The plan options the shared flags set (those a command does not declare stay unset). */
+export function planOptionsFrom(opts: SharedFlags): PlanOptionsInput {
+  const decay = {
+    ...(opts.decay === undefined ? {} : { forgetPerStep: opts.decay }),
+    ...(opts.reobserveDiscount === undefined ? {} : { reobserveDiscount: opts.reobserveDiscount }),
+  };
+  return {
+    ...(opts.minN === undefined ? {} : { minN: opts.minN }),
+    ...(opts.maxN === undefined ? {} : { maxN: opts.maxN }),
+    ...(opts.skip === undefined ? {} : { skip: opts.skip }),
+    ...(opts.policy === undefined ? {} : { policy: opts.policy }),
+    ...(opts.value === undefined ? {} : { value: opts.value }),
+    ...(opts.seed === undefined ? {} : { seed: opts.seed }),
+    ...(opts.roundsLeft === undefined ? {} : { roundsLeft: opts.roundsLeft }),
+    ...(Object.keys(decay).length === 0 ? {} : { decay }),
+  };
+}

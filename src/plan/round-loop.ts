@@ -1,0 +1,153 @@
+import { badOption } from '../errors.js';
+import { withPartials } from './partial.js';
+import type { Budget, Candidate, Plan } from './types.js';
+
+/**
+ * The round loop of one step, the one copy every caller shares (`loop`, replay and simulate,
+ * the demo): plan → generate → plan again with each prompt's rewards so far as its
+ * `partial_rewards`, until the rounds or the budget run out. How much each round may spend
+ * is the planner's rule (plan/rounds.ts): the loop only tells it what is left and how many
+ * rounds are left. How rollouts are generated is the caller's: `stepRounds` is a generator that
+ * yields each plan and takes that plan's rollouts back; `runStepRounds` and
+ * `runStepRoundsAsync` drive it with a synchronous (replay: ctx.generate) or asynchronous
+ * (executor: executePlan) generate function. The step's results are observed once, after
+ * the last round, by the caller.
+ *
+ * What is left is counted from what was generated: one rollout per rollout returned, and its
+ * tokens when known, else the plan's expected tokens per rollout for that prompt; a plan's
+ * prefill (its expected tokens beyond n × tokens per rollout, with a prefill weight) is
+ * charged once, when its rollouts come back. The step stops after `rounds` rounds, or as
+ * soon as a budget left is spent (≤ 0). A round that plans nothing generates nothing and the
+ * next round plans again (its share is larger).
+ */
+
+/** One generated rollout, as the loop counts it. Rollouts that did not finish are left out. */
+export interface RoundRollout {
+  readonly prompt_id: string;
+  /** Reward in [0, 1]. */
+  readonly reward: number;
+  /** Generated tokens; null or absent when unknown (charged at the plan's expected tokens). */
+  readonly tokens?: number | null;
+}
+
+/** What the loop asks the planner for: one round. */
+export interface RoundRequest {
+  /** The step's candidates; those with rewards so far carry them as partial_rewards. */
+  readonly candidates: readonly Candidate[];
+  /** What is left of the step's budget. */
+  readonly budget: Budget;
+  /** Rounds left, this one included: pass it as the plan option `roundsLeft`. */
+  readonly roundsLeft: number;
+  /** Round index from 0. */
+  readonly round: number;
+  /** The step the first round's plan was made for (later rounds plan the same step). */
+  readonly step?: number;
+}
+
+export interface StepRoundsInput {
+  readonly candidates: readonly Candidate[];
+  /** The step's whole budget. */
+  readonly budget: Budget;
+  /** Rounds a step is planned in, at most (≥ 1; plan/options.ts defaultRounds: 2). */
+  readonly rounds: number;
+  /** Plans one round (allocator.plan or planStep with `roundsLeft` and `step` from the request). */
+  readonly plan: (request: RoundRequest) => Plan;
+}
+
+export interface StepRounds {
+  /** Every round's plan, in order (plans with no rollouts included). */
+  readonly plans: Plan[];
+  /** Each prompt's rewards at this step, in generation order. */
+  readonly rewards: Map<string, number[]>;
+  /** Rollouts and tokens charged (known tokens, else expected; prefill included). */
+  readonly spent: { rollouts: number; tokens: number };
+  /** What is left of the step's budget (≥ 0). */
+  readonly left: Budget;
+}
+
+/**
+ * The step's rounds as a generator: yields each plan with rollouts to generate and expects
+ * that plan's generated rollouts back (`next(rollouts)`); returns the step's rounds. Throws
+ * what the planner throws (BUDGET_INFEASIBLE only when the whole budget left cannot give the
+ * prompts min_n). O(rounds · (plan + N)).
+ */
+export function* stepRounds(input: StepRoundsInput): Generator<Plan, StepRounds, readonly RoundRollout[]> {
+  if (!Number.isSafeInteger(input.rounds) || input.rounds < 1) throw badOption(`rounds must be an integer ≥ 1, got ${input.rounds}`, ['rounds']);
+  const rewards = new Map<string, number[]>();
+  const plans: Plan[] = [];
+  const budget = input.budget;
+  const spent = { rollouts: 0, tokens: 0 };
+  const leftOf = (): Budget => ({
+    ...(budget.rollouts === undefined ? {} : { rollouts: Math.max(0, budget.rollouts - spent.rollouts) }),
+    ...(budget.tokens === undefined ? {} : { tokens: Math.max(0, Math.floor(budget.tokens - spent.tokens)) }),
+  });
+  let step: number | undefined;
+  for (let round = 0; round < input.rounds; round++) {
+    const left = leftOf();
+    if (round > 0 && (left.rollouts === 0 || left.tokens === 0)) break;
+    const plan = input.plan({
+      candidates: withPartials(input.candidates, rewards), budget: left, roundsLeft: input.rounds - round, round,
+      ...(step === undefined ? {} : { step }),
+    });
+    step ??= plan.step;
+    plans.push(plan);
+    if (plan.totals.rollouts === 0) continue;
+    const rollouts = yield plan;
+    const perRollout = tokensPerRollout(plan);
+    spent.tokens += prefillOf(plan, perRollout);
+    for (const r of rollouts) {
+      const got = rewards.get(r.prompt_id);
+      if (got === undefined) rewards.set(r.prompt_id, [r.reward]);
+      else got.push(r.reward);
+      spent.rollouts++;
+      spent.tokens += r.tokens ?? perRollout.get(r.prompt_id)?.tokens ?? 0;
+    }
+  }
+  return { plans, rewards, spent, left: leftOf() };
+}
+
+/** Runs a step's rounds with a synchronous generate function (the replay's ctx.generate). */
+export function runStepRounds(input: StepRoundsInput, generate: (plan: Plan) => readonly RoundRollout[]): StepRounds {
+  const rounds = stepRounds(input);
+  let next = rounds.next();
+  while (next.done !== true) next = rounds.next(generate(next.value));
+  return next.value;
+}
+
+/** Runs a step's rounds with an asynchronous generate function (the executor's executePlan). */
+export async function runStepRoundsAsync(input: StepRoundsInput, generate: (plan: Plan) => Promise<readonly RoundRollout[]>): Promise<StepRounds> {
+  const rounds = stepRounds(input);
+  let next = rounds.next();
+  while (next.done !== true) next = rounds.next(await generate(next.value));
+  return next.value;
+}
+
+/**
+ * The plan's prefill tokens (prefill weight × prompt tokens per group): from its columns, or
+ * for a plan read from a file, its expected tokens beyond Σ n × tokens per rollout (0 when that
+ * is within rounding). O(rows).
+ */
+function prefillOf(plan: Plan, perRollout: ReadonlyMap<string, { n: number; tokens: number }>): number {
+  const prefill = plan.columns?.prefillTokens;
+  let total = 0;
+  if (prefill !== undefined) {
+    for (const t of prefill) total += t;
+    return total;
+  }
+  if (plan.columns !== undefined) return 0;
+  for (const t of perRollout.values()) total += t.n * t.tokens;
+  const beyond = plan.totals.expected_tokens - total;
+  return beyond > 0.5 * (perRollout.size + 1) ? beyond : 0;
+}
+
+/** Per planned prompt: its n and expected tokens per rollout (from the plan's columns when it has them). O(rows). */
+function tokensPerRollout(plan: Plan): Map<string, { n: number; tokens: number }> {
+  const out = new Map<string, { n: number; tokens: number }>();
+  const columns = plan.columns;
+  if (columns !== undefined) {
+    for (let j = 0; j < columns.length; j++) out.set(columns.candidates[j]!.id, { n: columns.n[j]!, tokens: columns.tokensPerRollout[j]! });
+    return out;
+  }
+  for (const a of plan.allocations) out.set(a.prompt_id, { n: a.n, tokens: a.n > 0 ? a.expected_tokens / a.n : 0 });
+  return out;
+}
