@@ -1,7 +1,7 @@
 // The public entry of rollout-budget: named exports only; tests import through here.
 export { Allocator, createAllocator, createRegistries } from './allocator.js';
 export type { AllocatorOptions, PosteriorView } from './allocator.js';
-export { RolloutBudgetError, quote } from './errors.js';
+export { RolloutBudgetError, quote, withFieldNames } from './errors.js';
 export type { ErrorCode } from './errors.js';
 export { createRegistry } from './registry.js';
 export type { Registry } from './registry.js';
@@ -32,9 +32,14 @@ export { fixedTokensOf } from './solver/types.js';
 export type { Solver, SolverInput, SolverResult } from './solver/types.js';
 export { createPolicyRegistry, thompsonDraws } from './plan/policies.js';
 export type { Policy, PolicyInput, PolicyOutput } from './plan/policies.js';
-export { defaultPlanOptions, resolvePlanOptions, validateBudget } from './plan/options.js';
+export { defaultPlanOptions, defaultRounds, resolvePlanOptions, validateBudget } from './plan/options.js';
 export type { PlanOptionsInput } from './plan/options.js';
 export { planStep, posteriors } from './plan/planner.js';
+export { grownShareWarning, roundShare } from './plan/rounds.js';
+export type { RoundNeeds, RoundShare } from './plan/rounds.js';
+export { runStepRounds, runStepRoundsAsync, stepRounds } from './plan/round-loop.js';
+export type { RoundRequest, RoundRollout, StepRounds, StepRoundsInput } from './plan/round-loop.js';
+export { withPartials } from './plan/partial.js';
 export type { Registries } from './plan/planner.js';
 export type { Allocation, Budget, Candidate, Plan, PlanColumns, PlanOptions } from './plan/types.js';
 export { batchOf, digestOf, parsePrompts, parseResults } from './io/formats.js';
@@ -70,7 +75,7 @@ export { formatPlan, groupId, groupSeed, planGroups, planJsonl, PLAN_FORMATS, sg
 export type { ExportOptions, PlanFormat, PlanGroup } from './plan/exports.js';
 export { commitPartials, executePlan } from './executor/execute.js';
 export { runLoop } from './executor/loop.js';
-export type { LoopStep } from './executor/loop.js';
+export type { LoopStep, PlanExecutor } from './executor/loop.js';
 export { PartialStore } from './executor/partials.js';
 export type { PartialRollout } from './executor/partials.js';
 export { parsePlan } from './executor/planfile.js';
@@ -98,6 +103,7 @@ export { MetricsRecorder, hasVariance, ranks, spearman } from './replay/metrics.
 export type { CalibrationBin, StepMetrics, Totals } from './replay/metrics.js';
 export { baselineNames, createReplayPolicyRegistry, defaultPolicyList } from './replay/policies.js';
 export { MemoryState, oraclePolicy, ourPolicy, planWithState } from './replay/ours.js';
+export type { OurDecision, ReplayPlanOptions } from './replay/ours.js';
 export { fixedN, tQuantile } from './replay/baselines.js';
 export type {
   Decision, Environment, GroupDrawer, GroupOutcome, PolicyConfig, PolicyRun, ReplayPolicy, StepContext, World,
