@@ -73,7 +73,7 @@ describe('plan with rounds left: the budget given is what is left of the step', 
       call();
     } catch (error) {
       expect((error as RolloutBudgetError).code).toBe('BUDGET_INFEASIBLE');
-      expect((error as RolloutBudgetError).fields).toEqual(['budget_rollouts', 'budget_tokens', 'min_n', 'skip']);
+      expect((error as RolloutBudgetError).fields).toEqual(['budget_rollouts', 'min_n', 'skip']);
     }
   });
 
@@ -131,7 +131,7 @@ describe('plan --rounds-left 2, then --rounds-left 1 with partial rewards, on th
       if (whole.code !== 0) {
         expect(whole.stderr).toMatch(/budget infeasible/);
         expect(first.code, `step ${step}: ${first.stderr}`).toBe(2);
-        expect(first.stderr).toMatch(/budget infeasible: 64 prompts × \d rollouts \(--min-n\) need .*budget left \(whole, not a round's share\) is 512 rollouts, 1920000 tokens/);
+        expect(first.stderr).toMatch(/budget infeasible: 64 prompts × \d rollouts \(--min-n\) need .*budget left \(whole, not a round's share\) is 512 rollouts, 1920000 tokens\. Raise --budget-rollouts or --budget-tokens, lower --min-n, or set --skip/);
         infeasible++;
         // Keep the state moving: a selecting plan (--skip) for this step.
         const skip = await cli([...common, ...flags(budget), '--skip']);

@@ -204,13 +204,21 @@ function startingCount(groups: Partials['groups'] | undefined, size: number, ski
  */
 function infeasible(needs: { rollouts: number; tokens: number }, left: Budget, minN: number, roundsLeft: number, starting: number): RolloutBudgetError {
   const leftWord = roundsLeft > 1 ? 'budget left (whole, not a round\'s share)' : 'budget';
+  const need = [
+    ...(left.rollouts === undefined ? [] : [`${needs.rollouts} rollouts`]),
+    ...(left.tokens === undefined ? [] : [`~${Math.ceil(needs.tokens)} tokens`]),
+  ];
+  const have = [
+    ...(left.rollouts === undefined ? [] : [`${left.rollouts} rollouts`]),
+    ...(left.tokens === undefined ? [] : [`${left.tokens} tokens`]),
+  ];
+  const raise = [...(left.rollouts === undefined ? [] : ['budget_rollouts']), ...(left.tokens === undefined ? [] : ['budget_tokens'])];
   return new RolloutBudgetError(
     'BUDGET_INFEASIBLE',
-    `budget infeasible: ${starting} prompts × ${minN} rollouts (min_n) need ${needs.rollouts} rollouts` +
-      ` and ~${Math.ceil(needs.tokens)} tokens; ${leftWord} is ${left.rollouts ?? 'unbounded'} rollouts,` +
-      ` ${left.tokens ?? 'unbounded'} tokens. Raise budget_rollouts or budget_tokens, lower min_n, or set skip`,
+    `budget infeasible: ${starting} prompts × ${minN} rollouts (min_n) need ${need.join(' and ')}; ${leftWord} is ${have.join(', ')}.` +
+      ` Raise ${raise.join(' or ')}, lower min_n, or set skip`,
     2,
-    ['budget_rollouts', 'budget_tokens', 'min_n', 'skip'],
+    [...raise, 'min_n', 'skip'],
   );
 }
 

@@ -65,6 +65,6 @@ export function grownShareWarning(share: RoundShare, left: Budget, roundsLeft: n
     const unit = key === 'rollouts' ? 'rollouts' : 'tokens';
     return `${share.budget[key]} of the ${left[key]} ${unit} left (an even share is ${Math.floor(left[key]! / roundsLeft)})`;
   });
-  return `this round spends ${parts.join(' and ')}: ${starting} prompts without partial_rewards need min_n ${minN} each;` +
-    ` the ${roundsLeft - 1} later round${roundsLeft === 2 ? '' : 's'} share the rest`;
+  const rest = roundsLeft === 2 ? 'the last round gets the rest' : `the ${roundsLeft - 1} later rounds share the rest`;
+  return `this round spends ${parts.join(' and ')}: ${starting} prompts without partial_rewards need min_n ${minN} each; ${rest}`;
 }

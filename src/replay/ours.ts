@@ -1,7 +1,8 @@
 import { createRegistries } from '../allocator.js';
+import { RolloutBudgetError } from '../errors.js';
 import { defaultRounds, resolvePlanOptions, type PlanOptionsInput } from '../plan/options.js';
 import { planStep, type Registries } from '../plan/planner.js';
-import { runStepRounds, type RoundRollout } from '../plan/round-loop.js';
+import { runStepRounds, type RoundRequest, type RoundRollout } from '../plan/round-loop.js';
 import type { Policy } from '../plan/policies.js';
 import type { PromptState } from '../posterior/state.js';
 import { snapshotOf } from '../posterior/state.js';
@@ -58,13 +59,16 @@ export function planWithState(
     ...planOptions, skip: options.skip ?? ctx.budget.tokens !== undefined, minN: ctx.minN, maxN: ctx.maxN, seed: ctx.seed, step: ctx.step,
   };
   const byId = new Map(ctx.candidates.map((c) => [c.id, c]));
-  const { plans } = runStepRounds(
-    {
-      candidates: ctx.candidates, budget: ctx.budget, rounds,
-      plan: (r) => planStep(snapshot, r.candidates, r.budget, { ...input, roundsLeft: r.roundsLeft }, registries),
-    },
-    (plan) => generateRound(ctx, plan, byId),
-  );
+  const plan = (r: RoundRequest): Plan => {
+    try {
+      return planStep(snapshot, r.candidates, r.budget, { ...input, roundsLeft: r.roundsLeft }, registries);
+    } catch (error) {
+      // Not retried: the step is named, and the caller decides (raise the budget, lower min_n, set skip).
+      if (!(error instanceof RolloutBudgetError) || error.code !== 'BUDGET_INFEASIBLE') throw error;
+      throw new RolloutBudgetError(error.code, `step ${ctx.step}: ${error.message}`, error.exitCode, error.fields);
+    }
+  };
+  const { plans } = runStepRounds({ candidates: ctx.candidates, budget: ctx.budget, rounds, plan }, (p) => generateRound(ctx, p, byId));
   const predicted = new Map<string, number>();
   for (const plan of plans) for (const a of plan.allocations) if (!predicted.has(a.prompt_id)) predicted.set(a.prompt_id, a.p_mean);
   return { predicted, plans };
