@@ -1,23 +1,29 @@
-// The public entry of rollout-budget: named exports only; tests import through here.
-export { Allocator, createAllocator, createRegistries } from './allocator.js';
-export type { AllocatorOptions, PosteriorView } from './allocator.js';
+// The public entry of rollout-budget: named exports only, grouped by concept; tests import through here.
+
+// Errors and registries: one error family with stable codes; a typed registry per extension point.
 export { RolloutBudgetError, quote, withFieldNames } from './errors.js';
 export type { ErrorCode } from './errors.js';
 export { createRegistry } from './registry.js';
 export type { Registry } from './registry.js';
+
+// Math: Beta moments, quantiles and draws; hashing for seeds and tie-breaks.
 export { betaDraw, betaMoment, betaQuantile, betaQuantileFast, gammaDraw, lgamma, logBeta } from './math/beta.js';
 export type { Random } from './math/beta.js';
 export { fnv1a } from './math/hash.js';
+
+// Posterior: prompt state, decay, learned prior, expected response length.
+export { addToGroupStats, emptyGroupStats, snapshotOf } from './posterior/state.js';
+export type { GroupStats, PromptState, StateSnapshot } from './posterior/state.js';
 export { addEvidence, defaultDecay, forgetFactor } from './posterior/decay.js';
 export type { DecayOptions } from './posterior/decay.js';
 export { defaultPriorOptions, fitPrior, flatPrior, priorFor } from './posterior/prior.js';
 export type { Prior, PriorOptions } from './posterior/prior.js';
 export { defaultLengthOptions, expectedTokens } from './posterior/length.js';
 export type { LengthEstimate, LengthOptions } from './posterior/length.js';
-export { addToGroupStats, emptyGroupStats, snapshotOf } from './posterior/state.js';
-export type { GroupStats, PromptState, StateSnapshot } from './posterior/state.js';
+
+// Value of n rollouts: value functions as monomials, their curves, conditional values for partial groups.
 export {
-  createValueRegistry, hitValue, informativeValue, knapsackValue, valueAt, varianceValue,
+  balancedValue, createValueRegistry, hitValue, informativeValue, knapsackValue, valueAt, varianceValue,
 } from './value/functions.js';
 export type { Monomial, ValueFunction } from './value/functions.js';
 export { MonomialCurves } from './value/curves.js';
@@ -25,41 +31,50 @@ export type { CurveMode, ValueCurves } from './value/types.js';
 export { conditionalValue, partialGroupOf, partialKey } from './value/conditional.js';
 export type { PartialGroup } from './value/conditional.js';
 export { PartitionedCurves } from './value/partitioned.js';
+
+// Solvers: the greedy the planner uses, exact references, the registry.
 export { greedySolve } from './solver/greedy.js';
 export { exactDp, milpSolve } from './solver/reference.js';
 export { createSolverRegistry } from './solver/registry.js';
 export { fixedTokensOf } from './solver/types.js';
 export type { Solver, SolverInput, SolverResult } from './solver/types.js';
-export { createPolicyRegistry, thompsonDraws } from './plan/policies.js';
-export type { Policy, PolicyInput, PolicyOutput } from './plan/policies.js';
-export { defaultPlanOptions, defaultRounds, resolvePlanOptions, validateBudget } from './plan/options.js';
+
+// Planning: options, posterior policies, the planner, the round rule and the round loop.
+export { defaultPlanOptions, defaultRounds, mergePlanOptions, resolvePlanOptions, validateBudget } from './plan/options.js';
 export type { PlanOptionsInput } from './plan/options.js';
+export { createPolicyRegistry, createPosteriorPolicyRegistry, thompsonDraws } from './plan/policies.js';
+export type {
+  Policy, PolicyInput, PolicyOutput, PosteriorPolicy, PosteriorPolicyInput, PosteriorPolicyOutput,
+} from './plan/policies.js';
 export { planStep, posteriors } from './plan/planner.js';
+export type { Registries } from './plan/planner.js';
 export { grownShareWarning, roundShare } from './plan/rounds.js';
 export type { RoundNeeds, RoundShare } from './plan/rounds.js';
 export { runStepRounds, runStepRoundsAsync, stepRounds } from './plan/round-loop.js';
 export type { RoundRequest, RoundRollout, StepRounds, StepRoundsInput } from './plan/round-loop.js';
 export { withPartials } from './plan/partial.js';
-export type { Registries } from './plan/planner.js';
+export { posteriorView } from './plan/posterior-view.js';
 export type { Allocation, Budget, Candidate, Plan, PlanColumns, PlanOptions } from './plan/types.js';
+export { formatPlan, groupId, groupSeed, planGroups, planJsonl, PLAN_FORMATS, sglangRequest, vllmBatch } from './plan/exports.js';
+export type { ExportOptions, PlanFormat, PlanGroup } from './plan/exports.js';
+
+// The allocator: the library entry on a store.
+export { Allocator, createAllocator, createRegistries } from './allocator.js';
+export type { AllocatorOptions, PosteriorView } from './allocator.js';
+
+// File formats and stores.
 export { batchOf, digestOf, parsePrompts, parseResults } from './io/formats.js';
 export type { ResultBatch, RolloutResult } from './io/formats.js';
 export { parseJsonl, readText } from './io/jsonl.js';
 export { SqliteStore } from './store/sqlite.js';
-export { LoggedRun, drawOutcomes, parseVisits } from './replay/visits.js';
-export type { Visit } from './replay/visits.js';
-export { runCli } from './cli/main.js';
-export type { CliIo } from './cli/io.js';
 export type { ObserveSummary, Store } from './store/types.js';
-
-// issue 5: service, async stores, PostgreSQL
 export { asyncStoreOf } from './store/async.js';
 export type { AsyncStore } from './store/async.js';
 export { PostgresStore, redactUrl } from './store/postgres.js';
 export { createStoreRegistry, openAsyncStore, storeKindOf } from './store/open.js';
 export type { StoreOpener } from './store/open.js';
-export { mergePlanOptions } from './plan/options.js';
-export { posteriorView } from './plan/posterior-view.js';
+
+// Service: HTTP and stdio on an async allocator.
 export { AsyncAllocator } from './service/async-allocator.js';
 export { Service, statusOf } from './service/router.js';
 export type { ServiceRequest, ServiceResponse } from './service/router.js';
@@ -70,9 +85,7 @@ export { ServiceMetrics, PLAN_SECONDS_BUCKETS } from './service/metrics.js';
 export { checkNames, errorBody, observeRequestOf, planRequestOf, promptQueryOf } from './service/requests.js';
 export type { ObserveRequest, PlanRequest } from './service/requests.js';
 
-// issue 4: generation executor, verifiers, sim-server (test double), plan exports
-export { formatPlan, groupId, groupSeed, planGroups, planJsonl, PLAN_FORMATS, sglangRequest, vllmBatch } from './plan/exports.js';
-export type { ExportOptions, PlanFormat, PlanGroup } from './plan/exports.js';
+// Executor: runs plans on OpenAI-compatible servers, grades, loops plan → execute → observe.
 export { commitPartials, executePlan } from './executor/execute.js';
 export { runLoop } from './executor/loop.js';
 export type { LoopStep, PlanExecutor } from './executor/loop.js';
@@ -87,13 +100,17 @@ export type { Api, ExecuteOptions, ExecuteReport, ExecuteSummary, ExecutedRollou
 export { answersMatch, lastBoxed, mathReward, normalizeAnswer, numericValue } from './executor/verify/math.js';
 export { commandVerifier, createVerifierRegistry, mathVerifier, verifierFrom } from './executor/verify/verifiers.js';
 export type { Verifier, VerifierFactory, VerifyItem } from './executor/verify/verifiers.js';
+
+// sim-server: a test double of an OpenAI-compatible inference server, for dry runs.
 export { SimServer, noFaults } from './simserver/server.js';
 export type { SimFaults, SimServerOptions, SimStats } from './simserver/server.js';
 export { SHORT_COT, SimModel, countSimTokens, defaultSimModel, tokenId, wrongAnswer } from './simserver/model.js';
 export type { LengthModel, SimModelOptions, SimPrompt, SimResponse } from './simserver/model.js';
 export { parseSimPrompts } from './simserver/prompts.js';
 
-// issue 3: replay, simulation, baselines, metrics, report
+// Replay and simulation: allocation strategies (the baselines and ours) scored on a logged run or a simulated pool.
+export { LoggedRun, drawOutcomes, parseVisits } from './replay/visits.js';
+export type { Visit } from './replay/visits.js';
 export { loadLog, detectFormat, logFiles, logFormats } from './replay/log.js';
 export type { LoadOptions, LogFormat } from './replay/log.js';
 export { replayEnvironment, visitDrawer } from './replay/env.js';
@@ -111,8 +128,13 @@ export type {
 export { defaultScenario, parseScenario } from './simulate/scenario.js';
 export type { Scenario } from './simulate/scenario.js';
 export { simulatedEnvironment } from './simulate/world.js';
+
+// Reports.
 export { calibrationChart, effectiveChart, histogramChart, reportHtml } from './report/html.js';
-export { balancedValue } from './value/functions.js';
 export { summaryMarkdown, summaryRows, summaryText } from './report/summary.js';
 export { metricsJson, writeReport } from './report/write.js';
 export type { ReportInput } from './report/write.js';
+
+// The command line (a thin layer over the above).
+export { runCli } from './cli/main.js';
+export type { CliIo } from './cli/io.js';
