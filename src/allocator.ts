@@ -1,5 +1,5 @@
 import { batchOf, type ResultBatch } from './io/formats.js';
-import { createPolicyRegistry } from './plan/policies.js';
+import { createPosteriorPolicyRegistry } from './plan/policies.js';
 import { mergePlanOptions, resolvePlanOptions, type PlanOptionsInput } from './plan/options.js';
 import { planStep, type Registries } from './plan/planner.js';
 import { posteriorView, type PosteriorView } from './plan/posterior-view.js';
@@ -11,7 +11,7 @@ import type { ObserveSummary, Store } from './store/types.js';
 import { createValueRegistry } from './value/functions.js';
 
 export function createRegistries(): Registries {
-  return { values: createValueRegistry(), policies: createPolicyRegistry(), solvers: createSolverRegistry() };
+  return { values: createValueRegistry(), policies: createPosteriorPolicyRegistry(), solvers: createSolverRegistry() };
 }
 
 export type { PosteriorView } from './plan/posterior-view.js';

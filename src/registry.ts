@@ -1,9 +1,10 @@
 import { RolloutBudgetError } from './errors.js';
 
 /**
- * A typed registry for one extension point (value functions, estimators, policies, solvers,
- * stores). Created by a function, never a module global: each caller owns its registry.
- * Duplicate names throw; an unknown name throws and lists the registered ones.
+ * A typed registry for one extension point (value functions, posterior policies, solvers,
+ * stores, verifiers, replay strategies). Created by a function, never a module global: each
+ * caller owns its registry. Duplicate names throw; an unknown name throws and lists the
+ * registered ones.
  */
 export interface Registry<T> {
   readonly kind: string;

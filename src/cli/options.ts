@@ -1,6 +1,6 @@
 import { Option, type Command } from 'commander';
 import { defaultPlanOptions, defaultRounds, type PlanOptionsInput } from '../plan/options.js';
-import { createPolicyRegistry } from '../plan/policies.js';
+import { createPosteriorPolicyRegistry } from '../plan/policies.js';
 import type { Budget } from '../plan/types.js';
 import { createValueRegistry } from '../value/functions.js';
 import { intArg, numberArg } from './parse.js';
@@ -69,7 +69,7 @@ export function skipFlag(cmd: Command, help = 'prompts may get 0 rollouts (selec
 
 /** `--policy` (how p is taken from the posterior) and `--value`, their names from the registries. */
 export function policyFlags(cmd: Command): Command {
-  const policies = createPolicyRegistry().names().join(', ');
+  const policies = createPosteriorPolicyRegistry().names().join(', ');
   const values = createValueRegistry().names().join(', ');
   return cmd
     .option('--policy <name>', `posterior policy, how p is taken from the posterior: ${policies}`, defaultPlanOptions.policy)

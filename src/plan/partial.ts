@@ -2,7 +2,7 @@ import { field } from '../io/jsonl.js';
 import { conditionalValue, partialGroupOf, partialKey, type PartialGroup } from '../value/conditional.js';
 import type { ValueCurves } from '../value/types.js';
 import { PartitionedCurves } from '../value/partitioned.js';
-import type { Policy, PolicyInput, PolicyOutput } from './policies.js';
+import type { PosteriorPolicy, PosteriorPolicyInput, PosteriorPolicyOutput } from './policies.js';
 import type { Candidate } from './types.js';
 
 /**
@@ -62,7 +62,7 @@ export function partialBounds(groups: readonly PartialGroup[], minN: number, max
  * curves with that kind's conditional value and surplus value, and the parts are joined.
  * O(N + parts · policy build).
  */
-export function buildPartialCurves(policy: Policy, input: PolicyInput, groups: readonly PartialGroup[]): PolicyOutput {
+export function buildPartialCurves(policy: PosteriorPolicy, input: PosteriorPolicyInput, groups: readonly PartialGroup[]): PosteriorPolicyOutput {
   const byKey = new Map<string, number[]>();
   groups.forEach((g, i) => {
     const key = partialKey(g);

@@ -10,14 +10,16 @@ import type { Solver, SolverInput } from '../solver/types.js';
 import type { ValueFunction } from '../value/functions.js';
 import { resolvePlanOptions, validateBudget, type PlanOptionsInput } from './options.js';
 import { buildPartialCurves, partialBounds, readPartials, type Partials } from './partial.js';
-import type { Policy } from './policies.js';
+import type { PosteriorPolicy } from './policies.js';
 import { grownShareWarning, roundShare } from './rounds.js';
 import { columnarPlan } from './columns.js';
 import type { Budget, Candidate, Plan, PlanColumns } from './types.js';
 
+/** The planner's extension points, by name (plan options `value`, `policy`, `solver`). */
 export interface Registries {
   readonly values: Registry<ValueFunction>;
-  readonly policies: Registry<Policy>;
+  /** Posterior policies: how p is taken from the posterior (plan/policies.ts). */
+  readonly policies: Registry<PosteriorPolicy>;
   readonly solvers: Registry<Solver>;
 }
 

@@ -7,8 +7,15 @@ import type { ValueCurves } from '../value/types.js';
 import type { ValueFunction } from '../value/functions.js';
 import type { Candidate } from './types.js';
 
-/** What every policy is given: the candidates' posteriors at this step, and the rest. */
-export interface PolicyInput {
+/**
+ * Posterior policies: how the planner takes a prompt's pass rate p from its Beta posterior
+ * when it values n rollouts (`bayes`, `thompson`, `mean`; the plan option and plan field
+ * `policy`). Not to be confused with the whole allocation strategies the replay compares
+ * (replay/policies.ts: uniform, dapo, ..., and ours with each posterior policy).
+ */
+
+/** What every posterior policy is given: the candidates' posteriors at this step, and the rest. */
+export interface PosteriorPolicyInput {
   readonly candidates: readonly Candidate[];
   /** Posterior Beta(alpha[i], beta[i]) of candidate i at this step (decay and prior applied). */
   readonly alpha: Float64Array;
@@ -20,19 +27,26 @@ export interface PolicyInput {
   readonly step: number;
 }
 
-/** What a policy gives the solver: value curves, and the curves that spend any surplus. */
-export interface PolicyOutput {
+/** What a posterior policy gives the solver: value curves, and the curves that spend any surplus. */
+export interface PosteriorPolicyOutput {
   readonly curves: ValueCurves;
   readonly surplus?: ValueCurves;
 }
 
-export interface Policy {
+export interface PosteriorPolicy {
   readonly description: string;
-  build(input: PolicyInput): PolicyOutput;
+  build(input: PosteriorPolicyInput): PosteriorPolicyOutput;
 }
 
+/** @deprecated The older names of PosteriorPolicy and its input and output; kept for library callers. */
+export type Policy = PosteriorPolicy;
+/** @deprecated See PosteriorPolicyInput. */
+export type PolicyInput = PosteriorPolicyInput;
+/** @deprecated See PosteriorPolicyOutput. */
+export type PolicyOutput = PosteriorPolicyOutput;
+
 /** Thompson draws: one seeded Beta draw per prompt, seeded by (seed, step, prompt id). */
-export function thompsonDraws(input: PolicyInput): Float64Array {
+export function thompsonDraws(input: PosteriorPolicyInput): Float64Array {
   const p = new Float64Array(input.candidates.length);
   for (let i = 0; i < p.length; i++) {
     const random = seedrandom(`${input.seed}/${input.step}/${input.candidates[i]!.id}`);
@@ -41,7 +55,7 @@ export function thompsonDraws(input: PolicyInput): Float64Array {
   return p;
 }
 
-function pointPolicy(description: string, draw: (input: PolicyInput) => Float64Array): Policy {
+function pointPolicy(description: string, draw: (input: PosteriorPolicyInput) => Float64Array): PosteriorPolicy {
   return {
     description,
     build(input) {
@@ -62,8 +76,9 @@ function pointPolicy(description: string, draw: (input: PolicyInput) => Float64A
  * `thompson`: v at one draw from the posterior per prompt and plan (VADE, MoPPS).
  * `mean`: v at the posterior mean.
  */
-export function createPolicyRegistry(): Registry<Policy> {
-  return createRegistry<Policy>('policy', {
+export function createPosteriorPolicyRegistry(): Registry<PosteriorPolicy> {
+  // Registry kind 'policy': errors read "unknown policy ..." after the flag and field that name it.
+  return createRegistry<PosteriorPolicy>('policy', {
     bayes: {
       description: 'exact expectation of the value over the Beta posterior (default)',
       build(input) {
@@ -77,3 +92,6 @@ export function createPolicyRegistry(): Registry<Policy> {
     ),
   });
 }
+
+/** @deprecated The older name of createPosteriorPolicyRegistry; kept for library callers. */
+export const createPolicyRegistry = createPosteriorPolicyRegistry;

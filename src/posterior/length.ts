@@ -9,7 +9,8 @@ import type { GroupStats, PromptState } from './state.js';
  * c = p̄·L_correct + (1 − p̄)·L_wrong, with p̄ the posterior mean, capped by max_tokens.
  * Wrong answers run longer (long-CoT on AIME: 9,233 vs 4,856 tokens, CALIBRATION.md), so a
  * hard prompt costs more a rollout. Group means fall back to all prompts, then to the other
- * class, then to `fallbackTokens` (the candidate's max_tokens, else the option).
+ * class, then to the candidate's max_tokens, else the option `defaultTokens` (1024); the
+ * estimate is then `assumed`, and the planner lists such prompts in the plan's warnings.
  */
 export interface LengthOptions {
   readonly shrinkage: number;

@@ -3,7 +3,7 @@ import { RolloutBudgetError } from '../errors.js';
 import { defaultRounds, resolvePlanOptions, type PlanOptionsInput } from '../plan/options.js';
 import { planStep, type Registries } from '../plan/planner.js';
 import { runStepRounds, type RoundRequest, type RoundRollout } from '../plan/round-loop.js';
-import type { Policy } from '../plan/policies.js';
+import type { PosteriorPolicy } from '../plan/policies.js';
 import type { PromptState } from '../posterior/state.js';
 import { snapshotOf } from '../posterior/state.js';
 import { addRollout, applyEvidence, emptyEvidence } from '../store/accumulate.js';
@@ -86,7 +86,7 @@ function generateRound(ctx: StepContext, plan: Plan, byId: ReadonlyMap<string, C
   return out;
 }
 
-/** One of our planner's policies (bayes, thompson, mean, ...) as a replay policy. */
+/** Our planner with one of its posterior policies (bayes, thompson, mean, ...) as a replay strategy. */
 export function ourPolicy(name: string, description: string, overrides: PlanOptionsInput = {}): ReplayPolicy {
   return {
     description,
@@ -113,7 +113,7 @@ export const oraclePolicy: ReplayPolicy = {
   create(config) {
     const registries = createRegistries();
     let truth = new Map<string, number>();
-    const oracle: Policy = {
+    const oracle: PosteriorPolicy = {
       description: 'true pass rates',
       // By id: the planner may build curves for a subset of the step's candidates (rounds).
       build: (input) => {

@@ -1,5 +1,5 @@
 import { defaultPlanOptions } from '../plan/options.js';
-import { createPolicyRegistry } from '../plan/policies.js';
+import { createPosteriorPolicyRegistry } from '../plan/policies.js';
 import { createRegistry, type Registry } from '../registry.js';
 import { dapoPolicy, gresoPolicy, knapsackRlPolicy, moppsPolicy, uniformPolicy, xrpoPolicy } from './baselines.js';
 import { oraclePolicy, ourPolicy } from './ours.js';
@@ -9,22 +9,23 @@ import type { ReplayPolicy } from './types.js';
 export const baselineNames = ['uniform', 'dapo', 'greso', 'knapsack-rl', 'mopps', 'xrpo'] as const;
 
 /**
- * Every policy replay and simulate can score, one signature for all: our planner's policies
- * (bayes, thompson, mean: planned by planStep from the policy's own memory state) and the
- * published baselines, plus `oracle` (simulation only).
+ * Every allocation strategy replay and simulate can score (`--policies`), one signature for
+ * all: the published baselines, ours with each posterior policy (bayes, thompson, mean:
+ * planned by planStep from the strategy's own memory state), plus `oracle` (simulation only).
+ * A strategy decides a whole step; a posterior policy (plan/policies.ts) is one input of ours.
  */
 export function createReplayPolicyRegistry(): Registry<ReplayPolicy> {
   const registry = createRegistry<ReplayPolicy>('replay policy');
   for (const name of baselineNames) {
     registry.register(name, { uniform: uniformPolicy, dapo: dapoPolicy, greso: gresoPolicy, 'knapsack-rl': knapsackRlPolicy, mopps: moppsPolicy, xrpo: xrpoPolicy }[name]);
   }
-  const ours = createPolicyRegistry();
+  const ours = createPosteriorPolicyRegistry();
   for (const name of ours.names()) registry.register(name, ourPolicy(name, `ours: ${ours.get(name).description}`));
   registry.register('oracle', oraclePolicy);
   return registry;
 }
 
-/** The default policy list: the baselines and our default policy. */
+/** The default strategy list: the baselines and ours with the default posterior policy. */
 export function defaultPolicyList(): string[] {
   return [...baselineNames, defaultPlanOptions.policy];
 }

@@ -69,7 +69,7 @@ const informativeTimes = (coef: number, a: number, b: number, e: 0 | 1 = 0): Mon
 
 /**
  * `balanced` (default): I(n)·(1 + 2.5·(1−p)³ + 0.65·p(1−p)²) + 0.05·n·I(n), with
- * I(n) = 1 − p^n − (1−p)^n the probability that the group has reward variance. Three aims in
+ * I(n) = 1 − p^n − (1−p)^n the probability that the group has reward variance. Four terms in
  * one value: informative groups (the 1), successes on hard prompts (2.5·(1−p)³, largest as
  * p → 0: a success on a hard prompt is rare and carries the most signal), Knapsack RL's
  * gradient signal p(1−p)² (0.65·, Li et al. 2025, arXiv:2509.25849), and rollouts that land in
