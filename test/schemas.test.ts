@@ -34,7 +34,7 @@ describe('published JSON Schemas', () => {
     const prompts = join(dir, 'p.jsonl');
     writeFileSync(prompts, '{"id":"a","max_tokens":512}\n{"id":"b"}\n{"id":"c","prompt_tokens":20}\n');
     const check = ajv.compile(schema('plan'));
-    for (const extra of [[], ['--skip', '--policy', 'thompson'], ['--budget-tokens', '9000', '--prefill-weight', '1']]) {
+    for (const extra of [[], ['--skip', '--policy', 'thompson'], ['--budget-tokens', '9000', '--prefill-weight', '1'], ['--rounds-left', '2']]) {
       const r = await cli(['plan', '--prompts', prompts, '--state', join(dir, 's.db'), '--budget-rollouts', '12', ...extra]);
       expect(r.code, r.stderr).toBe(0);
       const plan = JSON.parse(r.stdout);
