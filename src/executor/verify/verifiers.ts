@@ -11,6 +11,8 @@ export interface VerifyItem {
   readonly prompt: Readonly<Record<string, unknown>>;
   readonly response: string;
   readonly finish_reason: string;
+  /** What was sent: the prompt text or the messages (default: the prompt's "prompt" or "messages"). */
+  readonly input?: string | readonly unknown[] | null;
 }
 
 /** Grades a batch of rollouts; resolves to one reward in [0, 1] per item, in order. */
@@ -57,7 +59,7 @@ async function runCommand(cmd: string, items: readonly VerifyItem[]): Promise<nu
       JSON.stringify({
         rollout_id: it.rollout_id,
         prompt_id: it.prompt_id,
-        prompt: it.prompt.prompt ?? it.prompt.messages ?? null,
+        prompt: it.input ?? it.prompt.prompt ?? it.prompt.messages ?? null,
         response: it.response,
         finish_reason: it.finish_reason,
         ...(it.prompt.ground_truth === undefined ? {} : { ground_truth: it.prompt.ground_truth }),
