@@ -37,7 +37,7 @@ export type { PlanOptionsInput } from './plan/options.js';
 export { planStep, posteriors } from './plan/planner.js';
 export type { Registries } from './plan/planner.js';
 export type { Allocation, Budget, Candidate, Plan, PlanColumns, PlanOptions } from './plan/types.js';
-export { batchOf, digestOf, parsePrompts, parseResults } from './io/formats.js';
+export { batchOf, digestOf, parsePrompts, parsePromptsAt, parseResults } from './io/formats.js';
 export type { ResultBatch, RolloutResult } from './io/formats.js';
 export { parseJsonl, readText } from './io/jsonl.js';
 export { SqliteStore } from './store/sqlite.js';
@@ -66,8 +66,10 @@ export { checkNames, errorBody, observeRequestOf, planRequestOf, promptQueryOf }
 export type { ObserveRequest, PlanRequest } from './service/requests.js';
 
 // issue 4: generation executor, verifiers, sim-server (test double), plan exports
-export { formatPlan, groupId, groupSeed, planGroups, planJsonl, PLAN_FORMATS, sglangRequest, vllmBatch } from './plan/exports.js';
-export type { ExportOptions, PlanFormat, PlanGroup } from './plan/exports.js';
+export {
+  DEFAULT_MAX_TOKENS, defaultLimitWarning, formatPlan, groupId, groupSeed, groupsWithoutLimit, payloadOf, planGroups, planJsonl, PLAN_FORMATS, sglangRequest, vllmBatch,
+} from './plan/exports.js';
+export type { ExportOptions, PlanFormat, PlanGroup, PromptPayload } from './plan/exports.js';
 export { commitPartials, executePlan } from './executor/execute.js';
 export { runLoop } from './executor/loop.js';
 export type { LoopStep } from './executor/loop.js';
@@ -86,9 +88,13 @@ export { quantile, summaryLine } from './executor/summary.js';
 export type { Api, ExecuteOptions, ExecuteReport, ExecuteSummary, ExecutedRollout, InputOrigin } from './executor/types.js';
 export { answersMatch, lastBoxed, mathReward, normalizeAnswer, numericValue } from './executor/verify/math.js';
 export { commandVerifier, createVerifierRegistry, mathVerifier, verifierFrom } from './executor/verify/verifiers.js';
-export type { Verifier, VerifierFactory, VerifyItem } from './executor/verify/verifiers.js';
+export type { Verifier, VerifierFactory, VerifierOptions, VerifyItem } from './executor/verify/verifiers.js';
+export { DEFAULT_VERIFIER_TIMEOUT_S } from './executor/verify/command.js';
 export { SimServer, noFaults } from './simserver/server.js';
-export type { SimFaults, SimServerOptions, SimStats } from './simserver/server.js';
+export type { SimFaults, SimFinishFault, SimProfile, SimServerOptions, SimStats } from './simserver/server.js';
+export { plainSse, sseEvent } from './simserver/stream.js';
+export type { SimSse } from './simserver/stream.js';
+export { answerGenerate } from './simserver/sglang.js';
 export { SHORT_COT, SimModel, countSimTokens, defaultSimModel, tokenId, wrongAnswer } from './simserver/model.js';
 export type { LengthModel, SimModelOptions, SimPrompt, SimResponse } from './simserver/model.js';
 export { parseSimPrompts } from './simserver/prompts.js';

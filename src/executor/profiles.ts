@@ -1,4 +1,4 @@
-import { RolloutBudgetError } from '../errors.js';
+import { RolloutBudgetError, badOption } from '../errors.js';
 import { createRegistry, type Registry } from '../registry.js';
 import { backoff, type RetryPolicy } from './dispatcher.js';
 import { endpointUrl } from './endpoint.js';
@@ -73,7 +73,7 @@ export async function detectServer(endpoint: string, retry: RetryPolicy, timeout
     } catch (error) {
       const code = (error as { cause?: { code?: unknown } }).cause?.code;
       last = String(code ?? (error as Error).message);
-      if (code === 'ENOTFOUND') break;
+      if (code === 'ENOTFOUND') throw badOption(`--endpoint ${endpoint}: host not found (ENOTFOUND)`);
       continue;
     }
     if (response.status >= 500 || response.status === 429) {
