@@ -76,6 +76,8 @@ export type { LoopStep } from './executor/loop.js';
 export { PartialStore } from './executor/partials.js';
 export type { PartialRollout } from './executor/partials.js';
 export { parsePlan } from './executor/planfile.js';
+export { gradeBatchOutput, gradeSummaryLine } from './executor/grade.js';
+export type { GradeOptions, GradeReport, GradeSummary } from './executor/grade.js';
 export { Dispatcher, backoff, defaultRetry } from './executor/dispatcher.js';
 export type { RetryPolicy } from './executor/dispatcher.js';
 export { RequestError, streamRequest, tokensOf } from './executor/client.js';

@@ -18,6 +18,7 @@ import { defaultPlanOptions, defaultRounds } from '../plan/options.js';
 import { SimModel, SHORT_COT } from '../simserver/model.js';
 import { parseSimPrompts } from '../simserver/prompts.js';
 import { SimServer } from '../simserver/server.js';
+import { registerGradeCommand } from './grade.js';
 import { readInput, writeOutput, type CliIo } from './io.js';
 import { intArg, numberArg } from './parse.js';
 
@@ -112,7 +113,7 @@ async function toExecuteOptions(io: CliIo, o: ExecFlags, partials: PartialStore,
 
 const jsonl = (rows: readonly ExecutedRollout[]) => rows.map((r) => `${JSON.stringify(r)}\n`).join('');
 
-/** Registers `execute`, `loop` and `sim-server` (issue 4). */
+/** Registers `execute`, `loop`, `sim-server` (issue 4) and `grade` (issue 11). */
 export function registerExecutorCommands(program: Command, io: CliIo): void {
   executorOptions(
     program
@@ -219,4 +220,5 @@ export function registerExecutorCommands(program: Command, io: CliIo): void {
       });
       await server.close();
     });
+  registerGradeCommand(program, io);
 }
