@@ -58,6 +58,12 @@ describe('the shipped prompts fixture names its text "problem" (issue 16 item 2)
     expect(run.err).toMatch(/oneshot-rlvr-dsr-sub\/prompts\.jsonl:\d+: prompt "\d+": needs a "prompt" string or a "messages" array to send, got neither; it has "problem": pass --prompt-field problem/);
     expect(run.err).not.toMatch(/prompt "(\d+)": prompt "\1"/);
     expect(run.err.trim().split('\n').length).toBe(1);
+    // execute says the same, before any request, naming the prompts file's line.
+    const planPath = join(dir, 'plan.json');
+    expect((await cli(plan(['--out', planPath]))).code).toBe(0);
+    const exec = await cli(['execute', '--plan', planPath, '--prompts', shipped, '--endpoint', 'http://127.0.0.1:9', '--server', 'vllm', '--model', 'sim', '--state', join(dir, 's.db')]);
+    expect(exec.code).toBe(2);
+    expect(exec.err).toMatch(/^rollout-budget: .*oneshot-rlvr-dsr-sub\/prompts\.jsonl:\d+: prompt "\d+": needs a "prompt" string or a "messages" array to send, got neither; it has "problem": pass --prompt-field problem\n$/);
   });
 
   it('plan --format vllm-batch and sglang take --prompt-field problem; sim-server and execute (SGLang detected) run on the file as is', async () => {

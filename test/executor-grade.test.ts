@@ -5,6 +5,7 @@
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { Ajv2020 } from 'ajv/dist/2020.js';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { CliIo } from '../src/cli/io.js';
 import { runCli } from '../src/cli/main.js';
@@ -127,6 +128,10 @@ describe('grade: outputs shaped as vLLM writes them', () => {
     expect(run.err).toMatch(/graded 383\/400 rollouts \(aborted 9\), requests 49 \(failed 1: their rollouts written as abort; first: .*out\.jsonl:1: "The model does not support/);
     expect(run.err).toMatch(/1 plan groups have no line in the batch output/);
     expect(run.err).toMatch(/server finish reasons: abort 1 \(aborted, resumable\), repetition 1 \(graded as length\)/);
+    // Every line, server_finish_reason included, is a results line of the published schema.
+    const check = new Ajv2020({ strict: false }).compile(JSON.parse(readFileSync(join(import.meta.dirname, '..', 'schemas', 'results.schema.json'), 'utf8')));
+    for (const r of results) expect(check(r), JSON.stringify(check.errors)).toBe(true);
+    expect(check({ ...results[0], server_finish_reason: '' })).toBe(false);
   });
 
   it.each([
