@@ -88,7 +88,13 @@ export { SERVER_PROFILES, choicesPerRequest, createServerRegistry, detectServer,
 export type { Detection, ServerProfile } from './executor/profiles.js';
 export { quantile, summaryLine } from './executor/summary.js';
 export type { Api, ExecuteOptions, ExecuteReport, ExecuteSummary, ExecutedRollout, InputOrigin } from './executor/types.js';
-export { answersMatch, lastBoxed, mathReward, normalizeAnswer, numericValue } from './executor/verify/math.js';
+export { answersMatch, lastBoxed, mathReward, numericValue } from './executor/verify/math.js';
+export { MAX_ANSWER_CHARS, normalize, normalizeAnswer } from './executor/verify/normalize.js';
+export type { Normalized } from './executor/verify/normalize.js';
+export { evaluate, expressionsEqual, parseExpression } from './executor/verify/expr.js';
+export type { Expr } from './executor/verify/expr.js';
+export { shapeOf, shapesEqual } from './executor/verify/structure.js';
+export type { Shape } from './executor/verify/structure.js';
 export { commandVerifier, createVerifierRegistry, mathVerifier, verifierFrom } from './executor/verify/verifiers.js';
 export type { Verifier, VerifierFactory, VerifierOptions, VerifyItem } from './executor/verify/verifiers.js';
 export { DEFAULT_VERIFIER_TIMEOUT_S } from './executor/verify/command.js';

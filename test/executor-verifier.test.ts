@@ -40,6 +40,7 @@ describe('math verifier', () => {
   // Issue 12 item 6: these took 23.6 s, 26 s and 11.4 s. Their time is printed by `npm run bench`
   // (no timed assertion here); this checks the answers they get and the documented length cap.
   it('grades adversarial 100 kB answers by the documented cap: no normalisation past MAX_ANSWER_CHARS', () => {
+    expect(MAX_ANSWER_CHARS).toBe(1000);
     const spaces = ' '.repeat(100_000);
     expect(mathReward(`\\boxed{\\text{${spaces}1}}`, '1')).toBe(0);
     expect(answersMatch('1', `\\text{${spaces}1}`)).toBe(false);
