@@ -1,4 +1,5 @@
 import { badInput, quote } from '../errors.js';
+import { promptFieldHint } from '../plan/exports.js';
 import type { Candidate } from '../plan/types.js';
 import type { ServerProfile } from './profiles.js';
 import type { Api } from './types.js';
@@ -61,11 +62,7 @@ export function promptText(prompt: Candidate, field = 'prompt'): string | undefi
 export function apiFor(prompt: Candidate, forced: Api | undefined, where: string, field = 'prompt'): Api {
   const hasText = promptText(prompt, field) !== undefined;
   const hasMessages = Array.isArray(prompt.messages) && prompt.messages.length > 0;
-  if (!hasText && !hasMessages) {
-    const candidates = ['problem', 'question', 'prompt', 'input', 'text', 'query'].filter((k) => k !== field && typeof prompt[k] === 'string');
-    const hint = candidates.length > 0 ? `; it has ${quote(candidates[0])}: pass --prompt-field ${candidates[0]}` : '';
-    throw badInput(where, `needs a ${quote(field)} string or a "messages" array to send, got neither${hint}`);
-  }
+  if (!hasText && !hasMessages) throw badInput(where, `needs a ${quote(field)} string or a "messages" array to send, got neither${promptFieldHint(prompt, field)}`);
   if (forced === 'completions' && !hasText) throw badInput(where, `--api completions needs a ${quote(field)} string; the prompt has only "messages"`);
   if (forced !== undefined) return forced;
   return hasMessages ? 'chat' : 'completions';

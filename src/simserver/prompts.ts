@@ -1,5 +1,7 @@
 import { badInput, quote } from '../errors.js';
 import { parseJsonl } from '../io/jsonl.js';
+import { promptFieldHint } from '../plan/exports.js';
+import type { Candidate } from '../plan/types.js';
 import type { SimPrompt } from './model.js';
 
 /**
@@ -17,7 +19,7 @@ export function parseSimPrompts(text: string, name: string, field = 'prompt'): S
       const user = [...(value.messages as { role?: unknown; content?: unknown }[])].reverse().find((m) => m?.role === 'user');
       if (typeof user?.content === 'string') body = user.content;
     }
-    if (body === undefined) throw badInput(where, `needs a ${quote(field)} string or "messages" with a user message, got neither${field === 'prompt' && typeof value.problem === 'string' ? '; it has "problem": pass --prompt-field problem' : ''}`);
+    if (body === undefined) throw badInput(where, `needs a ${quote(field)} string or "messages" with a user message, got neither${promptFieldHint(value as Candidate, field)}`);
     const gt = value.ground_truth;
     if (typeof gt !== 'string' && typeof gt !== 'number') throw badInput(where, `"ground_truth" must be a string or number, got ${quote(gt)}`);
     const p = value.sim_pass_rate;
