@@ -1,6 +1,8 @@
 // Issue 11: the executor against servers that behave as vLLM and SGLang do (the sim-server's
 // profiles, a TEST DOUBLE for a GPU inference server; each profile names the upstream file and
 // behaviour it reproduces in src/simserver/server.ts).
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import {
   Allocator, PartialStore, SERVER_PROFILES, SimModel, SimServer, batchOf, commitPartials, defaultSimModel, executePlan, groupSeed, mathVerifier,
@@ -178,6 +180,27 @@ describe('answers as servers send them', () => {
     const report = await executePlan(planOf({ q0: 5, q1: 3 }), new Map(candidates.map((c) => [c.id, c])), options([server.url]));
     expect(report.summary.retries).toBe(0);
     expect(expectModelAnswers(report.results, sim)).toBe(8);
+  });
+  it('takes the last event of a stream that ends without a blank line or [DONE] (a proxy that cuts the terminator)', async () => {
+    // A raw node:http server writing the event stream by hand: two events, the second unterminated.
+    const raw = createServer((_req, res) => {
+      res.writeHead(200, { 'content-type': 'text/event-stream' });
+      res.write('data: {"choices":[{"index":0,"text":" a","token_ids":[1]}]}\r\n\r\n');
+      res.end('data: {"choices":[{"index":0,"text":" b","token_ids":[2],"finish_reason":"stop"}]}');
+    });
+    await new Promise<void>((resolve) => raw.listen(0, '127.0.0.1', resolve));
+    try {
+      const seen: string[] = [];
+      await streamRequest(
+        { url: `http://127.0.0.1:${(raw.address() as AddressInfo).port}/v1/completions`, body: {}, chat: false, signal: new AbortController().signal },
+        { delta: (_i, text, tokens) => void seen.push(`${text}:${tokens}`), finish: (_i, reason) => void seen.push(reason), usage() {} },
+        () => false,
+      );
+      expect(seen).toEqual([' a:1', ' b:1', 'stop']);
+    } finally {
+      raw.closeAllConnections();
+      await new Promise((resolve) => raw.close(resolve));
+    }
   });
 });
 

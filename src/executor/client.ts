@@ -142,8 +142,8 @@ export async function streamRequest(req: StreamRequest, sink: ChoiceSink, isTime
       if (failure !== null) throw failure;
       if (done) return;
     }
-    parser.feed(decoder.decode());
-    parser.reset({ consume: true });
+    // The body ended: end a last event the server did not close with a blank line.
+    parser.feed(`${decoder.decode()}\n\n`);
     if (failure !== null) throw failure;
   } catch (error) {
     throw classify(error, req, isTimeout);
