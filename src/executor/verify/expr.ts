@@ -195,9 +195,15 @@ class Parser {
   }
 }
 
-/** Parses a normalised answer (no whitespace) into an expression, or null when it is not one. O(length). */
+/** A run of three or more letters that is not a command: a word ("east", "Monday"), not a product. */
+const WORD = /(?:^|[^\\a-zA-Z])[a-zA-Z]{3,}/;
+
+/**
+ * Parses a normalised answer (no whitespace) into an expression, or null when it is not one
+ * (including text with a word of three or more letters: "seat" is not e·a·s·t). O(length).
+ */
 export function parseExpression(s: string): Expr | null {
-  if (s.length === 0) return null;
+  if (s.length === 0 || WORD.test(s)) return null;
   try {
     return new Parser(s).parse();
   } catch (error) {
