@@ -98,7 +98,7 @@ export type { Shape } from './executor/verify/structure.js';
 export { commandVerifier, createVerifierRegistry, mathVerifier, verifierFrom } from './executor/verify/verifiers.js';
 export type { Verifier, VerifierFactory, VerifierOptions, VerifyItem } from './executor/verify/verifiers.js';
 export { DEFAULT_VERIFIER_TIMEOUT_S } from './executor/verify/command.js';
-export { SimServer, noFaults } from './simserver/server.js';
+export { SIM_PROFILES, SimServer, noFaults } from './simserver/server.js';
 export type { SimFaults, SimFinishFault, SimProfile, SimServerOptions, SimStats } from './simserver/server.js';
 export { plainSse, sseEvent } from './simserver/stream.js';
 export type { SimSse } from './simserver/stream.js';

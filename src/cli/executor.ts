@@ -7,7 +7,7 @@ import { commitPartials, executePlan } from '../executor/execute.js';
 import { runLoop } from '../executor/loop.js';
 import { PartialStore } from '../executor/partials.js';
 import { parsePlan } from '../executor/planfile.js';
-import { resolveServer } from '../executor/profiles.js';
+import { SERVER_PROFILES, resolveServer } from '../executor/profiles.js';
 import { mergeSummaries, progressBar, summaryLine } from '../executor/summary.js';
 import type { ExecuteOptions, ExecutedRollout } from '../executor/types.js';
 import { DEFAULT_VERIFIER_TIMEOUT_S } from '../executor/verify/command.js';
@@ -17,7 +17,7 @@ import { DEFAULT_MAX_TOKENS } from '../plan/exports.js';
 import { defaultPlanOptions, defaultRounds } from '../plan/options.js';
 import { SimModel, SHORT_COT } from '../simserver/model.js';
 import { parseSimPrompts } from '../simserver/prompts.js';
-import { SimServer } from '../simserver/server.js';
+import { SIM_PROFILES, SimServer } from '../simserver/server.js';
 import { registerGradeCommand } from './grade.js';
 import { readInput, writeOutput, type CliIo } from './io.js';
 import { intArg, numberArg } from './parse.js';
@@ -49,7 +49,7 @@ function executorOptions(cmd: Command): Command {
     .requiredOption('--prompts <path|->', 'prompts JSONL: id, prompt (or messages), ground_truth for --verifier math')
     .option('--endpoint <url>', 'OpenAI-compatible server base URL, http://host:port or http://host:port/v1 (repeat for several)', collect, [])
     .requiredOption('--model <name>', 'served model name')
-    .addOption(new Option('--server <kind>', 'how requests are shaped: vllm, sglang, openai, or auto (asks GET /v1/models)').choices(['auto', 'vllm', 'sglang', 'openai']).default('auto'))
+    .addOption(new Option('--server <kind>', 'how requests are shaped for the server, or auto (asks GET /v1/models)').choices(['auto', ...Object.keys(SERVER_PROFILES)]).default('auto'))
     .option('--prompt-field <name>', 'prompts field holding the text to send (e.g. problem)', 'prompt')
     .addOption(new Option('--api <api>', 'API to call (default: chat for prompts with messages, else completions)').choices(['chat', 'completions']))
     .addOption(new Option('--concurrency <int>', 'requests in flight at most').default(32).argParser(intArg(1)))
@@ -188,7 +188,7 @@ export function registerExecutorCommands(program: Command, io: CliIo): void {
     .description('TEST DOUBLE: a simulated OpenAI-compatible inference server on 127.0.0.1 for dry runs (no real model)')
     .option('--prompts <path>', 'prompts JSONL with ground_truth (and optional sim_pass_rate) the server answers')
     .option('--prompt-field <name>', 'prompts field holding the text (e.g. problem)', 'prompt')
-    .addOption(new Option('--profile <server>', 'behave as vllm, sglang (one seed per request, native /generate) or openai (standard fields only)').choices(['vllm', 'sglang', 'openai']).default('vllm'))
+    .addOption(new Option('--profile <server>', 'behave as vllm, sglang (one seed per request, native /generate) or openai (standard fields only)').choices(SIM_PROFILES).default('vllm'))
     .addOption(new Option('--port <int>', 'port on 127.0.0.1 (0: any free port)').default(8000).argParser(intArg(0)))
     .option('--model <name>', 'served model name (other names get 404)')
     .addOption(new Option('--pass-alpha <a>', 'Beta α of pass rates').default(0.349).argParser(numberArg(1e-6, 1e6)))

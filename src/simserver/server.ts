@@ -29,7 +29,8 @@ import { SimModel, countSimTokens, tokenId, type SimPrompt } from './model.js';
 import { answerGenerate } from './sglang.js';
 import { plainSse, streamChoices, type SimChoice, type SimSse } from './stream.js';
 
-export type SimProfile = 'vllm' | 'sglang' | 'openai';
+export const SIM_PROFILES = ['vllm', 'sglang', 'openai'] as const;
+export type SimProfile = (typeof SIM_PROFILES)[number];
 
 /** A choice ended by the server with `reason` after `atToken` tokens (default: half its length). */
 export interface SimFinishFault {
