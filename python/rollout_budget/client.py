@@ -1,0 +1,245 @@
+"""Client of the rollout-budget allocator service (standard library only, Python 3.8+).
+
+Two transports with the same methods:
+
+* ``HttpClient("http://127.0.0.1:8080")`` talks to ``rollout-budget serve`` over HTTP JSON;
+* ``StdioClient(state="state.db")`` starts ``rollout-budget serve --stdio`` as a child process
+  and talks NDJSON over its stdin/stdout (for a Ray actor that owns the allocator).
+
+Per training step::
+
+    plan = client.plan(prompts, budget_rollouts=len(prompts) * 8, multiple_of=8)
+    rows = rollout_budget.expand_plan(plan, prompts)      # one row per rollout
+    ...generate rows, grade them...
+    client.observe(rollout_budget.results_rows(rows, rewards, tokens))
+
+``prompts`` are dicts ``{"id", "max_tokens"?, "prompt_tokens"?, "group"?, "partial_rewards"?}``
+with a stable id (`stable_prompt_id`); results as the CLI's results JSONL. Errors raise
+:class:`RolloutBudgetError` with the service's status, code, field and value. With a token
+(`token=`, else $ROLLOUT_BUDGET_TOKEN) every HTTP request carries ``Authorization: Bearer``.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import subprocess
+import threading
+import urllib.parse
+
+from .command import cli_command
+
+__all__ = ["RolloutBudgetError", "HttpClient", "StdioClient", "connect", "PLAN_OPTIONS"]
+
+#: Plan options the service takes (body.options), as keyword arguments of ``plan``.
+PLAN_OPTIONS = ("min_n", "max_n", "skip", "policy", "value", "seed", "step", "prefill_weight", "decay",
+                "reobserve_discount", "rounds_left", "multiple_of")
+
+
+class RolloutBudgetError(Exception):
+    """A request the service refused (4xx) or could not serve (5xx), or a CLI exit (status = exit code)."""
+
+    def __init__(self, status, error):
+        self.status = status
+        self.code = error.get("code")
+        self.field = error.get("field")
+        self.value = error.get("value")
+        super().__init__("%s %s: %s" % (status, self.code, error.get("message")))
+
+
+def plan_body(prompts, budget_rollouts=None, budget_tokens=None, **options):
+    """The body of POST /v1/plan; unknown options raise TypeError, None values are left out."""
+    unknown = sorted(set(options) - set(PLAN_OPTIONS))
+    if unknown:
+        raise TypeError("unknown plan options %s; expected some of %s" % (unknown, ", ".join(PLAN_OPTIONS)))
+    budget = {}
+    if budget_rollouts is not None:
+        budget["rollouts"] = budget_rollouts
+    if budget_tokens is not None:
+        budget["tokens"] = budget_tokens
+    body = {"candidates": list(prompts), "budget": budget}
+    given = {k: v for k, v in options.items() if v is not None}
+    if given:
+        body["options"] = given
+    return body
+
+
+def _observe_body(results, options):
+    unknown = sorted(set(options) - {"decay", "reobserve_discount"})
+    if unknown:
+        raise TypeError("unknown observe options %s; expected decay, reobserve_discount" % unknown)
+    body = {"results": list(results)}
+    if options:
+        body["options"] = options
+    return body
+
+
+def _prompt_path(prompt_id, query):
+    path = "/v1/prompts/" + urllib.parse.quote(str(prompt_id), safe="")
+    if query:
+        path += "?" + urllib.parse.urlencode(query)
+    return path
+
+
+class _Client:
+    def _request(self, method, path, body=None):
+        raise NotImplementedError
+
+    def plan(self, prompts, budget_rollouts=None, budget_tokens=None, rounds_left=None, multiple_of=None, **options):
+        """Plan one step (or one round of it): returns the plan dict.
+
+        `rounds_left` (this round included) makes the budgets what is left of the step, of which
+        the planner takes this round's share; `multiple_of` makes Σ n a multiple of it (the
+        rollout workers or data-parallel ranks). Other options: min_n, max_n, skip, policy,
+        value, seed, step, prefill_weight, decay, reobserve_discount.
+        """
+        body = plan_body(prompts, budget_rollouts, budget_tokens, rounds_left=rounds_left, multiple_of=multiple_of, **options)
+        return self._request("POST", "/v1/plan", body)
+
+    def observe(self, results, **options):
+        """Apply results in one transaction; re-sending the same results is a no-op."""
+        return self._request("POST", "/v1/observe", _observe_body(results, options))
+
+    def prompt(self, prompt_id, **query):
+        """One prompt's posterior, counts and expected tokens (query: group, max_tokens, step)."""
+        return self._request("GET", _prompt_path(prompt_id, query))
+
+    def health(self):
+        return self._request("GET", "/healthz")
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+
+class HttpClient(_Client):
+    """HTTP JSON transport on one kept-alive connection (reconnects once if it was dropped).
+
+    Retrying is safe: plans only read, and an observe re-sent with the same results is
+    recognised (by rollout_id, or by the batch's content) and applied once.
+    """
+
+    def __init__(self, url="http://127.0.0.1:8080", timeout=60.0, token=None):
+        parsed = urllib.parse.urlsplit(url)
+        if parsed.scheme != "http" or not parsed.hostname:
+            raise ValueError("url must look like http://host:port, got %r" % url)
+        self._host = parsed.hostname
+        self._port = parsed.port or 80
+        self._timeout = timeout
+        token = token if token is not None else os.environ.get("ROLLOUT_BUDGET_TOKEN") or None
+        self._auth = {"Authorization": "Bearer " + token} if token else {}
+        self._conn = None
+        self._lock = threading.Lock()
+
+    def _request(self, method, path, body=None):
+        data = None if body is None else json.dumps(body).encode("utf-8")
+        headers = dict(self._auth)
+        if data is not None:
+            headers["Content-Type"] = "application/json"
+        with self._lock:
+            for attempt in (1, 2):
+                if self._conn is None:
+                    self._conn = http.client.HTTPConnection(self._host, self._port, timeout=self._timeout)
+                try:
+                    self._conn.request(method, path, body=data, headers=headers)
+                    res = self._conn.getresponse()
+                    status, text = res.status, res.read().decode("utf-8")
+                    if res.getheader("connection", "").lower() == "close":
+                        self._drop()
+                    break
+                except (ConnectionError, http.client.HTTPException, OSError):
+                    self._drop()
+                    if attempt == 2:
+                        raise
+        try:
+            payload = json.loads(text) if text else {}
+        except ValueError:
+            payload = {"error": {"message": text}}
+        if status >= 400:
+            raise RolloutBudgetError(status, payload.get("error", {"message": text}) if isinstance(payload, dict) else {"message": text})
+        return payload
+
+    def metrics(self):
+        """The Prometheus text of /metrics."""
+        with self._lock:
+            conn = http.client.HTTPConnection(self._host, self._port, timeout=self._timeout)
+            try:
+                conn.request("GET", "/metrics", headers=dict(self._auth))
+                return conn.getresponse().read().decode("utf-8")
+            finally:
+                conn.close()
+
+    def _drop(self):
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+    def close(self):
+        with self._lock:
+            self._drop()
+
+
+class StdioClient(_Client):
+    """Owns ``rollout-budget serve --stdio`` as a child process; one request at a time.
+
+    ``command`` is how to start the CLI (see rollout_budget.command: a path to
+    bin/rollout-budget.js, an argv list, else $ROLLOUT_BUDGET_CLI, else `rollout-budget` on PATH);
+    ``args`` go after ``serve --stdio``.
+    """
+
+    def __init__(self, state="./rollout-budget.db", command=None, args=()):
+        argv = cli_command(command) + ["serve", "--stdio", "--state", state] + list(args)
+        self._proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                      text=True, encoding="utf-8", bufsize=1)
+        self._next_id = 0
+        self._lock = threading.Lock()
+
+    def _request(self, method, path, body=None):
+        with self._lock:
+            self._next_id += 1
+            msg = {"id": self._next_id, "method": method, "path": path}
+            if body is not None:
+                msg["body"] = body
+            try:
+                self._proc.stdin.write(json.dumps(msg) + "\n")
+                self._proc.stdin.flush()
+                line = self._proc.stdout.readline()
+            except (BrokenPipeError, OSError):
+                line = ""
+            if not line:
+                err = self._proc.stderr.read() if self._proc.poll() is not None else ""
+                raise RuntimeError("rollout-budget serve --stdio stopped: %s" % err.strip())
+            reply = json.loads(line)
+            if reply.get("id") != self._next_id:
+                raise RuntimeError("reply out of order: expected id %s, got %r" % (self._next_id, reply))
+        if reply["status"] >= 400:
+            raise RolloutBudgetError(reply["status"], reply["body"].get("error", {}))
+        return reply["body"]
+
+    def close(self):
+        """Ends the child's input; it finishes, closes the state and exits."""
+        if self._proc.poll() is None:
+            try:
+                self._proc.stdin.close()
+            except OSError:
+                pass
+            try:
+                self._proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self._proc.terminate()
+                self._proc.wait(timeout=10)
+        for stream in (self._proc.stdout, self._proc.stderr):
+            if stream is not None:
+                stream.close()
+        return self._proc.returncode
+
+
+def connect(target, **kwargs):
+    """``http://...`` → HttpClient; anything else is a state path or URL for a StdioClient."""
+    if str(target).startswith("http://"):
+        return HttpClient(target, **kwargs)
+    return StdioClient(state=target, **kwargs)
