@@ -60,7 +60,7 @@ def run_rounds(client, prompts, generate, budget_rollouts=None, budget_tokens=No
     plans, results = [], []
     options = dict(options)
     for r in range(rounds):
-        candidates = [dict(p, partial_rewards=partial[p["id"]]) if p["id"] in partial else p for p in prompts]
+        candidates = [dict(p, partial_rewards=list(partial[p["id"]])) if p["id"] in partial else p for p in prompts]
         plan = client.plan(candidates, budget_rollouts=left_r, budget_tokens=left_t, rounds_left=rounds - r, **options)
         plans.append(plan)
         options["step"] = plan["step"]
