@@ -12,7 +12,7 @@ Run as written, from the unpacked snapshot (support.load_from_source / load_meth
 
 The one stand-in is `TensorDictStandIn` for `tensordict.TensorDict` (not installable here): a
 dict of torch tensors with one batch dimension, `batch_size`, `keys`/`items`/`pop`, item
-access, `chunk(chunks, dim=0)` with torch.chunk's split sizes, and `torch.cat` over a list of
+access, `len`, `chunk(chunks, dim=0)` with torch.chunk's split sizes, and `torch.cat` over a list of
 them (what DataProto.concat calls). DataProto's behaviour on top of it is verl's own.
 """
 
@@ -39,6 +39,9 @@ class TensorDictStandIn:
         self.device = device
         for key, value in self._data.items():
             assert value.shape[: len(self.batch_size)] == self.batch_size, (key, value.shape, self.batch_size)
+
+    def __len__(self):
+        return self.batch_size[0] if len(self.batch_size) else 0
 
     def keys(self):
         return self._data.keys()
