@@ -19,6 +19,8 @@ from rollout_budget.verl import VerlAdapter, infer_multiple_of
 # verl computes in float32; ours in float64. |ours − verl| ≤ ATOL + RTOL·|verl|.
 ATOL = 2e-6
 RTOL = 2e-6
+VEC_TOL = 1e-5
+FRAC_TOL = 2e-3
 
 
 def uneven_instance(seed):
@@ -40,10 +42,10 @@ class AdvantageEqualityTest(unittest.TestCase):
     def setUpClass(cls):
         cls.ns = verl_upstream.load()
 
-    def compare(self, ours, theirs, label):
+    def compare(self, ours, theirs, label, atol=ATOL, rtol=RTOL):
         worst = 0.0
         for k, (a, b) in enumerate(zip(ours, theirs)):
-            self.assertLessEqual(abs(a - b), ATOL + RTOL * abs(b), "%s row %d: ours %r, verl %r" % (label, k, a, b))
+            self.assertLessEqual(abs(a - b), atol + rtol * abs(b), "%s row %d: ours %r, verl %r" % (label, k, a, b))
             worst = max(worst, abs(a - b))
         return worst
 
@@ -71,6 +73,14 @@ class AdvantageEqualityTest(unittest.TestCase):
                 worst[kind] = max(worst[kind], self.compare(ours, verl[:, -1].tolist(), "%s %s" % (label, kind)))
                 # The advantage is broadcast over the response tokens.
                 self.assertTrue(torch.equal(verl, verl[:, -1:].expand_as(verl) * mask))
+            gvec = algos.compute_grpo_vectorized_outcome_advantage(scores.clone(), mask, index, epsilon=1e-6)[0][:, -1].tolist()
+            # Its variance is one float32 pass, Σr² − (Σr)²/n, floored at epsilon: on 0/1 rewards
+            # within VEC_TOL; on fractional rewards the cancellation costs up to FRAC_TOL.
+            binary = all(r in (0.0, 1.0) for r in rewards)
+            tol = VEC_TOL if binary else FRAC_TOL
+            key = "grpo_vectorized" if binary else "grpo_vectorized_fractional"
+            worst[key] = max(worst.get(key, 0.0), self.compare(
+                group_advantages(rewards, groups, kind="grpo"), gvec, label + " grpo_vectorized", tol, tol))
             # verl's vectorized RLOO agrees except on a group of one rollout, which it gives 0
             # (`* (c > 1)`) where compute_rloo_outcome_advantage (and ours) keep the reward.
             vec = algos.compute_rloo_vectorized_outcome_advantage(scores.clone(), mask, index)[0][:, -1].tolist()
@@ -83,8 +93,8 @@ class AdvantageEqualityTest(unittest.TestCase):
                     self.assertLessEqual(abs(ours[k] - vec[k]), ATOL + RTOL * abs(vec[k]), "%s rloo_vectorized row %d" % (label, k))
         self.assertTrue({1, 2, 3, 5, 8, 13, 16} <= sizes, sizes)
         self.assertGreater(singletons, 10)
-        print("\ngroup_advantages vs verl core_algos, 200 uneven instances: max |diff| grpo %.2e, drgrpo %.2e, rloo %.2e"
-              % (worst["grpo"], worst["drgrpo"], worst["rloo"]))
+        print("\ngroup_advantages vs verl core_algos, 200 uneven instances: max |diff| grpo %.2e, drgrpo %.2e, rloo %.2e, grpo_vectorized %.2e (fractional rewards %.2e)"
+              % (worst["grpo"], worst["drgrpo"], worst["rloo"], worst["grpo_vectorized"], worst["grpo_vectorized_fractional"]))
 
     def test_compute_advantage_groups_by_uid(self):
         """verl's own dispatch (ray_trainer.compute_advantage) on a DataProto whose uid is the plan's group id."""

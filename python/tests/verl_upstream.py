@@ -5,8 +5,9 @@ Run as written, from the unpacked snapshot (support.load_from_source / load_meth
   check_consistency), `union_tensor_dict`, `union_numpy_dict`, `_deep_equal`, `_array_equal`;
   verl/utils/py_functional.py: `union_two_dict`;
 - verl/trainer/ppo/core_algos.py: `AdvantageEstimator`, the estimator registry,
-  `compute_grpo_outcome_advantage`, `compute_rloo_outcome_advantage`,
-  `compute_rloo_vectorized_outcome_advantage`;
+  `compute_grpo_outcome_advantage`, `compute_grpo_vectorized_outcome_advantage` (with
+  verl/utils/groupwise.py's `as_torch_index` and `group_mean_std`, on CPU),
+  `compute_rloo_outcome_advantage`, `compute_rloo_vectorized_outcome_advantage`;
 - verl/trainer/ppo/ray_trainer.py: `compute_response_mask`, `compute_advantage`, and
   `RayPPOTrainer._get_gen_batch` (bound to a trainer stand-in with `async_rollout_mode`).
 
@@ -125,10 +126,17 @@ def load():
     from collections import defaultdict
     from enum import Enum
 
-    algos = {"np": np, "torch": torch, "defaultdict": defaultdict, "Enum": Enum, "Any": Any, "Optional": Optional}
+    # verl/utils/groupwise.py for the vectorized GRPO; its device lookup (verl.utils.device) → CPU.
+    groupwise = {"np": np, "torch": torch, "os": os, "Any": Any, "Optional": Optional, "get_device_name": lambda: "cpu"}
+    support.load_from_source(os.path.join(root, "verl", "utils", "groupwise.py"), [
+        "_resolve_device", "_to_1d_numpy_object_array", "as_torch_index", "group_mean_std",
+    ], groupwise)
+    algos = {"np": np, "torch": torch, "defaultdict": defaultdict, "Enum": Enum, "Any": Any, "Optional": Optional,
+             "as_torch_index": groupwise["as_torch_index"], "group_mean_std": groupwise["group_mean_std"]}
     support.load_from_source(os.path.join(root, "verl", "trainer", "ppo", "core_algos.py"), [
         "AdvantageEstimator", "ADV_ESTIMATOR_REGISTRY", "register_adv_est", "get_adv_estimator_fn",
-        "compute_grpo_outcome_advantage", "compute_rloo_outcome_advantage", "compute_rloo_vectorized_outcome_advantage",
+        "compute_grpo_outcome_advantage", "compute_grpo_vectorized_outcome_advantage",
+        "compute_rloo_outcome_advantage", "compute_rloo_vectorized_outcome_advantage",
     ], algos)
     ns.core_algos = types.SimpleNamespace(**{k: v for k, v in algos.items() if not k.startswith("__")})
     ns.AdvantageEstimator = algos["AdvantageEstimator"]
