@@ -11,22 +11,26 @@ import { fixedTokensOf, type Solver, type SolverInput, type SolverResult } from 
  * 1. `solve` with the rollout budget lowered to k·⌊B_r/k⌋: Σ n ≤ B_r and k | Σ n imply
  *    Σ n ≤ k·⌊B_r/k⌋, so that solve's LP upper bound is a bound of the constrained problem.
  * 2. If its Σ n = R is still not a multiple (a token budget, max_n or the saturation stopped it
- *    short), two repairs of that allocation compete and the larger objective wins (a tie goes
- *    up, which spends more of the budget):
- *    - up: add exactly k − (R mod k) rollouts, best gain per rollout first, each within the
+ *    short), candidates compete and the largest objective wins (a tie goes to the first):
+ *    - up: add exactly k − (R mod k) rollouts, best gain per unit cost first, each within the
  *      budgets and max_n (a left-out prompt enters by its smallest group);
  *    - down: remove exactly R mod k rollouts, least value lost per rollout first, each within
  *      the lower bounds (a prompt that may be left out can drop its whole group).
  *    Where only whole groups larger than the count are left, a second try lets a move pass
  *    the next multiple and continues to the one after (count + k, + 2k, ...).
- *    If neither reaches a multiple, the result is `budget-infeasible`.
+ *    - the greedy again under k·⌊R/k⌋ rollouts (repaired the same way if a token budget stops
+ *      it short again): with token costs it may find a cheaper mix than removing rollouts;
+ *    a candidate below R then takes k more rollouts at a time, up to k·⌈R/k⌉, while they fit
+ *    and gain (tokens a removal freed may pay for a cheaper group).
+ *    If no candidate reaches a multiple, the result is `budget-infeasible`.
  *
  * With unit costs and values concave in n, each repair is exact for its target (the last
  * rollout of a concave curve is its least valuable, the next its most), and the best value at
  * Σ n = m is concave in m, so the best multiple is one of the two next to R: the result
  * equals the exact DP restricted to multiples of k (`exactDp` with multipleOf; tested).
  *
- * Complexity: one solve, plus for a repair O(N·n̄) to seek each prompt's curve to its n and
+ * Complexity: one solve when the first one lands on a multiple (a rollout budget that binds);
+ * otherwise two, plus for each repair O(N·n̄) to seek each prompt's curve to its n and
  * O(k log N) heap steps.
  */
 export function solveMultipleOf(input: SolverInput, solve: Solver): SolverResult {
@@ -36,11 +40,32 @@ export function solveMultipleOf(input: SolverInput, solve: Solver): SolverResult
   if (base.status !== 'optimal') return roundNeeded(base, k);
   const r = base.usedRollouts % k;
   if (r === 0) return base;
-  // Exact counts first; where whole groups are too large for them (a prompt entering or
-  // leaving with min_n rollouts), a move may pass the next multiple and go on to the one after.
-  const up = repairUp(input, base, k - r, capped, 0) ?? repairUp(input, base, k - r, capped, k);
-  const down = repairDown(input, base, r, 0) ?? repairDown(input, base, r, k);
-  const best = up !== undefined && (down === undefined || up.objective >= down.objective) ? up : down;
+  const fix = (from: SolverResult, rest: number): (SolverResult | undefined)[] => [
+    repair(input, from, k - rest, 0, 1, capped) ?? repair(input, from, k - rest, k, 1, capped),
+    repair(input, from, rest, 0, -1, capped) ?? repair(input, from, rest, k, -1, capped),
+  ];
+  const candidates = fix(base, r);
+  // The greedy again under the multiple below: with token costs it may spend the tokens the
+  // repairs cannot move (a whole group that no exact count fits, a cheaper mix of prompts).
+  const below = k * Math.floor(base.usedRollouts / k);
+  const lower = solve({ ...input, rollouts: below, multipleOf: undefined });
+  if (lower.status === 'optimal') {
+    const rest = lower.usedRollouts % k;
+    candidates.push(...(rest === 0 ? [lower] : fix(lower, rest)));
+  }
+  // A candidate below R may then take k more rollouts at a time, up to the multiple above R
+  // (no further: the first solve decided how much is worth spending), where they fit and gain.
+  const above = k * Math.ceil(base.usedRollouts / k);
+  let best: SolverResult | undefined;
+  for (const start of candidates) {
+    let c = start;
+    while (c !== undefined && c.usedRollouts + k <= above) {
+      const more = repair(input, c, k, 0, 1, capped);
+      if (more === undefined || !(more.objective > c.objective)) break;
+      c = more;
+    }
+    if (c !== undefined && (best === undefined || c.objective > best.objective)) best = c;
+  }
   if (best === undefined) {
     const need = startNeeds(input);
     return {
@@ -77,93 +102,64 @@ function remaining(left: number, s: number, wrap: number): number {
   return s <= left ? left - s : (((left - s) % wrap) + wrap) % wrap;
 }
 
+/** The upward repair (+1) or the downward one (−1). */
+type Direction = 1 | -1;
+
 /**
- * Adds `count` rollouts to `base` (count + a multiple of `wrap` when wrap > 0), best primary
- * gain per rollout first, each move within max_n, the rollout budget `limitR` and the token
- * budget; undefined if no such moves reach the count. A move that does not fit never fits
- * later (the room only shrinks).
+ * Moves `count` rollouts (count + a multiple of `wrap` when wrap > 0) into `base` (dir +1) or
+ * out of it (dir −1), one move at a time, best first; undefined if the moves run out before
+ * the count.
+ * - up: one more rollout (its primary gain), or a left-out prompt's smallest group, ordered by
+ *   gain per normalised cost as the greedy orders its moves; each within max_n, the rollout
+ *   budget `limitR` and the token budget;
+ * - down: one rollout less (its primary loss) down to the prompt's lower bound, or the whole
+ *   group where the prompt may be left out, least loss per rollout first.
+ * A move that does not fit never fits later (the room only shrinks, and so does the count).
  */
-function repairUp(input: SolverInput, base: SolverResult, count: number, limitR: number, wrap: number): SolverResult | undefined {
+function repair(input: SolverInput, base: SolverResult, count: number, wrap: number, dir: Direction, limitR: number): SolverResult | undefined {
   const { curves } = input;
   const size = curves.size;
   const n = Int32Array.from(base.n);
   const heap = new MaxHeap(size, input.tieBreak);
-  const gain = new Float64Array(size);
+  /** Change of the primary objective of item i's pending move, and its rollouts. */
+  const delta = new Float64Array(size);
   const step = new Int32Array(size);
-  const pending = (i: number): number => {
+  const pending = dir > 0 ? pendingUp : pendingDown;
+  // Up moves are ordered as the greedy orders them: value per normalised cost.
+  const wr = Number.isFinite(input.rollouts) ? 1 / Math.max(input.rollouts, 1) : 0;
+  const wt = Number.isFinite(input.tokens) ? 1 / Math.max(input.tokens, 1) : 0;
+  const per = (v: number, cost: number) => (cost > 0 ? v / cost : v);
+  function pendingUp(i: number): number {
     const x = n[i]!;
     if (x >= upperOf(input, i)) return NaN;
+    const unit = wr + wt * input.tokensPerRollout[i]!;
     if (x > 0) {
       step[i] = 1;
-      gain[i] = curves.nextGain(i);
-      return gain[i]!;
+      delta[i] = curves.nextGain(i);
+      return per(delta[i]!, unit);
     }
     const s = entryOf(input, i);
     if (s > upperOf(input, i)) return NaN;
     step[i] = s;
-    gain[i] = curves.seek(i, s);
-    return gain[i]! / s;
-  };
-  for (let i = 0; i < size; i++) {
-    if (n[i]! > 0) curves.seek(i, n[i]!);
-    const key = pending(i);
-    if (key === key) heap.append(key, i);
+    delta[i] = curves.seek(i, s);
+    return per(delta[i]!, s * unit + wt * fixedTokensOf(input, i));
   }
-  heap.heapify();
-  let left = count;
-  let usedR = base.usedRollouts;
-  let usedT = base.usedTokens;
-  let objective = base.objective;
-  const roomT = input.tokens * (1 + SLACK);
-  while (left > 0 && heap.size > 0) {
-    const i = heap.topItem();
-    const s = step[i]!;
-    const t = tokensAt(input, i, n[i]! + s) - tokensAt(input, i, n[i]!);
-    if ((s > left && wrap === 0) || usedR + s > limitR || usedT + t > roomT) {
-      heap.pop();
-      continue;
-    }
-    objective += gain[i]!;
-    usedR += s;
-    usedT += t;
-    left = remaining(left, s, wrap);
-    if (n[i]! > 0) curves.advance(i);
-    n[i] = n[i]! + s;
-    const key = pending(i);
-    if (key === key) heap.replaceTop(key, i);
-    else heap.pop();
-  }
-  if (left > 0) return undefined;
-  return { status: 'optimal', n, objective, upperBound: base.upperBound, usedRollouts: usedR, usedTokens: usedT, surplusRollouts: base.surplusRollouts };
-}
-
-/**
- * Removes `count` rollouts from `base` (count + a multiple of `wrap` when wrap > 0), least
- * primary value lost per rollout first, each within the prompt's lower bound (or its whole
- * group, where it may be left out); undefined if no such removals reach the count.
- */
-function repairDown(input: SolverInput, base: SolverResult, count: number, wrap: number): SolverResult | undefined {
-  const { curves } = input;
-  const size = curves.size;
-  const n = Int32Array.from(base.n);
-  const heap = new MaxHeap(size, input.tieBreak);
-  const loss = new Float64Array(size);
-  const step = new Int32Array(size);
-  const pending = (i: number): number => {
+  function pendingDown(i: number): number {
     const x = n[i]!;
     if (x === 0) return NaN;
     if (x - 1 >= entryOf(input, i) || (x === 1 && mayLeave(input, i))) {
       step[i] = 1;
       curves.seek(i, x - 1);
-      loss[i] = curves.nextGain(i);
-      return -loss[i]!;
+      delta[i] = -curves.nextGain(i);
+      return delta[i]!;
     }
     if (!mayLeave(input, i)) return NaN;
     step[i] = x;
-    loss[i] = curves.value(i, x);
-    return -loss[i]! / x;
-  };
+    delta[i] = -curves.value(i, x);
+    return delta[i]! / x;
+  }
   for (let i = 0; i < size; i++) {
+    if (dir > 0 && n[i]! > 0) curves.seek(i, n[i]!);
     const key = pending(i);
     if (key === key) heap.append(key, i);
   }
@@ -173,23 +169,29 @@ function repairDown(input: SolverInput, base: SolverResult, count: number, wrap:
   let usedT = base.usedTokens;
   let objective = base.objective;
   let surplus = base.surplusRollouts;
+  const roomT = input.tokens * (1 + SLACK);
   while (left > 0 && heap.size > 0) {
     const i = heap.topItem();
     const s = step[i]!;
-    if (s > left && wrap === 0) {
+    const x = n[i]!;
+    const t = tokensAt(input, i, x + dir * s) - tokensAt(input, i, x);
+    if ((s > left && wrap === 0) || (dir > 0 && (usedR + s > limitR || usedT + t > roomT))) {
       heap.pop();
       continue;
     }
-    objective -= loss[i]!;
-    usedR -= s;
-    usedT -= tokensAt(input, i, n[i]!) - tokensAt(input, i, n[i]! - s);
-    surplus = Math.max(0, surplus - s);
+    objective += delta[i]!;
+    usedR += dir * s;
+    usedT += t;
+    if (dir < 0) surplus = Math.max(0, surplus - s);
+    else if (x > 0) curves.advance(i);
+    n[i] = x + dir * s;
     left = remaining(left, s, wrap);
-    n[i] = n[i]! - s;
     const key = pending(i);
     if (key === key) heap.replaceTop(key, i);
     else heap.pop();
   }
   if (left > 0) return undefined;
-  return { status: 'optimal', n, objective, upperBound: base.upperBound, usedRollouts: usedR, usedTokens: Math.max(0, usedT), surplusRollouts: surplus };
+  return {
+    status: 'optimal', n, objective, upperBound: base.upperBound, usedRollouts: usedR, usedTokens: Math.max(0, usedT), surplusRollouts: surplus,
+  };
 }
