@@ -7,7 +7,7 @@ import { CLI, ROOT } from './service-helpers.js';
 // b178a3c, slime at 624b824), which needs torch: Debian's python3-torch under /usr/bin/python3
 // (.ci/setup-python.sh installs it). Without it: skipped with a message locally, a failure in CI.
 const SYSTEM_PYTHON = '/usr/bin/python3';
-const MODULES = ['tests.test_verl_upstream', 'tests.test_verl_e2e', 'tests.test_slime', 'tests.test_rounds'];
+const MODULES = ['tests.test_verl_upstream', 'tests.test_verl_e2e', 'tests.test_slime'];
 
 function hasTorch(): boolean {
   const probe = spawnSync(SYSTEM_PYTHON, ['-c', 'import torch, numpy, httpx'], { encoding: 'utf8' });
@@ -31,10 +31,8 @@ describe('Python integrations against verl and slime upstream code (/usr/bin/pyt
     console.log(out.split('\n').filter((l) => /^(Ran|OK|FAILED|group_advantages vs verl|verl e2e|slime e2e)/.test(l)).join('\n'));
     expect(run.error, out).toBeUndefined();
     expect(run.status, out).toBe(0);
-    expect(Number(/^Ran (\d+) tests?/m.exec(out)?.[1])).toBeGreaterThanOrEqual(15);
-    // Only the service's rounds_left test may skip, and only while the service lacks the option (issue 9).
-    const skipped = out.split('\n').filter((l) => /\.\.\. skipped/.test(l));
-    for (const line of skipped) expect(line).toMatch(/test_rounds_left_on_the_service .*does not take rounds_left yet \(issue 9\)/);
+    expect(Number(/^Ran (\d+) tests?/m.exec(out)?.[1])).toBeGreaterThanOrEqual(14);
+    expect(out.split('\n').filter((l) => /\.\.\. skipped/.test(l))).toEqual([]);
     expect(out).toMatch(/group_advantages vs verl core_algos, 200 uneven instances/);
   }, 260_000);
 });

@@ -162,5 +162,38 @@ class TokenTest(unittest.TestCase):
             server.server_close()
 
 
+class TokenServiceTest(unittest.TestCase):
+    """Against `rollout-budget serve --token` (issue 12); skipped while the service lacks the flag."""
+
+    def test_the_service_accepts_the_token_and_refuses_without_it(self):
+        import shutil
+        import subprocess
+        import tempfile
+
+        folder = tempfile.mkdtemp(prefix="rb-py-token-")
+        try:
+            state = os.path.join(folder, "s.db")
+            probe = subprocess.run(support.COMMAND + ["serve", "--help"], capture_output=True, text=True)
+            if "--token" not in probe.stdout:
+                raise unittest.SkipTest("the service has no --token yet (issue 12)")
+            proc, port = support.start_http(state, "--token", "s3cret")
+            try:
+                url = "http://127.0.0.1:%d" % port
+                with rb.HttpClient(url, token="s3cret") as c:
+                    self.assertEqual(c.plan([{"id": "a"}], budget_rollouts=4)["version"], 1)
+                old = os.environ.pop("ROLLOUT_BUDGET_TOKEN", None)
+                try:
+                    with rb.HttpClient(url) as c, self.assertRaises(rb.RolloutBudgetError) as ctx:
+                        c.plan([{"id": "a"}], budget_rollouts=4)
+                    self.assertEqual(ctx.exception.status, 401)
+                finally:
+                    if old is not None:
+                        os.environ["ROLLOUT_BUDGET_TOKEN"] = old
+            finally:
+                support.stop(proc)
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
+
+
 if __name__ == "__main__":
     unittest.main()
