@@ -29,6 +29,7 @@ import { fixedTokensOf, type Solver, type SolverInput, type SolverResult } from 
  * Σ n = m is concave in m, so the best multiple is one of the two next to R: the result
  * equals the exact DP restricted to multiples of k (`exactDp` with multipleOf; tested).
  *
+ * Domain: k an integer ≥ 1 (the planner validates `multiple_of`); budgets as for `solve`.
  * Complexity: one solve when the first one lands on a multiple (a rollout budget that binds);
  * otherwise two, plus for each repair O(N·n̄) to seek each prompt's curve to its n and
  * O(k log N) heap steps.
