@@ -55,10 +55,10 @@ describe('plan --format', () => {
     const lines = (await cli([...common, '--format', 'jsonl'])).out.trim().split('\n').map((l) => JSON.parse(l));
     expect(lines[0]).toMatchObject({ type: 'header', version: 1, step: plan.step, seed: 3 });
     expect(lines[0].allocations).toBeUndefined();
-    // The prompts give no max_tokens: the export fills the default and says so in the header.
-    expect(lines[0].warnings).toEqual(['6 groups have no max_tokens (their prompts give none): the export uses 4096 (--max-tokens)']);
+    // The prompts give no max_tokens: jsonl keeps null (a trainer applies its own response length).
+    expect(lines[0].warnings).toEqual([]);
     expect(lines.slice(1)).toEqual(groups.map((a) => ({
-      group_id: `${plan.step}/${a.prompt_id}`, prompt_id: a.prompt_id, n: a.n, max_tokens: 4096, seed: groupSeed(3, plan.step, a.prompt_id),
+      group_id: `${plan.step}/${a.prompt_id}`, prompt_id: a.prompt_id, n: a.n, max_tokens: null, seed: groupSeed(3, plan.step, a.prompt_id),
     })));
     expect(lines.slice(1).reduce((s: number, g: { n: number }) => s + g.n, 0)).toBe(plan.totals.rollouts);
 

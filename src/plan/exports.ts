@@ -103,7 +103,7 @@ export function formatPlan(plan: Plan, format: PlanFormat, options: ExportOption
     case 'json':
       return `${JSON.stringify(plan, null, 2)}\n`;
     case 'jsonl':
-      return planJsonl(plan, options);
+      return planJsonl(plan);
     case 'vllm-batch':
       return vllmBatch(plan, options);
     case 'sglang':
@@ -113,32 +113,32 @@ export function formatPlan(plan: Plan, format: PlanFormat, options: ExportOption
   }
 }
 
-/** Groups of a plan whose max_tokens is null (no limit from the prompt): exports fill the default. */
+/** Groups of a plan whose max_tokens is null (no limit from the prompt): request exports fill the default. */
 export function groupsWithoutLimit(plan: Plan): number {
   let k = 0;
   for (const a of plan.allocations) if (a.n > 0 && a.max_tokens === null) k++;
   return k;
 }
 
-/** A group's max_tokens in an export: its own, else the default. */
+/** A group's max_tokens in a request export (vllm-batch, sglang): its own, else the default. */
 function limitOf(g: PlanGroup, options: ExportOptions): number {
   return g.max_tokens ?? options.maxTokens ?? DEFAULT_MAX_TOKENS;
 }
 
 /**
- * One header line ({version, step, seed, policy, value, budget, totals, warnings}), then one
- * line per group; `max_tokens` is never null (the default fills it, said in the header's warnings).
+ * One header line ({version, step, seed, policy, value, budget, totals, warnings}), then one line
+ * per group. `max_tokens` is the plan's (null when the prompt gives none and `plan --max-tokens`
+ * was not given): a trainer reading this format applies its own response length then (verl
+ * `response_length`, slime `rollout_max_response_len`), which a filled default would override.
  */
-export function planJsonl(plan: Plan, options: ExportOptions = {}): string {
+export function planJsonl(plan: Plan): string {
   const { allocations: _omit, ...header } = plan;
-  const missing = groupsWithoutLimit(plan);
-  const warnings = missing === 0 ? header.warnings : [...header.warnings, defaultLimitWarning(missing, options)];
-  const lines = [JSON.stringify({ type: 'header', ...header, warnings })];
-  for (const g of planGroups(plan)) lines.push(JSON.stringify({ ...g, max_tokens: limitOf(g, options) }));
+  const lines = [JSON.stringify({ type: 'header', ...header })];
+  for (const g of planGroups(plan)) lines.push(JSON.stringify(g));
   return `${lines.join('\n')}\n`;
 }
 
-/** The warning an export gives when it fills max_tokens. */
+/** The warning a request export gives when it fills max_tokens. */
 export function defaultLimitWarning(groups: number, options: ExportOptions = {}): string {
   return `${groups} groups have no max_tokens (their prompts give none): the export uses ${options.maxTokens ?? DEFAULT_MAX_TOKENS} (--max-tokens)`;
 }
