@@ -154,6 +154,7 @@ export function marker(shape: MarkerShape, x: number, y: number, color: string, 
   const fill = hollow ? 'white' : color;
   const tip = title === undefined ? '' : `<title>${esc(title)}</title>`;
   const attrs = `data-mark="1" fill="${fill}" stroke="${color}" stroke-width="1.3"`;
+  const strokeOnly = `data-mark="1" fill="none" stroke="${color}" stroke-width="2"`;
   const s = size;
   const poly = (pts: [number, number][]) => `<polygon ${attrs} points="${pts.map(([a, b]) => `${fx(x + a)},${fx(y + b)}`).join(' ')}">${tip}</polygon>`;
   switch (shape) {
@@ -168,9 +169,9 @@ export function marker(shape: MarkerShape, x: number, y: number, color: string, 
     case 'diamond':
       return poly([[0, -s * 1.25], [s * 1.1, 0], [0, s * 1.25], [-s * 1.1, 0]]);
     case 'plus':
-      return `<path ${attrs} stroke-width="2" fill="none" d="M${fx(x - s)} ${fx(y)}h${fx(2 * s)}M${fx(x)} ${fx(y - s)}v${fx(2 * s)}">${tip}</path>`;
+      return `<path ${strokeOnly} d="M${fx(x - s)} ${fx(y)}L${fx(x + s)} ${fx(y)}M${fx(x)} ${fx(y - s)}L${fx(x)} ${fx(y + s)}">${tip}</path>`;
     case 'cross':
-      return `<path ${attrs} stroke-width="2" fill="none" d="M${fx(x - s)} ${fx(y - s)}l${fx(2 * s)} ${fx(2 * s)}M${fx(x - s)} ${fx(y + s)}l${fx(2 * s)} ${fx(-2 * s)}">${tip}</path>`;
+      return `<path ${strokeOnly} d="M${fx(x - s)} ${fx(y - s)}L${fx(x + s)} ${fx(y + s)}M${fx(x - s)} ${fx(y + s)}L${fx(x + s)} ${fx(y - s)}">${tip}</path>`;
   }
 }
 
