@@ -12,18 +12,27 @@ export function esc(text: string): string {
 export const fx = (v: number): string => (Number.isFinite(v) ? v.toFixed(1) : '0');
 
 /**
- * Ticks at 1, 2 or 5 × 10^k covering [lo, hi], about `count` of them (Heckbert's "nice numbers",
- * Graphics Gems 1990). Domain: finite lo ≤ hi; a zero-width domain gets one tick. O(count).
+ * A "nice" step near `raw`: 1, 2, 2.5 or 5 × 10^k, the nearest by Heckbert's thresholds
+ * ("Nice numbers for graph labels", Graphics Gems 1990, with 2.5 added). Domain: raw > 0. O(1).
+ */
+export function niceStep(raw: number): number {
+  const mag = 10 ** Math.floor(Math.log10(raw));
+  const f = raw / mag;
+  return (f < 1.5 ? 1 : f < 2.25 ? 2 : f < 3.5 ? 2.5 : f < 7.5 ? 5 : 10) * mag;
+}
+
+/**
+ * Ticks at multiples of a nice step covering [lo, hi], about `count` intervals. Domain: finite
+ * lo ≤ hi; a zero-width domain gets one tick. O(count).
  */
 export function niceTicks(lo: number, hi: number, count = 5): number[] {
   if (!Number.isFinite(lo) || !Number.isFinite(hi)) return [];
   if (hi <= lo) return [lo];
-  const raw = (hi - lo) / Math.max(1, count);
-  const mag = 10 ** Math.floor(Math.log10(raw));
-  const step = [1, 2, 2.5, 5, 10].map((m) => m * mag).find((s) => s >= raw) ?? 10 * mag;
-  const first = Math.ceil(lo / step - 1e-9) * step;
+  const step = niceStep((hi - lo) / Math.max(1, count));
+  const first = Math.ceil(lo / step - 1e-9);
+  const last = Math.floor(hi / step + 1e-9);
   const out: number[] = [];
-  for (let v = first; v <= hi + step * 1e-9; v += step) out.push(Number(v.toPrecision(12)));
+  for (let k = first; k <= last; k++) out.push(Number((k * step).toPrecision(12)));
   return out;
 }
 
@@ -32,12 +41,11 @@ export function niceTicks(lo: number, hi: number, count = 5): number[] {
  * domain ending on the first tick at or beyond each end (so the plot uses its height). O(count).
  */
 export function niceDomain(max: number, count = 5, min = 0): { lo: number; hi: number; ticks: number[]; step: number } {
-  const span = Math.max(max, 1e-9) - Math.min(min, 0);
-  const raw = span / Math.max(1, count);
-  const mag = 10 ** Math.floor(Math.log10(raw));
-  const step = [1, 2, 2.5, 5, 10].map((m) => m * mag).find((s) => s >= raw) ?? 10 * mag;
-  const hi = Math.max(step, Math.ceil(max / step - 1e-9) * step);
-  const lo = Math.min(0, Math.floor(min / step + 1e-9) * step);
+  const top = Math.max(max, 1e-9);
+  const bottom = Math.min(min, 0);
+  const step = niceStep((top - bottom) / Math.max(1, count));
+  const hi = Math.max(step, Math.ceil(top / step - 1e-9) * step);
+  const lo = Math.floor(bottom / step + 1e-9) * step;
   return { lo, hi, ticks: niceTicks(lo, hi, Math.round((hi - lo) / step)), step };
 }
 
