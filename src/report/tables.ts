@@ -23,12 +23,12 @@ export function visibleSummary(view: ReportView): { head: string[]; rows: string
   };
 }
 
-/** What the table's figures are: one run's, or medians over seeds. */
-export function tableNote(view: ReportView): string {
+/** What the table's figures are (one run's, or medians over seeds) and where the ratios to uniform are. */
+export function tableNote(view: ReportView, html: boolean): string {
   const seeds = view.runs.map((r) => r.seed);
-  const base = 'Ratios in parentheses are to uniform.';
-  if (seeds.length < 2) return base;
-  return `Each figure is the median over seeds ${seedLabel(seeds)}; ratios in parentheses are of those medians (the headline and the spread table give the median of the per-seed ratios).`;
+  const where = html ? 'the small figure under a value' : 'a ratio in parentheses';
+  if (seeds.length < 2) return `${html ? 'The small figure under a value is' : 'Ratios in parentheses are'} its ratio to uniform.`;
+  return `Each figure is the median over seeds ${seedLabel(seeds)}; ${where} is the ratio of those medians (the headline and the spread table give the median of the per-seed ratios).`;
 }
 
 /** The summary as an HTML table, our default's row highlighted. */
@@ -39,7 +39,7 @@ export function summaryTableHtml(view: ReportView): string {
     const cells = r.map((c, j) => `<td>${esc(c)}${j === 0 && mine ? ' <span class="badge">our default</span>' : ''}</td>`).join('');
     return `<tr${mine ? ' class="default"' : ''}>${cells}</tr>`;
   });
-  const note = [tableNote(view), dropped].filter((s) => s !== '').join(' ');
+  const note = [tableNote(view, true), dropped].filter((s) => s !== '').join(' ');
   return `<table class="summary"><thead><tr>${head.map((h) => `<th>${esc(h)}</th>`).join('')}</tr></thead><tbody>${body.join('')}</tbody></table><p class="tnote">${esc(note)}</p>`;
 }
 
@@ -48,7 +48,7 @@ export function summaryTableMarkdown(view: ReportView): string {
   const { head, rows, dropped } = visibleSummary(view);
   const line = (cells: string[]) => `| ${cells.join(' | ')} |`;
   const md = rows.map((r) => line(r[0] === view.defaultPolicy ? r.map((c, j) => `**${c}${j === 0 ? ' (our default)' : ''}**`) : r));
-  return [line(head), line(head.map(() => '---')), ...md].join('\n') + `\n\n${[tableNote(view), dropped].filter((s) => s !== '').join(' ')}`;
+  return [line(head), line(head.map(() => '---')), ...md].join('\n') + `\n\n${[tableNote(view, false), dropped].filter((s) => s !== '').join(' ')}`;
 }
 
 /**
