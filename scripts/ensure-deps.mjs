@@ -14,14 +14,27 @@ import { fileURLToPath } from 'node:url';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const needed = ['typescript', 'vitest', 'commander', 'better-sqlite3/build/Release/better_sqlite3.node'];
+const always = process.argv.includes('--always'); // CI: a clean install every time, with the same progress
 const missing = needed.filter((p) => !existsSync(join(root, 'node_modules', p)));
-if (missing.length === 0) process.exit(0);
+if (missing.length === 0 && !always) process.exit(0);
 
-/** Packages npm ci will fetch: the lockfile's entries with a tarball (the root has none). */
+/** Whether an os/cpu/libc list of the lockfile admits this machine (`!x` excludes x). */
+function admits(list, value) {
+  if (!Array.isArray(list) || value === undefined) return true;
+  if (list.includes(`!${value}`)) return false;
+  return list.some((x) => x === value || x.startsWith('!'));
+}
+
+/**
+ * About how many packages npm ci will fetch: the lockfile's entries, less those for another
+ * platform (os, cpu, libc). npm may fetch a few fewer (it reports "added N packages").
+ */
 function lockedPackages() {
   try {
     const lock = JSON.parse(readFileSync(join(root, 'package-lock.json'), 'utf8'));
-    return Object.entries(lock.packages ?? {}).filter(([path, p]) => path !== '' && p.link !== true).length;
+    const libc = process.platform !== 'linux' ? undefined : process.report?.getReport?.().header?.glibcVersionRuntime === undefined ? 'musl' : 'glibc';
+    return Object.entries(lock.packages ?? {}).filter(([path, p]) => path !== '' && p.link !== true
+      && admits(p.os, process.platform) && admits(p.cpu, process.arch) && admits(p.libc, libc)).length;
   } catch {
     return undefined;
   }
@@ -36,9 +49,9 @@ const elapsed = () => {
 };
 const say = (text) => process.stderr.write(`${text}\n`);
 
-say(`rollout-budget: installing the locked dependencies with npm ci (missing: ${missing.join(', ')}).`);
-say('rollout-budget: this takes a few minutes on a fresh machine: about 4 to 5 min measured on a 2-core machine with an empty npm cache,');
-say('  most of it compiling SQLite for better-sqlite3 when no prebuilt binary can be downloaded; with a warm cache and a prebuilt binary, well under a minute.');
+say(`rollout-budget: installing the locked dependencies with npm ci (${missing.length === 0 ? '--always' : `missing: ${missing.join(', ')}`}).`);
+say('rollout-budget: this is the slow part of a first run: about 4 min measured on a 2-core machine, 3 to 3.5 min of it compiling SQLite');
+say('  for better-sqlite3 (no prebuilt binary could be downloaded there); much less where one can. Later runs skip it.');
 
 let fetched = 0;
 let phase = 'fetching packages';
@@ -48,7 +61,7 @@ let lastPrinted = 0;
 const tail = [];
 
 function status() {
-  const count = phase === 'fetching packages' && total !== undefined ? ` ${Math.min(fetched, total)}/${total}` : '';
+  const count = phase === 'fetching packages' && total !== undefined ? ` ${Math.min(fetched, total)} of about ${total}` : '';
   return `rollout-budget: npm ci ${elapsed()} ${phase}${count}${detail === '' ? '' : `: ${detail}`}`;
 }
 
@@ -81,8 +94,10 @@ function onLine(raw) {
   if (tail.length > 40) tail.shift();
   if (/^npm http fetch GET 200 .*\.tgz/.test(line)) fetched++;
   else if (/^> better-sqlite3@\S+ install/.test(line)) setPhase('building better-sqlite3', 'trying a prebuilt binary');
-  else if (/prebuild-install.*(warn|err)/i.test(line) || /gyp info spawn|gyp info using node-gyp/.test(line)) setPhase('building better-sqlite3', 'no prebuilt binary: compiling SQLite from source (the long part)');
+  else if (/prebuild-install.*(warn|err)/i.test(line) || /gyp info spawn|gyp info using node-gyp/.test(line)) setPhase('building better-sqlite3', 'no prebuilt binary could be downloaded: compiling from source');
+  else if (/CC\(target\).*sqlite3\.o/.test(line)) setPhase('building better-sqlite3', 'compiling SQLite (sqlite3.c, one large file: the longest part)');
   else if (/CXX\(target\)|CC\(target\)/.test(line)) setPhase('building better-sqlite3', `compiling ${line.split('/').at(-1) ?? ''}`);
+  else if (/SOLINK_MODULE|COPY Release/.test(line)) setPhase('building better-sqlite3', 'linking');
   else if (/^> \S+@\S+ (install|postinstall|prepare)/.test(line)) setPhase('running install scripts', line.slice(2));
   else if (/^added \d+ packages/.test(line)) setPhase('done', line);
   show();
