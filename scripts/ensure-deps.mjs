@@ -68,7 +68,10 @@ function status() {
 function show(force = false) {
   const line = status();
   if (tty) {
-    const width = Math.max(20, (process.stderr.columns ?? 100) - 1);
+    if (!force && Date.now() - lastPrinted < 200) return;
+    lastPrinted = Date.now();
+    const columns = process.stderr.columns > 0 ? process.stderr.columns : 100;
+    const width = Math.max(40, columns - 1);
     process.stderr.write(`\r${line.slice(0, width).padEnd(Math.min(width, lastLine.length))}`);
     lastLine = line.slice(0, width);
   } else if (force || Date.now() - lastPrinted >= 15_000) {
