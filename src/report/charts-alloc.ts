@@ -39,8 +39,12 @@ export function histogramChart(input: ChartInput): string {
       const h = Math.max(1, f.bottom - y);
       return `<rect data-mark="1" x="${fx(f.sx(n) - barW / 2)}" y="${fx(f.bottom - h)}" width="${fx(barW)}" height="${fx(h)}" fill="${style.color}"><title>${esc(name)}: n = ${n}, ${(v * 100).toFixed(1)}% of groups</title></rect>`;
     });
-    const only = shares.filter((v) => v > 0).length === 1 ? shares.findIndex((v) => v > 0) : -1;
-    const note = only > 0 ? `<text class="tick" x="${fx(f.sx(only) + barW / 2 + 4)}" y="${fx(f.top + 10)}">every group at n = ${only}</text>` : '';
+    // Name the most common n beside its bar, so a bar near a tick is not misread.
+    let mode = -1;
+    shares.forEach((v, n) => n > 0 && v > (shares[mode] ?? 0) && (mode = n));
+    const only = shares.filter((v) => v > 0).length === 1;
+    const label = only ? `every group at n = ${mode}` : `most common: n = ${mode} (${((shares[mode] ?? 0) * 100).toFixed(0)}%)`;
+    const note = mode > 0 ? `<text class="tick" x="${fx(f.sx(mode) + barW / 2 + 4)}" y="${fx(Math.max(f.top + 10, f.sy(shares[mode] ?? 0) + 10))}">${label}</text>` : '';
     return `<g class="panel" data-panel="${esc(name)}">${axes(f, { ticks: xTicks, format: (v) => String(v), labels: g.isBottom(i) }, { ticks: yTicks, format: (v) => percent(v, (yTicks[1] ?? 1) - (yTicks[0] ?? 0)) })}`
       + `${panelTitle(f, panelTitleOf(view, name), name === view.defaultPolicy)}${bars.join('')}${note}</g>`;
   });
