@@ -55,15 +55,17 @@ export type { RoundRequest, RoundRollout, StepRounds, StepRoundsInput } from './
 export { withPartials } from './plan/partial.js';
 export { posteriorView } from './plan/posterior-view.js';
 export type { Allocation, Budget, Candidate, Plan, PlanColumns, PlanOptions } from './plan/types.js';
-export { formatPlan, groupId, groupSeed, planGroups, planJsonl, PLAN_FORMATS, sglangRequest, vllmBatch } from './plan/exports.js';
-export type { ExportOptions, PlanFormat, PlanGroup } from './plan/exports.js';
+export {
+  DEFAULT_MAX_TOKENS, defaultLimitWarning, formatPlan, groupId, groupSeed, groupsWithoutLimit, payloadOf, planGroups, planJsonl, PLAN_FORMATS, sglangRequest, vllmBatch,
+} from './plan/exports.js';
+export type { ExportOptions, PlanFormat, PlanGroup, PromptPayload } from './plan/exports.js';
 
 // The allocator: the library entry on a store.
 export { Allocator, createAllocator, createRegistries } from './allocator.js';
 export type { AllocatorOptions, PosteriorView } from './allocator.js';
 
 // File formats and stores.
-export { batchOf, digestOf, parsePrompts, parseResults } from './io/formats.js';
+export { batchOf, digestOf, parsePrompts, parsePromptsAt, parseResults } from './io/formats.js';
 export type { ResultBatch, RolloutResult } from './io/formats.js';
 export { parseJsonl, readText } from './io/jsonl.js';
 export { SqliteStore } from './store/sqlite.js';
@@ -92,18 +94,35 @@ export type { LoopStep, PlanExecutor } from './executor/loop.js';
 export { PartialStore } from './executor/partials.js';
 export type { PartialRollout } from './executor/partials.js';
 export { parsePlan } from './executor/planfile.js';
+export { gradeBatchOutput, gradeSummaryLine } from './executor/grade.js';
+export type { GradeOptions, GradeReport, GradeSummary } from './executor/grade.js';
 export { Dispatcher, backoff, defaultRetry } from './executor/dispatcher.js';
 export type { RetryPolicy } from './executor/dispatcher.js';
-export { RequestError, streamRequest } from './executor/client.js';
+export { RequestError, streamRequest, tokensOf } from './executor/client.js';
+export { endpointUrl, normalizeEndpoint } from './executor/endpoint.js';
+export { describeFinishCounts, finishOutcome, isPlainFinish } from './executor/finish.js';
+export type { FinishOutcome } from './executor/finish.js';
+export { SERVER_PROFILES, choicesPerRequest, createServerRegistry, detectServer, resolveServer } from './executor/profiles.js';
+export type { Detection, ServerProfile } from './executor/profiles.js';
 export { quantile, summaryLine } from './executor/summary.js';
-export type { Api, ExecuteOptions, ExecuteReport, ExecuteSummary, ExecutedRollout } from './executor/types.js';
-export { answersMatch, lastBoxed, mathReward, normalizeAnswer, numericValue } from './executor/verify/math.js';
+export type { Api, ExecuteOptions, ExecuteReport, ExecuteSummary, ExecutedRollout, InputOrigin } from './executor/types.js';
+export { answersMatch, lastBoxed, mathReward, numericValue } from './executor/verify/math.js';
+export { MAX_ANSWER_CHARS, normalize, normalizeAnswer } from './executor/verify/normalize.js';
+export type { Normalized } from './executor/verify/normalize.js';
+export { evaluate, expressionsEqual, parseExpression } from './executor/verify/expr.js';
+export type { Expr } from './executor/verify/expr.js';
+export { shapeOf, shapesEqual } from './executor/verify/structure.js';
+export type { Shape } from './executor/verify/structure.js';
 export { commandVerifier, createVerifierRegistry, mathVerifier, verifierFrom } from './executor/verify/verifiers.js';
-export type { Verifier, VerifierFactory, VerifyItem } from './executor/verify/verifiers.js';
+export type { Verifier, VerifierFactory, VerifierOptions, VerifyItem } from './executor/verify/verifiers.js';
+export { DEFAULT_VERIFIER_TIMEOUT_S } from './executor/verify/command.js';
 
 // sim-server: a test double of an OpenAI-compatible inference server, for dry runs.
-export { SimServer, noFaults } from './simserver/server.js';
-export type { SimFaults, SimServerOptions, SimStats } from './simserver/server.js';
+export { SIM_PROFILES, SimServer, noFaults } from './simserver/server.js';
+export type { SimFaults, SimFinishFault, SimProfile, SimServerOptions, SimStats } from './simserver/server.js';
+export { plainSse, sseEvent } from './simserver/stream.js';
+export type { SimSse } from './simserver/stream.js';
+export { answerGenerate } from './simserver/sglang.js';
 export { SHORT_COT, SimModel, countSimTokens, defaultSimModel, tokenId, wrongAnswer } from './simserver/model.js';
 export type { LengthModel, SimModelOptions, SimPrompt, SimResponse } from './simserver/model.js';
 export { parseSimPrompts } from './simserver/prompts.js';
@@ -118,6 +137,8 @@ export { runPolicies } from './replay/engine.js';
 export type { EngineOptions, PolicyResult } from './replay/engine.js';
 export { MetricsRecorder, hasVariance, ranks, spearman } from './replay/metrics.js';
 export type { CalibrationBin, StepMetrics, Totals } from './replay/metrics.js';
+export { SpendRecorder } from './replay/spend.js';
+export type { SpendBins } from './replay/spend.js';
 export { baselineNames, createReplayPolicyRegistry, defaultPolicyList } from './replay/policies.js';
 export { MemoryState, oraclePolicy, ourPolicy, planWithState } from './replay/ours.js';
 export type { OurDecision, ReplayPlanOptions } from './replay/ours.js';
@@ -130,11 +151,22 @@ export type { Scenario } from './simulate/scenario.js';
 export { simulatedEnvironment } from './simulate/world.js';
 
 // Reports.
-export { calibrationChart, effectiveChart, histogramChart, reportHtml } from './report/html.js';
+export { reportHtml } from './report/html.js';
+export type { ReportMeta } from './report/html.js';
+export { budgetChart, effectiveChart } from './report/charts-steps.js';
+export { costChart, cumulativeChart } from './report/charts-run.js';
+export { histogramChart, spendChart } from './report/charts-alloc.js';
+export { calibrationChart } from './report/charts-calibration.js';
+export { seedsChart } from './report/charts-seeds.js';
+export { headline, ratioSummaries } from './report/headline.js';
+export { median, movingEffective, reportView } from './report/series.js';
+export type { ReportView, SeedRun } from './report/series.js';
+export { niceTicks } from './report/svg.js';
 export { summaryMarkdown, summaryRows, summaryText } from './report/summary.js';
-export { metricsJson, writeReport } from './report/write.js';
+export { metricsJson, summaryDocument, writeReport } from './report/write.js';
 export type { ReportInput } from './report/write.js';
 
-// The command line (a thin layer over the above).
+// The command line (a thin layer over the above), and the version.
 export { runCli } from './cli/main.js';
+export { VERSION } from './version.js';
 export type { CliIo } from './cli/io.js';

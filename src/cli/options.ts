@@ -31,6 +31,7 @@ export const flagOfField: Readonly<Record<string, string>> = {
   rounds_left: '--rounds-left',
   rounds: '--rounds',
   steps: '--steps',
+  multiple_of: '--multiple-of',
 };
 
 /** Values the shared flags parse to (commander's camelCase keys). */
@@ -46,6 +47,7 @@ export interface SharedFlags {
   decay?: number;
   reobserveDiscount?: number;
   roundsLeft?: number;
+  multipleOf?: number;
 }
 
 /** `--budget-rollouts` and `--budget-tokens` (no defaults: at least one is required by `plan`). */
@@ -99,6 +101,11 @@ export function roundsLeftFlag(cmd: Command): Command {
   );
 }
 
+/** `--multiple-of` (issue 10): Σ n a multiple of k, no default (no constraint). */
+export function multipleOfFlag(cmd: Command, help = 'total rollouts a multiple of this (rollout workers, data-parallel ranks)'): Command {
+  return cmd.addOption(new Option('--multiple-of <int>', help).argParser(intArg(1)));
+}
+
 /** `--rounds` of the commands that generate themselves (loop, replay, simulate, demo). */
 export function roundsFlag(cmd: Command, help = 'plan and generate each step in this many rounds; later rounds top up groups by what they showed'): Command {
   return cmd.addOption(new Option('--rounds <int>', help).default(defaultRounds).argParser(intArg(1)));
@@ -132,6 +139,7 @@ export function planOptionsFrom(opts: SharedFlags): PlanOptionsInput {
     ...(opts.value === undefined ? {} : { value: opts.value }),
     ...(opts.seed === undefined ? {} : { seed: opts.seed }),
     ...(opts.roundsLeft === undefined ? {} : { roundsLeft: opts.roundsLeft }),
+    ...(opts.multipleOf === undefined ? {} : { multipleOf: opts.multipleOf }),
     ...(Object.keys(decay).length === 0 ? {} : { decay }),
   };
 }

@@ -142,18 +142,26 @@ export function planStep(
     rollouts: Infinity,
     tokens: Infinity,
     saturation: options.saturation,
+    ...(options.multipleOf === undefined ? {} : { multipleOf: options.multipleOf }),
   };
-  // This round's share of the budget left, grown where the prompts it must start need more.
-  const needs = startNeeds(input);
+  // This round's share of the budget left, grown where the prompts it must start need more
+  // (with multiple_of k, to the multiple of k at or above what they need).
+  const multiple = options.multipleOf ?? 1;
+  const starts = startNeeds(input);
+  const needs = { rollouts: multiple * Math.ceil(starts.rollouts / multiple), tokens: starts.tokens };
   const starting = startingCount(partials?.groups, size, options.skip);
   const share = roundShare(budget, options.roundsLeft, needs);
   const spend = share.budget;
   const result = solver({ ...input, rollouts: spend.rollouts ?? Infinity, tokens: spend.tokens ?? Infinity });
-  if (result.status === 'budget-infeasible') throw infeasible(needs, budget, options.minN, options.roundsLeft, starting);
+  if (result.status === 'budget-infeasible') throw infeasible(needs, budget, options.minN, options.roundsLeft, starting, multiple);
   if (result.status !== 'optimal') {
     throw new RolloutBudgetError('BAD_OPTION', `solver ${quote(options.solver)} gave up on ${size} prompts (status ${result.status}); use the greedy solver`, 2, ['solver']);
   }
   if (share.grown.length > 0) warnings.push(grownShareWarning(share, budget, options.roundsLeft, starting, options.minN));
+  // A round's share is the planner's; only the budget a plan may spend whole is the caller's.
+  if (multiple > 1 && options.roundsLeft === 1 && budget.rollouts !== undefined && budget.rollouts % multiple !== 0) {
+    warnings.push(`budget_rollouts ${budget.rollouts} is not a multiple of multiple_of ${multiple}: at most ${multiple * Math.floor(budget.rollouts / multiple)} are planned`);
+  }
 
   const columns = resultColumns(candidates, result.n, alpha, beta, tokensPerRollout, fixedTokens, options.interval);
   const values = columns.value;
@@ -165,9 +173,10 @@ export function planStep(
     expected += n * tokensPerRollout[i]! + (fixedTokens === undefined ? 0 : fixedTokens[i]!);
     values[j] = curves.cursorOf(i) === n ? curves.current(i) : curves.value(i, n);
   }
-  const leftR = spend.rollouts === undefined ? 0 : spend.rollouts - result.usedRollouts;
+  const leftR = spend.rollouts === undefined ? 0 : multiple * Math.floor(spend.rollouts / multiple) - result.usedRollouts;
   if (leftR > 0 && spend.tokens === undefined) {
-    warnings.push(`${leftR} rollouts of this plan's budget left unspent: every prompt is at max_n ${options.maxN} or has no value left`);
+    warnings.push(`${leftR} rollouts of this plan's budget left unspent: every prompt is at max_n ${options.maxN} or has no value left` +
+      (multiple > 1 ? `, or the next multiple of multiple_of ${multiple} does not fit` : ''));
   }
   const ub = result.upperBound;
   return columnarPlan({
@@ -204,10 +213,10 @@ function startingCount(groups: Partials['groups'] | undefined, size: number, ski
  * BUDGET_INFEASIBLE with the numbers, in the library's option names (the CLI shows flags, the
  * service body fields).
  */
-function infeasible(needs: { rollouts: number; tokens: number }, left: Budget, minN: number, roundsLeft: number, starting: number): RolloutBudgetError {
+function infeasible(needs: { rollouts: number; tokens: number }, left: Budget, minN: number, roundsLeft: number, starting: number, multiple: number): RolloutBudgetError {
   const leftWord = roundsLeft > 1 ? 'budget left (whole, not a round\'s share)' : 'budget';
   const need = [
-    ...(left.rollouts === undefined ? [] : [`${needs.rollouts} rollouts`]),
+    ...(left.rollouts === undefined ? [] : [`${needs.rollouts} rollouts${multiple > 1 ? ` (a multiple of multiple_of ${multiple})` : ''}`]),
     ...(left.tokens === undefined ? [] : [`~${Math.ceil(needs.tokens)} tokens`]),
   ];
   const have = [
@@ -220,7 +229,7 @@ function infeasible(needs: { rollouts: number; tokens: number }, left: Budget, m
     `budget infeasible: ${starting} prompts × ${minN} rollouts (min_n) need ${need.join(' and ')}; ${leftWord} is ${have.join(', ')}.` +
       ` Raise ${raise.join(' or ')}, lower min_n, or set skip`,
     2,
-    [...raise, 'min_n', 'skip'],
+    [...raise, 'min_n', 'skip', ...(multiple > 1 ? ['multiple_of'] : [])],
   );
 }
 
