@@ -55,8 +55,9 @@ describe('plan --format', () => {
     const lines = (await cli([...common, '--format', 'jsonl'])).out.trim().split('\n').map((l) => JSON.parse(l));
     expect(lines[0]).toMatchObject({ type: 'header', version: 1, step: plan.step, seed: 3 });
     expect(lines[0].allocations).toBeUndefined();
-    // The prompts give no max_tokens: jsonl keeps null (a trainer applies its own response length).
-    expect(lines[0].warnings).toEqual([]);
+    // The prompts give no max_tokens: jsonl keeps null (a trainer applies its own response length);
+    // the plan's only warning is the length it had to assume for them (issue 9).
+    expect(lines[0].warnings).toEqual(['6 prompts have no length data (their own, their group\'s or any prompt\'s): expected tokens per rollout assumed, 6 without max_tokens at 1024']);
     expect(lines.slice(1)).toEqual(groups.map((a) => ({
       group_id: `${plan.step}/${a.prompt_id}`, prompt_id: a.prompt_id, n: a.n, max_tokens: null, seed: groupSeed(3, plan.step, a.prompt_id),
     })));

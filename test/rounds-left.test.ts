@@ -85,6 +85,18 @@ describe('plan with rounds left: the budget given is what is left of the step', 
     expect(plan.warnings.some((w) => w.startsWith('this round spends'))).toBe(false);
   });
 
+  it('with multiple_of, a grown share is the multiple at or above what min_n needs, and each round is a multiple', () => {
+    // 43 prompts × min_n 2 = 86 > 120 / 2: the share grows to 88, the multiple of 8 above 86.
+    const first = planStep(empty, fresh(43), { rollouts: 120 }, { step: 0, roundsLeft: 2, multipleOf: 8 }, registries);
+    expect(first.budget.rollouts).toBe(88);
+    expect(first.totals.rollouts).toBe(88);
+    const later = fresh(43).map((c) => ({ ...c, partial_rewards: [0, 1] }));
+    const second = planStep(empty, later, { rollouts: 120 - 88 }, { step: 0, roundsLeft: 1, multipleOf: 8 }, registries);
+    expect(second.totals.rollouts % 8).toBe(0);
+    expect(first.totals.rollouts + second.totals.rollouts).toBeLessThanOrEqual(120);
+    expect(() => planStep(empty, fresh(43), { rollouts: 87 }, { step: 0, roundsLeft: 2, multipleOf: 8 }, registries)).toThrow(/need 88 rollouts \(multiple_of 8\)/);
+  });
+
   it('rejects rounds_left below 1, naming the field', () => {
     expect(() => planStep(empty, fresh(2), { rollouts: 8 }, { roundsLeft: 0 }, registries)).toThrow(/rounds_left must be an integer ≥ 1, got 0/);
   });

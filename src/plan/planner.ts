@@ -216,7 +216,7 @@ function startingCount(groups: Partials['groups'] | undefined, size: number, ski
 function infeasible(needs: { rollouts: number; tokens: number }, left: Budget, minN: number, roundsLeft: number, starting: number, multiple: number): RolloutBudgetError {
   const leftWord = roundsLeft > 1 ? 'budget left (whole, not a round\'s share)' : 'budget';
   const need = [
-    ...(left.rollouts === undefined ? [] : [`${needs.rollouts} rollouts${multiple > 1 ? ` (a multiple of multiple_of ${multiple})` : ''}`]),
+    ...(left.rollouts === undefined ? [] : [`${needs.rollouts} rollouts${multiple > 1 ? ` (multiple_of ${multiple})` : ''}`]),
     ...(left.tokens === undefined ? [] : [`~${Math.ceil(needs.tokens)} tokens`]),
   ];
   const have = [
