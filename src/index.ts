@@ -98,7 +98,19 @@ export { MetricsRecorder, hasVariance, ranks, spearman } from './replay/metrics.
 export type { CalibrationBin, StepMetrics, Totals } from './replay/metrics.js';
 export { baselineNames, createReplayPolicyRegistry, defaultPolicyList } from './replay/policies.js';
 export { MemoryState, oraclePolicy, ourPolicy, planWithState } from './replay/ours.js';
-export { fixedN, tQuantile } from './replay/baselines.js';
+// the baselines' allocation rules, each as published (src/replay/baselines/)
+export { fixedN, uniformPolicy } from './replay/baselines/uniform.js';
+export { dapoKeeps, dapoMaxGenBatches, dapoPolicy } from './replay/baselines/dapo.js';
+export { gresoAdapt, gresoDefaults, gresoPolicy, gresoSkipProbability, gresoSkips } from './replay/baselines/greso.js';
+export { KnapsackRlRaise, knapsackRlAllocate } from './replay/baselines/knapsack-rl-allocate.js';
+export type { KnapsackRlOptions, KnapsackRlState } from './replay/baselines/knapsack-rl-allocate.js';
+export { knapsackRlPolicy, knapsackRlState } from './replay/baselines/knapsack-rl.js';
+export { moppsDefaults, moppsPolicy, moppsUpdate } from './replay/baselines/mopps.js';
+export type { MoppsPosterior } from './replay/baselines/mopps.js';
+export { xrpoDefaults, xrpoHalfWidth, xrpoPolicy, xrpoPriority } from './replay/baselines/xrpo.js';
+export { tQuantile } from './math/student.js';
+export { EASY_MEAN, HARD_MEAN, History } from './replay/history.js';
+export type { PromptHistory } from './replay/history.js';
 export type {
   Decision, Environment, GroupDrawer, GroupOutcome, PolicyConfig, PolicyRun, ReplayPolicy, StepContext, World,
 } from './replay/types.js';
