@@ -3,7 +3,7 @@ import { badOption } from '../errors.js';
 import { readText } from '../io/jsonl.js';
 import { defaultPlanOptions, defaultRounds } from '../plan/options.js';
 import type { Budget } from '../plan/types.js';
-import { runPolicies, type PolicyResult } from '../replay/engine.js';
+import { replayStreams, runPolicies, type PolicyResult, type ReplayStream } from '../replay/engine.js';
 import { replayEnvironment } from '../replay/env.js';
 import { loadLog, logFormats, type LogFormat } from '../replay/log.js';
 import { baselineNames, createReplayPolicyRegistry, defaultPolicyList } from '../replay/policies.js';
@@ -36,7 +36,7 @@ function policyList(value: string): string[] {
 export const replayNotes = [
   'Each policy plans a step only from the groups it generated itself at earlier steps; its groups are then scored against the step\'s logged outcomes.',
   'Up to the logged group size, outcomes are drawn without replacement from the logged group (exact). Beyond it they are Bernoulli draws at the prompt\'s pass rate pooled over the visit and its neighbouring visits (one before, one after): a model, not a record.',
-  '"Hard" prompts have that pooled pass rate ≤ 0.2. Policies that refill or select from a pool (dapo, greso, mopps) consume later batches\' prompts, which are then missing from those batches for them.',
+  '"Hard" prompts have that pooled pass rate ≤ 0.2. Policies that refill or select from a pool (dapo, greso, mopps) consume later batches\' prompts, which are then missing from those batches for them (--stream consumed, the default); with --stream shared every policy gets every step\'s whole batch.',
 ];
 
 function emit(io: CliIo, out: string | undefined, report: ReportInput): void {
@@ -67,6 +67,7 @@ export function registerReplayCommands(program: Command, io: CliIo): void {
     .addOption(new Option('--steps <a:b>', 'only logged steps a..b (inclusive)').argParser(stepRange))
     .addOption(new Option('--seed <int>', 'run seed (outcome draws, Thompson draws)').default(0).argParser(intArg(0)))
     .addOption(new Option('--rounds <int>', 'our policies plan and generate each step in this many rounds (later rounds top up groups by what they showed)').default(defaultRounds).argParser(intArg(1)))
+    .addOption(new Option('--stream <mode>', 'consumed: prompts a policy pulls from later batches are gone from them for it; shared: every policy gets every step\'s whole batch').choices(replayStreams).default('consumed'))
     .option('--out <dir>', 'write metrics.json, summary.md and report.html here')
     .option('--quiet', 'no progress bar', false)
     .action(async (opts) => {
@@ -86,14 +87,14 @@ export function registerReplayCommands(program: Command, io: CliIo): void {
       const replaying = createProgress(io, opts.quiet, 'replaying');
       const results: PolicyResult[] = runPolicies(replayEnvironment(run), {
         policies: opts.policies, registry: createReplayPolicyRegistry(), minN: opts.minN, maxN: opts.maxN, seed: opts.seed,
-        budget, steps, plan: { rounds: opts.rounds }, onProgress: replaying.update,
+        budget, steps, plan: { rounds: opts.rounds }, stream: opts.stream as ReplayStream, onProgress: replaying.update,
       });
       replaying.finish();
       emit(io, opts.out, {
         kind: 'replay',
         title: `Replay of ${opts.log}`,
         source: opts.log,
-        options: { format, seed: opts.seed, min_n: opts.minN, max_n: opts.maxN, budget_rollouts: opts.budgetRollouts ?? 'logged rollouts of each step', budget_tokens: opts.budgetTokens ?? null, steps: [steps[0], steps.at(-1)], policies: opts.policies, default_policy: defaultPlanOptions.policy, default_value: defaultPlanOptions.value, rounds: opts.rounds },
+        options: { format, seed: opts.seed, min_n: opts.minN, max_n: opts.maxN, budget_rollouts: opts.budgetRollouts ?? 'logged rollouts of each step', budget_tokens: opts.budgetTokens ?? null, steps: [steps[0], steps.at(-1)], policies: opts.policies, default_policy: defaultPlanOptions.policy, default_value: defaultPlanOptions.value, rounds: opts.rounds, stream: opts.stream },
         notes: replayNotes,
         results,
       });
@@ -109,6 +110,7 @@ export function registerReplayCommands(program: Command, io: CliIo): void {
     .addOption(new Option('--min-n <int>', 'rollouts per included prompt, at least').default(2).argParser(intArg(1)))
     .addOption(new Option('--max-n <int>', 'rollouts per prompt, at most').default(64).argParser(intArg(1)))
     .addOption(new Option('--rounds <int>', 'our policies plan and generate each step in this many rounds (later rounds top up groups by what they showed)').default(defaultRounds).argParser(intArg(1)))
+    .addOption(new Option('--stream <mode>', 'consumed: prompts a policy pulls from later batches are gone from them for it; shared: every policy gets every step\'s whole batch').choices(replayStreams).default('consumed'))
     .option('--out <dir>', 'write metrics.json, summary.md and report.html here')
     .option('--quiet', 'no progress bar', false)
     .action((opts) => {
@@ -119,14 +121,14 @@ export function registerReplayCommands(program: Command, io: CliIo): void {
       const seed: number = opts.seed ?? scenario.seed;
       const progress = createProgress(io, opts.quiet, 'simulating');
       const results = runPolicies(simulatedEnvironment(scenario), {
-        policies: opts.policies, registry: createReplayPolicyRegistry(), minN: opts.minN, maxN: opts.maxN, seed, plan: { rounds: opts.rounds }, onProgress: progress.update,
+        policies: opts.policies, registry: createReplayPolicyRegistry(), minN: opts.minN, maxN: opts.maxN, seed, plan: { rounds: opts.rounds }, stream: opts.stream as ReplayStream, onProgress: progress.update,
       });
       progress.finish();
       emit(io, opts.out, {
         kind: 'simulate',
         title: `Simulation: ${scenario.name}`,
         source: opts.scenario,
-        options: { scenario, seed, min_n: opts.minN, max_n: opts.maxN, rounds: opts.rounds, policies: opts.policies, baselines: baselineNames },
+        options: { scenario, seed, min_n: opts.minN, max_n: opts.maxN, rounds: opts.rounds, stream: opts.stream, policies: opts.policies, baselines: baselineNames },
         notes: [
           scenario.description,
           'A closed-loop model (src/simulate/world.ts), not data: difficulty, drift and lengths follow the measured figures in CALIBRATION.md; each policy trains its own copy of the pool.',

@@ -51,6 +51,11 @@ export interface StepContext {
   readonly minN: number;
   readonly maxN: number;
   readonly seed: number;
+  /**
+   * The data loader's epoch at this step: 0 until a step's batch holds a prompt that an
+   * earlier batch of the same epoch held (then it counts up). The same for every policy.
+   */
+  readonly epoch: number;
   /** True pass rates of the candidates (oracle only; undefined in replay). */
   readonly truth?: Float64Array;
   /**
@@ -60,8 +65,9 @@ export interface StepContext {
   generate(candidate: Candidate, n: number): GroupOutcome;
   /**
    * The data loader's next batch (policies that refill or select from a pool: dapo, greso,
-   * mopps); [] when none. Prompts a policy generates from it are consumed: they are missing
-   * from that later step's batch for this policy, as in a real data stream.
+   * mopps); [] when none. With the `consumed` stream (default), prompts a policy generates from
+   * it are missing from that later step's batch for this policy, as in a real data stream;
+   * with the `shared` stream every step's batch stays whole for every policy.
    */
   nextBatch(): readonly Candidate[];
 }
@@ -76,6 +82,11 @@ export interface Decision {
   readonly n?: Int32Array;
   readonly predicted?: ReadonlyMap<string, number>;
   readonly trained?: readonly GroupOutcome[];
+  /**
+   * Set when the published method stops with an error at this step (dapo: verl raises at
+   * max_num_gen_batches; knapsack-rl: its budget assertion): why. The step counts as failed.
+   */
+  readonly failed?: string;
 }
 
 /** One policy's run through the steps: it learns only through observe(), after each step. */
