@@ -92,8 +92,8 @@ export { parseSimPrompts } from './simserver/prompts.js';
 export { loadLog, detectFormat, logFiles, logFormats } from './replay/log.js';
 export type { LoadOptions, LogFormat } from './replay/log.js';
 export { replayEnvironment, visitDrawer } from './replay/env.js';
-export { runPolicies } from './replay/engine.js';
-export type { EngineOptions, PolicyResult } from './replay/engine.js';
+export { epochsOf, replayStreams, runPolicies } from './replay/engine.js';
+export type { EngineOptions, PolicyResult, ReplayStream } from './replay/engine.js';
 export { MetricsRecorder, hasVariance, ranks, spearman } from './replay/metrics.js';
 export type { CalibrationBin, StepMetrics, Totals } from './replay/metrics.js';
 export { baselineNames, createReplayPolicyRegistry, defaultPolicyList } from './replay/policies.js';
@@ -101,7 +101,8 @@ export { MemoryState, oraclePolicy, ourPolicy, planWithState } from './replay/ou
 // the baselines' allocation rules, each as published (src/replay/baselines/)
 export { fixedN, uniformPolicy } from './replay/baselines/uniform.js';
 export { dapoKeeps, dapoMaxGenBatches, dapoPolicy } from './replay/baselines/dapo.js';
-export { gresoAdapt, gresoDefaults, gresoPolicy, gresoSkipProbability, gresoSkips } from './replay/baselines/greso.js';
+export { gresoAdapt, gresoDefaults, gresoPolicy, gresoSkipProbability, gresoSkips, gresoUpdate } from './replay/baselines/greso.js';
+export type { GresoP } from './replay/baselines/greso.js';
 export { KnapsackRlRaise, knapsackRlAllocate } from './replay/baselines/knapsack-rl-allocate.js';
 export type { KnapsackRlOptions, KnapsackRlState } from './replay/baselines/knapsack-rl-allocate.js';
 export { knapsackRlPolicy, knapsackRlState } from './replay/baselines/knapsack-rl.js';

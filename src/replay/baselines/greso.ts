@@ -44,6 +44,32 @@ export function gresoAdapt(p: number, share: number, target: number): number {
   return share >= target ? Math.max(p - gresoDefaults.move, gresoDefaults.minP) : Math.min(p + gresoDefaults.move, gresoDefaults.maxP);
 }
 
+/** GRESO's two keep bases. */
+export interface GresoP {
+  readonly easy: number;
+  readonly hard: number;
+}
+
+/**
+ * GRESO's controller after one training step (ray_trainer.py): the step's shares of
+ * all-correct and all-wrong groups among all groups it generated move p_easy and p_hard by
+ * `gresoAdapt`, from the second epoch on (epoch > 0); in the first epoch they stay. O(groups).
+ */
+export function gresoUpdate(p: GresoP, groups: readonly (readonly number[])[], epoch: number): GresoP {
+  if (epoch === 0 || groups.length === 0) return p;
+  let easy = 0;
+  let hard = 0;
+  for (const rewards of groups) {
+    if (rewards.length === 0 || hasVariance(rewards)) continue;
+    if (rewards[0]! >= 0.5) easy++;
+    else hard++;
+  }
+  return {
+    easy: gresoAdapt(p.easy, easy / groups.length, gresoDefaults.targetEasy),
+    hard: gresoAdapt(p.hard, hard / groups.length, gresoDefaults.targetHard),
+  };
+}
+
 /**
  * Whether GRESO skips a prompt before rollout (`filter_examples_all_probabilistic`): first the
  * easy test with its own draw, then the hard test with another. A prompt never generated is
@@ -67,8 +93,7 @@ export function gresoSkips(h: PromptHistory | undefined, pEasy: number, pHard: n
 export const gresoPolicy: ReplayPolicy = {
   description: 'GRESO: skip prompts with easy/hard streaks with probability 1 − max(p^z, 0.01), p_easy/p_hard adapted online; refill the budget',
   create() {
-    let pEasy: number = gresoDefaults.start;
-    let pHard: number = gresoDefaults.start;
+    let p: GresoP = { easy: gresoDefaults.start, hard: gresoDefaults.start };
     let epoch = 0;
     const run = withHistory((ctx, h) => {
       epoch = ctx.epoch;
@@ -79,7 +104,7 @@ export const gresoPolicy: ReplayPolicy = {
       while (batch.length > 0 && used + n <= budget) {
         for (const c of batch) {
           if (used + n > budget) break;
-          if (gresoSkips(h.get(c.id), pEasy, pHard, seedrandom(`greso/${ctx.seed}/${ctx.step}/${c.id}`))) continue;
+          if (gresoSkips(h.get(c.id), p.easy, p.hard, seedrandom(`greso/${ctx.seed}/${ctx.step}/${c.id}`))) continue;
           ctx.generate(c, n);
           used += n;
         }
@@ -91,12 +116,7 @@ export const gresoPolicy: ReplayPolicy = {
       decide: (ctx) => run.decide(ctx),
       observe(step, groups) {
         run.observe(step, groups);
-        if (epoch === 0 || groups.length === 0) return;
-        const flat = groups.filter((g) => !hasVariance(g.rewards));
-        const easy = flat.filter((g) => g.rewards[0]! >= 0.5).length / groups.length;
-        const hard = flat.filter((g) => g.rewards[0]! < 0.5).length / groups.length;
-        pHard = gresoAdapt(pHard, hard, gresoDefaults.targetHard);
-        pEasy = gresoAdapt(pEasy, easy, gresoDefaults.targetEasy);
+        p = gresoUpdate(p, groups.map((g) => g.rewards), epoch);
       },
     };
   },
