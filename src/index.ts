@@ -26,7 +26,7 @@ export { conditionalValue, partialGroupOf, partialKey } from './value/conditiona
 export type { PartialGroup } from './value/conditional.js';
 export { PartitionedCurves } from './value/partitioned.js';
 export { greedySolve } from './solver/greedy.js';
-export { exactDp, milpSolve } from './solver/reference.js';
+export { exactDp, milpSolve, solvedOrThrow } from './solver/reference.js';
 export { createSolverRegistry } from './solver/registry.js';
 export { fixedTokensOf } from './solver/types.js';
 export type { Solver, SolverInput, SolverResult } from './solver/types.js';
