@@ -116,6 +116,9 @@ describe('replay engine', () => {
       // 8 rollouts are Bernoulli(0.5) draws, not the logged all-correct group again.
       expect(dapo!.steps[1]!.allCorrect).toBe(0);
       expect(dapo!.steps[0]!.allCorrect).toBe(1);
+      expect(dapo!.steps[0]!.modelled).toBe(0);
+      expect(dapo!.steps[1]!.modelled).toBe(40); // x, p2 and the refills p3..p5: each visit's logged 8 used at step 0
+      expect(uniform!.totals.modelled_share).toBe(0);
       // A policy that never pulls ahead sees the same either way.
       expect(uniform!.allocations).toEqual(['p0:8,p1:8', 'x:8,p2:8', 'p3:8,p4:8', 'x:8,p5:8']);
     });

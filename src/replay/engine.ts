@@ -107,7 +107,7 @@ export function runPolicies(env: Environment, options: EngineOptions): PolicyRes
         if (entry === undefined) {
           const source = sourceOf.get(c.id) ?? step;
           const random = seedrandom(`${options.seed}/${step}/${source}/${c.id}`);
-          entry = { group: { prompt_id: c.id, step, rewards: [], tokens: [] }, drawer: world.drawer(step, source, c.id, random), source };
+          entry = { group: { prompt_id: c.id, step, rewards: [], tokens: [], modelled: 0 }, drawer: world.drawer(step, source, c.id, random), source };
           groups.set(c.id, entry);
           if (!shared) consumed.add(`${source}\u0000${c.id}`);
         }
@@ -115,6 +115,7 @@ export function runPolicies(env: Environment, options: EngineOptions): PolicyRes
         for (let j = 0; j < n; j++) {
           const o = entry.drawer.next();
           g.rewards.push(o.reward);
+          if (o.modelled === true) (g as { modelled: number }).modelled++;
           if (o.tokens === null) (g as { tokens: number[] | null }).tokens = null;
           else g.tokens?.push(o.tokens);
         }

@@ -51,7 +51,7 @@ export function visitDrawer(visit: Visit, pooledRate: number, random: Random): G
         return { reward: r, tokens: null };
       }
       const r = random() < pooledRate ? 1 : 0;
-      return { reward: r, tokens: meanTokens(r === 1) };
+      return { reward: r, tokens: meanTokens(r === 1), modelled: true };
     },
   };
 }

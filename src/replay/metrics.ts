@@ -7,6 +7,8 @@ export interface StepMetrics {
   rollouts: number;
   /** Generated tokens; null when the source records no lengths. */
   tokens: number | null;
+  /** Generated rollouts whose outcomes came from a model, not a logged record. */
+  modelled: number;
   /** Groups that entered the update with reward variance. */
   informative: number;
   /** Rollouts in those groups. */
@@ -26,6 +28,8 @@ export interface Totals {
   groups: number;
   rollouts: number;
   tokens: number | null;
+  /** Share of generated rollouts whose outcomes came from a model (replay: past the logged group; simulation: 1). */
+  modelled_share: number;
   informative_groups: number;
   /** Σ rollouts in trained groups with variance / Σ rollouts generated (Knapsack RL's sample-weighted ratio). */
   effective_ratio: number;
@@ -84,7 +88,7 @@ export class MetricsRecorder {
     failed = false,
   ): StepMetrics {
     const m: StepMetrics = {
-      step, groups: 0, rollouts: 0, tokens: 0, informative: 0, effective: 0, allCorrect: 0, allWrong: 0,
+      step, groups: 0, rollouts: 0, tokens: 0, modelled: 0, informative: 0, effective: 0, allCorrect: 0, allWrong: 0,
       hardPositives: 0, withinBudget: true, failed, planMs,
     };
     for (const g of generated) {
@@ -92,6 +96,7 @@ export class MetricsRecorder {
       if (n === 0) continue;
       m.groups++;
       m.rollouts += n;
+      m.modelled += g.modelled ?? 0;
       this.sizes[n] = (this.sizes[n] ?? 0) + 1;
       if (g.tokens === null || m.tokens === null) m.tokens = null;
       else m.tokens += g.tokens.reduce((s, t) => s + t, 0);
@@ -139,6 +144,7 @@ export class MetricsRecorder {
       groups,
       rollouts,
       tokens,
+      modelled_share: rollouts > 0 ? sum((s) => s.modelled) / rollouts : 0,
       informative_groups: informative,
       effective_ratio: rollouts > 0 ? sum((s) => s.effective) / rollouts : 0,
       all_correct_ratio: groups > 0 ? sum((s) => s.allCorrect) / groups : 0,

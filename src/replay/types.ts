@@ -8,12 +8,18 @@ export interface GroupOutcome {
   readonly rewards: number[];
   /** Generated tokens per rollout; null when the source records no lengths. */
   readonly tokens: number[] | null;
+  /** How many of the rewards came from a model rather than a logged record (GroupDrawer). */
+  readonly modelled?: number;
 }
 
 /** A source of outcomes for one prompt at one step; draws continue without replacement. */
 export interface GroupDrawer {
-  /** The next rollout's reward and tokens (tokens null when unknown). */
-  next(): { reward: number; tokens: number | null };
+  /**
+   * The next rollout's reward and tokens (tokens null when unknown); `modelled` when the
+   * outcome comes from a model, not a logged record (replay past the logged group, and every
+   * simulated draw).
+   */
+  next(): { reward: number; tokens: number | null; modelled?: boolean };
 }
 
 /**

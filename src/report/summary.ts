@@ -19,6 +19,7 @@ const columns: Column[] = [
   { head: 'hard positives / 1k rollouts', get: (t) => t.hard_positives_per_1k_rollouts, digits: 1, ratio: true },
   { head: 'rollouts', get: (t) => t.rollouts, digits: 0, ratio: true },
   { head: 'tokens', get: (t) => t.tokens, digits: 0 },
+  { head: 'from model', get: (t) => t.modelled_share, digits: 3 },
   { head: 'informative / Mtok', get: (t) => t.informative_per_mtok, digits: 1, ratio: true },
   { head: 'hard positives / Mtok', get: (t) => t.hard_positives_per_mtok, digits: 1, ratio: true },
   { head: 'Brier', get: (t) => t.brier, digits: 4 },
