@@ -34,7 +34,7 @@ export { PartitionedCurves } from './value/partitioned.js';
 
 // Solvers: the greedy the planner uses, exact references, the registry.
 export { greedySolve } from './solver/greedy.js';
-export { exactDp, milpSolve } from './solver/reference.js';
+export { exactDp, milpSolve, solvedOrThrow } from './solver/reference.js';
 export { createSolverRegistry } from './solver/registry.js';
 export { fixedTokensOf } from './solver/types.js';
 export type { Solver, SolverInput, SolverResult } from './solver/types.js';
@@ -133,8 +133,8 @@ export type { Visit } from './replay/visits.js';
 export { loadLog, detectFormat, logFiles, logFormats } from './replay/log.js';
 export type { LoadOptions, LogFormat } from './replay/log.js';
 export { replayEnvironment, visitDrawer } from './replay/env.js';
-export { runPolicies } from './replay/engine.js';
-export type { EngineOptions, PolicyResult } from './replay/engine.js';
+export { epochsOf, replayStreams, runPolicies } from './replay/engine.js';
+export type { EngineOptions, PolicyResult, ReplayStream } from './replay/engine.js';
 export { MetricsRecorder, hasVariance, ranks, spearman } from './replay/metrics.js';
 export type { CalibrationBin, StepMetrics, Totals } from './replay/metrics.js';
 export { SpendRecorder } from './replay/spend.js';
@@ -142,7 +142,20 @@ export type { SpendBins } from './replay/spend.js';
 export { baselineNames, createReplayPolicyRegistry, defaultPolicyList } from './replay/policies.js';
 export { MemoryState, oraclePolicy, ourPolicy, planWithState } from './replay/ours.js';
 export type { OurDecision, ReplayPlanOptions } from './replay/ours.js';
-export { fixedN, tQuantile } from './replay/baselines.js';
+// the baselines' allocation rules, each as published (src/replay/baselines/)
+export { fixedN, uniformPolicy } from './replay/baselines/uniform.js';
+export { dapoKeeps, dapoMaxGenBatches, dapoPolicy } from './replay/baselines/dapo.js';
+export { gresoAdapt, gresoDefaults, gresoPolicy, gresoSkipProbability, gresoSkips, gresoUpdate } from './replay/baselines/greso.js';
+export type { GresoP } from './replay/baselines/greso.js';
+export { KnapsackRlRaise, knapsackRlAllocate } from './replay/baselines/knapsack-rl-allocate.js';
+export type { KnapsackRlOptions, KnapsackRlState } from './replay/baselines/knapsack-rl-allocate.js';
+export { knapsackRlPolicy, knapsackRlState } from './replay/baselines/knapsack-rl.js';
+export { moppsDefaults, moppsPolicy, moppsUpdate } from './replay/baselines/mopps.js';
+export type { MoppsPosterior } from './replay/baselines/mopps.js';
+export { xrpoDefaults, xrpoHalfWidth, xrpoPolicy, xrpoPriority } from './replay/baselines/xrpo.js';
+export { tQuantile } from './math/student.js';
+export { EASY_MEAN, HARD_MEAN, History } from './replay/history.js';
+export type { PromptHistory } from './replay/history.js';
 export type {
   Decision, Environment, GroupDrawer, GroupOutcome, PolicyConfig, PolicyRun, ReplayPolicy, StepContext, World,
 } from './replay/types.js';

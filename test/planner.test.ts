@@ -24,6 +24,8 @@ interface Golden {
   budget: { rollouts?: number; tokens?: number };
   options: { minN: number; maxN: number; skip?: boolean; value: string; saturation: number };
   expect: { rollouts?: number; tokensAtMost?: number; objectiveEqualsDp?: boolean; objectiveNearMilp?: boolean; skipped?: string[] };
+  /** Posteriors and per-rollout costs worked out by hand (see `derivation`), for the MILP check. */
+  reference?: { alpha: number[]; beta: number[]; tokensPerRollout: number[] };
 }
 
 describe('golden cases (validity oracle)', () => {
@@ -51,8 +53,21 @@ describe('golden cases (validity oracle)', () => {
       };
       if (data.expect.objectiveEqualsDp) expect(Math.abs(plan.totals.objective - exactDp(input).objective)).toBeLessThan(1e-9);
       if (data.expect.objectiveNearMilp) {
-        const m = milpSolve(input);
-        expect(plan.totals.objective).toBeGreaterThanOrEqual(m.objective * 0.9);
+        // The reference is independent of the plan: hand-computed posteriors and costs.
+        const ref = data.reference!;
+        const refCurves = new MonomialCurves(registries.values.get(data.options.value), { kind: 'beta', alpha: Float64Array.from(ref.alpha), beta: Float64Array.from(ref.beta) });
+        const refInput = { ...input, curves: refCurves, tokensPerRollout: Float64Array.from(ref.tokensPerRollout) };
+        data.candidates.forEach((c, i) => {
+          const a = byId(plan).get(c.id);
+          if (a !== undefined) expect(Math.abs(a.expected_tokens - a.n * ref.tokensPerRollout[i]!), `${c.id} expected tokens`).toBeLessThanOrEqual(0.5);
+        });
+        const spent = n.reduce((s, x, i) => s + x * ref.tokensPerRollout[i]!, 0);
+        expect(spent).toBeLessThanOrEqual(data.budget.tokens!);
+        const objective = n.reduce((s, x, i) => s + refCurves.value(i, x), 0);
+        const oneMove = Math.max(...n.map((x, i) => refCurves.value(i, x + 1) - refCurves.value(i, x)));
+        const m = milpSolve(refInput);
+        expect(m.status).toBe('optimal');
+        expect(objective, `plan ${JSON.stringify(n)}, MILP ${JSON.stringify([...m.n])}`).toBeGreaterThanOrEqual(m.objective - oneMove);
       }
       expect(plan.totals.upper_bound).toBeGreaterThanOrEqual(plan.totals.objective - 1e-12);
     });

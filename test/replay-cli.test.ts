@@ -1,13 +1,14 @@
-import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import { runCli } from '../src/cli/main.js';
 import type { CliIo } from '../src/cli/io.js';
 import { createProgress } from '../src/cli/progress.js';
 
-function capture(tty = false): CliIo & { out: string; err: string } {
+function capture(tty = false, progressAfterMs?: number): CliIo & { out: string; err: string } {
   const io = {
+    ...(progressAfterMs === undefined ? {} : { progressAfterMs }),
     out: '',
     err: '',
     stdout(text: string) {
@@ -24,7 +25,15 @@ function capture(tty = false): CliIo & { out: string; err: string } {
 
 const fixture = new URL('../fixtures/oneshot-rlvr-dsr-sub/visits.jsonl', import.meta.url).pathname;
 const scenario = new URL('../fixtures/scenarios/long-cot-competition.json', import.meta.url).pathname;
-const tmp = () => mkdtempSync(join(tmpdir(), 'rb-cli-'));
+const made: string[] = [];
+const tmp = () => {
+  const dir = mkdtempSync(join(tmpdir(), 'rb-cli-'));
+  made.push(dir);
+  return dir;
+};
+afterAll(() => {
+  for (const dir of made) rmSync(dir, { recursive: true, force: true });
+});
 
 /** metrics.json without the wall-clock planning times, which no seed fixes. */
 function numbers(dir: string): unknown {
@@ -79,10 +88,18 @@ describe('replay CLI', () => {
     expect(await runCli(['replay', '--log', fixture, '--steps', '9:3'], io3)).toBe(2);
   });
 
-  it('progress bar: quiet off a terminal, and with --quiet on one', async () => {
-    const io = capture(true);
-    expect(await runCli(['replay', '--log', fixture, '--steps', '0:5', '--policies', 'uniform', '--quiet'], io)).toBe(0);
-    expect(io.err).toBe('');
+  it('progress bar: --quiet silences it on a terminal where it would draw', async () => {
+    // The bar draws at once here (progressAfterMs 0), so a silent run is --quiet's doing.
+    const args = ['replay', '--log', fixture, '--steps', '0:5', '--policies', 'uniform'];
+    const drawn = capture(true, 0);
+    expect(await runCli(args, drawn)).toBe(0);
+    expect(drawn.err).toContain('replaying [');
+    const quiet = capture(true, 0);
+    expect(await runCli([...args, '--quiet'], quiet)).toBe(0);
+    expect(quiet.err).toBe('');
+    const pipe = capture(false, 0);
+    expect(await runCli(args, pipe)).toBe(0);
+    expect(pipe.err).toBe('');
   });
 
   it('progress bar: drawn on a terminal once the run is long enough, never off one', () => {

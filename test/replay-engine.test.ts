@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import {
-  LoggedRun, createReplayPolicyRegistry, parseVisits, replayEnvironment, runPolicies, spearman, type Visit,
+  LoggedRun, createReplayPolicyRegistry, epochsOf, parseVisits, replayEnvironment, runPolicies, spearman, type Environment, type Visit,
 } from '../src/index.js';
 
 const fixture = parseVisits(readFileSync(new URL('../fixtures/oneshot-rlvr-dsr-sub/visits.jsonl', import.meta.url), 'utf8'), 'visits.jsonl');
@@ -62,7 +62,8 @@ describe('replay engine', () => {
     let compared = 0;
     a.forEach((ra, k) => {
       const rb = b[k]!;
-      // Policies that draw from later batches (refills, pools) generate up to 10 batches ahead.
+      // Policies that draw from later batches (refills, pools) generate ahead: dapo up to 10
+      // batches, greso until its budget is filled (within 10 here), mopps one.
       const last = local.includes(ra.name) ? T : rounds.includes(ra.name) ? T - 1 : T - 11;
       for (let s = 0; s <= last; s++) {
         expect(rb.allocations[s], `${ra.name} at step ${s}`).toBe(ra.allocations[s]);
@@ -79,6 +80,47 @@ describe('replay engine', () => {
     a1.forEach((ra, k) => {
       for (let s = 0; s <= T; s++) expect(b1[k]!.allocations[s], `${ra.name} (1 round) at step ${s}`).toBe(ra.allocations[s]);
       expect(b1[k]!.allocations.slice(T + 1).join('|'), ra.name).not.toBe(ra.allocations.slice(T + 1).join('|'));
+    });
+  });
+
+  it('the data loader\'s epoch counts up at the first batch that repeats a prompt of the current epoch', () => {
+    const batches = [['a', 'b'], ['c', 'd'], ['a', 'c'], ['b', 'd'], ['a', 'b']];
+    const env = { batch: (s: number) => batches[s]!.map((id) => ({ id })) } as unknown as Environment;
+    expect([...epochsOf(env, [0, 1, 2, 3, 4]).values()]).toEqual([0, 0, 1, 1, 2]);
+  });
+
+  describe('data stream: consumed (default) or shared', () => {
+    // Every group all wrong but x's at step 1 (8/8), so dapo refills until the stream ends.
+    // x is logged again at step 3 (0/8): its visit at step 1 pools to (8 + 0)/16 = 0.5.
+    const visits: Visit[] = [
+      { step: 0, prompt_id: 'p0', n: 8, correct: 0 }, { step: 0, prompt_id: 'p1', n: 8, correct: 0 },
+      { step: 1, prompt_id: 'x', n: 8, correct: 8 }, { step: 1, prompt_id: 'p2', n: 8, correct: 0 },
+      { step: 2, prompt_id: 'p3', n: 8, correct: 0 }, { step: 2, prompt_id: 'p4', n: 8, correct: 0 },
+      { step: 3, prompt_id: 'x', n: 8, correct: 0 }, { step: 3, prompt_id: 'p5', n: 8, correct: 0 },
+    ];
+    const run = (stream: 'consumed' | 'shared') =>
+      runPolicies(replayEnvironment(new LoggedRun(visits)), { policies: ['dapo', 'uniform'], registry: createReplayPolicyRegistry(), minN: 2, maxN: 8, seed: 1, stream });
+
+    it('consumed: prompts a refill generated are gone from their own batch later', () => {
+      const [dapo, uniform] = run('consumed');
+      // Step 0 refilled through step 3's batch but x's visit there; step 2 pulls that one ahead.
+      expect(dapo!.allocations).toEqual(['p0:8,p1:8,x:8,p2:8,p3:8,p4:8,p5:8', '', 'x:8', '']);
+      expect(uniform!.allocations).toEqual(['p0:8,p1:8', 'x:8,p2:8', 'p3:8,p4:8', 'x:8,p5:8']);
+    });
+
+    it('shared: every step offers its whole batch, and a logged visit is drawn only once (then from its pooled rate)', () => {
+      const [dapo, uniform] = run('shared');
+      expect(dapo!.allocations[0]).toBe('p0:8,p1:8,x:8,p2:8,p3:8,p4:8,p5:8');
+      expect(dapo!.allocations[1]!.startsWith('x:8,p2:8')).toBe(true);
+      // Step 1's x continues the draw its step-0 refill began: the logged 8/8 is used up, so its
+      // 8 rollouts are Bernoulli(0.5) draws, not the logged all-correct group again.
+      expect(dapo!.steps[1]!.allCorrect).toBe(0);
+      expect(dapo!.steps[0]!.allCorrect).toBe(1);
+      expect(dapo!.steps[0]!.modelled).toBe(0);
+      expect(dapo!.steps[1]!.modelled).toBe(40); // x, p2 and the refills p3..p5: each visit's logged 8 used at step 0
+      expect(uniform!.totals.modelled_share).toBe(0);
+      // A policy that never pulls ahead sees the same either way.
+      expect(uniform!.allocations).toEqual(['p0:8,p1:8', 'x:8,p2:8', 'p3:8,p4:8', 'x:8,p5:8']);
     });
   });
 

@@ -98,18 +98,31 @@ describe('HTTP service on SQLite', () => {
     expect((await call(port, 'GET', '/v1/prompts/big')).json.seen).toBe(false);
   });
 
-  it('serves Prometheus metrics that count what happened', async () => {
-    const m = await call(port, 'GET', '/metrics');
-    expect(m.status).toBe(200);
-    const value = (name: string) => Number(new RegExp(`^${name} (\\S+)$`, 'm').exec(m.text)?.[1]);
-    expect(value('rollout_budget_plans_total')).toBe(1);
-    expect(value('rollout_budget_plan_seconds_count')).toBe(1);
-    expect(value('rollout_budget_observations_applied_total')).toBe(11);
-    expect(value('rollout_budget_prompts_tracked')).toBe(4);
-    expect(m.text).toMatch(/^rollout_budget_errors_total\{status="413",code="BAD_INPUT"\} 1$/m);
-    expect(m.text).toMatch(/^rollout_budget_plan_seconds_bucket\{le="\+Inf"\} 1$/m);
-    expect(m.text).toMatch(/^# TYPE rollout_budget_plan_seconds histogram$/m);
-    expect((await call(port, 'GET', '/healthz')).json).toEqual({ status: 'ok', store: 'sqlite', prompts: 4 });
+  it('serves Prometheus metrics that count what happened (on its own service: no other test\'s requests count)', async () => {
+    const own = new Service(new AsyncAllocator(asyncStoreOf(new SqliteStore(join(dir, 'metrics.db')))));
+    const server = await startHttpService(own, { host: '127.0.0.1', port: 0, bodyLimit: 4096 });
+    try {
+      const at = server.port;
+      expect((await call(at, 'POST', '/v1/observe', results)).status).toBe(200); // 8 rollouts, 2 prompts
+      expect((await call(at, 'POST', '/v1/observe', [{ prompt_id: 'x', step: 1, reward: 1, rollout_id: 'x1' }])).status).toBe(200);
+      expect((await call(at, 'POST', '/v1/plan', { candidates, budget: { rollouts: 24 } })).status).toBe(200);
+      const big = Array.from({ length: 200 }, (_, i) => ({ prompt_id: 'big', step: 3, reward: 1, rollout_id: `big-${i}` }));
+      expect((await call(at, 'POST', '/v1/observe', big)).status).toBe(413);
+      const m = await call(at, 'GET', '/metrics');
+      expect(m.status).toBe(200);
+      const value = (name: string) => Number(new RegExp(`^${name} (\\S+)$`, 'm').exec(m.text)?.[1]);
+      expect(value('rollout_budget_plans_total')).toBe(1);
+      expect(value('rollout_budget_plan_seconds_count')).toBe(1);
+      expect(value('rollout_budget_observations_applied_total')).toBe(9);
+      expect(value('rollout_budget_prompts_tracked')).toBe(3);
+      expect(m.text).toMatch(/^rollout_budget_errors_total\{status="413",code="BAD_INPUT"\} 1$/m);
+      expect(m.text).toMatch(/^rollout_budget_plan_seconds_bucket\{le="\+Inf"\} 1$/m);
+      expect(m.text).toMatch(/^# TYPE rollout_budget_plan_seconds histogram$/m);
+      expect((await call(at, 'GET', '/healthz')).json).toEqual({ status: 'ok', store: 'sqlite', prompts: 3 });
+    } finally {
+      await server.close();
+      await own.allocator.close();
+    }
   });
 });
 

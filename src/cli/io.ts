@@ -9,6 +9,8 @@ export interface CliIo {
   readStdin(): Promise<string>;
   /** True when stderr is a terminal (progress bars). */
   readonly stderrIsTty: boolean;
+  /** How long a run lasts before its progress bar draws, in ms (default 2000; tests set 0). */
+  readonly progressAfterMs?: number;
 }
 
 export const processIo: CliIo = {

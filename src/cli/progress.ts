@@ -2,9 +2,10 @@ import type { CliIo } from './io.js';
 
 /**
  * A progress bar on stderr, drawn only when stderr is a terminal, not --quiet, and the run has
- * lasted more than `after` ms (short runs stay silent). Redrawn at most every 100 ms.
+ * lasted more than `after` ms (io.progressAfterMs, else 2 s: short runs stay silent). Redrawn
+ * at most every 100 ms.
  */
-export function createProgress(io: CliIo, quiet: boolean, label: string, after = 2000, now: () => number = Date.now) {
+export function createProgress(io: CliIo, quiet: boolean, label: string, after = io.progressAfterMs ?? 2000, now: () => number = Date.now) {
   const enabled = io.stderrIsTty && !quiet;
   const start = now();
   let last = 0;

@@ -2,7 +2,7 @@ import { Command, InvalidArgumentError, Option } from 'commander';
 import { badOption } from '../errors.js';
 import { readText } from '../io/jsonl.js';
 import { defaultPlanOptions } from '../plan/options.js';
-import { runPolicies } from '../replay/engine.js';
+import { replayStreams, runPolicies, type ReplayStream } from '../replay/engine.js';
 import { replayEnvironment } from '../replay/env.js';
 import { loadLog, logFormats, type LogFormat } from '../replay/log.js';
 import { baselineNames, createReplayPolicyRegistry, defaultPolicyList } from '../replay/policies.js';
@@ -44,16 +44,16 @@ function selectSteps(all: readonly number[], steps: number | [number, number] | 
   return out;
 }
 
-const ourRoundsHelp = 'our strategies plan and generate each step in this many rounds (later rounds top up groups by what they showed)';
+const ourRoundsHelp = 'our policies plan and generate each step in this many rounds (later rounds top up groups by what they showed)';
 
-/** `--skip` / `--no-skip` of replay and simulate: whether our strategies may give a prompt 0 rollouts. */
+/** `--skip` / `--no-skip` of replay and simulate: whether our policies may give a prompt 0 rollouts. */
 function ourSkipFlags(cmd: Command): Command {
   return cmd
-    .option('--skip', 'our strategies may give a prompt 0 rollouts (default: on under a token budget, off otherwise)')
-    .option('--no-skip', 'our strategies give every prompt at least --min-n, also under a token budget');
+    .option('--skip', 'our policies may give a prompt 0 rollouts (default: on under a token budget, off otherwise)')
+    .option('--no-skip', 'our policies give every prompt at least --min-n, also under a token budget');
 }
 
-/** Options for our planner's strategies (EngineOptions.plan). */
+/** Options for our planner's policies (EngineOptions.plan). */
 function ourPlanOptions(opts: { rounds: number; skip?: boolean }): Record<string, unknown> {
   return { rounds: opts.rounds, ...(opts.skip === undefined ? {} : { skip: opts.skip }) };
 }
@@ -68,7 +68,7 @@ function policyList(value: string): string[] {
 export const replayNotes = [
   'Each policy plans a step only from the groups it generated itself at earlier steps; its groups are then scored against the step\'s logged outcomes.',
   'Up to the logged group size, outcomes are drawn without replacement from the logged group (exact). Beyond it they are Bernoulli draws at the prompt\'s pass rate pooled over the visit and its neighbouring visits (one before, one after): a model, not a record.',
-  '"Hard" prompts have that pooled pass rate ≤ 0.2. Policies that refill or select from a pool (dapo, greso, mopps) consume later batches\' prompts, which are then missing from those batches for them.',
+  '"Hard" prompts have that pooled pass rate ≤ 0.2. Policies that refill or select from a pool (dapo, greso, mopps) consume later batches\' prompts, which are then missing from those batches for them (--stream consumed, the default); with --stream shared every policy gets every step\'s whole batch.',
 ];
 
 function resolvePolicies(names: readonly string[]): void {
@@ -80,10 +80,10 @@ function resolvePolicies(names: readonly string[]): void {
 export function registerReplayCommands(program: Command, io: CliIo): void {
   const replay = program
     .command('replay')
-    .description('score allocation strategies side by side on a logged run')
+    .description('score allocation policies side by side on a logged run')
     .requiredOption('--log <path>', 'the logged run: a JSONL file, or a folder of verl rollout dumps')
     .addOption(new Option('--format <name>', 'log format').choices(['auto', ...logFormats]).default('auto'))
-    .addOption(new Option('--policies <list>', 'comma-separated strategies: the baselines and our posterior policies').default(defaultPolicyList(), defaultPolicyList().join(',')).argParser(policyList));
+    .addOption(new Option('--policies <list>', 'comma-separated policies: the baselines, and ours by posterior policy (bayes, thompson, mean)').default(defaultPolicyList(), defaultPolicyList().join(',')).argParser(policyList));
   budgetFlags(replay, { rollouts: 'rollouts per step (default: the step\'s logged rollouts)', tokens: 'generated tokens per step (default: none)' }, 1);
   boundFlags(replay);
   replay
@@ -92,6 +92,7 @@ export function registerReplayCommands(program: Command, io: CliIo): void {
   seedFlag(replay, 'run seed (outcome draws, Thompson draws)');
   replay.addOption(new Option('--seeds <a..b>', 'run every seed a..b (inclusive) and report the spread; instead of --seed').argParser(seedRange));
   roundsFlag(replay, ourRoundsHelp);
+  replay.addOption(new Option('--stream <mode>', 'consumed: prompts a policy pulls from later batches are gone from them for it; shared: every policy gets every step\'s whole batch').choices(replayStreams).default('consumed'));
   ourSkipFlags(replay)
     .option('--out <dir>', 'write metrics.json, summary.md and report.html here')
     .option('--quiet', 'no progress bar', false)
@@ -108,13 +109,13 @@ export function registerReplayCommands(program: Command, io: CliIo): void {
       const budget = budgetFrom(opts);
       const runs = runSeeds(io, opts.quiet, 'replaying', seeds, (seed, onProgress) => runPolicies(replayEnvironment(run), {
         policies: opts.policies, registry: createReplayPolicyRegistry(), minN: opts.minN, maxN: opts.maxN, seed,
-        budget, steps, plan: ourPlanOptions(opts), onProgress,
+        budget, steps, plan: ourPlanOptions(opts), stream: opts.stream as ReplayStream, onProgress,
       }));
       emitReport(io, opts.out, {
         kind: 'replay',
         title: `Replay of ${opts.log}`,
         source: opts.log,
-        options: { format, seed: seeds[0], ...(seeds.length > 1 ? { seeds } : {}), min_n: opts.minN, max_n: opts.maxN, budget_rollouts: opts.budgetRollouts ?? 'logged rollouts of each step', budget_tokens: opts.budgetTokens ?? null, steps: [steps[0], steps.at(-1)], policies: opts.policies, default_policy: defaultPlanOptions.policy, default_value: defaultPlanOptions.value, rounds: opts.rounds, skip: opts.skip ?? 'under a token budget' },
+        options: { format, seed: seeds[0], ...(seeds.length > 1 ? { seeds } : {}), min_n: opts.minN, max_n: opts.maxN, budget_rollouts: opts.budgetRollouts ?? 'logged rollouts of each step', budget_tokens: opts.budgetTokens ?? null, steps: [steps[0], steps.at(-1)], policies: opts.policies, default_policy: defaultPlanOptions.policy, default_value: defaultPlanOptions.value, rounds: opts.rounds, skip: opts.skip ?? 'under a token budget', stream: opts.stream },
         notes: replayNotes,
         results: runs[0]!.results,
         ...(runs.length > 1 ? { seeds: runs } : {}),
@@ -127,14 +128,15 @@ export function registerReplayCommands(program: Command, io: CliIo): void {
 
   const simulate = program
     .command('simulate')
-    .description('score allocation strategies in a closed-loop simulated pool (truth known: oracle included)')
+    .description('score allocation policies in a closed-loop simulated pool (truth known: oracle included)')
     .requiredOption('--scenario <file>', 'scenario JSON (see fixtures/scenarios/)')
-    .addOption(new Option('--policies <list>', 'comma-separated strategies: the baselines, our posterior policies, oracle').default([...defaultPolicyList(), 'oracle'], [...defaultPolicyList(), 'oracle'].join(',')).argParser(policyList));
+    .addOption(new Option('--policies <list>', 'comma-separated policies: the baselines, ours by posterior policy (bayes, thompson, mean), oracle').default([...defaultPolicyList(), 'oracle'], [...defaultPolicyList(), 'oracle'].join(',')).argParser(policyList));
   stepsFlag(simulate, 'steps to simulate (default: the scenario\'s)');
   seedFlag(simulate, 'run seed (outcome draws; default: the scenario\'s)', false);
   simulate.addOption(new Option('--seeds <a..b>', 'run every seed a..b (inclusive) and report the spread; instead of --seed').argParser(seedRange));
   boundFlags(simulate);
   roundsFlag(simulate, ourRoundsHelp);
+  simulate.addOption(new Option('--stream <mode>', 'consumed: prompts a policy pulls from later batches are gone from them for it; shared: every policy gets every step\'s whole batch').choices(replayStreams).default('consumed'));
   ourSkipFlags(simulate)
     .option('--out <dir>', 'write metrics.json, summary.md and report.html here')
     .option('--quiet', 'no progress bar', false)
@@ -145,13 +147,13 @@ export function registerReplayCommands(program: Command, io: CliIo): void {
       const scenario = opts.steps === undefined ? parsed : { ...parsed, steps: opts.steps };
       const seeds = seedsOf(cmd, opts, scenario.seed);
       const runs = runSeeds(io, opts.quiet, 'simulating', seeds, (seed, onProgress) => runPolicies(simulatedEnvironment(scenario), {
-        policies: opts.policies, registry: createReplayPolicyRegistry(), minN: opts.minN, maxN: opts.maxN, seed, plan: ourPlanOptions(opts), onProgress,
+        policies: opts.policies, registry: createReplayPolicyRegistry(), minN: opts.minN, maxN: opts.maxN, seed, plan: ourPlanOptions(opts), stream: opts.stream as ReplayStream, onProgress,
       }));
       emitReport(io, opts.out, {
         kind: 'simulate',
         title: `Simulation: ${scenario.name}`,
         source: opts.scenario,
-        options: { scenario, seed: seeds[0], ...(seeds.length > 1 ? { seeds } : {}), min_n: opts.minN, max_n: opts.maxN, rounds: opts.rounds, skip: opts.skip ?? 'under a token budget', policies: opts.policies, baselines: baselineNames },
+        options: { scenario, seed: seeds[0], ...(seeds.length > 1 ? { seeds } : {}), min_n: opts.minN, max_n: opts.maxN, rounds: opts.rounds, skip: opts.skip ?? 'under a token budget', stream: opts.stream, policies: opts.policies, baselines: baselineNames },
         notes: [
           scenario.description,
           'A closed-loop model (src/simulate/world.ts), not data: difficulty, drift and lengths follow the measured figures in CALIBRATION.md; each policy trains its own copy of the pool.',

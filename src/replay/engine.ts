@@ -7,6 +7,36 @@ import { MetricsRecorder, type CalibrationBin, type StepMetrics, type Totals } f
 import type { SpendBins } from './spend.js';
 import type { Environment, GroupDrawer, GroupOutcome, ReplayPolicy, StepContext } from './types.js';
 
+/**
+ * How the data stream is shared between policies. `consumed` (default): a prompt a policy
+ * pulls from a later batch (refills, pools) and generates is missing from that batch for it
+ * later, as in a real data loader, so such policies see fewer prompts in later steps.
+ * `shared`: every policy is offered every step's whole batch, and pulling from later batches
+ * consumes nothing: the same stream of prompts for every policy to spend its budget on.
+ */
+export const replayStreams = ['consumed', 'shared'] as const;
+export type ReplayStream = (typeof replayStreams)[number];
+
+/**
+ * The data loader's epoch at each step: it counts up at the first step whose batch holds a
+ * prompt already offered in the current epoch. O(Σ batch sizes).
+ */
+export function epochsOf(env: Environment, steps: readonly number[]): Map<number, number> {
+  const out = new Map<number, number>();
+  let epoch = 0;
+  let seen = new Set<string>();
+  for (const step of steps) {
+    const ids = env.batch(step).map((c) => c.id);
+    if (ids.some((id) => seen.has(id))) {
+      epoch++;
+      seen = new Set();
+    }
+    for (const id of ids) seen.add(id);
+    out.set(step, epoch);
+  }
+  return out;
+}
+
 export interface EngineOptions {
   readonly policies: readonly string[];
   readonly registry: Registry<ReplayPolicy>;
@@ -19,6 +49,8 @@ export interface EngineOptions {
   readonly steps?: readonly number[];
   /** Options passed to our planner for the wrapped policies. */
   readonly plan?: Record<string, unknown>;
+  /** The data stream (default `consumed`). */
+  readonly stream?: ReplayStream;
   /** Called after every policy-step with (done, total). */
   readonly onProgress?: (done: number, total: number) => void;
 }
@@ -52,6 +84,8 @@ export function runPolicies(env: Environment, options: EngineOptions): PolicyRes
       throw badOption(`policy "${name}" needs the true pass rates, which only a simulation knows; leave it out of replay`);
     }
   }
+  const shared = (options.stream ?? 'consumed') === 'shared';
+  const epochs = epochsOf(env, steps);
   const total = steps.length * options.policies.length;
   let done = 0;
   return options.policies.map((name) => {
@@ -61,7 +95,7 @@ export function runPolicies(env: Environment, options: EngineOptions): PolicyRes
     const recorder = new MetricsRecorder();
     const allocations: string[] = [];
     const consumed = new Set<string>();
-    const open = (s: number) => env.batch(s).filter((c) => !consumed.has(`${s}\u0000${c.id}`));
+    const open = (s: number) => (shared ? env.batch(s) : env.batch(s).filter((c) => !consumed.has(`${s}\u0000${c.id}`)));
     steps.forEach((step, index) => {
       const candidates = open(step);
       const base = env.defaultBudget(step);
@@ -76,14 +110,15 @@ export function runPolicies(env: Environment, options: EngineOptions): PolicyRes
         if (entry === undefined) {
           const source = sourceOf.get(c.id) ?? step;
           const random = seedrandom(`${options.seed}/${step}/${source}/${c.id}`);
-          entry = { group: { prompt_id: c.id, step, rewards: [], tokens: [] }, drawer: world.drawer(step, source, c.id, random), source };
+          entry = { group: { prompt_id: c.id, step, rewards: [], tokens: [], modelled: 0 }, drawer: world.drawer(step, source, c.id, random), source };
           groups.set(c.id, entry);
-          consumed.add(`${source}\u0000${c.id}`);
+          if (!shared) consumed.add(`${source}\u0000${c.id}`);
         }
         const g = entry.group;
         for (let j = 0; j < n; j++) {
           const o = entry.drawer.next();
           g.rewards.push(o.reward);
+          if (o.modelled === true) (g as { modelled: number }).modelled++;
           if (o.tokens === null) (g as { tokens: number[] | null }).tokens = null;
           else g.tokens?.push(o.tokens);
         }
@@ -91,7 +126,7 @@ export function runPolicies(env: Environment, options: EngineOptions): PolicyRes
       };
       const truth = world.truth?.(candidates.map((c) => c.id));
       const ctx: StepContext = {
-        step, candidates, batchSize: env.batch(step).length, budget, minN: options.minN, maxN: options.maxN, seed: options.seed,
+        step, candidates, batchSize: env.batch(step).length, budget, minN: options.minN, maxN: options.maxN, seed: options.seed, epoch: epochs.get(step) ?? 0,
         ...(policy.needsTruth === true && truth !== undefined ? { truth } : {}),
         generate,
         nextBatch: () => {
@@ -116,7 +151,7 @@ export function runPolicies(env: Environment, options: EngineOptions): PolicyRes
       const generated = [...groups.values()].map((e) => e.group).filter((g) => g.rewards.length > 0);
       const trained = decision.trained ?? generated;
       const passRate = (g: GroupOutcome) => world.passRate(groups.get(g.prompt_id)!.source, g.prompt_id);
-      recorder.record(step, generated, trained, passRate, decision.predicted, budget, planMs);
+      recorder.record(step, generated, trained, passRate, decision.predicted, budget, planMs, decision.failed !== undefined);
       allocations.push(generated.map((g) => `${g.prompt_id}:${g.rewards.length}`).join(','));
       run.observe(step, generated);
       world.train(step, trained);

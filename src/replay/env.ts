@@ -51,12 +51,17 @@ export function visitDrawer(visit: Visit, pooledRate: number, random: Random): G
         return { reward: r, tokens: null };
       }
       const r = random() < pooledRate ? 1 : 0;
-      return { reward: r, tokens: meanTokens(r === 1) };
+      return { reward: r, tokens: meanTokens(r === 1), modelled: true };
     },
   };
 }
 
-/** A logged run as an environment: stateless, so every policy shares one world. */
+/**
+ * A logged run as an environment. Each policy's world (fork) draws a logged visit's outcomes
+ * at most once: a visit generated again at a later step (a prompt pulled ahead by a refill or
+ * pool and then offered in its own batch, with `--stream shared`) continues the same draw,
+ * so past the logged group it gets pooled-rate draws instead of reusing logged outcomes.
+ */
 export function replayEnvironment(run: LoggedRun, promptTokens?: ReadonlyMap<string, number>): Environment {
   const visitAt = (step: number, id: string): Visit => {
     const v = run.at(step).find((x) => x.prompt_id === id);
@@ -73,19 +78,26 @@ export function replayEnvironment(run: LoggedRun, promptTokens?: ReadonlyMap<str
       }),
     );
   }
-  const world: World = {
-    drawer: (_step, source, id, random) => {
-      const v = visitAt(source, id);
-      return visitDrawer(v, run.pooledRate(v), random);
-    },
-    passRate: (source, id) => run.pooledRate(visitAt(source, id)),
-    train: () => undefined,
-  };
   return {
     kind: 'replay',
     steps: run.steps,
     batch: (step) => batches.get(step) ?? [],
     defaultBudget: (step): Budget => ({ rollouts: run.at(step).reduce((s, v) => s + v.n, 0) }),
-    fork: () => world,
+    fork(): World {
+      const drawn = new Map<string, GroupDrawer>();
+      return {
+        drawer: (_step, source, id, random) => {
+          const key = `${source}\u0000${id}`;
+          let d = drawn.get(key);
+          if (d === undefined) {
+            const v = visitAt(source, id);
+            drawn.set(key, (d = visitDrawer(v, run.pooledRate(v), random)));
+          }
+          return d;
+        },
+        passRate: (source, id) => run.pooledRate(visitAt(source, id)),
+        train: () => undefined,
+      };
+    },
   };
 }

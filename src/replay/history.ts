@@ -7,10 +7,17 @@ export interface PromptHistory {
   /** The most recent rewards across groups, newest last, at most `keep`. */
   recent: number[];
   rollouts: number;
-  /** Consecutive latest groups that were all correct / all wrong (GRESO's streaks). */
+  /**
+   * Consecutive latest groups with mean reward ≥ 0.98 / ≤ 0.11: GRESO's easy and hard streaks
+   * (presampling_selector.py: with 8 rollouts, all correct / all wrong).
+   */
   easyStreak: number;
   hardStreak: number;
 }
+
+/** GRESO's thresholds on a group's mean reward: easy at ≥ 0.98, hard at ≤ 0.11. */
+export const EASY_MEAN = 0.98;
+export const HARD_MEAN = 0.11;
 
 /** Per-prompt history of a policy's own groups, plus its mean tokens per rollout. O(1) a rollout. */
 export class History {
@@ -38,10 +45,9 @@ export class History {
       h.recent.push(...g.rewards);
       if (h.recent.length > this.keep) h.recent.splice(0, h.recent.length - this.keep);
       h.rollouts += g.rewards.length;
-      const allRight = g.rewards.every((r) => r === g.rewards[0]) && g.rewards[0]! >= 0.5;
-      const allWrong = g.rewards.every((r) => r === g.rewards[0]) && g.rewards[0]! < 0.5;
-      h.easyStreak = allRight ? h.easyStreak + 1 : 0;
-      h.hardStreak = allWrong ? h.hardStreak + 1 : 0;
+      const groupMean = mean(g.rewards);
+      h.easyStreak = groupMean >= EASY_MEAN ? h.easyStreak + 1 : 0;
+      h.hardStreak = groupMean <= HARD_MEAN ? h.hardStreak + 1 : 0;
       if (g.tokens !== null) {
         for (const t of g.tokens) this.tokenSum += t;
         this.tokenCount += g.tokens.length;

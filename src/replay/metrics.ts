@@ -8,6 +8,8 @@ export interface StepMetrics {
   rollouts: number;
   /** Generated tokens; null when the source records no lengths. */
   tokens: number | null;
+  /** Generated rollouts whose outcomes came from a model, not a logged record. */
+  modelled: number;
   /** Groups that entered the update with reward variance. */
   informative: number;
   /** Rollouts in those groups. */
@@ -17,6 +19,8 @@ export interface StepMetrics {
   /** Groups of hard prompts (pass rate ≤ 0.2) with at least one success. */
   hardPositives: number;
   withinBudget: boolean;
+  /** The published method stopped with an error at this step (Decision.failed). */
+  failed: boolean;
   planMs: number;
   /** The step's budgets (null: none set), so the report can draw budget use per step. */
   budgetRollouts: number | null;
@@ -28,19 +32,28 @@ export interface Totals {
   groups: number;
   rollouts: number;
   tokens: number | null;
+  /** Share of generated rollouts whose outcomes came from a model (replay: past the logged group; simulation: 1). */
+  modelled_share: number;
   informative_groups: number;
   /** Σ rollouts in trained groups with variance / Σ rollouts generated (Knapsack RL's sample-weighted ratio). */
   effective_ratio: number;
   all_correct_ratio: number;
   all_wrong_ratio: number;
   hard_positives: number;
+  /** Per 1,000 generated rollouts: informative groups and hard positives (equal-spend figures). */
+  informative_per_1k_rollouts: number | null;
+  hard_positives_per_1k_rollouts: number | null;
+  /** Per million generated tokens; null when the source records no lengths. */
   informative_per_mtok: number | null;
+  hard_positives_per_mtok: number | null;
   /** Mean (predicted − realised group pass rate)²; null for policies without a predictor. */
   brier: number | null;
   spearman: number | null;
   predictions: number;
   /** Share of steps whose rollouts (and tokens, when known) stayed within the budget. */
   budget_compliance: number;
+  /** Steps where the published method would have stopped with an error (dapo, knapsack-rl). */
+  failed_steps: number;
   plan_ms_per_step: number;
 }
 
@@ -78,16 +91,18 @@ export class MetricsRecorder {
     predicted: ReadonlyMap<string, number> | undefined,
     budget: { rollouts?: number; tokens?: number },
     planMs: number,
+    failed = false,
   ): StepMetrics {
     const m: StepMetrics = {
-      step, groups: 0, rollouts: 0, tokens: 0, informative: 0, effective: 0, allCorrect: 0, allWrong: 0,
-      hardPositives: 0, withinBudget: true, planMs, budgetRollouts: budget.rollouts ?? null, budgetTokens: budget.tokens ?? null,
+      step, groups: 0, rollouts: 0, tokens: 0, modelled: 0, informative: 0, effective: 0, allCorrect: 0, allWrong: 0,
+      hardPositives: 0, withinBudget: true, failed, planMs, budgetRollouts: budget.rollouts ?? null, budgetTokens: budget.tokens ?? null,
     };
     for (const g of generated) {
       const n = g.rewards.length;
       if (n === 0) continue;
       m.groups++;
       m.rollouts += n;
+      m.modelled += g.modelled ?? 0;
       this.sizes[n] = (this.sizes[n] ?? 0) + 1;
       if (g.tokens === null || m.tokens === null) m.tokens = null;
       else m.tokens += g.tokens.reduce((s, t) => s + t, 0);
@@ -123,6 +138,9 @@ export class MetricsRecorder {
     const rollouts = sum((s) => s.rollouts);
     const tokens = this.steps.some((s) => s.tokens === null) ? null : sum((s) => s.tokens ?? 0);
     const informative = sum((s) => s.informative);
+    const hard = sum((s) => s.hardPositives);
+    const perRollouts = (x: number) => (rollouts > 0 ? (x * 1000) / rollouts : null);
+    const perTokens = (x: number) => (tokens === null || tokens === 0 ? null : (x * 1e6) / tokens);
     let brier: number | null = null;
     if (this.pred.length > 0) {
       let b = 0;
@@ -134,16 +152,21 @@ export class MetricsRecorder {
       groups,
       rollouts,
       tokens,
+      modelled_share: rollouts > 0 ? sum((s) => s.modelled) / rollouts : 0,
       informative_groups: informative,
       effective_ratio: rollouts > 0 ? sum((s) => s.effective) / rollouts : 0,
       all_correct_ratio: groups > 0 ? sum((s) => s.allCorrect) / groups : 0,
       all_wrong_ratio: groups > 0 ? sum((s) => s.allWrong) / groups : 0,
-      hard_positives: sum((s) => s.hardPositives),
-      informative_per_mtok: tokens === null || tokens === 0 ? null : (informative * 1e6) / tokens,
+      hard_positives: hard,
+      informative_per_1k_rollouts: perRollouts(informative),
+      hard_positives_per_1k_rollouts: perRollouts(hard),
+      informative_per_mtok: perTokens(informative),
+      hard_positives_per_mtok: perTokens(hard),
       brier,
       spearman: this.pred.length > 1 ? spearman(this.pred, this.real) : null,
       predictions: this.pred.length,
       budget_compliance: this.steps.length > 0 ? sum((s) => (s.withinBudget ? 1 : 0)) / this.steps.length : 1,
+      failed_steps: sum((s) => (s.failed ? 1 : 0)),
       plan_ms_per_step: this.steps.length > 0 ? sum((s) => s.planMs) / this.steps.length : 0,
     };
   }

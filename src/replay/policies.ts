@@ -1,7 +1,12 @@
 import { defaultPlanOptions } from '../plan/options.js';
 import { createPosteriorPolicyRegistry } from '../plan/policies.js';
 import { createRegistry, type Registry } from '../registry.js';
-import { dapoPolicy, gresoPolicy, knapsackRlPolicy, moppsPolicy, uniformPolicy, xrpoPolicy } from './baselines.js';
+import { dapoPolicy } from './baselines/dapo.js';
+import { gresoPolicy } from './baselines/greso.js';
+import { knapsackRlPolicy } from './baselines/knapsack-rl.js';
+import { moppsPolicy } from './baselines/mopps.js';
+import { uniformPolicy } from './baselines/uniform.js';
+import { xrpoPolicy } from './baselines/xrpo.js';
 import { oraclePolicy, ourPolicy } from './ours.js';
 import type { ReplayPolicy } from './types.js';
 

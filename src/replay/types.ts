@@ -8,12 +8,18 @@ export interface GroupOutcome {
   readonly rewards: number[];
   /** Generated tokens per rollout; null when the source records no lengths. */
   readonly tokens: number[] | null;
+  /** How many of the rewards came from a model rather than a logged record (GroupDrawer). */
+  readonly modelled?: number;
 }
 
 /** A source of outcomes for one prompt at one step; draws continue without replacement. */
 export interface GroupDrawer {
-  /** The next rollout's reward and tokens (tokens null when unknown). */
-  next(): { reward: number; tokens: number | null };
+  /**
+   * The next rollout's reward and tokens (tokens null when unknown); `modelled` when the
+   * outcome comes from a model, not a logged record (replay past the logged group, and every
+   * simulated draw).
+   */
+  next(): { reward: number; tokens: number | null; modelled?: boolean };
 }
 
 /**
@@ -51,6 +57,11 @@ export interface StepContext {
   readonly minN: number;
   readonly maxN: number;
   readonly seed: number;
+  /**
+   * The data loader's epoch at this step: 0 until a step's batch holds a prompt that an
+   * earlier batch of the same epoch held (then it counts up). The same for every policy.
+   */
+  readonly epoch: number;
   /** True pass rates of the candidates (oracle only; undefined in replay). */
   readonly truth?: Float64Array;
   /**
@@ -60,8 +71,9 @@ export interface StepContext {
   generate(candidate: Candidate, n: number): GroupOutcome;
   /**
    * The data loader's next batch (policies that refill or select from a pool: dapo, greso,
-   * mopps); [] when none. Prompts a policy generates from it are consumed: they are missing
-   * from that later step's batch for this policy, as in a real data stream.
+   * mopps); [] when none. With the `consumed` stream (default), prompts a policy generates from
+   * it are missing from that later step's batch for this policy, as in a real data stream;
+   * with the `shared` stream every step's batch stays whole for every policy.
    */
   nextBatch(): readonly Candidate[];
 }
@@ -76,6 +88,11 @@ export interface Decision {
   readonly n?: Int32Array;
   readonly predicted?: ReadonlyMap<string, number>;
   readonly trained?: readonly GroupOutcome[];
+  /**
+   * Set when the published method stops with an error at this step (dapo: verl raises at
+   * max_num_gen_batches; knapsack-rl: its budget assertion): why. The step counts as failed.
+   */
+  readonly failed?: string;
 }
 
 /** One policy's run through the steps: it learns only through observe(), after each step. */

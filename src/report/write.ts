@@ -44,9 +44,9 @@ function policiesJson(results: readonly PolicyResult[]): unknown[] {
     group_sizes: r.groupSizes,
     spend: r.spend,
     steps: r.steps.map((s) => ({
-      step: s.step, groups: s.groups, rollouts: s.rollouts, tokens: s.tokens, informative: s.informative,
+      step: s.step, groups: s.groups, rollouts: s.rollouts, tokens: s.tokens, modelled: s.modelled, informative: s.informative,
       effective: s.effective, all_correct: s.allCorrect, all_wrong: s.allWrong, hard_positives: s.hardPositives,
-      within_budget: s.withinBudget, plan_ms: Number(s.planMs.toFixed(3)), budget_rollouts: s.budgetRollouts, budget_tokens: s.budgetTokens,
+      within_budget: s.withinBudget, failed: s.failed, plan_ms: Number(s.planMs.toFixed(3)), budget_rollouts: s.budgetRollouts, budget_tokens: s.budgetTokens,
     })),
   }));
 }

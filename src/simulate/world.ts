@@ -94,7 +94,7 @@ export function simulatedEnvironment(s: Scenario): Environment {
                 tokens = cap;
                 correct = 0;
               }
-              return { reward: correct, tokens: Math.max(1, Math.round(tokens)) };
+              return { reward: correct, tokens: Math.max(1, Math.round(tokens)), modelled: true };
             },
           };
         },

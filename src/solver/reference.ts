@@ -1,4 +1,5 @@
 import lpSolver from 'javascript-lp-solver';
+import { badOption } from '../errors.js';
 import { optionsOf, startNeeds } from './bounds.js';
 import { fixedTokensOf, type SolverInput, type SolverResult } from './types.js';
 
@@ -16,7 +17,8 @@ function infeasible(size: number, input: SolverInput): SolverResult {
  * costs). best[i][b] = max_n best[i−1][b − n] + v_i(n), the best value using exactly b
  * rollouts; the answer is the best b ≤ B (a multiple of `multipleOf` when given).
  * O(N · B · (max_n − min_n + 1)) time, O(N · B) memory for the traceback. Returns `truncated`
- * when N·B exceeds `limit` cells.
+ * (every n = 0) when N·B exceeds `limit` cells: a caller must check the status (see
+ * `solvedOrThrow`).
  */
 export function exactDp(input: SolverInput, limit = 5e7): SolverResult {
   const size = input.curves.size;
@@ -58,6 +60,17 @@ export function exactDp(input: SolverInput, limit = 5e7): SolverResult {
   let tokens = 0;
   for (let i = 0; i < size; i++) tokens += n[i]! * input.tokensPerRollout[i]! + (n[i]! > 0 ? fixedTokensOf(input, i) : 0);
   return { status: 'optimal', n, objective: prev[bestB]!, upperBound: prev[bestB]!, usedRollouts: bestB, usedTokens: tokens, surplusRollouts: 0 };
+}
+
+/**
+ * A reference solver's result when it solved the instance; an error naming the solver when it
+ * gave up (`truncated`: every n = 0, which must never be used as an allocation). The solver
+ * registry wraps `dp` and `milp` with it.
+ */
+export function solvedOrThrow(name: string, input: SolverInput, result: SolverResult): SolverResult {
+  if (result.status !== 'truncated') return result;
+  const cells = input.curves.size * (Number.isFinite(input.rollouts) ? Math.floor(input.rollouts) + 1 : Infinity);
+  throw badOption(`solver "${name}" gave up on this instance (${input.curves.size} prompts, ${cells} DP cells or its time limit) and returned no allocation; use solver "greedy"`);
 }
 
 /**

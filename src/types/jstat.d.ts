@@ -8,6 +8,10 @@ declare module 'jstat' {
       cdf(x: number, a: number, b: number): number;
       mean(a: number, b: number): number;
     };
+    studentt: {
+      inv(p: number, dof: number): number;
+      cdf(x: number, dof: number): number;
+    };
   };
   const jstat: { jStat: typeof jStat };
   export default jstat;
