@@ -7,6 +7,7 @@ import type { PromptState, StateSnapshot } from '../posterior/state.js';
 import type { Registry } from '../registry.js';
 import type { Solver } from '../solver/types.js';
 import type { ValueFunction } from '../value/functions.js';
+import { planLimits } from './limits.js';
 import { resolvePlanOptions, validateBudget, type PlanOptionsInput } from './options.js';
 import { buildPartialCurves, partialBounds, readPartials } from './partial.js';
 import type { Policy } from './policies.js';
@@ -116,20 +117,23 @@ export function planStep(
   }
   if (missingPromptTokens > 0) warnings.push(`${missingPromptTokens} prompts have no prompt_tokens: their prefill counts as 0`);
 
+  const limits = planLimits(size, budget, options.minN, options.maxN, tokensPerRollout, fixedTokens); // plan/limits.ts
+  warnings.push(...limits.warnings);
+
   const policyInput = { candidates, alpha, beta, snapshot, value, surplusValue, seed: options.seed, step };
   const built = partials === undefined ? policy.build(policyInput) : buildPartialCurves(policy, policyInput, partials.groups);
   const result = solver({
-    ...(partials === undefined ? {} : partialBounds(partials.groups, options.minN, options.maxN)),
+    ...(partials === undefined ? {} : partialBounds(partials.groups, options.minN, limits.maxN)),
     curves: built.curves,
     ...(built.surplus === undefined ? {} : { surplus: built.surplus }),
     tokensPerRollout,
     ...(fixedTokens === undefined ? {} : { fixedTokens }),
     tieBreak,
     minN: options.minN,
-    maxN: options.maxN,
+    maxN: limits.maxN,
     skip: options.skip,
-    rollouts: budget.rollouts ?? Infinity,
-    tokens: budget.tokens ?? Infinity,
+    rollouts: limits.rollouts,
+    tokens: limits.tokens,
     saturation: options.saturation,
   });
   if (result.status === 'budget-infeasible') {
@@ -154,7 +158,7 @@ export function planStep(
   }
   const leftR = budget.rollouts === undefined ? 0 : budget.rollouts - result.usedRollouts;
   if (leftR > 0 && budget.tokens === undefined) {
-    warnings.push(`${leftR} rollouts of the budget left unspent: every prompt is at max_n ${options.maxN} or has no value left`);
+    warnings.push(`${leftR} rollouts of the budget left unspent: every prompt is at max_n ${limits.maxN} or has no value left`);
   }
   const ub = result.upperBound;
   return columnarPlan({
