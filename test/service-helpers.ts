@@ -68,9 +68,20 @@ export async function stopService(child: Child): Promise<{ code: number | null; 
   return child.exited;
 }
 
-export async function call(port: number, method: string, path: string, body?: unknown): Promise<{ status: number; json: any; text: string }> {
+/**
+ * One HTTP request as a client library sends it: a body goes with `Content-Type:
+ * application/json` unless `headers` says otherwise.
+ */
+export async function call(
+  port: number,
+  method: string,
+  path: string,
+  body?: unknown,
+  headers: Record<string, string> = {},
+): Promise<{ status: number; json: any; text: string; headers: Headers }> {
   const res = await fetch(`http://127.0.0.1:${port}${path}`, {
     method,
+    headers: { ...(body === undefined ? {} : { 'content-type': 'application/json' }), ...headers },
     ...(body === undefined ? {} : { body: typeof body === 'string' || body instanceof Uint8Array ? body : JSON.stringify(body) }),
   });
   const text = await res.text();
@@ -80,7 +91,7 @@ export async function call(port: number, method: string, path: string, body?: un
   } catch {
     json = undefined;
   }
-  return { status: res.status, json, text };
+  return { status: res.status, json, text, headers: res.headers };
 }
 
 /** p-th percentile (0..100) of values, nearest rank. */
