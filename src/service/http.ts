@@ -119,6 +119,19 @@ export async function startHttpService(service: Service, options: HttpOptions): 
       if (!res.headersSent) send(res, service.fail(error));
     });
   });
+  // A request Node's parser cannot read (not HTTP, headers too large, too slow): a JSON error too.
+  server.on('clientError', (error: NodeJS.ErrnoException, socket) => {
+    // (as Node's own handler does: a socket whose response has begun gets no second one)
+    const answering = (socket as { _httpMessage?: { headersSent?: boolean } })._httpMessage?.headersSent === true;
+    if (error.code === 'ECONNRESET' || !socket.writable || answering) {
+      socket.destroy();
+      return;
+    }
+    const status = error.code === 'HPE_HEADER_OVERFLOW' ? 431 : error.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? 408 : 400;
+    const reason = status === 431 ? 'Request Header Fields Too Large' : status === 408 ? 'Request Timeout' : 'Bad Request';
+    const r = service.refuse('', status, status === 400 ? 'BAD_REQUEST' : status === 431 ? 'HEADERS_TOO_LARGE' : 'REQUEST_TIMEOUT', `not a readable HTTP/1.1 request (${error.code ?? error.message})`);
+    socket.end(`HTTP/1.1 ${status} ${reason}\r\ncontent-type: ${r.contentType}\r\ncontent-length: ${Buffer.byteLength(r.body)}\r\nconnection: close\r\n\r\n${r.body}`);
+  });
   server.keepAliveTimeout = 5_000;
   server.requestTimeout = 60_000;
   await new Promise<void>((resolve, reject) => {
