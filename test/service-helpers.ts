@@ -66,9 +66,15 @@ export async function startService(args: readonly string[], timeoutMs = 15_000, 
   return { proc, port, stderr: () => err, exited };
 }
 
-export async function stopService(child: Child): Promise<{ code: number | null; signal: NodeJS.Signals | null }> {
+/** SIGTERM, then SIGKILL if the service has not stopped within `graceMs` (no process outlives a failed test). */
+export async function stopService(child: Child, graceMs = 30_000): Promise<{ code: number | null; signal: NodeJS.Signals | null }> {
   if (child.proc.exitCode === null && child.proc.signalCode === null) child.proc.kill('SIGTERM');
-  return child.exited;
+  const timer = setTimeout(() => child.proc.kill('SIGKILL'), graceMs);
+  try {
+    return await child.exited;
+  } finally {
+    clearTimeout(timer);
+  }
 }
 
 /**
@@ -84,6 +90,7 @@ export async function call(
 ): Promise<{ status: number; json: any; text: string; headers: Headers }> {
   const res = await fetch(`http://127.0.0.1:${port}${path}`, {
     method,
+    signal: AbortSignal.timeout(30_000), // a frozen service fails the test, it does not hang it
     headers: { ...(body === undefined ? {} : { 'content-type': 'application/json' }), ...headers },
     ...(body === undefined ? {} : { body: typeof body === 'string' || body instanceof Uint8Array ? body : JSON.stringify(body) }),
   });

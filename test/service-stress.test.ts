@@ -114,7 +114,12 @@ describe.each(backends)('stress on %s', (backend, location) => {
         statuses.set(`${name}: ${got}`, (statuses.get(`${name}: ${got}`) ?? 0) + 1);
       }
     });
-    await Promise.all([...good, ...faulty]);
+    try {
+      await Promise.all([...good, ...faulty]);
+    } catch (error) {
+      await stopService(child, 1_000);
+      throw error;
+    }
 
     const health = await call(child.port, 'GET', '/healthz');
     expect(health.status).toBe(200);
