@@ -7,8 +7,11 @@ import { badInput } from '../errors.js';
  */
 const strict = new TextDecoder('utf-8', { fatal: true });
 
-/** Decodes UTF-8 bytes, or throws BAD_INPUT naming `name:line`, the column and the bad byte. O(n). */
-export function decodeUtf8(bytes: Uint8Array, name: string): string {
+/**
+ * Decodes UTF-8 bytes, or throws BAD_INPUT naming `name:line`, the column and the bad byte
+ * (`name` alone when `lines` is false: the bytes are one line already). O(n).
+ */
+export function decodeUtf8(bytes: Uint8Array, name: string, lines = true): string {
   try {
     return strict.decode(bytes);
   } catch {
@@ -22,7 +25,7 @@ export function decodeUtf8(bytes: Uint8Array, name: string): string {
       }
     }
     const hex = `0x${bytes[at]!.toString(16).padStart(2, '0').toUpperCase()}`;
-    throw badInput(`${name}:${line}`, `not valid UTF-8 text: byte ${at - lineStart + 1} of the line (${hex}) starts no well-formed character; save it as UTF-8`);
+    throw badInput(lines ? `${name}:${line}` : name, `not valid UTF-8 text: byte ${at - lineStart + 1} of the line (${hex}) starts no well-formed character; save it as UTF-8`);
   }
 }
 
