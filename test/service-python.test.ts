@@ -1,22 +1,32 @@
 import { spawnSync } from 'node:child_process';
-import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { CLI, ROOT } from './service-helpers.js';
 
-describe('Python client (clients/python) against a real service', () => {
-  it('passes its unittest suite with python3', () => {
-    const run = spawnSync('python3', ['-m', 'unittest', '-v', 'test_rollout_budget_client'], {
-      cwd: join(ROOT, 'clients', 'python'),
-      env: { ...process.env, RB_NODE: process.execPath, RB_CLI: CLI, PYTHONDONTWRITEBYTECODE: '1' },
+// The Python package python/ (rollout_budget, standard library only): its whole unittest suite
+// under `python3`, against the real CLI and service. The tests that run verl's and slime's own
+// code need torch and skip here; test/executor-python.test.ts runs them under /usr/bin/python3.
+describe('Python package (python/) with the standard-library python3', () => {
+  it('passes `python3 -m unittest discover -s python`', () => {
+    const run = spawnSync('python3', ['-m', 'unittest', 'discover', '-s', 'python', '-v'], {
+      cwd: ROOT,
+      env: { ...process.env, RB_NODE: process.execPath, RB_CLI: CLI, PYTHONDONTWRITEBYTECODE: '1', CI: '' },
       encoding: 'utf8',
-      timeout: 90_000,
+      timeout: 240_000,
     });
     const out = `${run.stdout}${run.stderr}`;
     console.log(out.split('\n').filter((l) => /^(Ran|OK|FAILED)/.test(l)).join('\n'));
     expect(run.error, out).toBeUndefined();
     expect(run.status, out).toBe(0);
     const ran = Number(/^Ran (\d+) tests?/m.exec(out)?.[1]);
-    expect(ran).toBeGreaterThanOrEqual(6);
-    expect(out).toMatch(/^OK$/m);
-  }, 100_000);
+    expect(ran).toBeGreaterThanOrEqual(35);
+    expect(out).toMatch(/^OK/m);
+    // The client, CLI wrapper, helpers and install tests ran (not skipped) here.
+    // Besides the torch-only modules, only the tests of options other issues add to the service
+    // may skip, with their reason: rounds_left (issue 9) and --token (issue 12).
+    const skipped = out.split('\n').filter((l) => /\.\.\. skipped/.test(l) && !/tests\.test_(verl|slime)/.test(l));
+    for (const line of skipped) expect(line).toMatch(/test_rounds_left_on_the_service .*does not take rounds_left yet \(issue 9\)|test_the_service_accepts_the_token_and_refuses_without_it .*no --token yet \(issue 12\)/);
+    for (const name of ['test_http_plan_with_multiple_of', 'test_rows_follow_the_cli_export_group_ids_and_seeds', 'test_pip_installs_offline_into_a_target_and_the_package_imports_from_there', 'test_never_npx_a_clear_error_when_nothing_is_configured', 'test_two_rounds_share_the_budget_top_up_groups_and_observe_once']) {
+      expect(out).toMatch(new RegExp(`^${name} .* \\.\\.\\. ok$`, 'm'));
+    }
+  }, 260_000);
 });

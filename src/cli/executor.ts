@@ -125,6 +125,7 @@ export function registerExecutorCommands(program: Command, io: CliIo): void {
     .option('--policy <name>', 'bayes, thompson, mean', defaultPlanOptions.policy)
     .option('--value <name>', 'balanced, knapsack, informative, variance, hit', defaultPlanOptions.value)
     .addOption(new Option('--rounds <int>', 'plan and generate each step in this many rounds; later rounds top up groups by what they showed').default(defaultRounds).argParser(intArg(1)))
+    .addOption(new Option('--multiple-of <int>', 'each round\'s total rollouts a multiple of this (rollout workers)').argParser(intArg(1)))
     .addOption(new Option('--seed <int>', 'run seed').default(0).argParser(intArg(0)));
   loop.action(async (opts) => {
     const input = await readInput(io, opts.prompts);
@@ -140,7 +141,7 @@ export function registerExecutorCommands(program: Command, io: CliIo): void {
         allocator,
         candidates,
         budget,
-        { minN: opts.minN, maxN: opts.maxN, skip: opts.skip, policy: opts.policy, value: opts.value, seed: opts.seed },
+        { minN: opts.minN, maxN: opts.maxN, skip: opts.skip, policy: opts.policy, value: opts.value, seed: opts.seed, ...(opts.multipleOf === undefined ? {} : { multipleOf: opts.multipleOf }) },
         toExecuteOptions(io, opts, partials),
         opts.steps,
         (row) => {

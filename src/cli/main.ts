@@ -48,6 +48,7 @@ export function buildProgram(io: CliIo): Command {
     .addOption(new Option('--seed <int>', 'run seed').default(0).argParser(intArg(0)))
     .addOption(new Option('--step <int>', 'step to plan (default: last observed + 1)').argParser(intArg(0)))
     .addOption(new Option('--prefill-weight <w>', 'tokens charged per prompt token once per group').default(0).argParser(numberArg(0, 1e6)))
+    .addOption(new Option('--multiple-of <int>', 'total rollouts a multiple of this (rollout workers, data-parallel ranks)').argParser(intArg(1)))
     .option('--out <path|->', 'where to write the plan', '-')
     .addOption(new Option('--format <format>', 'plan output format').choices(PLAN_FORMATS).default('json'))
     .option('--model <name>', 'model name for --format vllm-batch request bodies');
@@ -72,6 +73,7 @@ export function buildProgram(io: CliIo): Command {
           prefillWeight: opts.prefillWeight,
           decay: decayFrom(opts),
           ...(opts.step === undefined ? {} : { step: opts.step }),
+          ...(opts.multipleOf === undefined ? {} : { multipleOf: opts.multipleOf }),
         },
       );
       const byId = new Map(candidates.map((c) => [c.id, c]));

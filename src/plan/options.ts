@@ -72,11 +72,13 @@ export function resolvePlanOptions(input: PlanOptionsInput = {}): PlanOptions {
       defaultTokens: input.length?.defaultTokens ?? d.length.defaultTokens,
     },
     ...(input.step === undefined ? {} : { step: input.step }),
+    ...(input.multipleOf === undefined ? {} : { multipleOf: input.multipleOf }),
   };
   requireInt('min_n', options.minN, 1);
   requireInt('max_n', options.maxN, options.minN);
   requireInt('seed', options.seed, 0);
   if (options.step !== undefined) requireInt('step', options.step, 0);
+  if (options.multipleOf !== undefined) requireInt('multiple_of', options.multipleOf, 1);
   requireRange('prefill_weight', options.prefillWeight, 0, Infinity);
   requireRange('saturation', options.saturation, 0, 1);
   requireRange('interval', options.interval, 0, 1, true);

@@ -135,15 +135,22 @@ export function planStep(
     rollouts: limits.rollouts,
     tokens: limits.tokens,
     saturation: options.saturation,
+    ...(options.multipleOf === undefined ? {} : { multipleOf: options.multipleOf }),
   });
   if (result.status === 'budget-infeasible') {
     const need = result.needed!;
+    const k = options.multipleOf ?? 1;
     throw new RolloutBudgetError(
       'BUDGET_INFEASIBLE',
       `budget infeasible: ${size} prompts × min_n ${options.minN} need ${need.rollouts} rollouts` +
+        `${k > 1 ? ` (a multiple of multiple_of ${k})` : ''}` +
         ` and ~${Math.ceil(need.tokens)} tokens; budget is ${budget.rollouts ?? 'unbounded'} rollouts,` +
         ` ${budget.tokens ?? 'unbounded'} tokens. Raise the budget, lower --min-n, or pass --skip`,
     );
+  }
+  const multiple = options.multipleOf ?? 1;
+  if (multiple > 1 && budget.rollouts !== undefined && budget.rollouts % multiple !== 0) {
+    warnings.push(`budget_rollouts ${budget.rollouts} is not a multiple of multiple_of ${multiple}: at most ${multiple * Math.floor(budget.rollouts / multiple)} are planned`);
   }
 
   const columns = resultColumns(candidates, result.n, alpha, beta, tokensPerRollout, options.interval);
@@ -156,9 +163,10 @@ export function planStep(
     expected += n * tokensPerRollout[i]! + (fixedTokens === undefined ? 0 : fixedTokens[i]!);
     values[j] = curves.cursorOf(i) === n ? curves.current(i) : curves.value(i, n);
   }
-  const leftR = budget.rollouts === undefined ? 0 : budget.rollouts - result.usedRollouts;
+  const leftR = budget.rollouts === undefined ? 0 : multiple * Math.floor(budget.rollouts / multiple) - result.usedRollouts;
   if (leftR > 0 && budget.tokens === undefined) {
-    warnings.push(`${leftR} rollouts of the budget left unspent: every prompt is at max_n ${limits.maxN} or has no value left`);
+    warnings.push(`${leftR} rollouts of the budget left unspent: every prompt is at max_n ${limits.maxN} or has no value left` +
+      (multiple > 1 ? `, or the next multiple of multiple_of ${multiple} does not fit` : ''));
   }
   const ub = result.upperBound;
   return columnarPlan({

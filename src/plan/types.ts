@@ -33,6 +33,11 @@ export interface PlanOptions {
   readonly seed: number;
   /** Defaults to the snapshot's last step + 1 (0 for an empty state). */
   readonly step?: number;
+  /**
+   * Σ n_i (the rollouts this plan adds) must be a multiple of this: the rollout workers or
+   * data-parallel ranks a trainer splits the step over. Absent: no constraint.
+   */
+  readonly multipleOf?: number;
   /** Tokens charged per prompt token once per included group. */
   readonly prefillWeight: number;
   /** Value used to spend budget once the main value saturates. */

@@ -73,7 +73,7 @@ export function promptIdOf(encoded: string): string {
   return id;
 }
 
-const OPTION_KEYS = ['min_n', 'max_n', 'skip', 'policy', 'value', 'seed', 'step', 'prefill_weight', 'decay', 'reobserve_discount'] as const;
+const OPTION_KEYS = ['min_n', 'max_n', 'skip', 'policy', 'value', 'seed', 'step', 'prefill_weight', 'decay', 'reobserve_discount', 'multiple_of'] as const;
 const DECAY_KEYS = ['decay', 'reobserve_discount'] as const;
 
 /** Options object → PlanOptionsInput; ranges are checked later by resolvePlanOptions. */
@@ -96,6 +96,7 @@ export function optionsOf(v: unknown, where = 'body.options', allowed: readonly 
   if (o.value !== undefined) out.value = str(at('value'), o.value);
   if (o.seed !== undefined) out.seed = int(at('seed'), o.seed, 0);
   if (o.step !== undefined) out.step = int(at('step'), o.step, 0);
+  if (o.multiple_of !== undefined) out.multipleOf = int(at('multiple_of'), o.multiple_of, 1);
   if (o.prefill_weight !== undefined) out.prefillWeight = num(at('prefill_weight'), o.prefill_weight);
   const decay: { forgetPerStep?: number; reobserveDiscount?: number } = {};
   if (o.decay !== undefined) decay.forgetPerStep = num(at('decay'), o.decay);

@@ -1,8 +1,7 @@
 import { startNeeds } from './bounds.js';
 import { Filler, SLACK } from './fill.js';
+import { solveMultipleOf } from './multiple.js';
 import type { SolverInput, SolverResult } from './types.js';
-
-
 
 /**
  * Greedy on marginal value per unit cost over each prompt's concave hull of options.
@@ -24,11 +23,19 @@ import type { SolverInput, SolverResult } from './types.js';
  * at the first dropped move or stop + residual capacity × that move's ratio); with two it is
  * the smaller of the two single-budget LP bounds (valid, looser when both bind).
  *
+ * With `multipleOf` k > 1, Σ n_i is a multiple of k: solver/multiple.ts solves under
+ * k·⌊B_r/k⌋ rollouts and repairs the remainder up or down, whichever keeps more value.
+ *
  * Complexity: O((N + B) log N) time, B = rollouts placed; large instances take most moves in
  * linear precommit passes (fill.ts), so the heap orders only the last few percent. Memory:
  * 24 bytes a prompt (n, pending gain, heap; 36 with skip), beside the curves.
  */
 export function greedySolve(input: SolverInput): SolverResult {
+  if ((input.multipleOf ?? 1) > 1) return solveMultipleOf(input, greedyOnce);
+  return greedyOnce(input);
+}
+
+function greedyOnce(input: SolverInput): SolverResult {
   const size = input.curves.size;
   const need = startNeeds(input);
   if (need.rollouts > input.rollouts || need.tokens > input.tokens * (1 + SLACK)) {

@@ -3,16 +3,20 @@ import { optionsOf, startNeeds } from './bounds.js';
 import { fixedTokensOf, type SolverInput, type SolverResult } from './types.js';
 
 function infeasible(size: number, input: SolverInput): SolverResult {
+  const need = startNeeds(input);
+  const k = input.multipleOf ?? 1;
   return {
     status: 'budget-infeasible', n: new Int32Array(size), objective: 0, upperBound: 0,
-    usedRollouts: 0, usedTokens: 0, needed: startNeeds(input), surplusRollouts: 0,
+    usedRollouts: 0, usedTokens: 0, needed: { rollouts: k * Math.ceil(need.rollouts / k), tokens: need.tokens }, surplusRollouts: 0,
   };
 }
 
 /**
  * Exact dynamic program over the rollout budget (token budget ignored: a reference for unit
- * costs). best[i][b] = max_n best[i−1][b − n] + v_i(n). O(N · B · (max_n − min_n + 1)) time,
- * O(N · B) memory for the traceback. Returns `truncated` when N·B exceeds `limit` cells.
+ * costs). best[i][b] = max_n best[i−1][b − n] + v_i(n), the best value using exactly b
+ * rollouts; the answer is the best b ≤ B (a multiple of `multipleOf` when given).
+ * O(N · B · (max_n − min_n + 1)) time, O(N · B) memory for the traceback. Returns `truncated`
+ * when N·B exceeds `limit` cells.
  */
 export function exactDp(input: SolverInput, limit = 5e7): SolverResult {
   const size = input.curves.size;
@@ -20,7 +24,8 @@ export function exactDp(input: SolverInput, limit = 5e7): SolverResult {
   if (!Number.isFinite(input.rollouts) || size * (budget + 1) > limit) {
     return { status: 'truncated', n: new Int32Array(size), objective: 0, upperBound: 0, usedRollouts: 0, usedTokens: 0, surplusRollouts: 0 };
   }
-  if (startNeeds(input).rollouts > budget) return infeasible(size, input);
+  const k = input.multipleOf ?? 1;
+  if (startNeeds(input).rollouts > k * Math.floor(budget / k)) return infeasible(size, input);
   let prev = new Float64Array(budget + 1).fill(-Infinity);
   prev[0] = 0;
   const choice = new Int32Array(size * (budget + 1));
@@ -41,8 +46,9 @@ export function exactDp(input: SolverInput, limit = 5e7): SolverResult {
     }
     prev = next;
   }
-  let bestB = 0;
-  for (let b = 0; b <= budget; b++) if (prev[b]! > prev[bestB]!) bestB = b;
+  let bestB = -1;
+  for (let b = 0; b <= budget; b += k) if (bestB < 0 || prev[b]! > prev[bestB]!) bestB = b;
+  if (prev[bestB]! === -Infinity) return infeasible(size, input);
   const n = new Int32Array(size);
   let b = bestB;
   for (let i = size - 1; i >= 0; i--) {
@@ -56,7 +62,7 @@ export function exactDp(input: SolverInput, limit = 5e7): SolverResult {
 
 /**
  * Exact MILP with javascript-lp-solver: one binary per (prompt, option), one option per
- * prompt, both budgets as rows. Practical up to a few hundred prompts with small max_n.
+ * prompt, both budgets as rows; with `multipleOf` k, Σ n − k·q = 0 for an integer q ≥ 0. Practical up to a few hundred prompts with small max_n.
  * With `timeoutMs` the branch and bound stops there and the status is `truncated` (n then
  * holds the best integer solution found, possibly none).
  */
@@ -79,6 +85,13 @@ export function milpSolve(input: SolverInput, timeoutMs?: number): SolverResult 
       };
       ints[name] = 1;
     }
+  }
+  const k = input.multipleOf ?? 1;
+  if (k > 1) {
+    constraints.multiple = { equal: 0 };
+    for (const vars of Object.values(variables)) vars.multiple = vars.rollouts!;
+    variables.q = { value: 0, rollouts: 0, tokens: 0, multiple: -k };
+    ints.q = 1;
   }
   const model = { optimize: 'value', opType: 'max', constraints, variables, ints, ...(timeoutMs === undefined ? {} : { timeout: timeoutMs }) };
   const started = Date.now();

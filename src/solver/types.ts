@@ -30,6 +30,12 @@ export interface SolverInput {
   /** Σ (n_i·c_i + f_i·[n_i > 0]) ≤ tokens; Infinity when unbounded. */
   readonly tokens: number;
   /**
+   * Σ n_i must be a multiple of this (an integer ≥ 1; absent or 1: no constraint): the number
+   * of rollout workers or the data-parallel size a trainer splits the step over
+   * (solver/multiple.ts).
+   */
+  readonly multipleOf?: number;
+  /**
    * Large instances first take every move above an estimated ratio threshold in one pass
    * (the same moves the heap would pop first); false forces the heap alone. Default true.
    */
@@ -50,8 +56,10 @@ export function fixedTokensOf(input: SolverInput, i: number): number {
  * A solver's answer. Per status:
  * - `optimal`: n holds the allocation; objective = Σ v_i(n_i) on the primary curves;
  *   upperBound ≥ the best integer objective (an LP relaxation bound).
- * - `budget-infeasible`: even every prompt at its lower bound overspends; n is all zeros,
- *   objective and upperBound are 0, and `needed` holds what the lower bounds would use.
+ * - `budget-infeasible`: even every prompt at its lower bound overspends (with `multipleOf`:
+ *   or no allocation whose Σ n_i is a multiple of it fits); n is all zeros, objective and
+ *   upperBound are 0, and `needed` holds what the lower bounds would use (their rollouts
+ *   rounded up to the multiple).
  * - `truncated`: a reference solver gave up (instance too large); n is all zeros.
  */
 export interface SolverResult {

@@ -1,4 +1,4 @@
-"""Client for the rollout-budget allocator service (standard library only, Python 3.8+).
+"""Client of the rollout-budget allocator service (standard library only, Python 3.8+).
 
 Two transports with the same methods:
 
@@ -6,32 +6,39 @@ Two transports with the same methods:
 * ``StdioClient(state="state.db")`` starts ``rollout-budget serve --stdio`` as a child process
   and talks NDJSON over its stdin/stdout (for a Ray actor that owns the allocator).
 
-A verl-style trainer adds, per step::
+Per training step::
 
-    plan = client.plan(prompts, budget_rollouts=len(prompts) * 8)   # before generation
-    n = {a["prompt_id"]: a["n"] for a in plan["allocations"]}         # rollouts per prompt
-    client.observe(results)                                           # after rewards
+    plan = client.plan(prompts, budget_rollouts=len(prompts) * 8, multiple_of=8)
+    rows = rollout_budget.expand_plan(plan, prompts)      # one row per rollout
+    ...generate rows, grade them...
+    client.observe(rollout_budget.results_rows(rows, rewards, tokens))
 
-``prompts`` are dicts ``{"id": ..., "max_tokens"?: ..., "prompt_tokens"?: ..., "group"?: ...}``;
-``results`` are dicts ``{"prompt_id", "reward", "step"?, "tokens"?, "rollout_id"?, ...}`` or
-groups ``{"prompt_id", "rewards": [...], "tokens"?: [...]}``, as in the CLI's JSONL files.
-Errors raise :class:`RolloutBudgetError` with the service's code, field and value.
+``prompts`` are dicts ``{"id", "max_tokens"?, "prompt_tokens"?, "group"?, "partial_rewards"?}``
+with a stable id (`stable_prompt_id`); results as the CLI's results JSONL. Errors raise
+:class:`RolloutBudgetError` with the service's status, code, field and value. With a token
+(`token=`, else $ROLLOUT_BUDGET_TOKEN) every HTTP request carries ``Authorization: Bearer``.
 """
+
+from __future__ import annotations
 
 import http.client
 import json
+import os
 import subprocess
 import threading
 import urllib.parse
 
-__all__ = ["RolloutBudgetError", "HttpClient", "StdioClient", "connect"]
+from .command import cli_command
 
-_OPTION_NAMES = ("min_n", "max_n", "skip", "policy", "value", "seed", "step", "prefill_weight", "decay",
-                 "reobserve_discount")
+__all__ = ["RolloutBudgetError", "HttpClient", "StdioClient", "connect", "PLAN_OPTIONS"]
+
+#: Plan options the service takes (body.options), as keyword arguments of ``plan``.
+PLAN_OPTIONS = ("min_n", "max_n", "skip", "policy", "value", "seed", "step", "prefill_weight", "decay",
+                "reobserve_discount", "rounds_left", "multiple_of")
 
 
 class RolloutBudgetError(Exception):
-    """A request the service refused (4xx) or could not serve (5xx)."""
+    """A request the service refused (4xx) or could not serve (5xx), or a CLI exit (status = exit code)."""
 
     def __init__(self, status, error):
         self.status = status
@@ -41,18 +48,20 @@ class RolloutBudgetError(Exception):
         super().__init__("%s %s: %s" % (status, self.code, error.get("message")))
 
 
-def _plan_body(prompts, budget_rollouts, budget_tokens, options):
-    unknown = sorted(set(options) - set(_OPTION_NAMES))
+def plan_body(prompts, budget_rollouts=None, budget_tokens=None, **options):
+    """The body of POST /v1/plan; unknown options raise TypeError, None values are left out."""
+    unknown = sorted(set(options) - set(PLAN_OPTIONS))
     if unknown:
-        raise TypeError("unknown plan options %s; expected some of %s" % (unknown, ", ".join(_OPTION_NAMES)))
+        raise TypeError("unknown plan options %s; expected some of %s" % (unknown, ", ".join(PLAN_OPTIONS)))
     budget = {}
     if budget_rollouts is not None:
         budget["rollouts"] = budget_rollouts
     if budget_tokens is not None:
         budget["tokens"] = budget_tokens
     body = {"candidates": list(prompts), "budget": budget}
-    if options:
-        body["options"] = options
+    given = {k: v for k, v in options.items() if v is not None}
+    if given:
+        body["options"] = given
     return body
 
 
@@ -77,9 +86,16 @@ class _Client:
     def _request(self, method, path, body=None):
         raise NotImplementedError
 
-    def plan(self, prompts, budget_rollouts=None, budget_tokens=None, **options):
-        """Plan one step: returns the plan dict (``allocations``: prompt_id → n, ...)."""
-        return self._request("POST", "/v1/plan", _plan_body(prompts, budget_rollouts, budget_tokens, options))
+    def plan(self, prompts, budget_rollouts=None, budget_tokens=None, rounds_left=None, multiple_of=None, **options):
+        """Plan one step (or one round of it): returns the plan dict.
+
+        `rounds_left` (this round included) makes the budgets what is left of the step, of which
+        the planner takes this round's share; `multiple_of` makes Σ n a multiple of it (the
+        rollout workers or data-parallel ranks). Other options: min_n, max_n, skip, policy,
+        value, seed, step, prefill_weight, decay, reobserve_discount.
+        """
+        body = plan_body(prompts, budget_rollouts, budget_tokens, rounds_left=rounds_left, multiple_of=multiple_of, **options)
+        return self._request("POST", "/v1/plan", body)
 
     def observe(self, results, **options):
         """Apply results in one transaction; re-sending the same results is a no-op."""
@@ -107,19 +123,23 @@ class HttpClient(_Client):
     recognised (by rollout_id, or by the batch's content) and applied once.
     """
 
-    def __init__(self, url="http://127.0.0.1:8080", timeout=60.0):
+    def __init__(self, url="http://127.0.0.1:8080", timeout=60.0, token=None):
         parsed = urllib.parse.urlsplit(url)
         if parsed.scheme != "http" or not parsed.hostname:
             raise ValueError("url must look like http://host:port, got %r" % url)
         self._host = parsed.hostname
         self._port = parsed.port or 80
         self._timeout = timeout
+        token = token if token is not None else os.environ.get("ROLLOUT_BUDGET_TOKEN") or None
+        self._auth = {"Authorization": "Bearer " + token} if token else {}
         self._conn = None
         self._lock = threading.Lock()
 
     def _request(self, method, path, body=None):
         data = None if body is None else json.dumps(body).encode("utf-8")
-        headers = {"Content-Type": "application/json"} if data is not None else {}
+        headers = dict(self._auth)
+        if data is not None:
+            headers["Content-Type"] = "application/json"
         with self._lock:
             for attempt in (1, 2):
                 if self._conn is None:
@@ -135,9 +155,12 @@ class HttpClient(_Client):
                     self._drop()
                     if attempt == 2:
                         raise
-        payload = json.loads(text) if text else {}
+        try:
+            payload = json.loads(text) if text else {}
+        except ValueError:
+            payload = {"error": {"message": text}}
         if status >= 400:
-            raise RolloutBudgetError(status, payload.get("error", {"message": text}))
+            raise RolloutBudgetError(status, payload.get("error", {"message": text}) if isinstance(payload, dict) else {"message": text})
         return payload
 
     def metrics(self):
@@ -145,7 +168,7 @@ class HttpClient(_Client):
         with self._lock:
             conn = http.client.HTTPConnection(self._host, self._port, timeout=self._timeout)
             try:
-                conn.request("GET", "/metrics")
+                conn.request("GET", "/metrics", headers=dict(self._auth))
                 return conn.getresponse().read().decode("utf-8")
             finally:
                 conn.close()
@@ -163,12 +186,13 @@ class HttpClient(_Client):
 class StdioClient(_Client):
     """Owns ``rollout-budget serve --stdio`` as a child process; one request at a time.
 
-    ``command`` is how to start the CLI (default ``["rollout-budget"]``, e.g.
-    ``["node", "/path/bin/rollout-budget.js"]``); ``args`` go after ``serve --stdio``.
+    ``command`` is how to start the CLI (see rollout_budget.command: a path to
+    bin/rollout-budget.js, an argv list, else $ROLLOUT_BUDGET_CLI, else `rollout-budget` on PATH);
+    ``args`` go after ``serve --stdio``.
     """
 
-    def __init__(self, state="./rollout-budget.db", command=("rollout-budget",), args=()):
-        argv = list(command) + ["serve", "--stdio", "--state", state] + list(args)
+    def __init__(self, state="./rollout-budget.db", command=None, args=()):
+        argv = cli_command(command) + ["serve", "--stdio", "--state", state] + list(args)
         self._proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                       text=True, encoding="utf-8", bufsize=1)
         self._next_id = 0

@@ -1,0 +1,99 @@
+"""Settings of the trainer integrations, from one place: a mapping or the environment.
+
+Trainers start the integration from code we do not own (verl's `fit`, slime's rollout actor),
+so settings come from a mapping (verl: the `rollout_budget` section of the trainer config, e.g.
+`+rollout_budget.url=http://...` on the command line) and fall back to environment variables:
+
+| key | environment | meaning |
+| --- | --- | --- |
+| url | ROLLOUT_BUDGET_URL | `http://host:port` of `rollout-budget serve`; anything else is a state path (or postgres URL) served by a child `serve --stdio` |
+| token | ROLLOUT_BUDGET_TOKEN | bearer token of the service (`serve --token`) |
+| budget_rollouts | ROLLOUT_BUDGET_BUDGET_ROLLOUTS | rollouts a step; default: the trainer's uniform budget (prompts × n) |
+| budget_tokens | ROLLOUT_BUDGET_BUDGET_TOKENS | generated tokens a step (optional) |
+| multiple_of | ROLLOUT_BUDGET_MULTIPLE_OF | Σ n a multiple of this; default: what the trainer needs (its workers) |
+| pass_threshold | ROLLOUT_BUDGET_PASS_THRESHOLD | rewards outside [0, 1] (e.g. DAPO's ±1) count as a pass when above this; default: none (such a reward is an error) |
+| options | ROLLOUT_BUDGET_OPTIONS | plan options as a JSON object, e.g. {"min_n": 2, "max_n": 32, "skip": true} |
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+from .client import PLAN_OPTIONS, connect
+
+__all__ = ["Settings", "settings_from"]
+
+_KEYS = ("url", "token", "budget_rollouts", "budget_tokens", "multiple_of", "pass_threshold", "options")
+
+
+class Settings:
+    """Resolved integration settings (see the module doc)."""
+
+    def __init__(self, url=None, token=None, budget_rollouts=None, budget_tokens=None, multiple_of=None, pass_threshold=None, options=None):
+        self.url = url
+        self.token = token
+        self.budget_rollouts = budget_rollouts
+        self.budget_tokens = budget_tokens
+        self.multiple_of = multiple_of
+        self.pass_threshold = pass_threshold
+        self.options = dict(options or {})
+        unknown = sorted(set(self.options) - set(PLAN_OPTIONS))
+        if unknown:
+            raise ValueError("rollout_budget options: unknown %s; expected some of %s" % (unknown, ", ".join(PLAN_OPTIONS)))
+
+    def client(self):
+        """A client for `url`: HttpClient for http://, else a StdioClient on that state."""
+        if not self.url:
+            raise ValueError("rollout_budget: set url (ROLLOUT_BUDGET_URL) to the service's http://host:port or a state path")
+        if str(self.url).startswith("http://"):
+            return connect(self.url, token=self.token)
+        return connect(self.url)
+
+    def reward_of(self, value, where):
+        """A reward in [0, 1] for observe: as is, or pass/fail against pass_threshold."""
+        r = float(value)
+        if 0.0 <= r <= 1.0:
+            return r
+        if self.pass_threshold is not None:
+            return 1.0 if r > self.pass_threshold else 0.0
+        raise ValueError("%s: reward %r is outside [0, 1]; set pass_threshold (ROLLOUT_BUDGET_PASS_THRESHOLD) to count rewards above it as a pass" % (where, value))
+
+
+def _int(name, value):
+    try:
+        n = int(value)
+    except (TypeError, ValueError):
+        raise ValueError("rollout_budget.%s must be an integer, got %r" % (name, value)) from None
+    if n < 1:
+        raise ValueError("rollout_budget.%s must be ≥ 1, got %r" % (name, value))
+    return n
+
+
+def settings_from(mapping=None, environ=None):
+    """Settings from `mapping` (a dict-like; missing keys fall back to `environ`, default os.environ)."""
+    environ = os.environ if environ is None else environ
+    mapping = {} if mapping is None else mapping
+    raw = {}
+    for key in _KEYS:
+        value = mapping.get(key) if hasattr(mapping, "get") else None
+        if value is None:
+            value = environ.get("ROLLOUT_BUDGET_" + key.upper())
+        raw[key] = value
+    options = raw["options"]
+    if isinstance(options, str):
+        try:
+            options = json.loads(options)
+        except ValueError:
+            raise ValueError("rollout_budget.options must be a JSON object, got %r" % options) from None
+    if options is not None and not hasattr(options, "items"):
+        raise ValueError("rollout_budget.options must be an object, got %r" % (options,))
+    return Settings(
+        url=raw["url"],
+        token=raw["token"],
+        budget_rollouts=None if raw["budget_rollouts"] is None else _int("budget_rollouts", raw["budget_rollouts"]),
+        budget_tokens=None if raw["budget_tokens"] is None else _int("budget_tokens", raw["budget_tokens"]),
+        multiple_of=None if raw["multiple_of"] is None else _int("multiple_of", raw["multiple_of"]),
+        pass_threshold=None if raw["pass_threshold"] is None else float(raw["pass_threshold"]),
+        options=None if options is None else {str(k): v for k, v in options.items()},
+    )

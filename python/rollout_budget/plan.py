@@ -1,0 +1,196 @@
+"""Framework-neutral helpers every integration uses: a plan's rollouts as rows, the seed and id
+rules of the executor, the stable prompt id, and the results rows `observe` takes.
+
+A plan is the JSON object `rollout-budget plan` writes and `POST /v1/plan` answers (version 1):
+`allocations` list the prompts with n > 0 in candidate order. Rows follow the executor's rules
+(src/plan/exports.ts, src/executor): group id "<step>/<prompt id>", group seed = FNV-1a of
+"<plan seed>/<step>/<prompt id>" masked to 30 bits, rollout j of a group seeded group seed + j
+and identified "<step>/<prompt id>#<j>", numbered from the allocation's `first_rollout` in a
+later round. So a trainer, `vllm run-batch` and `rollout-budget execute` draw the same samples,
+and `observe` counts a rollout once whoever reports it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+
+__all__ = ["expand_plan", "group_seed", "group_id", "rollout_id", "stable_prompt_id", "results_rows"]
+
+_SEED_MASK = 0x3FFFFFFF
+
+
+def _fnv1a(text):
+    """FNV-1a, 32 bits, over the UTF-16 code units of `text` (JavaScript's charCodeAt)."""
+    h = 0x811C9DC5
+    data = text.encode("utf-16-le")
+    for k in range(0, len(data), 2):
+        h ^= data[k] | (data[k + 1] << 8)
+        h = (h * 0x01000193) & 0xFFFFFFFF
+    return h
+
+
+def group_seed(run_seed, step, prompt_id):
+    """The seed of a prompt's group: FNV-1a of "run_seed/step/prompt_id", 30 bits (the executor's rule)."""
+    return _fnv1a("%d/%d/%s" % (run_seed, step, prompt_id)) & _SEED_MASK
+
+
+def group_id(step, prompt_id):
+    """The id a trainer keys a group by (verl's `uid`): "<step>/<prompt id>"."""
+    return "%d/%s" % (step, prompt_id)
+
+
+def rollout_id(step, prompt_id, index):
+    """Rollout `index` of a prompt's group at `step`: "<step>/<prompt id>#<index>" (the executor's rule)."""
+    return "%d/%s#%d" % (step, prompt_id, index)
+
+
+def _plan_field(plan, key, check, expected):
+    if not isinstance(plan, dict) or key not in plan:
+        raise ValueError("plan: %r is required (a plan object of version 1, as `plan` writes)" % key)
+    value = plan[key]
+    if not check(value):
+        raise ValueError("plan.%s must be %s, got %r" % (key, expected, value))
+    return value
+
+
+def _is_int(v):
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _groups_of(prompts):
+    """prompt id → its `group` field, from a list of candidates or a mapping id → candidate."""
+    if prompts is None:
+        return {}
+    items = prompts.values() if isinstance(prompts, dict) else prompts
+    return {str(c["id"]): c["group"] for c in items if isinstance(c, dict) and c.get("group") is not None}
+
+
+def expand_plan(plan, prompts=None):
+    """One row per rollout of `plan`, in candidate order (a group's rollouts together).
+
+    Each row: ``prompt_id``, ``group_id``, ``rollout_index`` (from the allocation's
+    ``first_rollout``, 0 in a first round), ``rollout_id``, ``seed`` (group seed + rollout
+    index), ``max_tokens`` (None when the prompt has none), ``step``, and ``group`` when
+    `prompts` (the candidates, a list or a mapping id → candidate) gives the prompt one.
+    Prompts the plan leaves out (n = 0) are simply absent. Raises ValueError naming the field
+    of a malformed plan. O(Σ n).
+    """
+    version = _plan_field(plan, "version", lambda v: v == 1, "1")
+    del version
+    step = _plan_field(plan, "step", lambda v: _is_int(v) and v >= 0, "an integer ≥ 0")
+    seed = _plan_field(plan, "seed", lambda v: _is_int(v) and v >= 0, "an integer ≥ 0")
+    allocations = _plan_field(plan, "allocations", lambda v: isinstance(v, list), "a list")
+    groups = _groups_of(prompts)
+    rows = []
+    for k, a in enumerate(allocations):
+        where = "plan.allocations[%d]" % k
+        if not isinstance(a, dict) or not isinstance(a.get("prompt_id"), str):
+            raise ValueError('%s: "prompt_id" must be a string, got %r' % (where, a))
+        n = a.get("n")
+        if not _is_int(n) or n < 0:
+            raise ValueError('%s: "n" must be an integer ≥ 0, got %r' % (where, n))
+        first = a.get("first_rollout", 0)
+        if not _is_int(first) or first < 0:
+            raise ValueError('%s: "first_rollout" must be an integer ≥ 0, got %r' % (where, first))
+        pid = a["prompt_id"]
+        base = group_seed(seed, step, pid)
+        gid = group_id(step, pid)
+        for j in range(first, first + n):
+            row = {
+                "prompt_id": pid,
+                "group_id": gid,
+                "rollout_index": j,
+                "rollout_id": rollout_id(step, pid, j),
+                # JavaScript's (seed + j) | 0: an int32, which a 30-bit seed plus a group index is.
+                "seed": base + j,
+                "max_tokens": a.get("max_tokens"),
+                "step": step,
+            }
+            if pid in groups:
+                row["group"] = groups[pid]
+            rows.append(row)
+    return rows
+
+
+def _as_plain(value):
+    """Lists and dicts as JSON takes them (numpy arrays and scalars through tolist/item)."""
+    if hasattr(value, "tolist"):
+        return value.tolist()
+    if isinstance(value, dict):
+        return {str(k): _as_plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_as_plain(v) for v in value]
+    return value
+
+
+def stable_prompt_id(prompt=None, index=None, data_source=None, extra_info=None):
+    """An id for a prompt that is the same at every step, so its posterior carries over.
+
+    The rule, in order:
+      1. a dataset index when given — `index`, else ``extra_info["index"]`` (verl's datasets
+         carry one): "<data_source>/<index>" with a data source, else "<index>";
+      2. else a hash of the prompt: "h:" + the first 16 hex digits of the sha256 of its text
+         (a string as is; chat messages as compact JSON with sorted keys).
+    Never a per-step id such as verl's ``uid`` (a fresh uuid4 for every row at every step).
+    Raises ValueError when neither an index nor a prompt is given.
+    """
+    if index is None and extra_info is not None:
+        info = _as_plain(extra_info)
+        if isinstance(info, dict):
+            index = info.get("index")
+    if index is not None:
+        index = _as_plain(index)
+        if isinstance(index, float) and index.is_integer():
+            index = int(index)
+        return "%s/%s" % (data_source, index) if data_source is not None else str(index)
+    if prompt is None:
+        raise ValueError("stable_prompt_id needs a dataset index (index= or extra_info['index']) or the prompt")
+    prompt = _as_plain(prompt)
+    text = prompt if isinstance(prompt, str) else json.dumps(prompt, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return "h:" + hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+
+_FINISH = ("stop", "length", "abort")
+
+
+def results_rows(rows, rewards, tokens=None, finish_reasons=None):
+    """The results `observe` takes, one per rollout of `rows` (from expand_plan), in order.
+
+    `rewards[k]` is rollout k's reward in [0, 1] (or a bool); `tokens[k]` its generated tokens
+    (optional); `finish_reasons[k]` "stop", "length" or "abort" (optional; aborted rollouts do
+    not update pass rates). Each result keeps the row's ``rollout_id`` (observe is idempotent),
+    ``step``, and ``group`` when the row has one. Raises ValueError naming the rollout.
+    """
+    rows = list(rows)
+    rewards = list(_as_plain(rewards))
+    if len(rewards) != len(rows):
+        raise ValueError("results_rows: %d rewards for %d rollouts" % (len(rewards), len(rows)))
+    tokens = None if tokens is None else list(_as_plain(tokens))
+    finish_reasons = None if finish_reasons is None else list(finish_reasons)
+    for name, column in (("tokens", tokens), ("finish_reasons", finish_reasons)):
+        if column is not None and len(column) != len(rows):
+            raise ValueError("results_rows: %d %s for %d rollouts" % (len(column), name, len(rows)))
+    out = []
+    for k, row in enumerate(rows):
+        r = rewards[k]
+        if isinstance(r, bool):
+            r = 1.0 if r else 0.0
+        if not isinstance(r, (int, float)) or not (0.0 <= r <= 1.0) or math.isnan(r):
+            raise ValueError("results_rows: reward of rollout %s must be a number in [0, 1], got %r" % (row.get("rollout_id", k), rewards[k]))
+        result = {"prompt_id": row["prompt_id"], "step": row["step"], "reward": float(r), "rollout_id": row["rollout_id"]}
+        if tokens is not None and tokens[k] is not None:
+            t = tokens[k]
+            if not _is_int(t) or t < 0:
+                raise ValueError("results_rows: tokens of rollout %s must be an integer ≥ 0, got %r" % (row["rollout_id"], t))
+            result["tokens"] = t
+        if finish_reasons is not None and finish_reasons[k] is not None:
+            f = finish_reasons[k]
+            if f not in _FINISH:
+                raise ValueError('results_rows: finish_reason of rollout %s must be "stop", "length" or "abort", got %r' % (row["rollout_id"], f))
+            result["finish_reason"] = f
+        if row.get("group") is not None:
+            result["group"] = row["group"]
+        out.append(result)
+    return out

@@ -1,0 +1,89 @@
+"""One training step in rounds around the caller's generate function.
+
+Round r plans with what is LEFT of the step's budgets and ``rounds_left`` = rounds − r (this
+round included): the planner takes this round's share (the service's rule, issue 9's
+`rounds_left`). After the first round each prompt carries its rewards so far as
+``partial_rewards``, so the next plan tops groups up by what they showed; new rollouts join the
+same group (``first_rollout``: same group id, later indices and seeds). Rounds stop when they
+are all planned, a budget is spent, or a plan adds no rollout. The step's results are observed
+once, after its last round.
+
+Tokens a rollout used come from the generate function; where it reports none, the plan's
+expected tokens per rollout are charged (allocation expected_tokens / n), so a token budget is
+never overspent by rollouts of unknown length.
+"""
+
+from __future__ import annotations
+
+from .plan import expand_plan, results_rows
+
+__all__ = ["run_rounds", "RoundsResult"]
+
+
+class RoundsResult:
+    """What `run_rounds` did: the plans (one a round), the results it observed, the summary."""
+
+    def __init__(self, plans, results, summary):
+        self.plans = plans
+        self.results = results
+        self.summary = summary
+
+    @property
+    def step(self):
+        return self.plans[0]["step"] if self.plans else None
+
+
+def _outcome(value):
+    """(reward, tokens, finish_reason) from what generate returned for one rollout."""
+    if isinstance(value, dict):
+        return value.get("reward"), value.get("tokens"), value.get("finish_reason")
+    return value, None, None
+
+
+def run_rounds(client, prompts, generate, budget_rollouts=None, budget_tokens=None, rounds=2, observe=True, **options):
+    """Plans, generates and observes one step in `rounds` rounds; returns a RoundsResult.
+
+    `client` has the service client's ``plan``/``observe`` (HttpClient, StdioClient or Cli).
+    `prompts` are the step's candidates (dicts with a stable ``id``). `generate(rows)` receives
+    one round's rows (expand_plan: prompt_id, group_id, rollout_index, rollout_id, seed,
+    max_tokens, step) and returns, in the same order, a reward per row or a dict
+    ``{"reward", "tokens"?, "finish_reason"?}``. `options` are plan options (min_n, max_n,
+    skip, multiple_of, seed, step, ...): every round's Σ n is a multiple of ``multiple_of``.
+    """
+    if not isinstance(rounds, int) or rounds < 1:
+        raise ValueError("rounds must be an integer ≥ 1, got %r" % (rounds,))
+    if budget_rollouts is None and budget_tokens is None:
+        raise ValueError("a budget is required: budget_rollouts, budget_tokens or both")
+    prompts = list(prompts)
+    left_r, left_t = budget_rollouts, budget_tokens
+    partial = {}
+    plans, results = [], []
+    options = dict(options)
+    for r in range(rounds):
+        candidates = [dict(p, partial_rewards=list(partial[p["id"]])) if p["id"] in partial else p for p in prompts]
+        plan = client.plan(candidates, budget_rollouts=left_r, budget_tokens=left_t, rounds_left=rounds - r, **options)
+        plans.append(plan)
+        options["step"] = plan["step"]
+        rows = expand_plan(plan, prompts)
+        if not rows:
+            break
+        outcomes = list(generate(rows))
+        if len(outcomes) != len(rows):
+            raise ValueError("generate returned %d outcomes for %d rollouts" % (len(outcomes), len(rows)))
+        rewards, tokens, finish = zip(*(_outcome(o) for o in outcomes))
+        batch = results_rows(rows, rewards, tokens, finish)
+        per_rollout = {a["prompt_id"]: a["expected_tokens"] / a["n"] for a in plan["allocations"] if a["n"] > 0}
+        spent_t = 0.0
+        for row, res in zip(rows, batch):
+            spent_t += res["tokens"] if "tokens" in res else per_rollout[row["prompt_id"]]
+            if res.get("finish_reason") != "abort":
+                partial.setdefault(row["prompt_id"], []).append(res["reward"])
+        results.extend(batch)
+        if left_r is not None:
+            left_r = max(0, left_r - len(rows))
+        if left_t is not None:
+            left_t = max(0, int(left_t - spent_t))
+        if left_r == 0 or left_t == 0:
+            break
+    summary = client.observe(results) if observe and results else None
+    return RoundsResult(plans, results, summary)

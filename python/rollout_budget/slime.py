@@ -1,0 +1,219 @@
+"""slime integration: a rollout function that generates the plan's groups, and a reward
+post-process that normalises by group, so uneven groups get the right advantages.
+
+    --rollout-function-path rollout_budget.slime.generate_rollout
+    --custom-reward-post-process-path rollout_budget.slime.post_process_rewards
+
+`generate_rollout(args, rollout_id, data_source, evaluation=False)` (slime's signature,
+slime/rollout/sglang_rollout.py at 624b824) takes the step's `rollout_batch_size` prompts from
+the data source, plans them (budget: rollout_batch_size × n_samples_per_prompt rollouts unless
+set; Σ n a multiple of `global_batch_size`, since slime's `build_dp_schedule` trains on
+⌊rollouts / global_batch_size⌋ full steps and drops the rest), and generates each planned
+rollout as its own request (n = 1) with its own seed (`sampling_seed` = the plan's group seed
++ rollout index) and `max_new_tokens`, through slime's own `generate_and_rm` (so custom
+generate functions and reward models still apply). A group is the prompt's samples with one
+`group_index`; each sample's ids are in ``metadata["rollout_budget"]``. After the rewards,
+the results are posted to the service (idempotent by rollout id), then the groups returned.
+Evaluation (`evaluation=True`) is delegated to slime's own rollout function.
+
+`post_process_rewards(args, samples)` (slime's `--custom-reward-post-process-path` signature:
+returns raw rewards and the rewards to train on) normalises each `group_index` group on its
+own, with slime's formula: minus the group mean for grpo, gspo, cispo and
+reinforce_plus_plus_baseline when `rewards_normalization` is on, divided by (std + 1e-6) for
+grpo, gspo and cispo when `grpo_std_normalization` is on. slime's default reshapes to
+(-1, n_samples_per_prompt), which on uneven groups mixes prompts (slime/ray/rollout.py,
+`_post_process_rewards`). A group of one sample gets 0 (slime turns std normalisation off when
+n_samples_per_prompt is 1, and the mean of one reward is itself).
+
+Not combinable (the function does not implement them; documented in docs/trainers.md):
+--partial-rollout (aborted groups go back through `add_samples`, which asserts full groups),
+--dynamic-sampling-filter-path and --over-sampling-batch-size (the plan already chooses),
+--rollout-sample-filter-path, --rollout-all-samples-process-path, --group-rm.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+
+from .advantages import group_advantages
+from .config import settings_from
+from .plan import expand_plan, results_rows, stable_prompt_id
+
+__all__ = ["generate_rollout", "make_rollout_function", "post_process_rewards", "INFO_KEY"]
+
+INFO_KEY = "rollout_budget"
+_NORMALISED = ("grpo", "gspo", "cispo", "reinforce_plus_plus_baseline")
+_STD = ("grpo", "gspo", "cispo")
+
+
+def _get(obj, key, default=None):
+    return obj.get(key, default) if isinstance(obj, dict) else getattr(obj, key, default)
+
+
+def _set(obj, key, value):
+    if isinstance(obj, dict):
+        obj[key] = value
+    else:
+        setattr(obj, key, value)
+
+
+def _prompt_id(sample):
+    meta = _get(sample, "metadata") or {}
+    if meta.get("prompt_id") is not None:
+        return str(meta["prompt_id"])
+    return stable_prompt_id(prompt=_get(sample, "prompt"), index=meta.get("index"), data_source=meta.get("data_source"))
+
+
+def _status_name(sample):
+    status = _get(sample, "status")
+    return getattr(status, "value", status)
+
+
+def _finish_reason(sample):
+    name = _status_name(sample)
+    return {"truncated": "length", "aborted": "abort"}.get(name, "stop")
+
+
+async def _sglang_generate(args, samples):
+    """slime's own per-sample path (slime/rollout/sglang_rollout.py generate_and_rm), one request
+    per sample with its plan seed as `sampling_seed` and its max_tokens as `max_new_tokens`."""
+    from slime.rollout.sglang_rollout import GenerateState, generate_and_rm
+
+    state = GenerateState(args)
+
+    async def one(sample):
+        params = state.sampling_params.copy()
+        row = sample.metadata[INFO_KEY]
+        params["sampling_seed"] = row["seed"]
+        if row.get("max_tokens") is not None:
+            params["max_new_tokens"] = min(params["max_new_tokens"], row["max_tokens"])
+        return await generate_and_rm(args, sample, params, evaluation=False)
+
+    return await asyncio.gather(*(one(s) for s in samples))
+
+
+def _run(coro):
+    try:
+        from slime.utils.async_utils import run  # slime's event loop (rollout actors keep one)
+    except ImportError:
+        return asyncio.run(coro)
+    return run(coro)
+
+
+def _output(groups, metrics):
+    try:
+        from slime.rollout.base_types import RolloutFnTrainOutput
+    except ImportError:
+        return groups
+    return RolloutFnTrainOutput(samples=groups, metrics=metrics)
+
+
+def make_rollout_function(generate=None, client=None, settings=None):
+    """A slime rollout function. `generate(args, samples)` is a coroutine function returning
+    the samples generated and rewarded (default: slime's generate_and_rm per sample); `client`
+    and `settings` default to rollout_budget.config's (ROLLOUT_BUDGET_* variables)."""
+    generate = generate if generate is not None else _sglang_generate
+
+    def rollout(args, rollout_id, data_source, evaluation=False):
+        if evaluation:
+            from slime.rollout.sglang_rollout import generate_rollout as slime_rollout
+
+            return slime_rollout(args, rollout_id, data_source, evaluation=True)
+        s = settings if settings is not None else settings_from()
+        svc = client if client is not None else _client_of(s)
+        return _train_rollout(args, rollout_id, data_source, generate, svc, s)
+
+    return rollout
+
+
+_clients = {}
+
+
+def _client_of(settings):
+    key = (settings.url, settings.token)
+    if key not in _clients:
+        _clients[key] = settings.client()
+    return _clients[key]
+
+
+def _train_rollout(args, rollout_id, data_source, generate, client, settings):
+    prompt_groups = data_source.get_samples(args.rollout_batch_size)
+    templates = [g[0] if isinstance(g, list) else g for g in prompt_groups]
+    indices = [_get(s, "index") for g in prompt_groups for s in (g if isinstance(g, list) else [g])]
+    by_id, candidates = {}, []
+    for t in templates:
+        pid = _prompt_id(t)
+        if pid in by_id:
+            continue
+        by_id[pid] = t
+        c = {"id": pid}
+        max_tokens = getattr(args, "rollout_max_response_len", None)
+        if max_tokens is not None:
+            c["max_tokens"] = int(max_tokens)
+        source = (_get(t, "metadata") or {}).get("data_source")
+        if source is not None:
+            c["group"] = str(source)
+        candidates.append(c)
+    budget_r = settings.budget_rollouts
+    if budget_r is None and settings.budget_tokens is None:
+        budget_r = args.rollout_batch_size * args.n_samples_per_prompt
+    multiple_of = settings.multiple_of if settings.multiple_of is not None else getattr(args, "global_batch_size", None)
+    options = dict(settings.options)
+    options["step"] = int(rollout_id)
+    plan = client.plan(candidates, budget_rollouts=budget_r, budget_tokens=settings.budget_tokens,
+                       multiple_of=multiple_of if multiple_of and multiple_of > 1 else None, **options)
+    rows = expand_plan(plan, candidates)
+    # Sample indices: the data source reserved rollout_batch_size × n_samples_per_prompt of them.
+    next_index = min((i for i in indices if i is not None), default=0)
+    groups, flat = [], []
+    for row in rows:
+        if not groups or groups[-1][0] != row["prompt_id"]:
+            template = by_id[row["prompt_id"]]
+            groups.append((row["prompt_id"], _get(template, "group_index"), []))
+        pid, group_index, members = groups[-1]
+        sample = copy.deepcopy(by_id[pid])
+        _set(sample, "group_index", group_index)
+        _set(sample, "index", next_index)
+        next_index += 1
+        meta = dict(_get(sample, "metadata") or {})
+        meta[INFO_KEY] = row
+        _set(sample, "metadata", meta)
+        members.append(sample)
+        flat.append(sample)
+    done = list(_run(generate(args, flat)))
+    # generate_and_rm returns the sample (or samples of a fanned-out rollout): keep its object.
+    rewards, tokens, finish = [], [], []
+    for sample in done:
+        r = sample.get_reward_value(args) if hasattr(sample, "get_reward_value") else _get(sample, "reward")
+        rewards.append(settings.reward_of(r, "rollout %s" % _get(sample, "metadata")[INFO_KEY]["rollout_id"]))
+        tokens.append(int(_get(sample, "response_length") or 0))
+        finish.append(_finish_reason(sample))
+    summary = client.observe(results_rows([_get(s, "metadata")[INFO_KEY] for s in done], rewards, tokens, finish))
+    by_rollout = {_get(s, "metadata")[INFO_KEY]["rollout_id"]: s for s in done}
+    out = [[by_rollout[_get(s, "metadata")[INFO_KEY]["rollout_id"]] for s in members] for _, _, members in groups]
+    metrics = {"rollout_budget/prompts": len(groups), "rollout_budget/rollouts": len(flat),
+               "rollout_budget/applied": summary.get("applied") if isinstance(summary, dict) else None}
+    return _output(out, metrics)
+
+
+def generate_rollout(args, rollout_id, data_source, evaluation=False):
+    """The `--rollout-function-path` entry (see the module doc)."""
+    return make_rollout_function()(args, rollout_id, data_source, evaluation=evaluation)
+
+
+def post_process_rewards(args, samples):
+    """The `--custom-reward-post-process-path` entry: (raw rewards, rewards normalised per group_index)."""
+    raw = [s.get_reward_value(args) if hasattr(s, "get_reward_value") else _get(s, "reward") for s in samples]
+    estimator = getattr(args, "advantage_estimator", None)
+    if estimator not in _NORMALISED or not getattr(args, "rewards_normalization", False):
+        return raw, raw
+    groups = [_get(s, "group_index") for s in samples]
+    if any(g is None for g in groups):
+        raise ValueError("post_process_rewards: every sample needs a group_index (set by the rollout function)")
+    kind = "grpo" if estimator in _STD and getattr(args, "grpo_std_normalization", False) else "drgrpo"
+    rewards = group_advantages(raw, groups, kind=kind, epsilon=1e-6)
+    sizes = {}
+    for g in groups:
+        sizes[g] = sizes.get(g, 0) + 1
+    return raw, [0.0 if sizes[g] == 1 else r for g, r in zip(groups, rewards)]

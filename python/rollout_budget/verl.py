@@ -1,0 +1,201 @@
+"""verl integration: per-prompt rollouts from a rollout-budget plan in `RayPPOTrainer.fit`.
+
+python/patches/verl-b178a3c.patch makes the smallest change to verl's
+`verl/trainer/ppo/ray_trainer.py` (b178a3c): after `fit` gives the batch its uids it calls
+`expand_batch(self, batch)`, takes the expanded batch as the generation batch instead of
+`gen_batch.repeat(n)`, drops the second `batch.repeat(n)`, and calls `observe_batch(self, batch)`
+once the reward is in `token_level_scores`. What `expand_batch` does to the batch:
+
+- each row's prompt gets a stable id (`stable_prompt_id`: ``extra_info["index"]`` with the
+  row's ``data_source``, else a hash of ``raw_prompt``), never verl's per-step ``uid``;
+- one plan for the batch (budget: the batch's prompts × ``rollout.n`` unless set), with Σ n a
+  multiple of the trainer's workers (agent-loop workers and actor data-parallel ranks: verl's
+  `DataProto.chunk` asserts ``len(self) % chunks == 0``, `_balance_batch` splits equal parts);
+- ``uid`` = the plan's group id, so GRPO and RLOO (which group by ``uid``) see the plan's
+  groups; row i repeated n_i times with `DataProto.sample_level_repeat` (n = 0 drops it, as
+  does a prompt the plan leaves out or a repeat of a prompt already in the batch);
+- each rollout's ids in ``extra_info["rollout_budget"]`` (prompt_id, group_id, rollout_index,
+  rollout_id, seed, step, group): `_get_gen_batch` keeps ``extra_info`` (with
+  ``data_source``, ``reward_model`` and ``uid``) in the batch and moves every other
+  non-tensor key into the generation batch, so that is where the ids survive generation.
+`observe_batch` posts one result per row (reward = the row's summed ``token_level_scores``,
+tokens = its ``response_mask`` sum), keyed by rollout id (idempotent), with the prompt's group.
+
+Settings: rollout_budget.config (the trainer config's ``rollout_budget`` section, else
+ROLLOUT_BUDGET_* variables). numpy is imported only when a batch is expanded (verl has it).
+"""
+
+from __future__ import annotations
+
+import math
+
+from .config import settings_from
+from .plan import expand_plan, stable_prompt_id
+
+__all__ = ["expand_batch", "observe_batch", "adapter_for", "infer_multiple_of", "VerlAdapter", "INFO_KEY"]
+
+#: The key of each row's rollout ids inside ``extra_info``.
+INFO_KEY = "rollout_budget"
+
+
+def _lcm(values):
+    out = 1
+    for v in values:
+        if v and v > 0:
+            out = out * int(v) // math.gcd(out, int(v))
+    return out
+
+
+def infer_multiple_of(trainer):
+    """What Σ n must divide into for this trainer: lcm of its agent-loop workers (async mode:
+    `AgentLoopManager.generate_sequences` chunks the batch over them) and the data-parallel
+    sizes of the actor and, with a critic, the critic (dispatch chunks, `_balance_batch`)."""
+    sizes = []
+    manager = getattr(trainer, "async_rollout_manager", None)
+    workers = getattr(manager, "agent_loop_workers", None)
+    if workers is not None:
+        sizes.append(len(workers))
+    get_dp = getattr(trainer, "_get_dp_size", None)
+    if get_dp is not None:
+        if getattr(trainer, "actor_rollout_wg", None) is not None:
+            sizes.append(get_dp(trainer.actor_rollout_wg, "actor"))
+        if getattr(trainer, "use_critic", False) and getattr(trainer, "critic_wg", None) is not None:
+            sizes.append(get_dp(trainer.critic_wg, "critic"))
+    return _lcm(sizes)
+
+
+def _get(config, *path):
+    for key in path:
+        if config is None:
+            return None
+        config = config.get(key) if hasattr(config, "get") else getattr(config, key, None)
+    return config
+
+
+def adapter_for(trainer):
+    """The trainer's adapter, built once from its config and kept on it."""
+    adapter = getattr(trainer, "_rollout_budget", None)
+    if adapter is None:
+        settings = settings_from(_get(trainer.config, "rollout_budget"))
+        multiple_of = settings.multiple_of if settings.multiple_of is not None else infer_multiple_of(trainer)
+        adapter = VerlAdapter(
+            settings.client(),
+            rollout_n=int(_get(trainer.config, "actor_rollout_ref", "rollout", "n") or 1),
+            max_tokens=_get(trainer.config, "actor_rollout_ref", "rollout", "response_length"),
+            multiple_of=multiple_of,
+            settings=settings,
+        )
+        trainer._rollout_budget = adapter
+    return adapter
+
+
+def expand_batch(trainer, batch):
+    """Called by the patched `fit` right after the uids are set: the batch, one row per rollout."""
+    return adapter_for(trainer).expand(batch, step=int(trainer.global_steps))
+
+
+def observe_batch(trainer, batch):
+    """Called by the patched `fit` once ``token_level_scores`` is set: posts the step's results."""
+    return adapter_for(trainer).observe(batch)
+
+
+def _column(batch, key):
+    col = batch.non_tensor_batch.get(key)
+    return [None] * len(batch) if col is None else list(col)
+
+
+class VerlAdapter:
+    """Plans a verl batch and reads its results back (see the module doc)."""
+
+    def __init__(self, client, rollout_n=1, max_tokens=None, multiple_of=1, settings=None):
+        self.client = client
+        self.rollout_n = rollout_n
+        self.max_tokens = max_tokens
+        self.multiple_of = multiple_of
+        self.settings = settings if settings is not None else settings_from({}, environ={})
+        self.last_plan = None
+
+    def prompt_ids(self, batch):
+        """Each row's stable prompt id (extra_info["index"] with data_source, else a hash of raw_prompt)."""
+        infos = _column(batch, "extra_info")
+        sources = _column(batch, "data_source")
+        prompts = _column(batch, "raw_prompt")
+        ids = []
+        for i in range(len(batch)):
+            try:
+                ids.append(stable_prompt_id(prompt=prompts[i], data_source=sources[i], extra_info=infos[i]))
+            except ValueError:
+                raise ValueError("batch row %d has neither extra_info['index'] nor raw_prompt to identify its prompt" % i) from None
+        return ids
+
+    def expand(self, batch, step):
+        """Plans `batch` (one row per prompt) and returns it with one row per planned rollout."""
+        import numpy as np
+
+        ids = self.prompt_ids(batch)
+        sources = _column(batch, "data_source")
+        first = {}
+        candidates = []
+        for i, pid in enumerate(ids):
+            if pid in first:
+                continue
+            first[pid] = i
+            c = {"id": pid}
+            if self.max_tokens is not None:
+                c["max_tokens"] = int(self.max_tokens)
+            if sources[i] is not None:
+                c["group"] = str(sources[i])
+            candidates.append(c)
+        s = self.settings
+        budget_r = s.budget_rollouts
+        if budget_r is None and s.budget_tokens is None:
+            budget_r = len(candidates) * self.rollout_n
+        options = dict(s.options)
+        options["step"] = step
+        plan = self.client.plan(candidates, budget_rollouts=budget_r, budget_tokens=s.budget_tokens,
+                                multiple_of=self.multiple_of if self.multiple_of > 1 else None, **options)
+        self.last_plan = plan
+        n = {a["prompt_id"]: a["n"] for a in plan["allocations"]}
+        repeats = [n.get(pid, 0) if first[pid] == i else 0 for i, pid in enumerate(ids)]
+        if sum(repeats) == 0:
+            raise RuntimeError("rollout_budget: the plan for step %d gives this batch no rollouts (budget %s)" % (step, plan["budget"]))
+        rows = {}
+        for row in expand_plan(plan, candidates):
+            rows.setdefault(row["prompt_id"], []).append(row)
+        # uid = the plan's group id, set per prompt row, then repeated with it.
+        batch.non_tensor_batch["uid"] = np.array(["%d/%s" % (plan["step"], pid) for pid in ids], dtype=object)
+        out = batch.sample_level_repeat(repeats)
+        # np.repeat copies references: give every rollout its own extra_info dict.
+        infos = _column(batch, "extra_info")
+        expanded = []
+        for i, pid in enumerate(ids):
+            for row in rows.get(pid, [])[: repeats[i]]:
+                info = dict(infos[i]) if isinstance(infos[i], dict) else {}
+                info[INFO_KEY] = row
+                expanded.append(info)
+        col = np.empty(len(expanded), dtype=object)
+        col[:] = expanded
+        out.non_tensor_batch["extra_info"] = col
+        return out
+
+    def results(self, batch):
+        """The results `observe` takes, one per row of the generated and rewarded batch."""
+        scores = batch.batch["token_level_scores"].sum(dim=-1).tolist()
+        mask = batch.batch["response_mask"] if "response_mask" in batch.batch.keys() else None
+        tokens = mask.sum(dim=-1).tolist() if mask is not None else [None] * len(scores)
+        out = []
+        for i, info in enumerate(batch.non_tensor_batch["extra_info"]):
+            row = info.get(INFO_KEY) if isinstance(info, dict) else None
+            if row is None:
+                raise ValueError("batch row %d has no extra_info['%s']: was the batch expanded by expand_batch?" % (i, INFO_KEY))
+            result = {"prompt_id": row["prompt_id"], "step": row["step"], "rollout_id": row["rollout_id"],
+                      "reward": self.settings.reward_of(scores[i], "rollout %s" % row["rollout_id"])}
+            if tokens[i] is not None:
+                result["tokens"] = int(tokens[i])
+            if row.get("group") is not None:
+                result["group"] = row["group"]
+            out.append(result)
+        return out
+
+    def observe(self, batch):
+        return self.client.observe(self.results(batch))

@@ -1,0 +1,43 @@
+"""The slime rollout function with a simulated model, loadable by slime's own load_function as
+`--rollout-function-path tests.slime_sim.generate_rollout`.
+
+`simulated_generate` stands in for slime's per-sample `generate_and_rm`
+(slime/rollout/sglang_rollout.py): it fills each sample's response, response_length, tokens,
+status (TRUNCATED when the response reaches max_tokens, else COMPLETED) and reward, one
+sample at a time with the sample's own seed (metadata["rollout_budget"]["seed"]). The model:
+rollout k of a prompt passes with the prompt's rate (PASS, keyed by the prompt's label).
+"""
+
+import random
+
+from rollout_budget.slime import INFO_KEY, make_rollout_function
+
+PASS = {}
+CALLS = []
+
+
+async def simulated_generate(args, samples):
+    from slime.utils.types import Sample
+
+    for sample in samples:
+        row = sample.metadata[INFO_KEY]
+        CALLS.append(row["seed"])
+        rng = random.Random(row["seed"])
+        length = 5 + rng.randrange(args.rollout_max_response_len)
+        cap = row["max_tokens"] if row["max_tokens"] is not None else args.rollout_max_response_len
+        sample.response_length = min(length, cap)
+        sample.response = "x" * sample.response_length
+        sample.tokens = list(range(sample.response_length))
+        sample.status = Sample.Status.TRUNCATED if length >= cap else Sample.Status.COMPLETED
+        sample.reward = 1.0 if rng.random() < PASS[sample.label] else 0.0
+    return samples
+
+
+#: Set by the tests (a client of the real service, and settings).
+CLIENT = None
+SETTINGS = None
+
+
+def generate_rollout(args, rollout_id, data_source, evaluation=False):
+    return make_rollout_function(generate=simulated_generate, client=CLIENT, settings=SETTINGS)(
+        args, rollout_id, data_source, evaluation=evaluation)

@@ -1,0 +1,158 @@
+"""expand_plan, results_rows and stable_prompt_id against plans the real CLI writes."""
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import unittest
+
+from . import support
+from rollout_budget import expand_plan, group_seed, results_rows, stable_prompt_id
+
+# Non-ASCII ids check the seed hash over UTF-16 code units (JavaScript's charCodeAt), surrogate
+# pairs included.
+PROMPTS = [
+    {"id": "easy", "max_tokens": 512, "group": "gsm8k"},
+    {"id": "hard", "group": "aime"},
+    {"id": "题目-7", "max_tokens": 1024},
+    {"id": "emoji-\U0001F600"},
+    {"id": "left-out", "max_tokens": 64},
+]
+
+
+def cli(*args, stdin=None):
+    done = subprocess.run(support.COMMAND + list(args), input=stdin, capture_output=True, text=True, encoding="utf-8")
+    if done.returncode != 0:
+        raise AssertionError("CLI %s failed: %s" % (args[0], done.stderr))
+    return done.stdout
+
+
+class ExpandPlanTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.dir = tempfile.mkdtemp(prefix="rb-py-plan-")
+        state = os.path.join(cls.dir, "s.db")
+        results = os.path.join(cls.dir, "r.jsonl")
+        with open(results, "w", encoding="utf-8") as f:
+            f.write(json.dumps({"prompt_id": "easy", "step": 0, "rewards": [1] * 8}) + "\n")
+            f.write(json.dumps({"prompt_id": "hard", "step": 0, "rewards": [0] * 7 + [1]}) + "\n")
+            f.write(json.dumps({"prompt_id": "left-out", "step": 0, "rewards": [1] * 16}) + "\n")
+        cli("observe", "--results", results, "--state", state)
+        prompts = os.path.join(cls.dir, "p.jsonl")
+        with open(prompts, "w", encoding="utf-8") as f:
+            f.write("".join(json.dumps(p) + "\n" for p in PROMPTS))
+        common = ["plan", "--prompts", prompts, "--state", state, "--budget-rollouts", "14", "--skip", "--seed", "9", "--min-n", "2"]
+        cls.plan = json.loads(cli(*common))
+        # The CLI's own export of the same plan: group ids and seeds computed by the TypeScript code.
+        cls.jsonl = [json.loads(line) for line in cli(*common, "--format", "jsonl").splitlines() if line.strip()]
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.dir, ignore_errors=True)
+
+    def test_rows_follow_the_cli_export_group_ids_and_seeds(self):
+        rows = expand_plan(self.plan, PROMPTS)
+        groups = self.jsonl[1:]
+        self.assertTrue(groups)
+        self.assertEqual(len(rows), sum(g["n"] for g in groups))
+        k = 0
+        for g in groups:
+            for j in range(g["n"]):
+                row = rows[k]
+                self.assertEqual(row["group_id"], g["group_id"])
+                self.assertEqual(row["prompt_id"], g["prompt_id"])
+                self.assertEqual(row["seed"], g["seed"] + j)
+                self.assertEqual(row["rollout_index"], j)
+                self.assertEqual(row["rollout_id"], "%d/%s#%d" % (self.plan["step"], g["prompt_id"], j))
+                self.assertEqual(row["max_tokens"], g["max_tokens"])
+                k += 1
+        self.assertEqual(k, len(rows))
+        ids = {g["prompt_id"] for g in groups}
+        self.assertIn("题目-7", ids)
+        self.assertIn("emoji-\U0001F600", ids)
+
+    def test_prompts_left_out_are_absent_not_an_error(self):
+        # Regression: the old verl adapter raised KeyError on a --skip plan.
+        planned = {a["prompt_id"] for a in self.plan["allocations"] if a["n"] > 0}
+        self.assertNotIn("left-out", planned, "a prompt solved 16/16 gets no rollouts in a 14-rollout budget")
+        rows = expand_plan(self.plan, PROMPTS)
+        self.assertEqual({r["prompt_id"] for r in rows}, planned)
+
+    def test_rows_carry_the_prompts_group(self):
+        rows = expand_plan(self.plan, PROMPTS)
+        by_prompt = {p["id"]: p.get("group") for p in PROMPTS}
+        for r in rows:
+            self.assertEqual(r.get("group"), by_prompt[r["prompt_id"]])
+        self.assertTrue(any("group" in r for r in rows))
+        self.assertTrue(all("group" not in r for r in expand_plan(self.plan)))
+
+    def test_a_later_round_numbers_from_first_rollout(self):
+        plan = {"version": 1, "step": 3, "seed": 0, "allocations": [{"prompt_id": "p", "n": 2, "max_tokens": None, "first_rollout": 4}]}
+        rows = expand_plan(plan)
+        base = group_seed(0, 3, "p")
+        self.assertEqual([r["rollout_index"] for r in rows], [4, 5])
+        self.assertEqual([r["seed"] for r in rows], [base + 4, base + 5])
+        self.assertEqual([r["rollout_id"] for r in rows], ["3/p#4", "3/p#5"])
+
+    def test_a_malformed_plan_names_the_field(self):
+        cases = [
+            ({"version": 2, "step": 0, "seed": 0, "allocations": []}, r"plan\.version must be 1"),
+            ({"version": 1, "seed": 0, "allocations": []}, r"'step' is required"),
+            ({"version": 1, "step": 0, "seed": 0, "allocations": [{"prompt_id": "a", "n": -1}]}, r'allocations\[0\]: "n" must be an integer ≥ 0, got -1'),
+            ({"version": 1, "step": 0, "seed": 0, "allocations": [{"n": 1}]}, r'allocations\[0\]: "prompt_id" must be a string'),
+        ]
+        for plan, message in cases:
+            with self.assertRaisesRegex(ValueError, message):
+                expand_plan(plan)
+
+
+class ResultsRowsTest(unittest.TestCase):
+    ROWS = [
+        {"prompt_id": "a", "group_id": "1/a", "rollout_index": 0, "rollout_id": "1/a#0", "seed": 10, "max_tokens": None, "step": 1, "group": "g"},
+        {"prompt_id": "a", "group_id": "1/a", "rollout_index": 1, "rollout_id": "1/a#1", "seed": 11, "max_tokens": None, "step": 1, "group": "g"},
+        {"prompt_id": "b", "group_id": "1/b", "rollout_index": 0, "rollout_id": "1/b#0", "seed": 20, "max_tokens": None, "step": 1},
+    ]
+
+    def test_results_keep_ids_steps_and_groups(self):
+        out = results_rows(self.ROWS, [1, 0.5, True], tokens=[10, 20, None], finish_reasons=["stop", "length", None])
+        self.assertEqual(out, [
+            {"prompt_id": "a", "step": 1, "reward": 1.0, "rollout_id": "1/a#0", "tokens": 10, "finish_reason": "stop", "group": "g"},
+            {"prompt_id": "a", "step": 1, "reward": 0.5, "rollout_id": "1/a#1", "tokens": 20, "finish_reason": "length", "group": "g"},
+            {"prompt_id": "b", "step": 1, "reward": 1.0, "rollout_id": "1/b#0"},
+        ])
+
+    def test_bad_values_name_the_rollout(self):
+        with self.assertRaisesRegex(ValueError, r"reward of rollout 1/a#1 must be a number in \[0, 1\], got -1"):
+            results_rows(self.ROWS, [1, -1, 0])
+        with self.assertRaisesRegex(ValueError, r"tokens of rollout 1/b#0 must be an integer ≥ 0, got 2.5"):
+            results_rows(self.ROWS, [1, 1, 0], tokens=[1, 2, 2.5])
+        with self.assertRaisesRegex(ValueError, r"2 rewards for 3 rollouts"):
+            results_rows(self.ROWS, [1, 1])
+        with self.assertRaisesRegex(ValueError, r'finish_reason of rollout 1/a#0 must be "stop", "length" or "abort", got \'done\''):
+            results_rows(self.ROWS, [1, 1, 1], finish_reasons=["done", None, None])
+
+
+class StablePromptIdTest(unittest.TestCase):
+    def test_a_dataset_index_wins_with_its_data_source(self):
+        self.assertEqual(stable_prompt_id("text", extra_info={"index": 17}, data_source="gsm8k"), "gsm8k/17")
+        self.assertEqual(stable_prompt_id("text", index=17), "17")
+        self.assertEqual(stable_prompt_id(None, extra_info={"index": 3.0}), "3")
+
+    def test_else_a_hash_of_the_text_stable_across_calls_and_key_order(self):
+        expected = "h:" + hashlib.sha256("What is 2+2?".encode("utf-8")).hexdigest()[:16]
+        self.assertEqual(stable_prompt_id("What is 2+2?"), expected)
+        self.assertEqual(stable_prompt_id("What is 2+2?", extra_info={"split": "train"}), expected)
+        a = stable_prompt_id([{"role": "user", "content": "hi"}])
+        b = stable_prompt_id([{"content": "hi", "role": "user"}])
+        self.assertEqual(a, b)
+        self.assertNotEqual(a, stable_prompt_id([{"role": "user", "content": "hi!"}]))
+
+    def test_nothing_to_identify_is_an_error(self):
+        with self.assertRaisesRegex(ValueError, "dataset index"):
+            stable_prompt_id(None, extra_info={"split": "train"})
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,221 @@
+"""rollout_budget.slime against slime's own code at 624b824 (tests/slime_upstream.py) and a real
+`rollout-budget serve`: the reward post-process on uneven groups, the rollout function loaded
+and called the way slime calls it, per-sample seeds, and three rollouts end to end.
+Needs torch and httpx (/usr/bin/python3 after .ci/setup-python.sh)."""
+
+import random
+import sys
+import types
+import unittest
+
+from . import slime_sim, slime_upstream, support
+from rollout_budget import HttpClient, group_advantages
+from rollout_budget.config import Settings
+
+LABELS = ["p%02d" % i for i in range(12)]
+RATES = [0.02, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.97]
+
+
+def samples_of(groups, ns):
+    """Flattened samples: group g has sizes[g] samples with the given rewards."""
+    out = []
+    for g, rewards in enumerate(groups):
+        for r in rewards:
+            out.append(ns.Sample(group_index=g, index=len(out), reward=float(r)))
+    return out
+
+
+class PostProcessTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.ns = slime_upstream.load()
+        cls.ours = staticmethod(cls.ns.load_function("rollout_budget.slime.post_process_rewards"))
+
+    def uneven(self, seed):
+        rng = random.Random(seed)
+        return [[float(rng.random() < rng.random()) for _ in range(rng.choice([1, 2, 3, 5, 8, 11]))] for _ in range(rng.randint(2, 7))]
+
+    def test_each_group_is_normalised_as_slime_normalises_an_even_batch_of_it(self):
+        checked = 0
+        for seed in range(60):
+            groups = self.uneven(seed)
+            for estimator, std in (("grpo", True), ("grpo", False), ("gspo", True), ("reinforce_plus_plus_baseline", True)):
+                args = slime_upstream.args(advantage_estimator=estimator, grpo_std_normalization=std)
+                samples = samples_of(groups, self.ns)
+                raw, ours = slime_upstream.ManagerStandIn(args, post_process=self.ours).post_process_rewards(samples)
+                self.assertEqual(raw, [s.reward for s in samples])
+                # Reference: slime's own _post_process_rewards on each group alone, as the even
+                # batch it handles (rollout_batch_size 1, n_samples_per_prompt = the group's size;
+                # slime turns std normalisation off when n_samples_per_prompt is 1).
+                k = 0
+                for rewards in groups:
+                    one = slime_upstream.args(advantage_estimator=estimator, rollout_batch_size=1, n_samples_per_prompt=len(rewards),
+                                              grpo_std_normalization=std and len(rewards) > 1)
+                    _, ref = slime_upstream.ManagerStandIn(one).post_process_rewards(samples_of([rewards], self.ns))
+                    for a, b in zip(ours[k:k + len(rewards)], ref):
+                        self.assertAlmostEqual(a, b, delta=2e-6 + 2e-6 * abs(b), msg="seed %d %s std=%s" % (seed, estimator, std))
+                    k += len(rewards)
+                    checked += 1
+        self.assertGreater(checked, 500)
+
+    def test_slimes_default_mixes_prompts_on_uneven_groups(self):
+        # The bug the post-process fixes: with Σ n ≠ rollout_batch_size × n_samples_per_prompt,
+        # slime/ray/rollout.py normalises the whole batch as one row (`rewards.view(-1, rewards.shape[-1])`).
+        groups = [[1, 1, 1, 1, 1, 0], [0, 0, 1], [0, 1]]
+        samples = samples_of(groups, self.ns)
+        args = slime_upstream.args(rollout_batch_size=3, n_samples_per_prompt=4)
+        _, default = slime_upstream.ManagerStandIn(args).post_process_rewards(samples)
+        _, ours = slime_upstream.ManagerStandIn(args, post_process=self.ours).post_process_rewards(samples)
+        ids = [s.group_index for s in samples]
+        self.assertEqual(ours, [float(x) for x in group_advantages([s.reward for s in samples], ids, kind="grpo")])
+        whole = group_advantages([s.reward for s in samples], [0] * len(samples), kind="grpo")
+        for a, b in zip(default, whole):
+            self.assertAlmostEqual(a, b, places=5)
+        self.assertGreater(max(abs(a - b) for a, b in zip(default, ours)), 0.3)
+
+    def test_estimators_slime_leaves_alone_get_the_raw_rewards(self):
+        samples = samples_of([[1, 0, 0], [1]], self.ns)
+        for args in (slime_upstream.args(advantage_estimator="ppo"), slime_upstream.args(rewards_normalization=False)):
+            raw, rewards = self.ours(args, samples)
+            self.assertEqual(rewards, [1.0, 0.0, 0.0, 1.0])
+
+    def test_partial_rollout_cannot_be_combined(self):
+        # slime's buffer takes back aborted groups only whole: add_samples asserts each group
+        # has n_samples_per_prompt samples (slime/rollout/data_source.py).
+        holder = types.SimpleNamespace(args=slime_upstream.args(n_samples_per_prompt=4), buffer=[])
+        with self.assertRaisesRegex(AssertionError, "must be equal to n_samples_per_prompt"):
+            self.ns.add_samples(holder, [samples_of([[1, 0, 1]], self.ns)])
+
+
+class RecordingClient:
+    def __init__(self, client):
+        self.client = client
+        self.plans = []
+
+    def plan(self, *args, **kwargs):
+        self.plans.append(self.client.plan(*args, **kwargs))
+        return self.plans[-1]
+
+    def observe(self, results):
+        return self.client.observe(results)
+
+
+class RolloutEndToEndTest(support.ServiceCase):
+    def setUp(self):
+        self.ns = slime_upstream.load()
+        self.http = HttpClient(self.url)
+        self.client = RecordingClient(self.http)
+        slime_sim.CLIENT = self.client
+        slime_sim.SETTINGS = Settings(options={"min_n": 2, "max_n": 12, "seed": 4})
+        slime_sim.PASS.clear()
+        slime_sim.PASS.update(dict(zip(LABELS, RATES)))
+        slime_sim.CALLS.clear()
+
+    def tearDown(self):
+        slime_sim.CLIENT = slime_sim.SETTINGS = None
+        self.http.close()
+
+    def test_three_rollouts_uneven_groups_per_sample_seeds_and_posteriors_that_carry_over(self):
+        args = slime_upstream.args()
+        dataset = [self.ns.Sample(prompt="Problem %s" % label, label=label, metadata={"index": i, "data_source": "math"})
+                   for i, label in enumerate(LABELS)]
+        source = slime_upstream.DataSourceStandIn(args, dataset)
+        rollout_fn = self.ns.load_function("tests.slime_sim.generate_rollout")
+        post = self.ns.load_function("rollout_budget.slime.post_process_rewards")
+        manager = slime_upstream.ManagerStandIn(args, rollout_fn=rollout_fn, post_process=post, data_source=source)
+        observed = {}
+        for rollout_id in range(3):
+            if rollout_id == 2:
+                for pid, (count, total) in observed.items():
+                    view = self.http.prompt(pid)
+                    self.assertEqual(view["rollouts"], count, pid)
+                    self.assertAlmostEqual(view["reward_sum"], total, places=9)
+            calls_before = len(slime_sim.CALLS)
+            samples, metrics = manager.get_rollout_data(rollout_id)  # slime's own call_rollout_fn and flattening
+            plan = self.client.plans[-1]
+            self.assertEqual(plan["step"], rollout_id)
+            self.assertEqual(len(samples), sum(a["n"] for a in plan["allocations"]))
+            self.assertEqual(len(samples) % args.global_batch_size, 0)
+            self.assertEqual(metrics["rollout_budget/rollouts"], len(samples))
+            # n = 1 requests: one generate per sample, each with its own seed (group seed + index).
+            seeds = slime_sim.CALLS[calls_before:]
+            self.assertEqual(len(seeds), len(samples))
+            self.assertEqual(len(set(seeds)), len(seeds))
+            for s in samples:
+                row = s.metadata["rollout_budget"]
+                self.assertEqual(row["seed"] - row["rollout_index"], samples[[t.metadata["rollout_budget"]["group_id"] for t in samples].index(row["group_id"])].metadata["rollout_budget"]["seed"])
+            self.assertEqual(len({s.index for s in samples}), len(samples))
+            groups = {}
+            for s in samples:
+                groups.setdefault(s.group_index, []).append(s)
+            if rollout_id > 0:
+                self.assertGreater(len({len(g) for g in groups.values()}), 1, "uneven groups")
+            # The post-process slime calls: per-group GRPO on the uneven groups.
+            raw, rewards = manager.post_process_rewards(samples)
+            expected = group_advantages(raw, [s.group_index for s in samples], kind="grpo")
+            for a, b, s in zip(rewards, expected, samples):
+                self.assertAlmostEqual(a, 0.0 if len(groups[s.group_index]) == 1 else b, places=12)
+            # slime's own schedule trains every rollout: Σ n is a multiple of global_batch_size.
+            partitions, _, _, _ = self.ns.build_dp_schedule(
+                args, {"dp_size": 2, "cp_size": 1, "vpp_size": 1, "microbatch_group_size_per_vp_stage": 1},
+                [len(s.tokens) for s in samples], global_batch_size=args.global_batch_size,
+                rollout_indices=[s.index for s in samples])
+            self.assertEqual(sorted(i for p in partitions for i in p), list(range(len(samples))))
+            for s in samples:
+                pid = s.metadata["rollout_budget"]["prompt_id"]
+                count, total = observed.get(pid, (0, 0.0))
+                observed[pid] = (count + 1, total + s.reward)
+        first = {a["prompt_id"]: a["p_mean"] for a in self.client.plans[0]["allocations"]}
+        third = {a["prompt_id"]: a["p_mean"] for a in self.client.plans[2]["allocations"]}
+        self.assertEqual(len({round(v, 9) for v in first.values()}), 1)
+        rate = {"math/%d" % i: r for i, r in enumerate(RATES)}
+        hard = [p for p in third if rate[p] <= 0.1]
+        easy = [p for p in third if rate[p] >= 0.8]
+        self.assertLess(max(third[p] for p in hard), min(third[p] for p in easy))
+        print("\nslime e2e: rollouts per step %s, group sizes at step 3 %s" % (
+            [sum(a["n"] for a in p["allocations"]) for p in self.client.plans],
+            sorted(a["n"] for a in self.client.plans[2]["allocations"])))
+
+
+class DefaultGeneratePathTest(unittest.TestCase):
+    """The default generator calls slime's generate_and_rm once per sample with the sample's own
+    `sampling_seed` and `max_new_tokens`. slime.rollout.sglang_rollout cannot be imported here
+    (SGLang, Ray): a stand-in module with its `GenerateState.sampling_params` and
+    `generate_and_rm(args, sample, sampling_params, evaluation)` signature records the calls."""
+
+    def test_one_request_per_sample_with_its_seed(self):
+        slime_upstream.load()
+        calls = []
+
+        class GenerateState:
+            def __init__(self, args):
+                self.sampling_params = {"temperature": 1.0, "max_new_tokens": 64}
+
+        async def generate_and_rm(args, sample, sampling_params, evaluation=False):
+            calls.append((sample.index, dict(sampling_params), evaluation))
+            sample.reward = 1.0
+            return sample
+
+        fake = types.ModuleType("slime.rollout.sglang_rollout")
+        fake.GenerateState, fake.generate_and_rm = GenerateState, generate_and_rm
+        saved = sys.modules.get("slime.rollout.sglang_rollout")
+        sys.modules["slime.rollout.sglang_rollout"] = fake
+        try:
+            from rollout_budget import slime as rb_slime
+            from slime.utils.async_utils import run
+            from slime.utils.types import Sample
+
+            samples = [Sample(index=i, metadata={"rollout_budget": {"seed": 1000 + i, "max_tokens": 32 if i == 0 else None}}) for i in range(3)]
+            out = run(rb_slime._sglang_generate(slime_upstream.args(), samples))
+        finally:
+            if saved is None:
+                sys.modules.pop("slime.rollout.sglang_rollout", None)
+            else:
+                sys.modules["slime.rollout.sglang_rollout"] = saved
+        self.assertEqual([s.index for s in out], [0, 1, 2])
+        self.assertEqual([(i, p["sampling_seed"], p["max_new_tokens"], e) for i, p, e in calls],
+                         [(0, 1000, 32, False), (1, 1001, 64, False), (2, 1002, 64, False)])
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,72 @@
+"""verl end to end: three steps of plan → expand → (simulated) generate → advantages → observe
+through the patched step (tests/verl_trainer.py: verl's own DataProto, _get_gen_batch and
+compute_advantage; the model and reward are simulated) against a real `rollout-budget serve`.
+Step 3's plan uses what steps 1–2 observed."""
+
+import unittest
+
+from . import support, verl_trainer, verl_upstream
+from rollout_budget import HttpClient, group_advantages
+
+PROMPTS = [{"text": "problem %d" % i, "index": i, "data_source": "math"} for i in range(12)]
+# True pass rates by prompt id ("math/<index>"): from nearly never to nearly always solved.
+PASS = {"math/%d" % i: p for i, p in enumerate([0.02, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.97])}
+
+
+class VerlEndToEndTest(support.ServiceCase):
+    def test_three_steps_uneven_groups_verl_advantages_and_posteriors_that_carry_over(self):
+        ns = verl_upstream.load()
+        trainer = verl_trainer.TrainerStandIn(rollout_n=4, workers=4, dp_size=2, budget_settings={
+            "url": self.url, "options": {"min_n": 2, "max_n": 12, "seed": 1},
+        })
+        observed = {}
+        plans = []
+        for _ in range(3):
+            if trainer.global_steps == 2:
+                # Before step 3: the service holds exactly what steps 1–2 observed.
+                with HttpClient(self.url) as c:
+                    for pid, (count, total) in observed.items():
+                        view = c.prompt(pid)
+                        self.assertEqual(view["rollouts"], count, pid)
+                        self.assertAlmostEqual(view["reward_sum"], total, places=9)
+            batch = verl_trainer.dataset_batch(PROMPTS)
+            out = verl_trainer.patched_step(trainer, batch, PASS, ns.AdvantageEstimator.GRPO)
+            plan = trainer._rollout_budget.last_plan
+            plans.append(plan)
+            self.assertEqual(plan["step"], trainer.global_steps)
+            self.assertEqual(len(out) % 4, 0, "Σ n a multiple of lcm(4 agent-loop workers, dp 2)")
+            rewards = out.batch["token_level_scores"].sum(-1).tolist()
+            uids = list(out.non_tensor_batch["uid"])
+            ours = group_advantages(rewards, uids, kind="grpo")
+            # verl broadcasts a row's advantage over its response mask; the first token is always in it.
+            self.assertTrue(bool(out.batch["response_mask"][:, 0].all()))
+            theirs = out.batch["advantages"][:, 0].tolist()
+            for k, (a, b) in enumerate(zip(ours, theirs)):
+                self.assertLessEqual(abs(a - b), 2e-6 + 2e-6 * abs(b), "step %d row %d" % (plan["step"], k))
+            sizes = sorted({uids.count(u) for u in set(uids)})
+            if plan["step"] > 1:  # step 1 knows nothing: every prompt gets the same n
+                self.assertGreater(len(sizes), 1, "uneven groups: %s" % sizes)
+            for info, r in zip(out.non_tensor_batch["extra_info"], rewards):
+                pid = info["rollout_budget"]["prompt_id"]
+                count, total = observed.get(pid, (0, 0.0))
+                observed[pid] = (count + 1, total + r)
+        trainer._rollout_budget.client.close()
+        first = {a["prompt_id"]: a for a in plans[0]["allocations"]}
+        third = {a["prompt_id"]: a for a in plans[2]["allocations"]}
+        # Step 1: nothing observed, every prompt gets the same prior.
+        self.assertEqual(len({round(a["p_mean"], 9) for a in first.values()}), 1)
+        # Step 3: posteriors from steps 1–2 order the prompts by what they showed.
+        means = {pid: a["p_mean"] for pid, a in third.items()}
+        hard = [pid for pid in means if PASS[pid] <= 0.1]
+        easy = [pid for pid in means if PASS[pid] >= 0.8]
+        self.assertTrue(hard and easy, (hard, easy))
+        self.assertLess(max(means[p] for p in hard), min(means[p] for p in easy))
+        with HttpClient(self.url) as c:
+            total = sum(c.prompt(pid)["rollouts"] for pid in PASS)
+        self.assertEqual(total, sum(count for count, _ in observed.values()))
+        print("\nverl e2e: rollouts per step %s, group sizes at step 3 %s"
+              % ([sum(a["n"] for a in p["allocations"]) for p in plans], sorted(a["n"] for a in third.values())))
+
+
+if __name__ == "__main__":
+    unittest.main()

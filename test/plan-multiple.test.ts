@@ -1,0 +1,159 @@
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { Allocator, SimServer, type Plan } from '../src/index.js';
+import { cli } from './cli-helpers.js';
+import { simPrompts } from './executor-helpers.js';
+import { call, startService, stopService, type Child } from './service-helpers.js';
+
+// `plan --multiple-of k`, service option `multiple_of`, library `multipleOf`: Σ n a multiple
+// of k, on the real One-Shot-RLVR fixture (steps 0–4 observed, step 5's 43 prompts planned).
+
+const fixture = (...p: string[]) => join(import.meta.dirname, '..', 'fixtures', 'oneshot-rlvr-dsr-sub', ...p);
+const dir = mkdtempSync(join(tmpdir(), 'rb-multiple-'));
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+const state = join(dir, 'state.db');
+const promptsPath = join(dir, 'prompts.jsonl');
+let candidates: { id: string; prompt_tokens: number; max_tokens: number }[] = [];
+
+beforeAll(async () => {
+  const visits = readFileSync(fixture('visits.jsonl'), 'utf8').trim().split('\n').map((l) => JSON.parse(l) as { step: number; prompt_id: string; n: number; correct: number });
+  const results = visits
+    .filter((v) => v.step < 5)
+    .map((v) => ({ prompt_id: v.prompt_id, step: v.step, rewards: Array.from({ length: v.n }, (_, j) => (j < v.correct ? 1 : 0)) }));
+  const resultsPath = join(dir, 'results.jsonl');
+  writeFileSync(resultsPath, results.map((r) => JSON.stringify(r)).join('\n'));
+  expect((await cli(['observe', '--results', resultsPath, '--state', state])).code).toBe(0);
+  const tokens = new Map(readFileSync(fixture('prompts.jsonl'), 'utf8').trim().split('\n').map((l) => {
+    const p = JSON.parse(l) as { id: string; prompt_tokens: number };
+    return [p.id, p.prompt_tokens] as const;
+  }));
+  candidates = visits.filter((v) => v.step === 5).map((v) => ({ id: v.prompt_id, prompt_tokens: tokens.get(v.prompt_id)!, max_tokens: 3072 }));
+  writeFileSync(promptsPath, candidates.map((c) => JSON.stringify(c)).join('\n'));
+});
+
+function total(plan: Plan): number {
+  return plan.allocations.reduce((s, a) => s + a.n, 0);
+}
+
+describe('plan --multiple-of', () => {
+  it('a rollout budget that is a multiple is spent exactly; one that is not is lowered to the multiple below, with a warning', async () => {
+    expect(candidates.length).toBe(43);
+    const even = await cli(['plan', '--prompts', promptsPath, '--state', state, '--budget-rollouts', '384', '--multiple-of', '48']);
+    expect(even.code).toBe(0);
+    const a = JSON.parse(even.stdout) as Plan;
+    expect(total(a)).toBe(384);
+    expect(a.totals.rollouts).toBe(384);
+    expect(a.warnings).toEqual([]);
+    const odd = await cli(['plan', '--prompts', promptsPath, '--state', state, '--budget-rollouts', '344', '--multiple-of', '48']);
+    expect(odd.code).toBe(0);
+    const b = JSON.parse(odd.stdout) as Plan;
+    expect(total(b)).toBe(336);
+    expect(b.warnings).toContain('budget_rollouts 344 is not a multiple of multiple_of 48: at most 336 are planned');
+    // The LP bound is the bound under 336 rollouts: the plain plan of 336 has the same one.
+    const plain = JSON.parse((await cli(['plan', '--prompts', promptsPath, '--state', state, '--budget-rollouts', '336'])).stdout) as Plan;
+    expect(b.totals.upper_bound).toBeCloseTo(plain.totals.upper_bound, 9);
+    expect(b.allocations).toEqual(plain.allocations);
+  });
+
+  it('with a token budget alone, Σ n is a multiple and the tokens still fit', async () => {
+    let repaired = 0;
+    for (const tokens of [400_000, 611_111, 1_000_003]) {
+      const run = await cli(['plan', '--prompts', promptsPath, '--state', state, '--budget-tokens', String(tokens), '--multiple-of', '16', '--prefill-weight', '1']);
+      expect(run.code).toBe(0);
+      const plan = JSON.parse(run.stdout) as Plan;
+      expect(total(plan) % 16, `tokens ${tokens}`).toBe(0);
+      expect(total(plan)).toBeGreaterThan(0);
+      expect(plan.totals.expected_tokens).toBeLessThanOrEqual(tokens);
+      const plain = JSON.parse((await cli(['plan', '--prompts', promptsPath, '--state', state, '--budget-tokens', String(tokens), '--prefill-weight', '1'])).stdout) as Plan;
+      if (total(plain) % 16 !== 0) repaired++;
+      expect(plan.totals.objective).toBeLessThanOrEqual(plain.totals.upper_bound + 1e-9);
+    }
+    expect(repaired).toBeGreaterThan(0);
+  });
+
+  it('rejects a bad --multiple-of with exit 2 and one message', async () => {
+    for (const bad of ['0', '-4', '2.5', 'x']) {
+      const run = await cli(['plan', '--prompts', promptsPath, '--state', state, '--budget-rollouts', '64', '--multiple-of', bad]);
+      expect(run.code, bad).toBe(2);
+      expect(run.stderr, bad).toMatch(/--multiple-of/);
+      expect(run.stdout).toBe('');
+    }
+    const infeasible = await cli(['plan', '--prompts', promptsPath, '--state', state, '--budget-rollouts', '90', '--multiple-of', '64']);
+    expect(infeasible.code).toBe(2);
+    expect(infeasible.stderr).toMatch(/need 128 rollouts \(a multiple of multiple_of 64\)/);
+  });
+
+  it('each round of a step is a multiple (library, partial_rewards in round 2)', () => {
+    const allocator = new Allocator({ state });
+    try {
+      const first = allocator.plan(candidates, { rollouts: 176 }, { multipleOf: 8, skip: true });
+      expect(total(first)).toBe(176);
+      const partial = new Map(first.allocations.map((a) => [a.prompt_id, Array.from({ length: a.n }, (_, j) => (j % 3 === 0 ? 1 : 0))]));
+      const second = allocator.plan(
+        candidates.map((c) => (partial.has(c.id) ? { ...c, partial_rewards: partial.get(c.id)! } : c)),
+        { rollouts: 170 },
+        { multipleOf: 8, step: first.step },
+      );
+      expect(total(second)).toBe(168);
+      for (const a of second.allocations) if (partial.has(a.prompt_id)) expect(a.first_rollout).toBe(partial.get(a.prompt_id)!.length);
+    } finally {
+      allocator.close();
+    }
+  });
+});
+
+describe('service option multiple_of', () => {
+  let child: Child;
+  beforeAll(async () => {
+    child = await startService(['--state', state]);
+  });
+  afterAll(async () => {
+    await stopService(child);
+  });
+
+  it('plans Σ n a multiple of multiple_of, the same plan as the library', async () => {
+    const res = await call(child.port, 'POST', '/v1/plan', { candidates, budget: { rollouts: 300 }, options: { multiple_of: 24, seed: 1 } });
+    expect(res.status).toBe(200);
+    expect(total(res.json as Plan)).toBe(288);
+    const allocator = new Allocator({ state });
+    try {
+      expect(res.json).toEqual(JSON.parse(JSON.stringify(allocator.plan(candidates, { rollouts: 300 }, { multipleOf: 24, seed: 1 }))));
+    } finally {
+      allocator.close();
+    }
+  });
+
+  it('a bad multiple_of is a 400 naming the field and value', async () => {
+    for (const bad of [0, -3, 1.5, '8', null]) {
+      const res = await call(child.port, 'POST', '/v1/plan', { candidates, budget: { rollouts: 64 }, options: { multiple_of: bad } });
+      expect(res.status, String(bad)).toBe(400);
+      expect(res.json.error.field).toBe('body.options.multiple_of');
+    }
+  });
+});
+
+describe('loop --multiple-of', () => {
+  it('plans every round of every step as a multiple (sim-server, a test double of vLLM)', async () => {
+    const sim = simPrompts(7);
+    const server = new SimServer({ prompts: sim.sim });
+    const url = await server.start();
+    try {
+      const prompts = join(dir, 'loop-prompts.jsonl');
+      writeFileSync(prompts, sim.candidates.map((c) => JSON.stringify(c)).join('\n'));
+      const run = await cli(['loop', '--prompts', prompts, '--endpoint', url, '--model', 'sim', '--state', join(dir, 'loop.db'), '--steps', '2', '--budget-rollouts', '42', '--multiple-of', '4', '--skip']);
+      expect(run.code, run.stderr).toBe(0);
+      const rows = run.stdout.trim().split('\n').map((l) => JSON.parse(l) as { planned: number; rollouts: number; rounds: number });
+      expect(rows).toHaveLength(2);
+      for (const r of rows) {
+        expect(r.rounds).toBe(2);
+        // 42 split in two rounds: 21 → 20, then what is left (22) → 20.
+        expect(r.planned).toBe(40);
+        expect(r.rollouts).toBe(40);
+      }
+    } finally {
+      await server.close();
+    }
+  });
+});
