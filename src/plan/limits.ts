@@ -25,9 +25,10 @@ export interface PlanLimits {
  * - max_n to MAX_N_LIMIT (min_n above it is refused: it is a promise the plan could not keep);
  * - a rollouts budget alone to N · max_n, a tokens budget alone to ⌈Σ_i (max_n·c_i + f_i)⌉,
  *   the most all candidates at max_n can spend. With one budget this changes no allocation
- *   (the solver places the same moves; its costs only scale). With both budgets neither is
- *   clamped: the greedy weighs each budget by its size, so clamping a slack one would change
- *   the plan, and the work is already bounded by max_n.
+ *   (the solver places the same moves; its costs only scale; tested against the unclamped
+ *   solve). With both budgets, or with `multipleOf` > 1, no budget is clamped: the greedy
+ *   weighs each budget by its size and the multiple's repairs compare candidates by it, so a
+ *   clamp would change the plan, and the work is already bounded by max_n.
  * `tokensPerRollout` (c_i) and `fixedTokens` (f_i) are the planner's per-candidate costs. O(N).
  */
 export function planLimits(
@@ -37,6 +38,7 @@ export function planLimits(
   maxN: number,
   tokensPerRollout: Float64Array,
   fixedTokens?: Float64Array,
+  multipleOf = 1,
 ): PlanLimits {
   if (minN > MAX_N_LIMIT) {
     throw badOption(`min_n must be at most ${MAX_N_LIMIT} (the most rollouts one prompt can get in a plan), got ${minN}`);
@@ -46,6 +48,7 @@ export function planLimits(
   if (n < maxN) warnings.push(`max_n ${maxN} is above the limit of ${MAX_N_LIMIT} rollouts a prompt: planned with max_n ${n}`);
   let rollouts = budget.rollouts ?? Infinity;
   let tokens = budget.tokens ?? Infinity;
+  if (multipleOf > 1) return { maxN: n, rollouts, tokens, warnings };
   if (budget.tokens === undefined && rollouts > size * n) {
     rollouts = size * n;
     warnings.push(`a budget of ${budget.rollouts} rollouts is more than ${size} prompts × max_n ${n} can use: planned with ${rollouts}`);
