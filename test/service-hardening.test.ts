@@ -312,6 +312,20 @@ describe('item 9: invalid UTF-8 became U+FFFD silently; a bad --host printed two
     expect(code).toBe(0);
   }, 60_000);
 
+  it('stdio: line numbers stay right after a line over the limit', async () => {
+    const input = Buffer.concat([
+      Buffer.from('not json\n'),
+      Buffer.from(`{"id":2,"path":"/v1/observe","body":"${'x'.repeat(400)}"}\n`),
+      Buffer.from([0x7b, 0xff, 0x7d, 0x0a]),
+      Buffer.from('\n{"id":5,"path":"/healthz"}\n'),
+    ]);
+    const { replies } = await stdioSession(['--state', db(), '--body-limit', '200'], input);
+    expect(replies.map((r) => [r.id, r.status])).toEqual([[null, 400], [null, 413], [null, 400], [5, 200]]);
+    expect(replies[0].body.error.message).toMatch(/^request line 1: malformed JSON/);
+    expect(replies[1].body.error.message).toMatch(/^request line 2: longer than the limit of 200 bytes/);
+    expect(replies[2].body.error.message).toMatch(/^request line 3: not valid UTF-8 text: byte 2 of the line \(0xFF\)/);
+  }, 60_000);
+
   it('a bad --host prints one line, not "store closed" first', async () => {
     const r = await runServe(['--host', '300.1.1.1', '--port', '0', '--token', 't', '--state', db()], 20_000);
     expect(r.code).toBe(2);

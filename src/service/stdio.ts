@@ -18,9 +18,8 @@ export async function serveStdio(service: Service, input: Readable, output: Writ
     const body = r.contentType.startsWith('application/json') ? (JSON.parse(r.body) as unknown) : r.body;
     output.write(`${JSON.stringify({ id: id ?? null, status: r.status, body })}\n`);
   };
-  let lineNo = 0;
-  const handleLine = async (bytes: Buffer) => {
-    const where = `request line ${++lineNo}`;
+  const handleLine = async (bytes: Buffer, n: number) => {
+    const where = `request line ${n}`;
     let msg: unknown;
     try {
       const line = decodeUtf8(bytes, where, false);
@@ -53,8 +52,10 @@ export async function serveStdio(service: Service, input: Readable, output: Writ
   let pendingBytes = 0;
   let skipping = false;
   let chain = Promise.resolve();
+  let lineNo = 0; // counted as lines are read, so a number is right whatever the queue holds
   const enqueue = (line: Buffer) => {
-    chain = chain.then(() => handleLine(line));
+    const n = ++lineNo;
+    chain = chain.then(() => handleLine(line, n));
   };
   const overLimit = () => {
     const where = `request line ${++lineNo}`;
