@@ -6,6 +6,7 @@
 import { spawnSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import seedrandom from 'seedrandom';
+import { verifierBench } from './bench-verifier.js';
 import {
   createRegistries, exactDp, fnv1a, greedySolve, milpSolve, MonomialCurves, planStep, posteriors,
   resolvePlanOptions, snapshotOf, type Candidate, type PromptState, type SolverInput,
@@ -163,4 +164,8 @@ function main(): void {
 }
 
 if (process.argv[2] === 'child') child(Number(process.argv[3]));
-else main();
+else if (process.argv[2] === 'verifier') verifierBench();
+else {
+  main();
+  verifierBench();
+}

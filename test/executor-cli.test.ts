@@ -55,24 +55,34 @@ describe('plan --format', () => {
     const lines = (await cli([...common, '--format', 'jsonl'])).out.trim().split('\n').map((l) => JSON.parse(l));
     expect(lines[0]).toMatchObject({ type: 'header', version: 1, step: plan.step, seed: 3 });
     expect(lines[0].allocations).toBeUndefined();
+    // The prompts give no max_tokens: jsonl keeps null (a trainer applies its own response length).
+    expect(lines[0].warnings).toEqual([]);
     expect(lines.slice(1)).toEqual(groups.map((a) => ({
-      group_id: `${plan.step}/${a.prompt_id}`, prompt_id: a.prompt_id, n: a.n, max_tokens: a.max_tokens, seed: groupSeed(3, plan.step, a.prompt_id),
+      group_id: `${plan.step}/${a.prompt_id}`, prompt_id: a.prompt_id, n: a.n, max_tokens: null, seed: groupSeed(3, plan.step, a.prompt_id),
     })));
     expect(lines.slice(1).reduce((s: number, g: { n: number }) => s + g.n, 0)).toBe(plan.totals.rollouts);
 
-    const batch = (await cli([...common, '--format', 'vllm-batch', '--model', 'Qwen/Qwen2.5-Math-1.5B'])).out.trim().split('\n').map((l) => JSON.parse(l));
+    const texts = new Map(simPrompts(6).candidates.map((c) => [c.id, c.prompt as string]));
+    const batchRun = await cli([...common, '--format', 'vllm-batch', '--model', 'Qwen/Qwen2.5-Math-1.5B']);
+    expect(batchRun.err).toMatch(/warning: 6 groups have no max_tokens .* uses 4096/);
+    const batch = batchRun.out.trim().split('\n').map((l) => JSON.parse(l));
     expect(batch.length).toBe(6);
     for (const [i, b] of batch.entries()) {
       const a = groups[i]!;
-      expect(b).toMatchObject({ custom_id: `${plan.step}/${a.prompt_id}`, method: 'POST', url: '/v1/completions' });
-      expect(b.body).toMatchObject({ model: 'Qwen/Qwen2.5-Math-1.5B', n: a.n, seed: groupSeed(3, plan.step, a.prompt_id) });
-      expect(typeof b.body.prompt).toBe('string');
+      // vllm run-batch serves /v1/chat/completions (run_batch.py): a prompt string becomes one user message.
+      expect(b).toEqual({
+        custom_id: `${plan.step}/${a.prompt_id}`, method: 'POST', url: '/v1/chat/completions',
+        body: { model: 'Qwen/Qwen2.5-Math-1.5B', messages: [{ role: 'user', content: texts.get(a.prompt_id) }], n: a.n, seed: groupSeed(3, plan.step, a.prompt_id), max_tokens: 4096, return_token_ids: true },
+      });
     }
 
-    const sg = JSON.parse((await cli([...common, '--format', 'sglang'])).out);
-    expect(sg.text.length).toBe(6);
-    expect(sg.sampling_params.map((p: { n: number }) => p.n)).toEqual(groups.map((a) => a.n));
-    expect(sg.rid).toEqual(groups.map((a) => `${plan.step}/${a.prompt_id}`));
+    const sg = JSON.parse((await cli([...common, '--format', 'sglang', '--max-tokens', '1000'])).out);
+    // One entry per rollout: every entry has n = 1 (SGLang's equal-n rule) and its own seed.
+    expect(sg.text.length).toBe(plan.totals.rollouts);
+    const rids = groups.flatMap((a) => Array.from({ length: a.n }, (_, j) => `${plan.step}/${a.prompt_id}#${j}`));
+    expect(sg.rid).toEqual(rids);
+    expect(sg.sampling_params).toEqual(groups.flatMap((a) => Array.from({ length: a.n }, (_, j) => ({ max_new_tokens: 1000, sampling_seed: groupSeed(3, plan.step, a.prompt_id) + j }))));
+    expect(sg.text).toEqual(groups.flatMap((a) => Array.from({ length: a.n }, () => texts.get(a.prompt_id))));
   });
 
   it('rejects vllm-batch without --model and an unknown format (exit 2)', async () => {
@@ -154,7 +164,7 @@ describe('execute, observe and loop on the command line', () => {
 
     const badUrl = await cli(['execute', '--plan', planPath, '--prompts', prompts, '--endpoint', 'localhost', '--model', 'sim']);
     expect(badUrl.code).toBe(2);
-    expect(badUrl.err).toMatch(/expected an http\(s\) URL/);
+    expect(badUrl.err).toMatch(/"localhost" is not a URL; expected http:\/\/host:port or http:\/\/host:port\/v1/);
   });
 });
 

@@ -1,12 +1,13 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { answersMatch, lastBoxed, mathReward, normalizeAnswer, verifierFrom } from '../src/index.js';
+import { MAX_ANSWER_CHARS, answersMatch, lastBoxed, mathReward, normalizeAnswer, verifierFrom } from '../src/index.js';
 
 const here = import.meta.dirname;
+const pairs = JSON.parse(readFileSync(join(here, 'verifier', 'math-pairs.json'), 'utf8')) as { equivalent: [string, string, string][]; different: [string, string, string][] };
 
 describe('math verifier', () => {
-  it('agrees with the Qwen evaluation suite on ≥ 97% of the 400 real responses', () => {
+  it('agrees with the Qwen evaluation suite on ≥ 99% of the 400 real responses', () => {
     const rows = readFileSync(join(here, '..', 'fixtures', 'qwen-math100-k8', 'responses.jsonl'), 'utf8')
       .trim()
       .split('\n')
@@ -18,7 +19,36 @@ describe('math verifier', () => {
     for (const d of disagreements) {
       console.log(`  disagreement: problem ${d.problem_id} sample ${d.sample_idx}: truth ${JSON.stringify(d.ground_truth)}, boxed ${JSON.stringify(lastBoxed(d.response))}, label ${d.correct}`);
     }
-    expect(agreement).toBeGreaterThanOrEqual(0.97);
+    expect(agreement).toBeGreaterThanOrEqual(0.99);
+  });
+
+  it('has a table of at least 60 real answer forms, both ways', () => {
+    expect(pairs.equivalent.length + pairs.different.length).toBeGreaterThanOrEqual(60);
+    expect(pairs.different.length).toBeGreaterThanOrEqual(20);
+  });
+
+  it.each(pairs.equivalent)('%s equals %s (%s), in both directions', (a, b) => {
+    expect(answersMatch(a, b)).toBe(true);
+    expect(answersMatch(b, a)).toBe(true);
+  });
+
+  it.each(pairs.different)('%s differs from %s (%s), in both directions', (a, b) => {
+    expect(answersMatch(a, b)).toBe(false);
+    expect(answersMatch(b, a)).toBe(false);
+  });
+
+  // Issue 12 item 6: these took 23.6 s, 26 s and 11.4 s. Their time is printed by `npm run bench`
+  // (no timed assertion here); this checks the answers they get and the documented length cap.
+  it('grades adversarial 100 kB answers by the documented cap: no normalisation past MAX_ANSWER_CHARS', () => {
+    expect(MAX_ANSWER_CHARS).toBe(1000);
+    const spaces = ' '.repeat(100_000);
+    expect(mathReward(`\\boxed{\\text{${spaces}1}}`, '1')).toBe(0);
+    expect(answersMatch('1', `\\text{${spaces}1}`)).toBe(false);
+    expect(mathReward(`\\boxed{1${'.'.repeat(100_000)}x}`, '1')).toBe(0);
+    expect(normalizeAnswer(`  ${'a'.repeat(MAX_ANSWER_CHARS + 1)}  `)).toBe('a'.repeat(MAX_ANSWER_CHARS + 1));
+    // Under the cap, the same shapes are normalised as usual.
+    expect(mathReward(`\\boxed{\\text{${' '.repeat(100)}1}}`, '1')).toBe(1);
+    expect(mathReward(`${'x '.repeat(50_000)} so \\boxed{\\frac{\\pi}{2}}.`, '\\pi/2')).toBe(1);
   });
 
   it('extracts the last boxed answer, with nested braces, and null when cut off', () => {

@@ -1,24 +1,35 @@
 import { InvalidArgumentError, Option, type Command } from 'commander';
 import { Allocator } from '../allocator.js';
-import { badOption } from '../errors.js';
+import { RolloutBudgetError, badOption } from '../errors.js';
+import { defaultRetry } from '../executor/dispatcher.js';
+import { normalizeEndpoint } from '../executor/endpoint.js';
 import { commitPartials, executePlan } from '../executor/execute.js';
 import { runLoop } from '../executor/loop.js';
 import { PartialStore } from '../executor/partials.js';
 import { parsePlan } from '../executor/planfile.js';
+import { SERVER_PROFILES, resolveServer } from '../executor/profiles.js';
 import { mergeSummaries, progressBar, summaryLine } from '../executor/summary.js';
 import type { ExecuteOptions, ExecutedRollout } from '../executor/types.js';
+import { DEFAULT_VERIFIER_TIMEOUT_S } from '../executor/verify/command.js';
 import { verifierFrom } from '../executor/verify/verifiers.js';
-import { parsePrompts } from '../io/formats.js';
+import { parsePrompts, parsePromptsAt } from '../io/formats.js';
+import { DEFAULT_MAX_TOKENS } from '../plan/exports.js';
 import { defaultPlanOptions, defaultRounds } from '../plan/options.js';
 import { SimModel, SHORT_COT } from '../simserver/model.js';
 import { parseSimPrompts } from '../simserver/prompts.js';
-import { SimServer } from '../simserver/server.js';
+import { SIM_PROFILES, SimServer } from '../simserver/server.js';
+import { registerGradeCommand } from './grade.js';
 import { readInput, writeOutput, type CliIo } from './io.js';
 import { intArg, numberArg } from './parse.js';
 
+/** Endpoints are checked when the command starts (endpoint.ts): a URL that cannot be sent is never retried. */
 const collect = (value: string, previous: string[]) => {
-  if (!/^https?:\/\/[^\s/]+/.test(value)) throw new InvalidArgumentError(`expected an http(s) URL like http://127.0.0.1:8000, got "${value}"`);
-  return [...previous, value];
+  try {
+    return [...previous, normalizeEndpoint(value)];
+  } catch (error) {
+    if (error instanceof RolloutBudgetError) throw new InvalidArgumentError(`${error.message.replace(/^--endpoint /, '')}`);
+    throw error;
+  }
 };
 
 const jsonObjectArg = (value: string): Record<string, unknown> => {
@@ -36,16 +47,19 @@ const jsonObjectArg = (value: string): Record<string, unknown> => {
 function executorOptions(cmd: Command): Command {
   return cmd
     .requiredOption('--prompts <path|->', 'prompts JSONL: id, prompt (or messages), ground_truth for --verifier math')
-    .option('--endpoint <url>', 'OpenAI-compatible server base URL (repeat for several)', collect, [])
+    .option('--endpoint <url>', 'OpenAI-compatible server base URL, http://host:port or http://host:port/v1 (repeat for several)', collect, [])
     .requiredOption('--model <name>', 'served model name')
+    .addOption(new Option('--server <kind>', 'how requests are shaped for the server, or auto (asks GET /v1/models)').choices(['auto', ...Object.keys(SERVER_PROFILES)]).default('auto'))
+    .option('--prompt-field <name>', 'prompts field holding the text to send (e.g. problem)', 'prompt')
     .addOption(new Option('--api <api>', 'API to call (default: chat for prompts with messages, else completions)').choices(['chat', 'completions']))
     .addOption(new Option('--concurrency <int>', 'requests in flight at most').default(32).argParser(intArg(1)))
     .addOption(new Option('--request-n <int>', 'largest n of one request (larger groups are split)').default(16).argParser(intArg(1)))
     .option('--verifier <spec>', 'math, or command:<cmd> (reads rollouts JSONL on stdin, prints one reward a line)', 'math')
+    .addOption(new Option('--verifier-timeout <s>', 'wall-clock limit of one command: verifier batch; its process group is killed after it').default(DEFAULT_VERIFIER_TIMEOUT_S).argParser(numberArg(0.001, 86_400)))
     .addOption(new Option('--over-provision <ratio>', 'launch up to (1 + r)·n rollouts per group, keep the first n').default(0).argParser(numberArg(0, 10)))
     .addOption(new Option('--timeout-s <s>', 'per-request timeout').default(600).argParser(numberArg(0.001, 86_400)))
     .addOption(new Option('--retries <int>', 'retries per request on 5xx, connection errors and timeouts').default(4).argParser(intArg(0)))
-    .addOption(new Option('--max-tokens <int>', 'max_tokens for prompts the plan gives none (servers default to 16)').default(4096).argParser(intArg(1)))
+    .addOption(new Option('--max-tokens <int>', 'max_tokens for prompts the plan gives none (servers default to 16 or 128)').default(DEFAULT_MAX_TOKENS).argParser(intArg(1)))
     .addOption(new Option('--extra-body <json>', 'JSON object merged into every request body (top_p, stop, return_token_ids: false, ...)').argParser(jsonObjectArg))
     .addOption(new Option('--temperature <t>', 'sampling temperature sent to the server').argParser(numberArg(0, 10)))
     .option('--state <path>', 'state database (partial rollouts live here too)', './rollout-budget.db');
@@ -54,6 +68,9 @@ function executorOptions(cmd: Command): Command {
 interface ExecFlags {
   endpoint: string[];
   model: string;
+  server: string;
+  promptField: string;
+  verifierTimeout: number;
   api?: 'chat' | 'completions';
   concurrency: number;
   requestN: number;
@@ -66,18 +83,26 @@ interface ExecFlags {
   extraBody?: Record<string, unknown>;
 }
 
-function toExecuteOptions(io: CliIo, o: ExecFlags, partials: PartialStore): ExecuteOptions {
+/** The library's execute options from the flags; with `--server auto`, asks the endpoints who they are. */
+async function toExecuteOptions(io: CliIo, o: ExecFlags, partials: PartialStore, origin: ExecuteOptions['origin'] = {}): Promise<ExecuteOptions> {
   if (o.endpoint.length === 0) throw badOption('give at least one --endpoint <url>');
+  const verifier = verifierFrom(o.verifier, undefined, { timeoutMs: o.verifierTimeout * 1000 });
+  const retry = { retries: o.retries, backoffMs: defaultRetry.backoffMs, maxBackoffMs: defaultRetry.maxBackoffMs };
+  const { profile, note } = await resolveServer(o.server, o.endpoint, retry, Math.min(o.timeoutS * 1000, 30_000));
+  if (note !== null) io.stderr(`rollout-budget: ${note}\n`);
   return {
     endpoints: o.endpoint,
     model: o.model,
+    server: profile,
+    promptField: o.promptField,
+    origin,
     ...(o.api === undefined ? {} : { api: o.api }),
     concurrency: o.concurrency,
     requestN: o.requestN,
     overProvision: o.overProvision,
     timeoutMs: o.timeoutS * 1000,
-    retry: { retries: o.retries, backoffMs: 200, maxBackoffMs: 5000 },
-    verifier: verifierFrom(o.verifier),
+    retry,
+    verifier,
     partials,
     defaultMaxTokens: o.maxTokens,
     ...(o.extraBody === undefined ? {} : { extraBody: o.extraBody }),
@@ -88,7 +113,7 @@ function toExecuteOptions(io: CliIo, o: ExecFlags, partials: PartialStore): Exec
 
 const jsonl = (rows: readonly ExecutedRollout[]) => rows.map((r) => `${JSON.stringify(r)}\n`).join('');
 
-/** Registers `execute`, `loop` and `sim-server` (issue 4). */
+/** Registers `execute`, `loop`, `sim-server` (issue 4) and `grade` (issue 11). */
 export function registerExecutorCommands(program: Command, io: CliIo): void {
   executorOptions(
     program
@@ -101,10 +126,12 @@ export function registerExecutorCommands(program: Command, io: CliIo): void {
       const planInput = await readInput(io, opts.plan);
       const plan = parsePlan(planInput.text, planInput.name);
       const promptsInput = await readInput(io, opts.prompts);
-      const prompts = new Map(parsePrompts(promptsInput.text, promptsInput.name).map((c) => [c.id, c]));
+      const parsed = parsePromptsAt(promptsInput.text, promptsInput.name);
+      const prompts = new Map(parsed.candidates.map((c) => [c.id, c]));
       const partials = new PartialStore(opts.state);
       try {
-        const report = await executePlan(plan, prompts, toExecuteOptions(io, opts, partials));
+        const origin = { plan: planInput.name, prompts: promptsInput.name, promptLines: parsed.lines };
+        const report = await executePlan(plan, prompts, await toExecuteOptions(io, opts, partials, origin));
         writeOutput(io, opts.out, jsonl(report.results));
         commitPartials(partials, report);
         io.stderr(`${summaryLine(report.summary)}\n`);
@@ -142,7 +169,7 @@ export function registerExecutorCommands(program: Command, io: CliIo): void {
         candidates,
         budget,
         { minN: opts.minN, maxN: opts.maxN, skip: opts.skip, policy: opts.policy, value: opts.value, seed: opts.seed, ...(opts.multipleOf === undefined ? {} : { multipleOf: opts.multipleOf }) },
-        toExecuteOptions(io, opts, partials),
+        await toExecuteOptions(io, opts, partials, { prompts: input.name }),
         opts.steps,
         (row) => {
           const s = mergeSummaries(row.rounds.map((r) => r.summary));
@@ -161,6 +188,8 @@ export function registerExecutorCommands(program: Command, io: CliIo): void {
     .command('sim-server')
     .description('TEST DOUBLE: a simulated OpenAI-compatible inference server on 127.0.0.1 for dry runs (no real model)')
     .option('--prompts <path>', 'prompts JSONL with ground_truth (and optional sim_pass_rate) the server answers')
+    .option('--prompt-field <name>', 'prompts field holding the text (e.g. problem)', 'prompt')
+    .addOption(new Option('--profile <server>', 'behave as vllm, sglang (one seed per request, native /generate) or openai (standard fields only)').choices(SIM_PROFILES).default('vllm'))
     .addOption(new Option('--port <int>', 'port on 127.0.0.1 (0: any free port)').default(8000).argParser(intArg(0)))
     .option('--model <name>', 'served model name (other names get 404)')
     .addOption(new Option('--pass-alpha <a>', 'Beta α of pass rates').default(0.349).argParser(numberArg(1e-6, 1e6)))
@@ -172,7 +201,7 @@ export function registerExecutorCommands(program: Command, io: CliIo): void {
     .addOption(new Option('--drop-rate <p>', 'probability of a connection dropped mid-stream').default(0).argParser(numberArg(0, 1)))
     .addOption(new Option('--seed <int>', 'server seed').default(0).argParser(intArg(0)))
     .action(async (opts) => {
-      const prompts = opts.prompts === undefined ? [] : parseSimPrompts((await readInput(io, opts.prompts)).text, opts.prompts);
+      const prompts = opts.prompts === undefined ? [] : parseSimPrompts((await readInput(io, opts.prompts)).text, opts.prompts, opts.promptField);
       const server = new SimServer({
         port: opts.port,
         prompts,
@@ -181,9 +210,10 @@ export function registerExecutorCommands(program: Command, io: CliIo): void {
         msPerToken: opts.msPerToken,
         faults: { latencyMs: opts.latencyMs, errorRate: opts.errorRate, dropRate: opts.dropRate },
         seed: opts.seed,
+        profile: opts.profile,
       });
       const url = await server.start();
-      io.stderr(`sim-server (a test double, not a model) listening on ${url}; ${prompts.length} prompts known; Ctrl-C stops it\n`);
+      io.stderr(`sim-server (a test double, not a model, behaving as ${opts.profile}) listening on ${url}; ${prompts.length} prompts known; Ctrl-C stops it\n`);
       await new Promise<void>((resolve) => {
         const stop = () => resolve();
         process.once('SIGINT', stop);
@@ -191,4 +221,5 @@ export function registerExecutorCommands(program: Command, io: CliIo): void {
       });
       await server.close();
     });
+  registerGradeCommand(program, io);
 }

@@ -1,8 +1,8 @@
 import { Command, CommanderError, Option } from 'commander';
 import { Allocator } from '../allocator.js';
 import { RolloutBudgetError } from '../errors.js';
-import { parsePrompts, parseResults } from '../io/formats.js';
-import { formatPlan, PLAN_FORMATS } from '../plan/exports.js';
+import { parsePromptsAt, parseResults } from '../io/formats.js';
+import { DEFAULT_MAX_TOKENS, defaultLimitWarning, formatPlan, groupsWithoutLimit, PLAN_FORMATS } from '../plan/exports.js';
 import type { PlanOptionsInput } from '../plan/options.js';
 import { runDemo } from './demo.js';
 import { registerExecutorCommands } from './executor.js';
@@ -51,10 +51,14 @@ export function buildProgram(io: CliIo): Command {
     .addOption(new Option('--multiple-of <int>', 'total rollouts a multiple of this (rollout workers, data-parallel ranks)').argParser(intArg(1)))
     .option('--out <path|->', 'where to write the plan', '-')
     .addOption(new Option('--format <format>', 'plan output format').choices(PLAN_FORMATS).default('json'))
-    .option('--model <name>', 'model name for --format vllm-batch request bodies');
+    .option('--model <name>', 'model name for --format vllm-batch request bodies')
+    // issue 11: a generation limit for prompts without max_tokens, and the field holding the text.
+    .addOption(new Option('--max-tokens <int>', `max_tokens of prompts that give none (the plan knows it); exports use ${DEFAULT_MAX_TOKENS} when not given`).argParser(intArg(1)))
+    .option('--prompt-field <name>', 'prompts field holding the text, for --format vllm-batch and sglang', 'prompt');
   decayOptions(plan).action(async (opts) => {
     const input = await readInput(io, opts.prompts);
-    const candidates = parsePrompts(input.text, input.name);
+    const parsed = parsePromptsAt(input.text, input.name);
+    const candidates = opts.maxTokens === undefined ? parsed.candidates : parsed.candidates.map((c) => (c.max_tokens === undefined ? { ...c, max_tokens: opts.maxTokens } : c));
     const allocator = new Allocator({ state: opts.state });
     try {
       const result = allocator.plan(
@@ -77,7 +81,14 @@ export function buildProgram(io: CliIo): Command {
         },
       );
       const byId = new Map(candidates.map((c) => [c.id, c]));
-      writeOutput(io, opts.out, formatPlan(result, opts.format, { model: opts.model, candidates: byId }));
+      const exportOptions = { model: opts.model, candidates: byId, promptField: opts.promptField, promptLines: parsed.lines, ...(opts.maxTokens === undefined ? {} : { maxTokens: opts.maxTokens }) };
+      writeOutput(io, opts.out, formatPlan(result, opts.format, exportOptions));
+      const unlimited = groupsWithoutLimit(result);
+      if (unlimited > 0 && (opts.format === 'json' || opts.format === 'jsonl')) {
+        io.stderr(`rollout-budget: warning: ${unlimited} groups have no max_tokens (their prompts give none, no --max-tokens): a server stops them at its own default (vLLM 16 tokens on /v1/completions, SGLang 128); execute sends ${DEFAULT_MAX_TOKENS}\n`);
+      } else if (unlimited > 0) {
+        io.stderr(`rollout-budget: warning: ${defaultLimitWarning(unlimited, exportOptions)}\n`);
+      }
     } finally {
       allocator.close();
     }

@@ -1,10 +1,14 @@
 /**
- * One streaming request to an OpenAI-compatible server (vLLM, SGLang, the sim-server):
- * POST /v1/completions or /v1/chat/completions with `stream: true`, parsed as server-sent
- * events. Streaming is what lets an aborted request keep its partial text (APRIL). Tokens per
- * choice come from the choice itself: `token_ids` (vLLM's `return_token_ids`), else logprob
- * entries, else — for a single-choice request only — the usage chunk; otherwise unknown.
+ * One request to an OpenAI-compatible server (vLLM, SGLang, the sim-server): POST
+ * /v1/completions or /v1/chat/completions, asked with `stream: true`. A streamed answer
+ * (`text/event-stream`) is parsed by eventsource-parser (the WHATWG event-stream grammar:
+ * CRLF / CR / LF line ends, multi-line `data:`, comments, `event:` and `id:` fields); a server or
+ * proxy that ignores `stream` and answers one JSON body is parsed as that body. Streaming is
+ * what lets an aborted request keep its partial text (APRIL). Tokens per choice come from the
+ * choice itself: `token_ids` (vLLM's `return_token_ids`, SGLang's on /v1/completions), else
+ * logprob entries, else — for a single-choice request only — the usage chunk; otherwise unknown.
  */
+import { createParser } from 'eventsource-parser';
 
 /** How a failed attempt is classified; only `retryable` ones are tried again. */
 export class RequestError extends Error {
@@ -18,12 +22,13 @@ export class RequestError extends Error {
   }
 }
 
-/** Events of one choice as the stream reports them. */
+/** Events of one choice as the server reports them. */
 export interface ChoiceSink {
   /** New text and the number of tokens it holds (null: the server did not say). */
   delta(index: number, text: string, tokens: number | null): void;
+  /** The choice's finish_reason, as the server wrote it ("stop", "length", "abort", ...). */
   finish(index: number, reason: string): void;
-  /** completion_tokens of the whole request, when the server sends a usage chunk. */
+  /** completion_tokens of the whole request, when the server sends a usage object. */
   usage(completionTokens: number): void;
 }
 
@@ -35,7 +40,18 @@ export interface StreamRequest {
   readonly signal: AbortSignal;
 }
 
-function tokensOf(choice: Record<string, unknown>, chat: boolean): number | null {
+/** Largest event the SSE parser buffers (a chunk holds a few tokens; 16 MiB is far above any). */
+const MAX_EVENT_CHARS = 16 * 1024 * 1024;
+
+/**
+ * Error codes that say the request can never succeed as sent (a URL fetch cannot parse, a host
+ * name that does not exist): failed at once, never retried. Everything else a connection can
+ * throw (refused, reset, DNS EAI_AGAIN, socket closed) is retried.
+ */
+const FATAL_CAUSES = new Set(['ERR_INVALID_URL', 'ENOTFOUND', 'ERR_INVALID_ARG_VALUE', 'ERR_INVALID_ARG_TYPE', 'UND_ERR_INVALID_ARG', 'ERR_UNSUPPORTED_PROTOCOL']);
+
+/** The token count a choice reports: its `token_ids`, else its logprob entries, else null. */
+export function tokensOf(choice: Record<string, unknown>, chat: boolean): number | null {
   if (Array.isArray(choice.token_ids)) return choice.token_ids.length;
   const lp = choice.logprobs as Record<string, unknown> | null | undefined;
   if (lp !== null && lp !== undefined) {
@@ -45,30 +61,38 @@ function tokensOf(choice: Record<string, unknown>, chat: boolean): number | null
   return null;
 }
 
+/** Classifies what `fetch` or a body read threw. */
+function classify(error: unknown, req: StreamRequest, isTimeout: () => boolean): RequestError {
+  if (error instanceof RequestError) return error;
+  if (req.signal.aborted) {
+    return isTimeout() ? new RequestError('request timed out', 'retryable') : new RequestError('cancelled', 'cancelled');
+  }
+  const cause = (error as { cause?: { code?: unknown; message?: unknown } }).cause;
+  const code = typeof cause?.code === 'string' ? cause.code : undefined;
+  const message = (error as Error).message ?? String(error);
+  if ((code !== undefined && FATAL_CAUSES.has(code)) || /Failed to parse URL|Invalid URL/i.test(message)) {
+    return new RequestError(`cannot send to ${req.url}: ${code ?? message}${typeof cause?.message === 'string' ? ` (${cause.message})` : ''}`, 'fatal');
+  }
+  return new RequestError(`connection error (${code ?? message})`, 'retryable');
+}
+
 /**
- * Sends one streaming request and feeds its events to `sink`. Resolves when the server sends
- * `[DONE]`; rejects with a RequestError: 5xx, connection errors, timeouts and a stream that
- * ends early are retryable, 4xx fatal, a caller abort cancelled.
+ * Sends one request and feeds its events to `sink`. Resolves when the server sends `[DONE]`,
+ * when a streamed answer ends (the caller checks every choice finished), or after a JSON
+ * answer; rejects with a RequestError: 5xx, 429, connection errors, timeouts and malformed
+ * chunks are retryable, 4xx and unsendable URLs fatal, a caller abort cancelled.
  */
 export async function streamRequest(req: StreamRequest, sink: ChoiceSink, isTimeout: () => boolean): Promise<void> {
   let response: Response;
-  const classify = (error: unknown): RequestError => {
-    if (error instanceof RequestError) return error;
-    if (req.signal.aborted) {
-      return isTimeout() ? new RequestError('request timed out', 'retryable') : new RequestError('cancelled', 'cancelled');
-    }
-    const cause = (error as { cause?: { code?: string } }).cause?.code;
-    return new RequestError(`connection error (${cause ?? (error as Error).message})`, 'retryable');
-  };
   try {
     response = await fetch(req.url, {
       method: 'POST',
-      headers: { 'content-type': 'application/json', accept: 'text/event-stream' },
+      headers: { 'content-type': 'application/json', accept: 'text/event-stream, application/json' },
       body: JSON.stringify(req.body),
       signal: req.signal,
     });
   } catch (error) {
-    throw classify(error);
+    throw classify(error, req, isTimeout);
   }
   if (!response.ok) {
     const text = await response.text().catch(() => '');
@@ -76,44 +100,84 @@ export async function streamRequest(req: StreamRequest, sink: ChoiceSink, isTime
     throw new RequestError(detail, response.status >= 500 || response.status === 429 ? 'retryable' : 'fatal', response.status);
   }
   if (response.body === null) throw new RequestError(`empty body from ${req.url}`, 'retryable');
-  const decoder = new TextDecoder();
-  let buffer = '';
+  const type = response.headers.get('content-type') ?? '';
   try {
-    for await (const bytes of response.body as unknown as AsyncIterable<Uint8Array>) {
-      buffer += decoder.decode(bytes, { stream: true });
-      let cut: number;
-      while ((cut = buffer.indexOf('\n\n')) >= 0) {
-        const event = buffer.slice(0, cut);
-        buffer = buffer.slice(cut + 2);
-        for (const line of event.split('\n')) {
-          if (!line.startsWith('data:')) continue;
-          const data = line.slice(5).trim();
-          if (data === '[DONE]') return;
-          handleChunk(data, req.chat, sink);
-        }
+    if (!type.includes('text/event-stream')) {
+      // A server or proxy that ignored `stream: true`: one JSON body with every choice.
+      const text = await response.text();
+      let body: unknown;
+      try {
+        body = JSON.parse(text);
+      } catch {
+        throw new RequestError(`malformed response body from ${req.url} (content-type ${type || 'none'}): ${text.slice(0, 120)}`, 'retryable');
       }
+      handleChunk(body, req.chat, sink, 'message');
+      return;
     }
+    let done = false;
+    let failure: unknown = null;
+    const parser = createParser({
+      maxBufferSize: MAX_EVENT_CHARS,
+      onEvent(event) {
+        if (done || failure !== null) return;
+        const data = event.data.trim();
+        if (data === '[DONE]') {
+          done = true;
+          return;
+        }
+        if (data === '') return;
+        try {
+          handleChunk(parseChunk(data), req.chat, sink, 'delta');
+        } catch (error) {
+          failure = error;
+        }
+      },
+      onError(error) {
+        if (failure === null) failure = new RequestError(`malformed event stream from ${req.url}: ${error.message}`, 'retryable');
+      },
+    });
+    const decoder = new TextDecoder();
+    for await (const bytes of response.body as unknown as AsyncIterable<Uint8Array>) {
+      parser.feed(decoder.decode(bytes, { stream: true }));
+      if (failure !== null) throw failure;
+      if (done) return;
+    }
+    // The body ended: end a last event the server did not close with a blank line.
+    parser.feed(`${decoder.decode()}\n\n`);
+    if (failure !== null) throw failure;
   } catch (error) {
-    throw classify(error);
+    throw classify(error, req, isTimeout);
   }
-  throw new RequestError(`stream from ${req.url} ended before [DONE]`, 'retryable');
 }
 
-function handleChunk(data: string, chat: boolean, sink: ChoiceSink): void {
-  let chunk: Record<string, unknown>;
+function parseChunk(data: string): unknown {
   try {
-    chunk = JSON.parse(data) as Record<string, unknown>;
+    return JSON.parse(data);
   } catch {
     throw new RequestError(`malformed stream chunk: ${data.slice(0, 120)}`, 'retryable');
   }
-  if (chunk.error !== undefined) throw new RequestError(`server error in stream: ${JSON.stringify(chunk.error).slice(0, 200)}`, 'retryable');
+}
+
+/**
+ * Feeds one chunk (`delta` choices) or one whole answer (`message` choices) to the sink. An
+ * `error` object in it is retryable (vLLM and SGLang send one mid-stream for a server-side
+ * failure: SGLang for an abort that carries an HTTP status, serving_completions.py).
+ */
+function handleChunk(value: unknown, chat: boolean, sink: ChoiceSink, kind: 'delta' | 'message'): void {
+  if (value === null || typeof value !== 'object' || Array.isArray(value)) throw new RequestError(`malformed chunk: ${JSON.stringify(value).slice(0, 120)}`, 'retryable');
+  const chunk = value as Record<string, unknown>;
+  if (chunk.error !== undefined && chunk.error !== null) {
+    throw new RequestError(`server error in the answer: ${JSON.stringify(chunk.error).slice(0, 200)}`, 'retryable');
+  }
+  const choices = chunk.choices;
+  for (const raw of Array.isArray(choices) ? (choices as Record<string, unknown>[]) : []) {
+    if (raw === null || typeof raw !== 'object' || typeof raw.index !== 'number') continue;
+    const content = chat ? (raw[kind] as { content?: unknown } | undefined)?.content : raw.text;
+    const text = typeof content === 'string' ? content : '';
+    const tokens = tokensOf(raw, chat);
+    if (text.length > 0 || (tokens ?? 0) > 0) sink.delta(raw.index, text, tokens);
+    if (typeof raw.finish_reason === 'string') sink.finish(raw.index, raw.finish_reason);
+  }
   const usage = chunk.usage as { completion_tokens?: unknown } | null | undefined;
   if (usage && typeof usage.completion_tokens === 'number') sink.usage(usage.completion_tokens);
-  for (const raw of (chunk.choices as Record<string, unknown>[] | undefined) ?? []) {
-    const index = raw.index as number;
-    const text = chat ? String((raw.delta as { content?: unknown } | undefined)?.content ?? '') : String(raw.text ?? '');
-    const tokens = tokensOf(raw, chat);
-    if (text.length > 0 || (tokens ?? 0) > 0) sink.delta(index, text, tokens);
-    if (typeof raw.finish_reason === 'string') sink.finish(index, raw.finish_reason);
-  }
 }

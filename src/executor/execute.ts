@@ -3,8 +3,11 @@ import { groupId, groupSeed } from '../plan/exports.js';
 import type { Candidate, Plan } from '../plan/types.js';
 import { RequestError, streamRequest } from './client.js';
 import { Dispatcher, backoff } from './dispatcher.js';
+import { endpointUrl, normalizeEndpoint } from './endpoint.js';
+import { finishOutcome, isPlainFinish } from './finish.js';
 import type { PartialRollout, PartialStore } from './partials.js';
-import { apiFor, freshUnit, requestBody, seedRuns, type Unit } from './requests.js';
+import { SERVER_PROFILES, choicesPerRequest } from './profiles.js';
+import { apiFor, freshUnit, promptText, requestBody, seedRuns, type Unit } from './requests.js';
 import { summarize } from './summary.js';
 import type { Api, ExecuteOptions, ExecuteReport, ExecutedRollout } from './types.js';
 
@@ -34,26 +37,36 @@ interface Group {
 export async function executePlan(plan: Plan, prompts: ReadonlyMap<string, Candidate>, options: ExecuteOptions): Promise<ExecuteReport> {
   const now = options.now ?? Date.now;
   if (options.endpoints.length === 0) throw new RolloutBudgetError('BAD_OPTION', 'give at least one --endpoint <url>');
+  const endpoints = options.endpoints.map(normalizeEndpoint);
+  const server = options.server ?? SERVER_PROFILES.vllm;
+  const origin = options.origin ?? {};
   const groups: Group[] = [];
-  for (const a of plan.allocations) {
-    if (a.n <= 0) continue;
+  plan.allocations.forEach((a, i) => {
+    if (a.n <= 0) return;
     const prompt = prompts.get(a.prompt_id);
-    const where = `plan allocation ${quote(a.prompt_id)}`;
-    if (prompt === undefined) throw badInput(where, `prompt ${quote(a.prompt_id)} is not in the prompts file`);
-    options.verifier.check(prompt, `prompt ${quote(a.prompt_id)}`);
-    groups.push({ prompt, api: apiFor(prompt, options.api, `prompt ${quote(a.prompt_id)}`), target: a.n, first: a.first_rollout ?? 0, maxTokens: a.max_tokens ?? options.defaultMaxTokens ?? null, units: [], done: 0, full: false, inflight: new Map() });
-  }
+    if (prompt === undefined) {
+      throw badInput(`${origin.plan ?? 'plan'}: allocations[${i}]`, `"prompt_id" ${quote(a.prompt_id)} is not in ${origin.prompts ?? 'the prompts'}`);
+    }
+    const where = `${origin.promptLines?.get(a.prompt_id) ?? origin.prompts ?? 'prompts'}: prompt ${quote(a.prompt_id)}`;
+    options.verifier.check(prompt, where);
+    groups.push({
+      prompt, api: apiFor(prompt, options.api, where, options.promptField), target: a.n, first: a.first_rollout ?? 0,
+      maxTokens: a.max_tokens ?? options.defaultMaxTokens ?? null, units: [], done: 0, full: false, inflight: new Map(),
+    });
+  });
   const stored = options.partials?.forPrompts(groups.map((g) => g.prompt.id)) ?? new Map<string, PartialRollout[]>();
   const start = now();
   const planned = groups.reduce((s, g) => s + g.target, 0);
   let finished = 0;
-  const counters = { requests: 0, retries: 0, perEndpoint: options.endpoints.map(() => 0), stepTokens: 0, stoppedByBudget: false };
+  const counters = { requests: 0, retries: 0, perEndpoint: endpoints.map(() => 0), stepTokens: 0, stoppedByBudget: false, finishReasons: {} as Record<string, number> };
+  const perRequest = choicesPerRequest(server, options.requestN);
   const overProvisioning = options.overProvision > 0;
   const tokenBudget = overProvisioning ? plan.budget.tokens : null;
 
-  const markDone = (g: Group, u: Unit, finish: 'stop' | 'length') => {
+  const markDone = (g: Group, u: Unit, finish: 'stop' | 'length', serverReason: string | null = null) => {
     u.state = 'done';
     u.finish = finish;
+    u.serverReason = serverReason;
     u.latencyMs = u.resumed && u.startedAt === 0 ? 0 : now() - u.startedAt;
     g.done++;
     finished++;
@@ -66,7 +79,10 @@ export async function executePlan(plan: Plan, prompts: ReadonlyMap<string, Candi
     // Abort only requests with a rollout still generating (a finished one keeps its connection).
     for (const [c, run] of g.inflight) if (run.some((u) => u.state === 'running')) c.abort();
     for (const u of g.units) {
-      if (u.state === 'running') u.state = 'aborted';
+      if (u.state === 'running') {
+        u.state = 'aborted';
+        u.resumable = g.api === 'completions' || server.continuesChat;
+      }
       else if (u.state === 'queued') u.state = 'not-launched';
     }
   };
@@ -78,7 +94,7 @@ export async function executePlan(plan: Plan, prompts: ReadonlyMap<string, Candi
     for (const p of partials) {
       const u: Unit = {
         rollout_id: p.rollout_id, prompt_id: p.prompt_id, seed: p.seed, baseText: p.text, baseTokens: p.tokens, resumed: true,
-        text: p.text, tokens: p.tokens, newTokens: 0, state: 'queued', finish: null, startedAt: 0, latencyMs: null,
+        text: p.text, tokens: p.tokens, newTokens: 0, state: 'queued', finish: null, serverReason: null, resumable: true, startedAt: 0, latencyMs: null,
       };
       g.units.push(u);
     }
@@ -99,10 +115,10 @@ export async function executePlan(plan: Plan, prompts: ReadonlyMap<string, Candi
       else if (p.finish_reason !== null) markDone(g, u, p.finish_reason);
       else if (g.maxTokens !== null && p.tokens !== null && p.tokens >= g.maxTokens) markDone(g, u, 'length');
     });
-    if (!g.full) for (const run of seedRuns(g.units.filter((u) => u.state === 'queued'), options.requestN)) runs.push({ group: g, units: run });
+    if (!g.full) for (const run of seedRuns(g.units.filter((u) => u.state === 'queued'), perRequest)) runs.push({ group: g, units: run });
   }
 
-  const dispatcher = new Dispatcher(options.endpoints, options.concurrency);
+  const dispatcher = new Dispatcher(endpoints, options.concurrency);
   let failure: Error | null = null;
   const stopAll = () => {
     for (const g of groups) if (!g.full) fill(g);
@@ -124,38 +140,58 @@ export async function executePlan(plan: Plan, prompts: ReadonlyMap<string, Candi
     counters.requests++;
     counters.perEndpoint[endpoint]!++;
     const path = g.api === 'chat' ? '/v1/chat/completions' : '/v1/completions';
-    const body = requestBody(g.prompt, g.api, options.model, run, g.maxTokens, options.temperature, options.extraBody);
+    const body = requestBody({
+      prompt: g.prompt, api: g.api, model: options.model, run, maxTokens: g.maxTokens, server, promptField: options.promptField,
+      ...(options.temperature === undefined ? {} : { temperature: options.temperature }), ...(options.extraBody === undefined ? {} : { extra: options.extraBody }),
+    });
+    const addTokens = (u: Unit, tokens: number) => {
+      u.newTokens += tokens;
+      counters.stepTokens += tokens;
+      if (tokenBudget !== null && counters.stepTokens >= tokenBudget && !counters.stoppedByBudget) {
+        counters.stoppedByBudget = true;
+        stopAll();
+      }
+    };
+    // A single-choice request counts its rollout from the usage object (the latest total wins:
+    // SGLang's continuous usage sends one per chunk) when the choice reported no token ids.
+    let fromUsage = false;
     try {
       await streamRequest(
-        { url: `${options.endpoints[endpoint]!.replace(/\/+$/, '')}${path}`, body, chat: g.api === 'chat', signal: controller.signal },
+        { url: endpointUrl(endpoints[endpoint]!, path), body, chat: g.api === 'chat', signal: controller.signal },
         {
           delta(i, text, tokens) {
             const u = run[i];
             if (u === undefined || u.state !== 'running') return;
             u.text += text;
-            if (tokens === null) u.tokens = null;
-            else {
+            if (tokens === null) {
+              if (!fromUsage) u.tokens = null;
+            } else if (!fromUsage) {
               if (u.tokens !== null) u.tokens += tokens;
-              u.newTokens += tokens;
-              counters.stepTokens += tokens;
-              if (tokenBudget !== null && counters.stepTokens >= tokenBudget && !counters.stoppedByBudget) {
-                counters.stoppedByBudget = true;
-                stopAll();
-              }
+              addTokens(u, tokens);
             }
           },
           finish(i, reason) {
             const u = run[i];
             if (u === undefined || u.state !== 'running') return;
-            markDone(g, u, reason === 'length' ? 'length' : 'stop');
+            if (!isPlainFinish(reason)) counters.finishReasons[reason] = (counters.finishReasons[reason] ?? 0) + 1;
+            const outcome = finishOutcome(reason);
+            if (outcome.kind === 'finished') {
+              markDone(g, u, outcome.written, isPlainFinish(reason) ? null : reason);
+              return;
+            }
+            // Aborted by the server: not graded, not observed; a partial text may be resumed.
+            u.state = 'aborted';
+            u.serverReason = reason;
+            u.resumable = outcome.resumable && u.text.length > 0 && (g.api === 'completions' || server.continuesChat);
           },
           usage(completionTokens) {
             const u = run[0]!;
-            if (run.length === 1 && u.tokens === null && (u.baseTokens !== null || !u.resumed)) {
-              u.tokens = (u.baseTokens ?? 0) + completionTokens;
-              u.newTokens = completionTokens;
-              counters.stepTokens += completionTokens;
-            }
+            if (run.length !== 1 || (u.resumed && u.baseTokens === null)) return;
+            if (u.tokens !== null && !fromUsage) return; // counted from token ids already
+            fromUsage = true;
+            const extra = completionTokens - u.newTokens;
+            u.tokens = (u.baseTokens ?? 0) + completionTokens;
+            if (extra !== 0) addTokens(u, extra);
           },
         },
         () => timedOut,
@@ -188,6 +224,7 @@ export async function executePlan(plan: Plan, prompts: ReadonlyMap<string, Candi
         u.state = 'queued';
         u.text = u.baseText;
         u.tokens = u.baseTokens;
+        u.serverReason = null;
         counters.stepTokens -= u.newTokens;
         u.newTokens = 0;
       }
@@ -197,7 +234,7 @@ export async function executePlan(plan: Plan, prompts: ReadonlyMap<string, Candi
     if (retry === null || retry.length === 0) return;
     counters.retries++;
     await new Promise((resolve) => setTimeout(resolve, backoff(options.retry, tries + 1)));
-    await Promise.all(seedRuns(retry, options.requestN).map((r) => runSpec(g, r, tries + 1)));
+    await Promise.all(seedRuns(retry, perRequest).map((r) => runSpec(g, r, tries + 1)));
   };
 
   await Promise.all(runs.map((r) => runSpec(r.group, r.units, 0)));
@@ -206,7 +243,10 @@ export async function executePlan(plan: Plan, prompts: ReadonlyMap<string, Candi
 
   const doneUnits = groups.flatMap((g) => g.units.filter((u) => u.state === 'done').map((u) => ({ g, u })));
   const rewards = await options.verifier.verify(
-    doneUnits.map(({ g, u }) => ({ rollout_id: u.rollout_id, prompt_id: u.prompt_id, prompt: g.prompt, response: u.text, finish_reason: u.finish! })),
+    doneUnits.map(({ g, u }) => ({
+      rollout_id: u.rollout_id, prompt_id: u.prompt_id, prompt: g.prompt, response: u.text, finish_reason: u.finish!,
+      input: g.api === 'chat' && Array.isArray(g.prompt.messages) ? (g.prompt.messages as unknown[]) : (promptText(g.prompt, options.promptField) ?? null),
+    })),
   );
   const rewardOf = new Map(doneUnits.map(({ u }, i) => [u, rewards[i]!]));
   const results: ExecutedRollout[] = [];
@@ -221,10 +261,10 @@ export async function executePlan(plan: Plan, prompts: ReadonlyMap<string, Candi
       results.push({
         prompt_id: u.prompt_id, step: plan.step, rollout_id: u.rollout_id, reward: aborted ? 0 : rewardOf.get(u)!,
         ...(u.tokens === null ? {} : { tokens: u.tokens }),
-        finish_reason: aborted ? 'abort' : u.finish!, ...group, seed: u.seed,
+        finish_reason: aborted ? 'abort' : u.finish!, ...(u.serverReason === null ? {} : { server_finish_reason: u.serverReason }), ...group, seed: u.seed,
         ...(u.latencyMs === null ? {} : { latency_ms: u.latencyMs }),
       });
-      if (aborted) keep.push({ rollout_id: u.rollout_id, prompt_id: u.prompt_id, step: plan.step, seed: u.seed, text: u.text, tokens: u.tokens, finish_reason: null });
+      if (aborted && u.resumable) keep.push({ rollout_id: u.rollout_id, prompt_id: u.prompt_id, step: plan.step, seed: u.seed, text: u.text, tokens: u.tokens, finish_reason: null });
     }
   }
   const summary = summarize(groups.flatMap((g) => g.units), rewards, planned, wallMs, counters);

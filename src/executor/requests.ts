@@ -1,5 +1,7 @@
 import { badInput, quote } from '../errors.js';
+import { promptFieldHint } from '../plan/exports.js';
 import type { Candidate } from '../plan/types.js';
+import type { ServerProfile } from './profiles.js';
 import type { Api } from './types.js';
 
 /** One rollout of a step: fresh (seed = group seed + j) or resumed from a stored partial. */
@@ -17,6 +19,10 @@ export interface Unit {
   newTokens: number;
   state: 'queued' | 'running' | 'done' | 'aborted' | 'not-launched';
   finish: 'stop' | 'length' | null;
+  /** The server's finish_reason when it was not stop/length (finish.ts), else null. */
+  serverReason: string | null;
+  /** An aborted unit whose text may be continued next step. */
+  resumable: boolean;
   startedAt: number;
   latencyMs: number | null;
 }
@@ -24,7 +30,7 @@ export interface Unit {
 export function freshUnit(groupId: string, promptId: string, seed: number, j: number): Unit {
   return {
     rollout_id: `${groupId}#${j}`, prompt_id: promptId, seed: seed + j, baseText: '', baseTokens: 0, resumed: false,
-    text: '', tokens: 0, newTokens: 0, state: 'queued', finish: null, startedAt: 0, latencyMs: null,
+    text: '', tokens: 0, newTokens: 0, state: 'queued', finish: null, serverReason: null, resumable: true, startedAt: 0, latencyMs: null,
   };
 }
 
@@ -43,48 +49,65 @@ export function seedRuns(units: readonly Unit[], max: number): Unit[][] {
   return runs;
 }
 
-/** The API a prompt is sent with, and its payload; throws naming the prompt on a mismatch. */
-export function apiFor(prompt: Candidate, forced: Api | undefined, where: string): Api {
-  const hasText = typeof prompt.prompt === 'string' && prompt.prompt.length > 0;
+/** The text to send for a prompt: its `field` string (default "prompt"), or undefined. */
+export function promptText(prompt: Candidate, field = 'prompt'): string | undefined {
+  const v = prompt[field];
+  return typeof v === 'string' && v.length > 0 ? v : undefined;
+}
+
+/**
+ * The API a prompt is sent with; throws naming `where` (the prompt's file:line and id) on a
+ * mismatch, and suggests `--prompt-field` when the prompt has one text field the flag could name.
+ */
+export function apiFor(prompt: Candidate, forced: Api | undefined, where: string, field = 'prompt'): Api {
+  const hasText = promptText(prompt, field) !== undefined;
   const hasMessages = Array.isArray(prompt.messages) && prompt.messages.length > 0;
-  if (!hasText && !hasMessages) throw badInput(where, `prompt ${quote(prompt.id)} needs a "prompt" string or a "messages" array to send, got neither`);
-  if (forced === 'completions' && !hasText) throw badInput(where, `--api completions needs a "prompt" string; prompt ${quote(prompt.id)} has only "messages"`);
+  if (!hasText && !hasMessages) throw badInput(where, `needs a ${quote(field)} string or a "messages" array to send, got neither${promptFieldHint(prompt, field)}`);
+  if (forced === 'completions' && !hasText) throw badInput(where, `--api completions needs a ${quote(field)} string; the prompt has only "messages"`);
   if (forced !== undefined) return forced;
   return hasMessages ? 'chat' : 'completions';
 }
 
+/** What a request is built from. */
+export interface RequestSpec {
+  readonly prompt: Candidate;
+  readonly api: Api;
+  readonly model: string;
+  readonly run: readonly Unit[];
+  readonly maxTokens: number | null;
+  readonly temperature?: number;
+  readonly extra?: Readonly<Record<string, unknown>>;
+  readonly server: ServerProfile;
+  readonly promptField?: string;
+}
+
 /**
  * The request body for a run of units of one prompt: n = run length, seed = the first unit's
- * seed (the server seeds choice i with seed + i), max_tokens = the plan's, minus what a
- * resumed unit already has. A resumed unit continues its text: appended to the prompt for
- * completions, a final assistant message with `continue_final_message` for chat (vLLM).
+ * seed (vLLM seeds choice i with seed + i; other profiles send runs of one), max_tokens = the
+ * plan's, minus what a resumed unit already has, and the profile's fields. A resumed unit
+ * continues its text: appended to the prompt for completions, a final assistant message with
+ * `continue_final_message` for chat (vLLM, SGLang). `extra` (--extra-body) is merged last.
  */
-export function requestBody(
-  prompt: Candidate,
-  api: Api,
-  model: string,
-  run: readonly Unit[],
-  maxTokens: number | null,
-  temperature: number | undefined,
-  extra: Readonly<Record<string, unknown>> = {},
-): Record<string, unknown> {
+export function requestBody(spec: RequestSpec): Record<string, unknown> {
+  const { prompt, api, run, maxTokens, temperature } = spec;
   const first = run[0]!;
   const prefix = first.resumed ? first.baseText : '';
   const done = first.resumed ? (first.baseTokens ?? 0) : 0;
   const body: Record<string, unknown> = {
-    model,
+    model: spec.model,
     n: run.length,
     seed: first.seed,
     stream: true,
     stream_options: { include_usage: true },
-    return_token_ids: true,
+    ...spec.server.fields[api],
     ...(maxTokens === null ? {} : { max_tokens: Math.max(1, maxTokens - done) }),
     ...(temperature === undefined ? {} : { temperature }),
   };
+  const text = promptText(prompt, spec.promptField);
   if (api === 'completions') {
-    body.prompt = `${String(prompt.prompt)}${prefix}`;
+    body.prompt = `${text ?? ''}${prefix}`;
   } else {
-    const messages = Array.isArray(prompt.messages) ? [...(prompt.messages as unknown[])] : [{ role: 'user', content: String(prompt.prompt) }];
+    const messages = Array.isArray(prompt.messages) ? [...(prompt.messages as unknown[])] : [{ role: 'user', content: text ?? '' }];
     if (prefix !== '') {
       messages.push({ role: 'assistant', content: prefix });
       body.continue_final_message = true;
@@ -92,5 +115,5 @@ export function requestBody(
     }
     body.messages = messages;
   }
-  return { ...body, ...extra };
+  return { ...body, ...spec.extra };
 }

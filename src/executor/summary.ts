@@ -1,3 +1,4 @@
+import { describeFinishCounts } from './finish.js';
 import type { Unit } from './requests.js';
 import type { ExecuteSummary } from './types.js';
 
@@ -13,7 +14,7 @@ export function summarize(
   rewards: readonly number[],
   planned: number,
   wallMs: number,
-  counters: { requests: number; retries: number; perEndpoint: number[]; stepTokens: number; stoppedByBudget: boolean },
+  counters: { requests: number; retries: number; perEndpoint: number[]; stepTokens: number; stoppedByBudget: boolean; finishReasons: Record<string, number> },
 ): ExecuteSummary {
   const done = units.filter((u) => u.state === 'done');
   const latencies = done.filter((u) => u.latencyMs !== null && !(u.resumed && u.startedAt === 0)).map((u) => u.latencyMs!).sort((a, b) => a - b);
@@ -35,6 +36,7 @@ export function summarize(
     mean_reward: rewards.length === 0 ? null : round(rewards.reduce((s, r) => s + r, 0) / rewards.length, 4),
     requests_per_endpoint: [...counters.perEndpoint],
     stopped_by_token_budget: counters.stoppedByBudget,
+    finish_reasons: { ...counters.finishReasons },
   };
 }
 
@@ -76,7 +78,15 @@ export function mergeSummaries(list: readonly ExecuteSummary[]): ExecuteSummary 
     mean_reward: rewardRollouts === 0 ? null : round(rewarded.reduce((a, s) => a + s.mean_reward! * s.rollouts, 0) / rewardRollouts, 4),
     requests_per_endpoint: list[0]!.requests_per_endpoint.map((_, e) => sum((s) => s.requests_per_endpoint[e] ?? 0)),
     stopped_by_token_budget: list.some((s) => s.stopped_by_token_budget),
+    finish_reasons: mergeCounts(list.map((s) => s.finish_reasons)),
   };
+}
+
+/** Sums count maps key by key. */
+export function mergeCounts(list: readonly Readonly<Record<string, number>>[]): Record<string, number> {
+  const out: Record<string, number> = {};
+  for (const counts of list) for (const [k, n] of Object.entries(counts)) out[k] = (out[k] ?? 0) + n;
+  return out;
 }
 
 /** The one-line summary `execute` prints on stderr. */
@@ -87,7 +97,8 @@ export function summaryLine(s: ExecuteSummary): string {
     `tokens ${s.tokens}${s.tokens_unknown > 0 ? ` (+${s.tokens_unknown} rollouts unreported)` : ''}, wall ${s.wall_s} s, ` +
     `${s.tokens_per_s} tokens/s, latency p50 ${ms(s.latency_p50_ms)} p99 ${ms(s.latency_p99_ms)}, ` +
     `requests ${s.requests} (retries ${s.retries}), mean reward ${s.mean_reward ?? '-'}` +
-    `${s.stopped_by_token_budget ? ', stopped: token budget spent' : ''}`
+    `${s.stopped_by_token_budget ? ', stopped: token budget spent' : ''}` +
+    `${Object.keys(s.finish_reasons).length > 0 ? `; server finish reasons: ${describeFinishCounts(s.finish_reasons)}` : ''}`
   );
 }
 

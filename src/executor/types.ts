@@ -1,13 +1,33 @@
 import type { Candidate } from '../plan/types.js';
 import type { RetryPolicy } from './dispatcher.js';
 import type { PartialRollout, PartialStore } from './partials.js';
+import type { ServerProfile } from './profiles.js';
 import type { Verifier } from './verify/verifiers.js';
 
 export type Api = 'chat' | 'completions';
 
+/** Where a run's inputs came from, for error messages that name a file and line. */
+export interface InputOrigin {
+  /** The plan's name (its path, or "stdin"). */
+  readonly plan?: string;
+  /** The prompts file's name. */
+  readonly prompts?: string;
+  /** Each prompt's place, `file:line`, by id. */
+  readonly promptLines?: ReadonlyMap<string, string>;
+}
+
 export interface ExecuteOptions {
-  /** Base URLs (http://host:port); requests go to <url>/v1/completions or /v1/chat/completions. */
+  /**
+   * Base URLs: http://host:port, with or without /v1 and a trailing slash (normalizeEndpoint);
+   * requests go to <base>/v1/completions or /v1/chat/completions.
+   */
   readonly endpoints: readonly string[];
+  /** How requests are shaped for the server (profiles.ts); default vLLM's. */
+  readonly server?: ServerProfile;
+  /** The prompts field that holds the text to send (default "prompt"); `messages` is read as is. */
+  readonly promptField?: string;
+  /** Names for error messages (file:line of a prompt). */
+  readonly origin?: InputOrigin;
   readonly model: string;
   /** Undefined: chat for prompts with `messages`, completions for `prompt` strings. */
   readonly api?: Api;
@@ -51,6 +71,8 @@ export interface ExecutedRollout {
   reward: number;
   tokens?: number;
   finish_reason: 'stop' | 'length' | 'abort';
+  /** The server's own finish_reason when it was neither "stop" nor "length" (finish.ts). */
+  server_finish_reason?: string;
   group?: string;
   seed: number;
   latency_ms?: number;
@@ -80,6 +102,8 @@ export interface ExecuteSummary {
   /** Requests sent to each endpoint. */
   requests_per_endpoint: number[];
   stopped_by_token_budget: boolean;
+  /** Server finish reasons other than stop and length, counted (abort, error, repetition, ...). */
+  finish_reasons: Record<string, number>;
 }
 
 export interface ExecuteReport {

@@ -43,16 +43,23 @@ export function checkCandidate(where: string, value: Record<string, unknown>): s
 
 /** Parses and validates a prompts JSONL file. Unknown fields are kept. */
 export function parsePrompts(text: string, name: string): Candidate[] {
+  return parsePromptsAt(text, name).candidates;
+}
+
+/** parsePrompts, with each prompt's place (`file:line`) by id, for messages about one prompt later. */
+export function parsePromptsAt(text: string, name: string): { candidates: Candidate[]; lines: Map<string, string> } {
   const out: Candidate[] = [];
   const seen = new Map<string, number>();
+  const lines = new Map<string, string>();
   for (const { where, line, value } of parseJsonl(text, name)) {
     const id = checkCandidate(where, value);
     const before = seen.get(id);
     if (before !== undefined) throw badInput(where, `"id" ${quote(id)} repeats line ${before}`);
     seen.set(id, line);
+    lines.set(id, where);
     out.push(value as Candidate);
   }
-  return out;
+  return { candidates: out, lines };
 }
 
 export function digestOf(text: string): string {

@@ -52,14 +52,35 @@ export function planGroups(plan: Plan): PlanGroup[] {
     }));
 }
 
-/** What is sent for a prompt: a `prompt` string (completions) or `messages` (chat). */
+/**
+ * max_tokens for groups whose prompt gives none, in exports and `execute` (`--max-tokens`).
+ * Servers otherwise stop at their own default: vLLM 16 tokens on /v1/completions
+ * (vllm/sampling_params.py `max_tokens: int | None = 16`), SGLang 128
+ * (sglang/srt/sampling/sampling_params.py `max_new_tokens = 128`).
+ */
+export const DEFAULT_MAX_TOKENS = 4096;
+
+/** What is sent for a prompt: a text string (completions) or `messages` (chat). */
 export type PromptPayload = { kind: 'completions'; prompt: string } | { kind: 'chat'; messages: unknown[] };
 
-/** A candidate's payload from its `prompt` or `messages` field; throws naming the candidate. */
-export function payloadOf(c: Candidate, where: string): PromptPayload {
-  if (typeof c.prompt === 'string' && c.prompt.length > 0) return { kind: 'completions', prompt: c.prompt };
+/**
+ * A candidate's payload from its text field (`field`, default "prompt") or `messages`; throws
+ * naming `where` (the prompt's file:line and id), and names a text field `--prompt-field` could take.
+ */
+export function payloadOf(c: Candidate, where: string, field = 'prompt'): PromptPayload {
+  const text = c[field];
+  if (typeof text === 'string' && text.length > 0) return { kind: 'completions', prompt: text };
   if (Array.isArray(c.messages) && c.messages.length > 0) return { kind: 'chat', messages: c.messages };
-  throw badInput(where, `prompt ${quote(c.id)} needs a "prompt" string or a "messages" array to send, got neither`);
+  throw badInput(where, `needs a ${quote(field)} string or a "messages" array to send, got neither${promptFieldHint(c, field)}`);
+}
+
+/** Text fields datasets use for the prompt; a prompt with one of them is pointed to `--prompt-field`. */
+const TEXT_FIELDS = ['problem', 'question', 'prompt', 'input', 'text', 'query'];
+
+/** "; it has "problem": pass --prompt-field problem" when the candidate has another text field, else "". */
+export function promptFieldHint(c: Candidate, field: string): string {
+  const other = TEXT_FIELDS.find((k) => k !== field && typeof c[k] === 'string');
+  return other === undefined ? '' : `; it has ${quote(other)}: pass --prompt-field ${other}`;
 }
 
 /** Options of the request-shaped exports. */
@@ -68,6 +89,12 @@ export interface ExportOptions {
   readonly model?: string;
   /** Candidates by id, for the text of vllm-batch and sglang requests. */
   readonly candidates?: ReadonlyMap<string, Candidate>;
+  /** The field that holds a prompt's text (default "prompt"). */
+  readonly promptField?: string;
+  /** max_tokens for groups with none (default DEFAULT_MAX_TOKENS). */
+  readonly maxTokens?: number;
+  /** Each prompt's place (`file:line`) by id, for error messages. */
+  readonly promptLines?: ReadonlyMap<string, string>;
 }
 
 /** Formats a plan; `json` is the plan itself (unchanged). */
@@ -86,12 +113,34 @@ export function formatPlan(plan: Plan, format: PlanFormat, options: ExportOption
   }
 }
 
-/** One header line ({version, step, seed, policy, value, budget, totals, warnings}), then one line per group. */
+/** Groups of a plan whose max_tokens is null (no limit from the prompt): request exports fill the default. */
+export function groupsWithoutLimit(plan: Plan): number {
+  let k = 0;
+  for (const a of plan.allocations) if (a.n > 0 && a.max_tokens === null) k++;
+  return k;
+}
+
+/** A group's max_tokens in a request export (vllm-batch, sglang): its own, else the default. */
+function limitOf(g: PlanGroup, options: ExportOptions): number {
+  return g.max_tokens ?? options.maxTokens ?? DEFAULT_MAX_TOKENS;
+}
+
+/**
+ * One header line ({version, step, seed, policy, value, budget, totals, warnings}), then one line
+ * per group. `max_tokens` is the plan's (null when the prompt gives none and `plan --max-tokens`
+ * was not given): a trainer reading this format applies its own response length then (verl
+ * `response_length`, slime `rollout_max_response_len`), which a filled default would override.
+ */
 export function planJsonl(plan: Plan): string {
   const { allocations: _omit, ...header } = plan;
   const lines = [JSON.stringify({ type: 'header', ...header })];
   for (const g of planGroups(plan)) lines.push(JSON.stringify(g));
   return `${lines.join('\n')}\n`;
+}
+
+/** The warning a request export gives when it fills max_tokens. */
+export function defaultLimitWarning(groups: number, options: ExportOptions = {}): string {
+  return `${groups} groups have no max_tokens (their prompts give none): the export uses ${options.maxTokens ?? DEFAULT_MAX_TOKENS} (--max-tokens)`;
 }
 
 function candidateOf(options: ExportOptions, id: string): Candidate {
@@ -100,53 +149,55 @@ function candidateOf(options: ExportOptions, id: string): Candidate {
   return c;
 }
 
+function whereOf(options: ExportOptions, id: string): string {
+  return `${options.promptLines?.get(id) ?? 'prompts'}: prompt ${quote(id)}`;
+}
+
 /**
- * The OpenAI batch JSONL that `vllm run-batch -i` reads: one POST per group, `custom_id` =
- * group id, `body` with n, max_tokens and the group seed (vLLM seeds choice j with seed + j).
+ * The OpenAI batch JSONL that `vllm run-batch -i` reads: one POST to `/v1/chat/completions` per
+ * group (the endpoint run-batch serves for generation, vllm/entrypoints/openai/run_batch.py;
+ * it has no /v1/completions), `custom_id` = group id, `body` with the messages (a prompt string
+ * becomes one user message), n, the group seed (vLLM seeds choice j with seed + j), max_tokens
+ * (always) and `return_token_ids` (token counts per choice, vLLM ≥ 0.10.2).
  */
 export function vllmBatch(plan: Plan, options: ExportOptions): string {
   if (options.model === undefined) throw badOption('--format vllm-batch needs --model <name> for the request bodies');
   const lines = planGroups(plan).map((g) => {
-    const c = candidateOf(options, g.prompt_id);
-    const payload = payloadOf(c, `prompt ${quote(g.prompt_id)}`);
-    const body: Record<string, unknown> = {
-      model: options.model,
-      ...(payload.kind === 'chat' ? { messages: payload.messages } : { prompt: payload.prompt }),
-      n: g.n,
-      seed: g.seed,
-      ...(g.max_tokens === null ? {} : { max_tokens: g.max_tokens }),
-    };
+    const payload = payloadOf(candidateOf(options, g.prompt_id), whereOf(options, g.prompt_id), options.promptField);
+    const messages = payload.kind === 'chat' ? payload.messages : [{ role: 'user', content: payload.prompt }];
     return JSON.stringify({
       custom_id: g.group_id,
       method: 'POST',
-      url: payload.kind === 'chat' ? '/v1/chat/completions' : '/v1/completions',
-      body,
+      url: '/v1/chat/completions',
+      body: { model: options.model, messages, n: g.n, seed: g.seed, max_tokens: limitOf(g, options), return_token_ids: true },
     });
   });
   return lines.length === 0 ? '' : `${lines.join('\n')}\n`;
 }
 
 /**
- * One SGLang native `/generate` request: `text` and `rid` lists with one entry per group and
- * `sampling_params` a list with one entry per prompt (n, max_new_tokens, sampling_seed).
- * Needs `prompt` strings (native /generate takes raw text, not chat messages).
+ * One SGLang native `/generate` request that SGLang accepts for any mix of n: one entry per
+ * rollout (`text`, `rid` = the rollout id `<group id>#<j>`, and a `sampling_params` entry with
+ * `sampling_seed` = group seed + j and `max_new_tokens`), so every entry has n = 1. SGLang
+ * refuses a batch whose entries differ in n ("The parallel_sample_num should be the same for
+ * all samples in sample params.", sglang/srt/managers/io_struct.py) and would give one seed to all
+ * n samples of an entry. Needs prompt strings: /generate takes raw text, not chat messages.
  */
 export function sglangRequest(plan: Plan, options: ExportOptions): Record<string, unknown> {
-  const groups = planGroups(plan);
-  const text = groups.map((g) => {
-    const payload = payloadOf(candidateOf(options, g.prompt_id), `prompt ${quote(g.prompt_id)}`);
+  const text: string[] = [];
+  const rid: string[] = [];
+  const params: Record<string, unknown>[] = [];
+  for (const g of planGroups(plan)) {
+    const payload = payloadOf(candidateOf(options, g.prompt_id), whereOf(options, g.prompt_id), options.promptField);
     if (payload.kind !== 'completions') {
-      throw badOption(`--format sglang sends raw text: prompt ${quote(g.prompt_id)} has "messages" but no "prompt" string`);
+      throw badOption(`--format sglang sends raw text: prompt ${quote(g.prompt_id)} has "messages" but no ${quote(options.promptField ?? 'prompt')} string (use --format vllm-batch for chat prompts)`);
     }
-    return payload.prompt;
-  });
-  return {
-    text,
-    rid: groups.map((g) => g.group_id),
-    sampling_params: groups.map((g) => ({
-      n: g.n,
-      sampling_seed: g.seed,
-      ...(g.max_tokens === null ? {} : { max_new_tokens: g.max_tokens }),
-    })),
-  };
+    const first = g.first_rollout ?? 0;
+    for (let j = 0; j < g.n; j++) {
+      text.push(payload.prompt);
+      rid.push(`${g.group_id}#${first + j}`);
+      params.push({ max_new_tokens: limitOf(g, options), sampling_seed: (g.seed + j) | 0 });
+    }
+  }
+  return { text, rid, sampling_params: params };
 }

@@ -4,6 +4,7 @@ import { badOption } from '../errors.js';
 import type { Budget, Candidate } from '../plan/types.js';
 import type { Registry } from '../registry.js';
 import { MetricsRecorder, type CalibrationBin, type StepMetrics, type Totals } from './metrics.js';
+import type { SpendBins } from './spend.js';
 import type { Environment, GroupDrawer, GroupOutcome, ReplayPolicy, StepContext } from './types.js';
 
 export interface EngineOptions {
@@ -30,6 +31,8 @@ export interface PolicyResult {
   calibration: CalibrationBin[];
   /** groupSizes[n] = groups given n rollouts. */
   groupSizes: number[];
+  /** Groups and rollouts by pass rate and by predicted pass rate (where the budget went). */
+  spend: SpendBins;
   /** Per step: "id:n" of every planned or generated group, in generation order (tests, audits). */
   allocations: string[];
 }
@@ -126,6 +129,7 @@ export function runPolicies(env: Environment, options: EngineOptions): PolicyRes
       steps: recorder.steps,
       calibration: recorder.calibration(),
       groupSizes: Array.from(recorder.sizes, (v) => v ?? 0),
+      spend: recorder.spend.summary(),
       allocations,
     };
   });

@@ -1,3 +1,4 @@
+import { SpendRecorder } from './spend.js';
 import type { GroupOutcome } from './types.js';
 
 /** Metrics of one policy at one step. */
@@ -17,6 +18,9 @@ export interface StepMetrics {
   hardPositives: number;
   withinBudget: boolean;
   planMs: number;
+  /** The step's budgets (null: none set), so the report can draw budget use per step. */
+  budgetRollouts: number | null;
+  budgetTokens: number | null;
 }
 
 export interface Totals {
@@ -61,6 +65,8 @@ export class MetricsRecorder {
   readonly steps: StepMetrics[] = [];
   /** Groups by size n (index n). */
   readonly sizes: number[] = [];
+  /** Rollouts by pass rate and by predicted pass rate (the report's "where the budget went"). */
+  readonly spend = new SpendRecorder();
   private readonly pred: number[] = [];
   private readonly real: number[] = [];
 
@@ -75,7 +81,7 @@ export class MetricsRecorder {
   ): StepMetrics {
     const m: StepMetrics = {
       step, groups: 0, rollouts: 0, tokens: 0, informative: 0, effective: 0, allCorrect: 0, allWrong: 0,
-      hardPositives: 0, withinBudget: true, planMs,
+      hardPositives: 0, withinBudget: true, planMs, budgetRollouts: budget.rollouts ?? null, budgetTokens: budget.tokens ?? null,
     };
     for (const g of generated) {
       const n = g.rewards.length;
@@ -90,8 +96,10 @@ export class MetricsRecorder {
         if (mean >= 0.5) m.allCorrect++;
         else m.allWrong++;
       }
-      if (passRate(g) <= HARD && g.rewards.some((r) => r >= 0.5)) m.hardPositives++;
+      const rate = passRate(g);
+      if (rate <= HARD && g.rewards.some((r) => r >= 0.5)) m.hardPositives++;
       const p = predicted?.get(g.prompt_id);
+      this.spend.add(n, rate, p);
       if (p !== undefined && Number.isFinite(p)) {
         this.pred.push(p);
         this.real.push(mean);

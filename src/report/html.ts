@@ -1,147 +1,131 @@
 import type { PolicyResult } from '../replay/engine.js';
-import { summaryRows } from './summary.js';
+import { spendChart, histogramChart } from './charts-alloc.js';
+import { calibrationChart } from './charts-calibration.js';
+import { costChart, cumulativeChart } from './charts-run.js';
+import { seedsChart } from './charts-seeds.js';
+import { budgetChart, effectiveChart } from './charts-steps.js';
+import { ahead, headline, settingsBox } from './headline.js';
+import { reportView, type SeedRun } from './series.js';
+import { esc } from './svg.js';
+import { seedTables, summaryTableHtml } from './tables.js';
 
-const COLORS = ['#1f77b4', '#ff7f0e', '#2ca02c', '#d62728', '#9467bd', '#8c564b', '#e377c2', '#7f7f7f', '#bcbd22', '#17becf'];
-const W = 720;
-const H = 300;
-const M = { l: 50, r: 150, t: 20, b: 40 };
 
-function esc(text: string): string {
-  return text.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
-}
-
-const fx = (v: number) => v.toFixed(1);
-
-function axes(xLabel: string, yLabel: string, xTicks: [number, string][], yTicks: [number, string][]): string {
-  const parts = [
-    `<line x1="${M.l}" y1="${H - M.b}" x2="${W - M.r}" y2="${H - M.b}" stroke="#333"/>`,
-    `<line x1="${M.l}" y1="${M.t}" x2="${M.l}" y2="${H - M.b}" stroke="#333"/>`,
-    `<text x="${(M.l + W - M.r) / 2}" y="${H - 6}" text-anchor="middle" font-size="12">${esc(xLabel)}</text>`,
-    `<text x="14" y="${(M.t + H - M.b) / 2}" text-anchor="middle" font-size="12" transform="rotate(-90 14 ${(M.t + H - M.b) / 2})">${esc(yLabel)}</text>`,
-  ];
-  for (const [x, label] of xTicks) parts.push(`<text x="${fx(x)}" y="${H - M.b + 14}" text-anchor="middle" font-size="10">${esc(label)}</text>`);
-  for (const [y, label] of yTicks) parts.push(`<text x="${M.l - 4}" y="${fx(y + 3)}" text-anchor="end" font-size="10">${esc(label)}</text>`);
-  return parts.join('');
-}
-
-function legend(names: readonly string[]): string {
-  return names
-    .map((n, k) => `<g><rect x="${W - M.r + 10}" y="${M.t + k * 16}" width="10" height="10" fill="${COLORS[k % COLORS.length]}"/><text x="${W - M.r + 24}" y="${M.t + k * 16 + 9}" font-size="11">${esc(n)}</text></g>`)
-    .join('');
-}
-
-function svg(id: string, title: string, body: string): string {
-  return `<figure><figcaption>${esc(title)}</figcaption><svg class="chart" id="${id}" xmlns="http://www.w3.org/2000/svg" width="${W}" height="${H}" viewBox="0 0 ${W} ${H}" role="img" aria-label="${esc(title)}">${body}</svg></figure>`;
-}
-
-/** Effective-gradient ratio per step (moving average over `window` steps), one line a policy. */
-export function effectiveChart(results: readonly PolicyResult[], window = 10): string {
-  const steps = Math.max(1, ...results.map((r) => r.steps.length));
-  const x = (i: number) => M.l + (i / Math.max(1, steps - 1)) * (W - M.l - M.r);
-  const y = (v: number) => H - M.b - v * (H - M.t - M.b);
-  const lines = results.map((r, k) => {
-    const pts: string[] = [];
-    let eff = 0;
-    let roll = 0;
-    r.steps.forEach((s, i) => {
-      eff += s.effective;
-      roll += s.rollouts;
-      if (i >= window) {
-        eff -= r.steps[i - window]!.effective;
-        roll -= r.steps[i - window]!.rollouts;
-      }
-      pts.push(`${fx(x(i))},${fx(y(roll > 0 ? eff / roll : 0))}`);
-    });
-    return `<polyline data-mark="1" fill="none" stroke="${COLORS[k % COLORS.length]}" stroke-width="1.5" points="${pts.join(' ')}"/>`;
-  });
-  const first = results[0]?.steps[0]?.step ?? 0;
-  const last = results[0]?.steps.at(-1)?.step ?? 0;
-  const ticks: [number, string][] = [[x(0), String(first)], [x(steps - 1), String(last)]];
-  const yTicks: [number, string][] = [0, 0.25, 0.5, 0.75, 1].map((v) => [y(v), v.toFixed(2)]);
-  return svg('chart-effective', `Effective-gradient ratio per step (${window}-step moving average)`, axes('step', 'effective ratio', ticks, yTicks) + lines.join('') + legend(results.map((r) => r.name)));
-}
-
-/** Histogram of rollouts per prompt-group: share of groups at each n, one bar series a policy. */
-export function histogramChart(results: readonly PolicyResult[]): string {
-  const maxN = Math.max(1, ...results.map((r) => r.groupSizes.length - 1));
-  const slot = (W - M.l - M.r) / maxN;
-  const bar = Math.max(0.5, slot / Math.max(1, results.length));
-  const shares = results.map((r) => {
-    const total = r.groupSizes.reduce((a, b) => a + b, 0);
-    return r.groupSizes.map((c) => (total > 0 ? c / total : 0));
-  });
-  const top = Math.max(0.01, ...shares.flat());
-  // Square-root scale: the fixed-n policies put every group at one n, which would flatten the rest.
-  const y = (v: number) => H - M.b - Math.sqrt(v / top) * (H - M.t - M.b);
-  const bars: string[] = [];
-  shares.forEach((s, k) => {
-    s.forEach((v, n) => {
-      if (n === 0 || v <= 0) return;
-      const x0 = M.l + (n - 1) * slot + k * bar;
-      bars.push(`<rect data-mark="1" x="${fx(x0)}" y="${fx(y(v))}" width="${fx(bar)}" height="${fx(H - M.b - y(v))}" fill="${COLORS[k % COLORS.length]}"/>`);
-    });
-  });
-  const xTicks: [number, string][] = [1, Math.ceil(maxN / 4), Math.ceil(maxN / 2), Math.ceil((3 * maxN) / 4), maxN].map((n) => [M.l + (n - 0.5) * slot, String(n)]);
-  const yTicks: [number, string][] = [0, top / 16, top / 4, top].map((v) => [y(v), `${(v * 100).toFixed(v < 0.1 ? 1 : 0)}%`]);
-  return svg('chart-histogram', 'Rollouts per prompt: share of groups at each n (square-root scale)', axes('rollouts in the group (n)', 'share of groups', xTicks, yTicks) + bars.join('') + legend(results.map((r) => r.name)));
-}
-
-/** Calibration: mean realised group pass rate against mean predicted, per decile of prediction. */
-export function calibrationChart(results: readonly PolicyResult[]): string {
-  const withPred = results.filter((r) => r.totals.predictions > 0);
-  const x = (v: number) => M.l + v * (W - M.l - M.r);
-  const y = (v: number) => H - M.b - v * (H - M.t - M.b);
-  const diag = `<line x1="${fx(x(0))}" y1="${fx(y(0))}" x2="${fx(x(1))}" y2="${fx(y(1))}" stroke="#999" stroke-dasharray="4 3"/>`;
-  const marks = withPred.map((r) => {
-    const k = results.indexOf(r);
-    const color = COLORS[k % COLORS.length];
-    const bins = r.calibration.filter((b) => b.count > 0);
-    const pts = bins.map((b) => `${fx(x(b.predicted))},${fx(y(b.realised))}`).join(' ');
-    const dots = bins.map((b) => `<circle data-mark="1" cx="${fx(x(b.predicted))}" cy="${fx(y(b.realised))}" r="3" fill="${color}"><title>${esc(r.name)}: ${b.count} groups</title></circle>`).join('');
-    return `<polyline fill="none" stroke="${color}" stroke-width="1.2" points="${pts}"/>${dots}`;
-  });
-  const ticks: [number, string][] = [0, 0.25, 0.5, 0.75, 1].map((v) => [x(v), v.toFixed(2)]);
-  const yTicks: [number, string][] = [0, 0.25, 0.5, 0.75, 1].map((v) => [y(v), v.toFixed(2)]);
-  const names = results.map((r) => (r.totals.predictions > 0 ? r.name : `${r.name} (no predictor)`));
-  return svg('chart-calibration', 'Calibration: realised vs predicted group pass rate (deciles of prediction)', axes('predicted pass rate', 'realised pass rate', ticks, yTicks) + diag + marks.join('') + legend(names));
-}
 
 /**
- * On load, counts each chart's drawn marks (elements with a non-empty bounding box) and writes
- * the count into `data-drawn`, and the number of charts with marks into body[data-charts-drawn].
- * A headless browser test reads these back (test/report-render.test.ts).
+ * On load, counts each chart's drawn marks (elements with `data-mark` and a non-empty bounding
+ * box) into `data-drawn` on the chart and on each of its panels (`g.panel`), counts marks whose
+ * box falls outside the chart into `data-outside`, and writes the number of charts with marks
+ * into body[data-charts-drawn]. The rendering test reads these back (test/report-render.test.ts).
  */
 const checkScript = `document.addEventListener('DOMContentLoaded', function () {
   var charts = document.querySelectorAll('svg.chart'); var ok = 0;
-  charts.forEach(function (c) { var n = 0; c.querySelectorAll('[data-mark]').forEach(function (m) {
-    var b = m.getBBox(); if (b.width > 0 || b.height > 0) n++; });
-    c.setAttribute('data-drawn', String(n)); if (n > 0) ok++; });
+  function drawn(m) { var b = m.getBBox(); return b.width > 0 || b.height > 0; }
+  charts.forEach(function (c) {
+    var n = 0, out = 0, vb = c.viewBox.baseVal;
+    c.querySelectorAll('[data-mark]').forEach(function (m) {
+      if (!drawn(m)) return; n++;
+      var b = m.getBBox();
+      if (b.x < -1 || b.y < -1 || b.x + b.width > vb.width + 1 || b.y + b.height > vb.height + 1) out++;
+    });
+    c.querySelectorAll('g.panel').forEach(function (p) {
+      var k = 0; p.querySelectorAll('[data-mark]').forEach(function (m) { if (drawn(m)) k++; });
+      p.setAttribute('data-drawn', String(k));
+    });
+    c.setAttribute('data-drawn', String(n)); c.setAttribute('data-outside', String(out)); if (n > 0) ok++;
+  });
   document.body.setAttribute('data-charts-drawn', ok + '/' + charts.length);
 });`;
 
+const css = `body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,"Helvetica Neue",Arial,sans-serif;margin:0 auto;max-width:1000px;padding:24px;color:#1d1d1f;counter-reset:fig}
+h1{font-size:22px;margin:0 0 2px}h2{font-size:16px;margin:26px 0 8px;border-bottom:1px solid #ddd;padding-bottom:3px}
+.sub{color:#5b5b5b;font-size:13px;margin:0 0 12px;word-break:break-all}
+.headline{font-size:17px;border-left:4px solid #D55E00;padding:8px 12px;background:#fdf3ec;margin:12px 0 6px}
+.ahead{font-size:13.5px;color:#333;margin:4px 0 12px}
+.warn{border-left:4px solid #E69F00;background:#fff6e0;padding:6px 10px;font-size:13px;margin:6px 0}
+dl.settings{display:grid;grid-template-columns:max-content 1fr max-content 1fr;gap:3px 16px;font-size:12.5px;border:1px solid #d8d8d8;border-radius:4px;padding:10px 14px;background:#fafafa;margin:8px 0}
+dl.settings dt{color:#5b5b5b}dl.settings dd{margin:0;word-break:break-word}
+table{border-collapse:collapse;font-size:12px;font-variant-numeric:tabular-nums;width:100%;margin:4px 0}
+table.seeds{width:auto;min-width:60%}table.seeds td,table.seeds th{padding-left:18px}
+caption{text-align:left;font-weight:600;font-size:13px;padding:6px 0}
+th{font-weight:600;border-bottom:1.5px solid #333;text-align:right;padding:4px 6px;vertical-align:bottom}
+td{border-bottom:1px solid #e6e6e6;text-align:right;padding:3px 6px;vertical-align:top}
+td:first-child,th:first-child{text-align:left;white-space:nowrap}
+td .ratio{display:block;color:#666;font-size:11px}
+tr.default td{background:#fdf3ec;font-weight:600}
+.badge{font-size:10px;color:#fff;background:#D55E00;border-radius:3px;padding:0 4px;margin-left:4px;font-weight:600}
+.tnote{font-size:12px;color:#555;margin:4px 0 0}
+figure{margin:28px 0 8px;break-inside:avoid;counter-increment:fig}
+figcaption{font-size:13px;color:#333;margin-bottom:6px;max-width:64em}
+.ftitle{font-weight:700;color:#1d1d1f;font-size:15px;display:block}.ftitle::before{content:"Figure " counter(fig) ". "}
+svg.chart{max-width:100%;height:auto;display:block}
+svg text{fill:#222;font-family:system-ui,-apple-system,"Segoe UI",Roboto,Arial,sans-serif}
+svg .grid{stroke:#e8e8e8;stroke-width:1}svg .axis{stroke:#444;stroke-width:1}
+svg .ref{stroke:#444;stroke-width:1;stroke-dasharray:1.5 2.5;fill:none}
+svg .tick{font-size:11px}svg .label{font-size:12px;font-weight:600}svg .ptitle{font-size:12px}svg .strong{font-weight:700}
+ul.notes{font-size:13px;max-width:64em;padding-left:20px}
+@media print{body{max-width:none;padding:0;font-size:10pt}@page{size:A4;margin:12mm}
+h2{break-after:avoid}figure,table,dl,.headline{break-inside:avoid}
+.headline,tr.default td,.badge,.warn{-webkit-print-color-adjust:exact;print-color-adjust:exact}}`;
+
 export interface ReportMeta {
   readonly title: string;
+  /** How the numbers were made (the outcome model, simplifications), shown at the end. */
   readonly lines: readonly string[];
+  readonly kind?: 'replay' | 'simulate';
+  /** Every seed's results when several ran (`--seeds`); the `results` argument is then the first seed's. */
+  readonly seeds?: readonly SeedRun[];
+  /** The policy the headline compares with uniform; its row is highlighted. */
+  readonly defaultPolicy?: string;
+  /** How the default was run, for the headline (e.g. "value balanced, 2 rounds a step"). */
+  readonly defaultDetail?: string;
+  /** The settings box: label/value rows (budgets, min/max n, rounds, seeds, source, version). */
+  readonly settings?: readonly (readonly [string, string])[];
+  /** Shown in a box under the headline (e.g. a source without token counts). */
+  readonly warnings?: readonly string[];
+  /** A line under the title (what was run, on what). */
+  readonly subtitle?: string;
 }
 
-/** The self-contained report page: inline CSS, inline SVG, one inline script; no network. */
+/** Splits "0.681 (1.35×)" into the value and a muted ratio line. */
+function ratioCells(html: string): string {
+  return html.replace(/<td>([^<(]+) \(([\d.]+×)\)/g, '<td>$1<span class="ratio">$2</span>');
+}
+
+/**
+ * The self-contained report page: inline CSS, inline SVG, one inline script (the check above);
+ * no network. Opens on the one-line result and the settings; the summary table with our
+ * default highlighted; then the charts; the method notes last.
+ */
 export function reportHtml(results: readonly PolicyResult[], meta: ReportMeta): string {
-  const { head, rows } = summaryRows(results);
-  const table = `<table><thead><tr>${head.map((h) => `<th>${esc(h)}</th>`).join('')}</tr></thead><tbody>${rows
-    .map((r) => `<tr>${r.map((c) => `<td>${esc(c)}</td>`).join('')}</tr>`)
-    .join('')}</tbody></table>`;
+  const view = reportView(meta.seeds ?? [{ seed: 0, results }], meta.defaultPolicy);
+  const kind = meta.kind ?? 'replay';
+  const hasSeeds = view.runs.length > 1;
+  const top = view.names.length === 0
+    ? '<p class="headline">No policies were run.</p>'
+    : `<p class="headline">${headline(view, meta.defaultDetail, true)}</p><p class="ahead">${ahead(view, true)}</p>`;
+  const warnings = (meta.warnings ?? []).map((w) => `<p class="warn">${esc(w)}</p>`).join('');
+  const sections = [
+    `<h1>${esc(meta.title)}</h1>${meta.subtitle === undefined ? '' : `<p class="sub">${esc(meta.subtitle)}</p>`}`,
+    top + warnings,
+    settingsBox(meta.settings ?? []),
+    `<h2>Summary</h2>${ratioCells(summaryTableHtml(view))}`,
+    hasSeeds ? `<h2>Spread across seeds</h2>${seedTables(view, false)}${seedsChart(view)}` : '',
+    '<h2>Charts</h2>',
+    cumulativeChart(view),
+    costChart(view),
+    effectiveChart(view),
+    spendChart(view, kind),
+    histogramChart(view),
+    budgetChart(view),
+    calibrationChart(view),
+    meta.lines.length === 0 ? '' : `<h2>How the numbers were made</h2><ul class="notes">${meta.lines.map((l) => `<li>${esc(l)}</li>`).join('')}</ul>`,
+  ];
   return `<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8"><title>${esc(meta.title)}</title>
-<style>body{font-family:system-ui,sans-serif;margin:24px;color:#222}table{border-collapse:collapse;font-size:12px}
-td,th{border:1px solid #ccc;padding:3px 6px;text-align:right}td:first-child,th:first-child{text-align:left}
-figure{margin:18px 0}figcaption{font-weight:600;margin-bottom:4px}p.note{font-size:13px;max-width:60em}</style>
+<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1"><title>${esc(meta.title)}</title>
+<style>${css}</style>
 <script>${checkScript}</script></head>
-<body><h1>${esc(meta.title)}</h1>
-${meta.lines.map((l) => `<p class="note">${esc(l)}</p>`).join('\n')}
-${table}
-${effectiveChart(results)}
-${histogramChart(results)}
-${calibrationChart(results)}
+<body>
+${sections.filter((s) => s !== '').join('\n')}
 </body></html>
 `;
 }

@@ -2,8 +2,11 @@ import { mkdirSync, renameSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { RolloutBudgetError } from '../errors.js';
 import type { PolicyResult } from '../replay/engine.js';
+import { VERSION } from '../version.js';
+import { ahead, headline, ratioSummaries, settingsFromOptions } from './headline.js';
 import { reportHtml } from './html.js';
-import { summaryMarkdown } from './summary.js';
+import { ratiosToReference, reportView, seedLabel, type ReportView, type SeedRun } from './series.js';
+import { seedTables, summaryTableMarkdown } from './tables.js';
 
 /** Everything a report holds beside the per-policy results. */
 export interface ReportInput {
@@ -13,34 +16,86 @@ export interface ReportInput {
   readonly options: Record<string, unknown>;
   /** Plain-language notes on how the numbers were made (the outcome model, simplifications). */
   readonly notes: readonly string[];
+  /** One run's results; with `seeds`, the first seed's. */
   readonly results: readonly PolicyResult[];
+  /** Every seed's results when several seeds ran (`--seeds a..b`), in seed order. */
+  readonly seeds?: readonly SeedRun[];
+  /** The policy the headline compares with uniform, highlighted in the tables. */
+  readonly defaultPolicy?: string;
+  /** How the default ran, for the headline (e.g. "value balanced, 2 rounds a step"). */
+  readonly defaultDetail?: string;
+  /** The settings box, label/value rows; default: the options, one row a key. */
+  readonly settings?: readonly (readonly [string, string])[];
+  /** Caveats shown under the headline and in summary.md (e.g. a source without token counts). */
+  readonly warnings?: readonly string[];
 }
 
-/** metrics.json (version 1): options, notes, and per policy its totals, per-step rows, calibration and group sizes. */
+function viewOf(report: ReportInput): ReportView {
+  const seed = typeof report.options.seed === 'number' ? report.options.seed : 0;
+  return reportView(report.seeds ?? [{ seed, results: report.results }], report.defaultPolicy);
+}
+
+function policiesJson(results: readonly PolicyResult[]): unknown[] {
+  return results.map((r) => ({
+    name: r.name,
+    description: r.description,
+    totals: r.totals,
+    calibration: r.calibration,
+    group_sizes: r.groupSizes,
+    spend: r.spend,
+    steps: r.steps.map((s) => ({
+      step: s.step, groups: s.groups, rollouts: s.rollouts, tokens: s.tokens, informative: s.informative,
+      effective: s.effective, all_correct: s.allCorrect, all_wrong: s.allWrong, hard_positives: s.hardPositives,
+      within_budget: s.withinBudget, plan_ms: Number(s.planMs.toFixed(3)), budget_rollouts: s.budgetRollouts, budget_tokens: s.budgetTokens,
+    })),
+  }));
+}
+
+/**
+ * metrics.json (version 1): options, notes, and per policy its totals, per-step rows, calibration,
+ * group sizes and spend by pass rate. With several seeds, `policies` is the first seed's (as in a
+ * one-seed run), `seeds` holds every seed's, and `spread` each policy's headline ratios to
+ * uniform over seeds (median, min, max, per seed).
+ */
 export function metricsJson(report: ReportInput): unknown {
+  const view = viewOf(report);
+  const several = view.runs.length > 1;
   return {
     version: 1,
     kind: report.kind,
+    rollout_budget: VERSION,
     source: report.source,
     options: report.options,
     notes: report.notes,
-    policies: report.results.map((r) => ({
-      name: r.name,
-      description: r.description,
-      totals: r.totals,
-      calibration: r.calibration,
-      group_sizes: r.groupSizes,
-      steps: r.steps.map((s) => ({
-        step: s.step, groups: s.groups, rollouts: s.rollouts, tokens: s.tokens, informative: s.informative,
-        effective: s.effective, all_correct: s.allCorrect, all_wrong: s.allWrong, hard_positives: s.hardPositives,
-        within_budget: s.withinBudget, plan_ms: Number(s.planMs.toFixed(3)),
-      })),
-    })),
+    ...(report.defaultPolicy === undefined ? {} : { default_policy: report.defaultPolicy }),
+    warnings: report.warnings ?? [],
+    policies: policiesJson(report.results),
+    ...(several
+      ? {
+          seeds: view.runs.map((run) => ({ seed: run.seed, policies: policiesJson(run.results) })),
+          spread: Object.fromEntries(view.names.map((name) => [name, Object.fromEntries(ratioSummaries(view, name).map((r) => [r.metric.key, {
+            median: r.median, min: r.min, max: r.max,
+            per_seed: ratiosToReference(view, name, r.metric.key).map((ratio, s) => ({ seed: view.runs[s]!.seed, ratio })),
+          }]))])),
+        }
+      : {}),
   };
 }
 
+/** summary.md: the headline, settings, the summary table, the seed tables, the notes. */
 export function summaryDocument(report: ReportInput): string {
-  return `# ${report.title}\n\nSource: \`${report.source}\`\n\n${report.notes.map((n) => `- ${n}`).join('\n')}\n\n${summaryMarkdown(report.results)}\n\nRatios in parentheses are to \`uniform\`.\n`;
+  const view = viewOf(report);
+  const settings = report.settings ?? settingsFromOptions(report.options);
+  const parts = [
+    `# ${report.title}`,
+    `${headline(view, report.defaultDetail, false)} ${ahead(view, false)}`.trim(),
+    ...(report.warnings ?? []).map((w) => `> **Warning:** ${w}`),
+    settings.map(([k, v]) => `- ${k}: ${v}`).join('\n'),
+    summaryTableMarkdown(view),
+    seedTables(view, true),
+    report.notes.map((n) => `- ${n}`).join('\n'),
+  ];
+  return `${parts.filter((p) => p !== '').join('\n\n')}\n`;
 }
 
 /**
@@ -49,10 +104,21 @@ export function summaryDocument(report: ReportInput): string {
  * failure leaves no partial report.
  */
 export function writeReport(dir: string, report: ReportInput): string[] {
+  const view = viewOf(report);
   const files: [string, string][] = [
     ['metrics.json', `${JSON.stringify(metricsJson(report), null, 1)}\n`],
     ['summary.md', summaryDocument(report)],
-    ['report.html', reportHtml(report.results, { title: report.title, lines: [`Source: ${report.source}`, ...report.notes] })],
+    ['report.html', reportHtml(report.results, {
+      title: report.title,
+      subtitle: `rollout-budget ${VERSION} · ${report.kind} · ${report.source}${view.runs.length > 1 ? ` · seeds ${seedLabel(view.runs.map((r) => r.seed))}` : ''}`,
+      lines: report.notes,
+      kind: report.kind,
+      seeds: view.runs,
+      ...(report.defaultPolicy === undefined ? {} : { defaultPolicy: report.defaultPolicy }),
+      ...(report.defaultDetail === undefined ? {} : { defaultDetail: report.defaultDetail }),
+      settings: report.settings ?? settingsFromOptions(report.options),
+      warnings: report.warnings ?? [],
+    })],
   ];
   try {
     mkdirSync(dir, { recursive: true });

@@ -1,23 +1,25 @@
 import { badInput, quote } from '../errors.js';
 import { parseJsonl } from '../io/jsonl.js';
+import { promptFieldHint } from '../plan/exports.js';
+import type { Candidate } from '../plan/types.js';
 import type { SimPrompt } from './model.js';
 
 /**
- * Reads the prompts the sim-server answers (the same JSONL `execute` sends): the text is
- * `prompt`, or the last user message of `messages`; `ground_truth` is required;
- * `sim_pass_rate` in [0, 1] optionally fixes the prompt's pass rate.
+ * Reads the prompts the sim-server answers (the same JSONL `execute` sends): the text is the
+ * `field` string (default "prompt", `--prompt-field`), or the last user message of `messages`;
+ * `ground_truth` is required; `sim_pass_rate` in [0, 1] optionally fixes the prompt's pass rate.
  */
-export function parseSimPrompts(text: string, name: string): SimPrompt[] {
+export function parseSimPrompts(text: string, name: string, field = 'prompt'): SimPrompt[] {
   return parseJsonl(text, name).map(({ where, value }) => {
     const id = value.id;
     if (typeof id !== 'string' || id === '') throw badInput(where, `"id" must be a non-empty string, got ${quote(id)}`);
     let body: string | undefined;
-    if (typeof value.prompt === 'string') body = value.prompt;
+    if (typeof value[field] === 'string') body = value[field] as string;
     else if (Array.isArray(value.messages)) {
       const user = [...(value.messages as { role?: unknown; content?: unknown }[])].reverse().find((m) => m?.role === 'user');
       if (typeof user?.content === 'string') body = user.content;
     }
-    if (body === undefined) throw badInput(where, `needs a "prompt" string or "messages" with a user message, got neither`);
+    if (body === undefined) throw badInput(where, `needs a ${quote(field)} string or "messages" with a user message, got neither${promptFieldHint(value as Candidate, field)}`);
     const gt = value.ground_truth;
     if (typeof gt !== 'string' && typeof gt !== 'number') throw badInput(where, `"ground_truth" must be a string or number, got ${quote(gt)}`);
     const p = value.sim_pass_rate;

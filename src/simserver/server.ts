@@ -1,19 +1,46 @@
 /**
  * TEST DOUBLE — a simulated OpenAI-compatible inference server on 127.0.0.1, standing in for
  * vLLM / SGLang where no GPU server can run (tests, dry runs of `execute` and `loop`). Real
- * HTTP (node:http): POST /v1/completions and /v1/chat/completions with n, max_tokens, seed
- * (choice i uses seed + i, as vLLM seeds parallel samples), stream or not, per-choice
- * finish_reason, token_ids when `return_token_ids` is true (as vLLM), a usage chunk when
- * `stream_options.include_usage` is true; continuation of a partial response
+ * HTTP (node:http): POST /v1/completions and /v1/chat/completions with n, max_tokens, seed,
+ * stream or not, per-choice finish_reason, token_ids when `return_token_ids` is true, a usage
+ * chunk when `stream_options.include_usage` is true; continuation of a partial response
  * (completions: the prompt plus the partial text; chat: a final assistant message with
- * `continue_final_message`). Responses come from SimModel (model.ts). Faults for tests:
- * latency before the first byte, 5xx errors, connections dropped mid-stream, hung requests.
- * GET /stats returns what reached the server.
+ * `continue_final_message`). GET /v1/models names the server in `owned_by`, as vLLM and SGLang do.
+ *
+ * Profiles (`profile`), each behaving as its server does on the points the executor relies on:
+ * - `vllm` (default): choice i of a request uses seed + i (vllm/v1/engine/parallel_sampling.py);
+ *   token ids per choice, streamed or not; `owned_by: "vllm"`.
+ * - `sglang`: every choice of a request uses the request's one seed (SGLang's `sampling_seed`,
+ *   serving_completions.py), so n > 1 draws the same sample n times; token ids only on
+ *   /v1/completions, none in chat answers; `owned_by: "sglang"`; native POST /generate
+ *   (sglang.ts) with its equal-n rule and `max_new_tokens` default 128.
+ * - `openai`: a strict OpenAI-API server: vendor fields (`return_token_ids`,
+ *   `continue_final_message`, `add_generation_prompt`) are a 400 "Unrecognized request argument";
+ *   no token ids; `owned_by: "system"`.
+ * Responses come from SimModel (model.ts). Faults for tests: latency before the first byte, 5xx
+ * errors, connections dropped mid-stream, hung requests, choices ended with a given
+ * finish_reason (abort, error, repetition, ...), answers as one JSON body although `stream` was
+ * asked (a proxy), and SSE variants (stream.ts). GET /stats returns what reached the server.
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import seedrandom from 'seedrandom';
 import { SimModel, countSimTokens, tokenId, type SimPrompt } from './model.js';
+import { answerGenerate } from './sglang.js';
+import { plainSse, streamChoices, type SimChoice, type SimSse } from './stream.js';
+
+export const SIM_PROFILES = ['vllm', 'sglang', 'openai'] as const;
+export type SimProfile = (typeof SIM_PROFILES)[number];
+
+/** A choice ended by the server with `reason` after `atToken` tokens (default: half its length). */
+export interface SimFinishFault {
+  /** 1-based arrival number of the request. */
+  readonly request: number;
+  /** Choice index; undefined: every choice of the request. */
+  readonly choice?: number;
+  readonly reason: string;
+  readonly atToken?: number;
+}
 
 export interface SimFaults {
   /** Delay before the first byte of every response, ms. */
@@ -26,9 +53,13 @@ export interface SimFaults {
   readonly errorRequests: readonly number[];
   readonly dropRequests: readonly number[];
   readonly hangRequests: readonly number[];
+  /** Choices the server ends early with a finish_reason of its own. */
+  readonly finishes: readonly SimFinishFault[];
+  /** Answer one JSON body even when `stream: true` was asked (a proxy that buffers). */
+  readonly ignoreStream: boolean;
 }
 
-export const noFaults: SimFaults = { latencyMs: 0, errorRate: 0, dropRate: 0, errorRequests: [], dropRequests: [], hangRequests: [] };
+export const noFaults: SimFaults = { latencyMs: 0, errorRate: 0, dropRate: 0, errorRequests: [], dropRequests: [], hangRequests: [], finishes: [], ignoreStream: false };
 
 export interface SimServerOptions {
   readonly port?: number;
@@ -40,6 +71,10 @@ export interface SimServerOptions {
   readonly msPerToken?: number;
   readonly faults?: Partial<SimFaults>;
   readonly seed?: number;
+  /** Which server to behave as (see the module comment); default vllm. */
+  readonly profile?: SimProfile;
+  /** SSE formatting variants of streamed answers. */
+  readonly sse?: Partial<SimSse>;
 }
 
 /** What reached the server. */
@@ -56,18 +91,14 @@ export interface SimStats {
   completedChoices: number;
   /** Choices cut because the client went away. */
   cancelledChoices: number;
+  /** Requests per path ("/v1/completions", "/generate", ...). */
+  byPath: Record<string, number>;
+  /** Every request's n, seed and max tokens, in arrival order (OpenAI routes). */
+  sampling: { n: number; seed: number; maxTokens: number }[];
 }
-
-interface Choice {
-  tokens: string[];
-  sent: number;
-  finish: 'stop' | 'length';
-}
-
-const TICK_MS = 5;
 
 export class SimServer {
-  readonly stats: SimStats = { requests: 0, errors: 0, drops: 0, hangs: 0, choicesByPrompt: {}, continuationsByPrompt: {}, completedChoices: 0, cancelledChoices: 0 };
+  readonly stats: SimStats = { requests: 0, errors: 0, drops: 0, hangs: 0, choicesByPrompt: {}, continuationsByPrompt: {}, completedChoices: 0, cancelledChoices: 0, byPath: {}, sampling: [] };
   private readonly server: Server;
   private readonly model: SimModel;
   private readonly byText = new Map<string, SimPrompt>();
@@ -75,6 +106,8 @@ export class SimServer {
   private readonly msPerToken: number;
   private readonly random: () => number;
   private readonly hung = new Set<ServerResponse>();
+  private readonly profile: SimProfile;
+  private readonly sse: SimSse;
 
   constructor(private readonly options: SimServerOptions = {}) {
     this.model = options.model ?? new SimModel();
@@ -82,6 +115,8 @@ export class SimServer {
     this.faults = { ...noFaults, ...options.faults };
     this.msPerToken = options.msPerToken ?? 0;
     this.random = seedrandom(`faults/${options.seed ?? 0}`);
+    this.profile = options.profile ?? 'vllm';
+    this.sse = { ...plainSse, ...options.sse };
     this.server = createServer((req, res) => void this.handle(req, res));
   }
 
@@ -108,13 +143,16 @@ export class SimServer {
   private async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
     if (req.method === 'GET' && req.url === '/stats') return json(res, 200, this.stats);
     if (req.method === 'GET' && (req.url === '/health' || req.url === '/v1/models')) {
-      return json(res, 200, { object: 'list', data: [{ id: this.options.modelName ?? 'sim', object: 'model' }] });
+      const ownedBy = this.profile === 'openai' ? 'system' : this.profile;
+      return json(res, 200, { object: 'list', data: [{ id: this.options.modelName ?? 'sim', object: 'model', owned_by: ownedBy }] });
     }
     const chat = req.url === '/v1/chat/completions';
-    if (req.method !== 'POST' || (!chat && req.url !== '/v1/completions')) return json(res, 404, error(`no route ${req.method} ${req.url}`));
+    const native = req.url === '/generate' && this.profile === 'sglang';
+    if (req.method !== 'POST' || (!chat && !native && req.url !== '/v1/completions')) return json(res, 404, error(`no route ${req.method} ${req.url}`));
     const chunks: Buffer[] = [];
     for await (const c of req) chunks.push(c as Buffer);
     const arrival = ++this.stats.requests;
+    this.stats.byPath[req.url!] = (this.stats.byPath[req.url!] ?? 0) + 1;
     let body: Record<string, unknown>;
     try {
       body = JSON.parse(Buffer.concat(chunks).toString('utf8')) as Record<string, unknown>;
@@ -134,27 +172,39 @@ export class SimServer {
       this.stats.errors++;
       return json(res, 503, error('injected 503 (sim-server fault)'));
     }
+    if (native) {
+      const answer = answerGenerate(body, (text, seed, max) => this.choice(text, '', seed ?? Math.floor(this.random() * 2 ** 30), max));
+      return json(res, answer.status, answer.body);
+    }
     const parsed = this.parse(body, chat);
     if (typeof parsed === 'string') return json(res, 400, error(parsed));
     if (this.options.modelName !== undefined && body.model !== this.options.modelName) {
       return json(res, 404, error(`The model \`${String(body.model)}\` does not exist.`));
     }
     const { key, prefix, n, maxTokens, seed } = parsed;
-    const prompt = this.byText.get(key);
-    const id = prompt?.id ?? '?';
-    const done = countSimTokens(prefix);
-    const choices: Choice[] = [];
+    this.stats.sampling.push({ n, seed, maxTokens });
+    const id = this.byText.get(key)?.id ?? '?';
+    const choices: SimChoice[] = [];
     for (let i = 0; i < n; i++) {
-      const full = this.model.respond(prompt, key, seed + i).tokens.slice(done);
-      const cut = full.length > maxTokens;
-      choices.push({ tokens: cut ? full.slice(0, maxTokens) : full, sent: 0, finish: cut ? 'length' : 'stop' });
+      // vLLM seeds choice i with seed + i; SGLang gives all n choices the request's one seed.
+      const c = this.choice(key, prefix, this.profile === 'vllm' ? seed + i : seed, maxTokens);
+      const fault = this.faults.finishes.find((f) => f.request === arrival && (f.choice === undefined || f.choice === i));
+      if (fault === undefined) choices.push({ ...c, sent: 0 });
+      else choices.push({ tokens: c.tokens.slice(0, fault.atToken ?? Math.floor(c.tokens.length / 2)), finish: fault.reason, sent: 0 });
     }
     this.stats.choicesByPrompt[id] = (this.stats.choicesByPrompt[id] ?? 0) + n;
     if (prefix.length > 0) this.stats.continuationsByPrompt[id] = (this.stats.continuationsByPrompt[id] ?? 0) + n;
     const model = String(body.model);
-    const ids = body.return_token_ids === true;
+    // Per-choice token ids: vLLM on both APIs; SGLang on /v1/completions only; never a strict OpenAI server.
+    const ids = body.return_token_ids === true && (this.profile === 'vllm' || (this.profile === 'sglang' && !chat));
     const usage = (body.stream_options as { include_usage?: unknown } | undefined)?.include_usage === true;
-    if (body.stream === true) return this.stream(res, choices, chat, model, drop, ids, usage);
+    if (body.stream === true && !this.faults.ignoreStream) {
+      return streamChoices(res, choices, { chat, model, ids, usage, drop, msPerToken: this.msPerToken, sse: this.sse }, {
+        onComplete: () => void this.stats.completedChoices++,
+        onDrop: () => void this.stats.drops++,
+        onClose: (open) => void (this.stats.cancelledChoices += open),
+      });
+    }
     const longest = Math.max(...choices.map((c) => c.tokens.length));
     await sleep(longest * this.msPerToken);
     if (res.destroyed) return;
@@ -173,8 +223,19 @@ export class SimServer {
     });
   }
 
+  /** One choice for a prompt text after `prefix` (a continuation) under `seed`, cut at maxTokens. */
+  private choice(key: string, prefix: string, seed: number, maxTokens: number): { tokens: string[]; finish: string } {
+    const full = this.model.respond(this.byText.get(key), key, seed).tokens.slice(countSimTokens(prefix));
+    const cut = full.length > maxTokens;
+    return { tokens: cut ? full.slice(0, maxTokens) : full, finish: cut ? 'length' : 'stop' };
+  }
+
   /** Validates a request; returns the prompt key, partial prefix and sampling fields, or an error. */
   private parse(body: Record<string, unknown>, chat: boolean) {
+    if (this.profile === 'openai') {
+      const vendor = ['return_token_ids', 'continue_final_message', 'add_generation_prompt'].find((k) => body[k] !== undefined);
+      if (vendor !== undefined) return `Unrecognized request argument supplied: ${vendor}`;
+    }
     const n = body.n ?? 1;
     if (typeof n !== 'number' || !Number.isInteger(n) || n < 1) return `"n" must be a positive integer, got ${JSON.stringify(n)}`;
     const maxTokens = body.max_tokens ?? 16;
@@ -206,59 +267,6 @@ export class SimServer {
       }
     }
     return { key, prefix, n, maxTokens, seed };
-  }
-
-  private stream(res: ServerResponse, choices: Choice[], chat: boolean, model: string, drop: boolean, ids: boolean, usage: boolean): void {
-    res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });
-    const start = Date.now();
-    const object = chat ? 'chat.completion.chunk' : 'text_completion';
-    let timer: NodeJS.Timeout | undefined;
-    res.on('close', () => {
-      if (timer !== undefined) clearTimeout(timer);
-      this.stats.cancelledChoices += choices.filter((c) => c.sent !== -1).length;
-    });
-    const tick = () => {
-      timer = undefined;
-      if (res.destroyed) return;
-      // A dropped connection sends one token per choice first, so the client sees a partial stream.
-      const due = drop ? 1 : this.msPerToken > 0 ? Math.floor((Date.now() - start) / this.msPerToken) : Infinity;
-      let open = 0;
-      choices.forEach((c, index) => {
-        if (c.sent === -1) return;
-        const upto = Math.min(due, c.tokens.length);
-        const piece = c.tokens.slice(c.sent, upto);
-        const finished = upto >= c.tokens.length;
-        if (piece.length > 0 || finished) {
-          const text = piece.join('');
-          const choice = {
-            index,
-            ...(chat ? { delta: { content: text } } : { text }),
-            ...(ids ? { token_ids: piece.map(tokenId) } : {}),
-            finish_reason: finished ? c.finish : null,
-          };
-          res.write(`data: ${JSON.stringify({ object, model, choices: [choice] })}\n\n`);
-        }
-        if (finished) {
-          c.sent = -1;
-          this.stats.completedChoices++;
-        } else {
-          c.sent = upto;
-          open++;
-        }
-      });
-      if (drop && open > 0) {
-        this.stats.drops++;
-        res.destroy();
-        return;
-      }
-      if (open === 0) {
-        if (usage) res.write(`data: ${JSON.stringify({ object, model, choices: [], usage: { completion_tokens: choices.reduce((s, c) => s + c.tokens.length, 0) } })}\n\n`);
-        res.end('data: [DONE]\n\n');
-        return;
-      }
-      timer = setTimeout(tick, TICK_MS);
-    };
-    tick();
   }
 }
 

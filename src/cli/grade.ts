@@ -1,0 +1,36 @@
+import { Option, type Command } from 'commander';
+import { gradeBatchOutput, gradeSummaryLine } from '../executor/grade.js';
+import { parsePlan } from '../executor/planfile.js';
+import { DEFAULT_VERIFIER_TIMEOUT_S } from '../executor/verify/command.js';
+import { verifierFrom } from '../executor/verify/verifiers.js';
+import { parsePromptsAt } from '../io/formats.js';
+import { readInput, writeOutput, type CliIo } from './io.js';
+import { numberArg } from './parse.js';
+
+/** Registers `grade`: results JSONL from a `vllm run-batch` output file (issue 11). */
+export function registerGradeCommand(program: Command, io: CliIo): void {
+  program
+    .command('grade')
+    .description('grade an offline batch run (vllm run-batch output) into results JSONL for observe')
+    .requiredOption('--batch-output <path|->', 'the output file of `vllm run-batch -i <plan --format vllm-batch>`')
+    .requiredOption('--plan <path>', 'the plan JSON the batch was exported from (groups, seeds, first_rollout)')
+    .requiredOption('--prompts <path>', 'prompts JSONL: ground_truth for --verifier math')
+    .option('--verifier <spec>', 'math, or command:<cmd> (reads rollouts JSONL on stdin, prints one reward a line)', 'math')
+    .addOption(new Option('--verifier-timeout <s>', 'wall-clock limit of one command: verifier batch').default(DEFAULT_VERIFIER_TIMEOUT_S).argParser(numberArg(0.001, 86_400)))
+    .option('--prompt-field <name>', 'prompts field that held the text (sent to a command: verifier)', 'prompt')
+    .option('--out <path|->', 'results JSONL, as `observe` takes it', '-')
+    .action(async (opts) => {
+      const planInput = await readInput(io, opts.plan);
+      const plan = parsePlan(planInput.text, planInput.name);
+      const promptsInput = await readInput(io, opts.prompts);
+      const parsed = parsePromptsAt(promptsInput.text, promptsInput.name);
+      const batch = await readInput(io, opts.batchOutput);
+      const report = await gradeBatchOutput(batch.text, batch.name, plan, new Map(parsed.candidates.map((c) => [c.id, c])), {
+        verifier: verifierFrom(opts.verifier, undefined, { timeoutMs: opts.verifierTimeout * 1000 }),
+        promptField: opts.promptField,
+        origin: { plan: planInput.name, prompts: promptsInput.name, promptLines: parsed.lines },
+      });
+      writeOutput(io, opts.out, report.results.map((r) => `${JSON.stringify(r)}\n`).join(''));
+      io.stderr(`${gradeSummaryLine(report.summary)}\n`);
+    });
+}

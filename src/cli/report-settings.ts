@@ -1,0 +1,66 @@
+import { defaultPlanOptions } from '../plan/options.js';
+import type { LoggedRun } from '../replay/visits.js';
+import { median, seedLabel } from '../report/series.js';
+import type { Scenario } from '../simulate/scenario.js';
+import { VERSION } from '../version.js';
+
+type Rows = [string, string][];
+
+const int = (v: number) => v.toLocaleString('en-US');
+
+/** How our default runs, for the report's headline. */
+export function defaultDetail(rounds: number): string {
+  return `value ${defaultPlanOptions.value}, ${rounds} round${rounds === 1 ? '' : 's'} a step`;
+}
+
+interface Common {
+  readonly opts: { minN: number; maxN: number; rounds: number; policies: string[] };
+  readonly seeds: readonly number[];
+  readonly command: string;
+}
+
+function common(c: Common): Rows {
+  const d = defaultPlanOptions;
+  return [
+    ['min n, max n', `${c.opts.minN}, ${c.opts.maxN}`],
+    ['rounds a step (ours, oracle)', String(c.opts.rounds)],
+    [c.seeds.length > 1 ? 'seeds' : 'seed', `${seedLabel(c.seeds)}${c.seeds.length > 1 ? ` (${c.seeds.length} runs)` : ''}`],
+    ['our default', `${d.policy} × ${d.value}, decay ${d.decay.forgetPerStep} / ${d.decay.reobserveDiscount}, saturation ${d.saturation}`],
+    ['policies', c.opts.policies.join(', ')],
+    ['rollout-budget', VERSION],
+    ['command', c.command],
+  ];
+}
+
+/** The replay report's settings box. */
+export function replaySettings(c: Common & {
+  log: string; format: string; run: LoggedRun; steps: readonly number[];
+  opts: { budgetRollouts?: number; budgetTokens?: number };
+}): Rows {
+  const batch = c.steps.map((s) => c.run.at(s).length);
+  const logged = c.steps.map((s) => c.run.at(s).reduce((a, v) => a + v.n, 0));
+  const same = logged.every((r) => r === logged[0]);
+  const rollouts = c.opts.budgetRollouts === undefined
+    ? `the step's logged rollouts (${same ? int(logged[0] ?? 0) : `median ${int(median(logged))}`})`
+    : int(c.opts.budgetRollouts);
+  return [
+    ['log', `${c.log} (format ${c.format})`],
+    ['steps', `${c.steps[0]}..${c.steps.at(-1)} (${c.steps.length} steps; prompts a step: median ${median(batch)})`],
+    ['rollout budget a step', rollouts],
+    ['token budget a step', c.opts.budgetTokens === undefined ? 'none' : int(c.opts.budgetTokens)],
+    ...common(c),
+  ];
+}
+
+/** The simulation report's settings box. */
+export function simulateSettings(c: Common & { file: string; scenario: Scenario }): Rows {
+  const s = c.scenario;
+  return [
+    ['scenario', `${c.file} (${s.name}: ${s.description})`],
+    ['pool, batch, steps', `${int(s.prompts)} prompts, ${s.batch} a step, ${s.steps} steps`],
+    ['rollout budget a step', `${int(s.budget.rollouts_per_prompt * s.batch)} (${s.budget.rollouts_per_prompt} a prompt)`],
+    ['token budget a step', s.budget.tokens_per_prompt === null ? 'none' : `${int(s.budget.tokens_per_prompt * s.batch)} (${int(s.budget.tokens_per_prompt)} a prompt)`],
+    ['length cap', s.length.cap === null ? 'none' : `${int(s.length.cap)} tokens`],
+    ...common(c),
+  ];
+}

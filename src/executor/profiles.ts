@@ -1,0 +1,118 @@
+import { RolloutBudgetError, badOption } from '../errors.js';
+import { createRegistry, type Registry } from '../registry.js';
+import { backoff, type RetryPolicy } from './dispatcher.js';
+import { endpointUrl } from './endpoint.js';
+import type { Api } from './types.js';
+
+/**
+ * How n, seeds, token counts and continuations are asked of one kind of server (`--server`).
+ * Data only: the executor reads the fields, never branches on the name.
+ *
+ * - `vllm`: n choices per request (up to `--request-n`) with `seed`; vLLM seeds choice i with
+ *   seed + i (vllm/v1/engine/parallel_sampling.py, `ParentRequest._get_child_sampling_params`),
+ *   so rollout j keeps seed + j however a group is split. `return_token_ids: true` (vLLM ≥
+ *   0.10.2) gives each choice its token ids, streamed or not.
+ * - `sglang`: one rollout per request, with its own seed (group seed + j). SGLang passes a
+ *   request's `seed` as `sampling_seed` to all n samples alike
+ *   (sglang/srt/entrypoints/openai/serving_completions.py `_build_sampling_params`), honours seeds
+ *   only with `--enable-deterministic-inference` (docs: advanced_features/deterministic_inference),
+ *   and its chat streams carry no per-choice token ids: with one choice, the usage chunk counts it.
+ *   `return_token_ids` is sent on /v1/completions, where SGLang streams token ids.
+ * - `openai`: any other OpenAI-compatible server: one rollout per request with seed + j, only
+ *   fields of the OpenAI API (no vendor extensions), tokens from the usage chunk. Chat partials
+ *   are not kept (continuing a message needs vLLM/SGLang's `continue_final_message`).
+ */
+export interface ServerProfile {
+  readonly name: string;
+  /** One rollout per request (n = 1, seed + j each) instead of n choices seeded seed + i. */
+  readonly oneRolloutPerRequest: boolean;
+  /** Fields added to every request body, per API. */
+  readonly fields: Readonly<Record<Api, Readonly<Record<string, unknown>>>>;
+  /** Whether an aborted chat rollout can be continued (continue_final_message). */
+  readonly continuesChat: boolean;
+}
+
+export const SERVER_PROFILES: Readonly<Record<'vllm' | 'sglang' | 'openai', ServerProfile>> = {
+  vllm: { name: 'vllm', oneRolloutPerRequest: false, fields: { completions: { return_token_ids: true }, chat: { return_token_ids: true } }, continuesChat: true },
+  sglang: { name: 'sglang', oneRolloutPerRequest: true, fields: { completions: { return_token_ids: true }, chat: {} }, continuesChat: true },
+  openai: { name: 'openai', oneRolloutPerRequest: true, fields: { completions: {}, chat: {} }, continuesChat: false },
+};
+
+export function createServerRegistry(): Registry<ServerProfile> {
+  return createRegistry<ServerProfile>('server profile', { ...SERVER_PROFILES });
+}
+
+/** Choices per request for a profile under `--request-n`. */
+export function choicesPerRequest(profile: ServerProfile, requestN: number): number {
+  return profile.oneRolloutPerRequest ? 1 : requestN;
+}
+
+/** What `/v1/models` said about one endpoint. */
+export interface Detection {
+  readonly endpoint: string;
+  /** The profile its `owned_by` names ("vllm", "sglang"), else null. */
+  readonly profile: string | null;
+  readonly ownedBy: string | null;
+  readonly models: readonly string[];
+}
+
+/**
+ * Asks each endpoint's `GET /v1/models` who serves it: `owned_by` is "vllm" for vLLM
+ * (vllm/entrypoints/openai/engine/protocol.py `ModelCard`) and "sglang" for SGLang
+ * (sglang/srt/entrypoints/openai/protocol.py `ModelCard`). Connection errors and 5xx are retried
+ * under `retry` (a server still starting); a 4xx or an answer without `owned_by` gives null.
+ */
+export async function detectServer(endpoint: string, retry: RetryPolicy, timeoutMs: number): Promise<Detection> {
+  const url = endpointUrl(endpoint, '/v1/models');
+  let last = '';
+  for (let attempt = 0; attempt <= retry.retries; attempt++) {
+    if (attempt > 0) await new Promise((resolve) => setTimeout(resolve, backoff(retry, attempt)));
+    let response: Response;
+    try {
+      response = await fetch(url, { signal: AbortSignal.timeout(timeoutMs) });
+    } catch (error) {
+      const code = (error as { cause?: { code?: unknown } }).cause?.code;
+      last = String(code ?? (error as Error).message);
+      if (code === 'ENOTFOUND') throw badOption(`--endpoint ${endpoint}: host not found (ENOTFOUND)`);
+      continue;
+    }
+    if (response.status >= 500 || response.status === 429) {
+      last = `HTTP ${response.status}`;
+      continue;
+    }
+    if (!response.ok) return { endpoint, profile: null, ownedBy: null, models: [] };
+    const body = (await response.json().catch(() => null)) as { data?: unknown } | null;
+    const data = Array.isArray(body?.data) ? (body!.data as { id?: unknown; owned_by?: unknown }[]) : [];
+    const owners = [...new Set(data.map((m) => m?.owned_by).filter((o): o is string => typeof o === 'string'))];
+    const ownedBy = owners.length === 1 ? owners[0]! : null;
+    const profile = ownedBy === 'vllm' || ownedBy === 'sglang' ? ownedBy : null;
+    return { endpoint, profile, ownedBy, models: data.map((m) => m?.id).filter((id): id is string => typeof id === 'string') };
+  }
+  throw new RolloutBudgetError('IO_ERROR', `cannot reach ${url} to detect the server (${last}); start the server, or pass --server vllm|sglang|openai`, 1);
+}
+
+/**
+ * The profile for `--server <spec>`: a registered name as given, or with "auto" the one every
+ * endpoint's `/v1/models` names. Endpoints of different kinds are refused (one run speaks one
+ * dialect); a server that names neither vLLM nor SGLang gets `openai`, with a note saying so.
+ */
+export async function resolveServer(
+  spec: string,
+  endpoints: readonly string[],
+  retry: RetryPolicy,
+  timeoutMs: number,
+  registry: Registry<ServerProfile> = createServerRegistry(),
+): Promise<{ profile: ServerProfile; note: string | null }> {
+  if (spec !== 'auto') return { profile: registry.get(spec), note: null };
+  const found = await Promise.all(endpoints.map((e) => detectServer(e, retry, timeoutMs)));
+  const kinds = [...new Set(found.map((d) => d.profile ?? 'openai'))];
+  if (kinds.length > 1) {
+    throw new RolloutBudgetError('BAD_OPTION', `the endpoints are different servers (${found.map((d) => `${d.endpoint}: ${d.profile ?? d.ownedBy ?? 'unknown'}`).join(', ')}); run one command per kind, or pass --server`);
+  }
+  const first = found[0]!;
+  if (first.profile !== null) return { profile: registry.get(first.profile), note: null };
+  return {
+    profile: registry.get('openai'),
+    note: `${first.endpoint}/v1/models does not name vLLM or SGLang (owned_by ${first.ownedBy === null ? 'absent' : JSON.stringify(first.ownedBy)}): using --server openai (one rollout per request, standard fields only); pass --server vllm|sglang to choose`,
+  };
+}

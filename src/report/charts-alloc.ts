@@ -1,0 +1,125 @@
+import type { SpendBins } from '../replay/spend.js';
+import { panelTitleOf } from './charts-steps.js';
+import { WIDTH, grid } from './multiples.js';
+import { asView, type ChartInput } from './series.js';
+import { solid } from './styles.js';
+import { Frame, axes, esc, figure, fx, legendRow, line, marker, niceCeil, niceDomain, niceTicks, panelTitle, percent, tickLabel, type SeriesStyle } from './svg.js';
+
+/**
+ * Share of groups at each n, one panel a policy on a shared n axis, each panel on its own
+ * percentage scale (a fixed-n policy puts every group at one n, which would flatten the rest).
+ * Counts are pooled over seeds.
+ */
+export function histogramChart(input: ChartInput): string {
+  const view = asView(input);
+  const sizes = view.names.map((name) => {
+    const sum: number[] = [];
+    for (const r of view.of(name)) r.groupSizes.forEach((c, n) => (sum[n] = (sum[n] ?? 0) + (c ?? 0)));
+    return sum;
+  });
+  let maxN = 1;
+  for (const s of sizes) s.forEach((c, n) => c > 0 && (maxN = Math.max(maxN, n)));
+  const g = grid(view.names.length, { cols: 2, panelHeight: 92, gapX: 60 });
+  const xTicks = niceTicks(0, maxN, 8).filter((t) => t >= 1);
+  if (xTicks[0] !== 1) xTicks.unshift(1);
+  const panels = view.names.map((name, i) => {
+    const counts = sizes[i]!;
+    const total = counts.reduce((a, c) => a + (c ?? 0), 0);
+    const shares = counts.map((c) => (total > 0 ? (c ?? 0) / total : 0));
+    const top = Math.min(1, niceCeil(Math.max(0.01, ...shares)));
+    const b = g.boxes[i]!;
+    const f = new Frame(b.left, b.top, b.width, b.height, [0.5, maxN + 0.5], [0, top]);
+    const slot = b.width / maxN;
+    const barW = Math.max(1.5, slot * 0.78);
+    const style = solid(view.styles.get(name)!);
+    const yTicks = niceTicks(0, top, 3);
+    const bars = shares.map((v, n) => {
+      if (n === 0 || !(v > 0)) return '';
+      const y = f.sy(v);
+      const h = Math.max(1, f.bottom - y);
+      return `<rect data-mark="1" x="${fx(f.sx(n) - barW / 2)}" y="${fx(f.bottom - h)}" width="${fx(barW)}" height="${fx(h)}" fill="${style.color}"><title>${esc(name)}: n = ${n}, ${(v * 100).toFixed(1)}% of groups</title></rect>`;
+    });
+    // Name the most common n beside its bar, so a bar near a tick is not misread.
+    let mode = -1;
+    shares.forEach((v, n) => n > 0 && v > (shares[mode] ?? 0) && (mode = n));
+    const only = shares.filter((v) => v > 0).length === 1;
+    const label = only ? `every group at n = ${mode}` : `most common: n = ${mode} (${((shares[mode] ?? 0) * 100).toFixed(0)}%)`;
+    const note = mode > 0 ? `<text class="tick" x="${fx(f.sx(mode) + barW / 2 + 4)}" y="${fx(Math.max(f.top + 10, f.sy(shares[mode] ?? 0) + 10))}">${label}</text>` : '';
+    return `<g class="panel" data-panel="${esc(name)}">${axes(f, { ticks: xTicks, format: (v) => String(v), labels: g.isBottom(i) }, { ticks: yTicks, format: (v) => percent(v, (yTicks[1] ?? 1) - (yTicks[0] ?? 0)) })}`
+      + `${panelTitle(f, panelTitleOf(view, name), name === view.defaultPolicy)}${bars.join('')}${note}</g>`;
+  });
+  return figure(
+    'chart-histogram',
+    'Group sizes: share of groups at each n',
+    `One panel a policy, n on a shared axis; each panel has its own percentage scale.${view.runs.length > 1 ? ` Pooled over ${view.runs.length} seeds.` : ''}`,
+    WIDTH, g.height, panels.join('') + g.titles('rollouts in the group (n)', 'share of groups'),
+  );
+}
+
+const MIN_GROUPS = 5;
+
+function meanN(bins: { groups: number[]; rollouts: number[] }, k: number): (readonly [number, number] | null)[] {
+  return bins.groups.map((g, b) => (g >= MIN_GROUPS ? [(b + 0.5) / k, bins.rollouts[b]! / g] as const : null));
+}
+
+function pooled(all: readonly SpendBins[], which: 'byRate' | 'byPredicted'): { groups: number[]; rollouts: number[] } {
+  const bins = all[0]?.bins ?? 0;
+  const out = { groups: new Array<number>(bins).fill(0), rollouts: new Array<number>(bins).fill(0) };
+  for (const s of all) {
+    for (let b = 0; b < bins; b++) {
+      out.groups[b]! += s[which].groups[b] ?? 0;
+      out.rollouts[b]! += s[which].rollouts[b] ?? 0;
+    }
+  }
+  return out;
+}
+
+/**
+ * Where the budget went: mean rollouts a group got against the prompt's pass rate (the true
+ * rate in simulation, the logged rate pooled over neighbouring visits in replay; solid, filled
+ * markers) and against the policy's own prediction (dashed, hollow), in bins of 0.05. One panel a
+ * policy on shared axes; bins with fewer than five groups are left out.
+ */
+export function spendChart(input: ChartInput, kind: 'replay' | 'simulate' = 'replay'): string {
+  const view = asView(input);
+  const truthName = kind === 'simulate' ? 'true pass rate' : 'logged pass rate (pooled over neighbouring visits)';
+  const data = view.names.map((name) => {
+    const all = view.of(name).map((r) => r.spend).filter((s): s is SpendBins => s !== undefined);
+    const k = all[0]?.bins ?? 20;
+    return { name, rate: meanN(pooled(all, 'byRate'), k), predicted: meanN(pooled(all, 'byPredicted'), k) };
+  });
+  const anyPrediction = data.some((d) => d.predicted.some((p) => p !== null));
+  let top = 1;
+  for (const d of data) for (const p of [...d.rate, ...d.predicted]) if (p !== null) top = Math.max(top, p[1]);
+  const yd = niceDomain(top, 4);
+  const neutral: SeriesStyle = { color: '#333333', dash: '', marker: 'circle', width: 1.4 };
+  const legend = legendRow(64, 8, WIDTH - 80, [
+    { name: `against the ${truthName}`, style: neutral },
+    ...(anyPrediction ? [{ name: "against the policy's predicted pass rate (rings)", style: { ...neutral, dash: '5 3' }, marker: false }] : []),
+  ]);
+  const g = grid(view.names.length, { cols: 4, panelHeight: 125, top: legend.height });
+  const yTicks = yd.ticks;
+  const yStep = yd.step;
+  const panels = data.map((d, i) => {
+    const b = g.boxes[i]!;
+    const f = new Frame(b.left, b.top, b.width, b.height, [0, 1], [0, yd.hi]);
+    const style = solid(view.styles.get(d.name)!);
+    const at = (pts: (readonly [number, number] | null)[]) => pts.map((p) => (p === null ? null : [f.sx(p[0]), f.sy(p[1])] as const));
+    const rate = at(d.rate);
+    const predicted = at(d.predicted);
+    // Predicted first, as rings; the pass-rate dots are smaller and drawn on top, so a bin where
+    // both agree shows a dot inside a ring rather than one hiding the other.
+    const marks = line(predicted, { ...style, dash: '5 3', width: 1.3 })
+      + predicted.map((p) => (p === null ? '' : marker('circle', p[0], p[1], style.color, 3.6, true))).join('')
+      + line(rate, style)
+      + rate.map((p) => (p === null ? '' : marker('circle', p[0], p[1], style.color, 2.1))).join('');
+    return `<g class="panel" data-panel="${esc(d.name)}">${axes(f, { ticks: [0, 0.25, 0.5, 0.75, 1], format: (v) => (v === 0 || v === 1 ? String(v) : v.toFixed(2)), labels: g.isBottom(i) }, { ticks: yTicks, format: (v) => tickLabel(v, yStep), labels: g.isLeft(i) })}`
+      + `${panelTitle(f, panelTitleOf(view, d.name), d.name === view.defaultPolicy)}${marks}</g>`;
+  });
+  return figure(
+    'chart-spend',
+    'Where the budget went',
+    `Mean rollouts a prompt's group got, by the prompt's pass rate in bins of 0.05 (bins with fewer than ${MIN_GROUPS} groups left out); over the groups generated${view.runs.length > 1 ? `, pooled over ${view.runs.length} seeds` : ''}. Policies without a predictor have no dashed line.`,
+    WIDTH, g.height, legend.svg + panels.join('') + g.titles('pass rate', 'mean rollouts per group (n)'),
+  );
+}

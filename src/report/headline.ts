@@ -1,0 +1,83 @@
+import { headlineMetrics, median, ratiosToReference, seedLabel, type HeadlineMetric, type ReportView } from './series.js';
+import { REFERENCE } from './styles.js';
+import { esc } from './svg.js';
+
+/** A ratio to uniform over seeds: the median, and the range when several seeds ran. */
+export interface RatioSummary {
+  readonly metric: HeadlineMetric;
+  readonly median: number;
+  readonly min: number;
+  readonly max: number;
+  readonly seeds: number;
+}
+
+/** The policy's headline ratios to uniform (median over seeds); empty when either did not run. */
+export function ratioSummaries(view: ReportView, name: string): RatioSummary[] {
+  if (!view.names.includes(name) || !view.names.includes(REFERENCE)) return [];
+  return headlineMetrics(view).flatMap((metric) => {
+    const v = ratiosToReference(view, name, metric.key).filter((x): x is number => x !== null);
+    return v.length === 0 ? [] : [{ metric, median: median(v), min: Math.min(...v), max: Math.max(...v), seeds: v.length }];
+  });
+}
+
+const times = (v: number) => `${v.toFixed(2)}×`;
+
+function ratioText(r: RatioSummary, html: boolean): string {
+  const value = html ? `<b>${times(r.median)}</b>` : times(r.median);
+  const range = r.seeds > 1 ? ` (${r.min.toFixed(2)}–${times(r.max)})` : '';
+  return `${value}${range} ${r.metric.label}`;
+}
+
+/**
+ * The one-line result: our default's ratios to uniform, e.g. "Our default (bayes) against
+ * uniform: 1.35× effective ratio, 1.08× informative groups, 1.30× hard positives". Plain text
+ * when `html` is false (summary.md, the terminal).
+ */
+export function headline(view: ReportView, detail: string | undefined, html: boolean): string {
+  const name = view.defaultPolicy;
+  const e = html ? esc : (s: string) => s;
+  if (name === undefined || !view.names.includes(name)) return 'Our default policy was not among the policies run, so there is no headline ratio.';
+  if (!view.names.includes(REFERENCE)) return `uniform was not among the policies run, so ${e(name)} has no ratio to it.`;
+  const ratios = ratioSummaries(view, name);
+  const seeds = view.runs.map((r) => r.seed);
+  const over = seeds.length > 1 ? ` Median over seeds ${seedLabel(seeds)}, range in parentheses.` : '';
+  return `Our default (${e(name)}${detail === undefined ? '' : `, ${e(detail)}`}) against uniform: ${ratios.map((r) => ratioText(r, html)).join(', ')}.${over}`;
+}
+
+/**
+ * Where another policy beats our default on a headline figure (median ratio to uniform), in one
+ * sentence; the table has the rest.
+ */
+export function ahead(view: ReportView, html: boolean): string {
+  const name = view.defaultPolicy;
+  if (name === undefined || !view.names.includes(name) || !view.names.includes(REFERENCE)) return '';
+  const ours = new Map(ratioSummaries(view, name).map((r) => [r.metric.key, r.median]));
+  const e = html ? esc : (s: string) => s;
+  const wins: string[] = [];
+  for (const other of view.names) {
+    if (other === name || other === REFERENCE) continue;
+    const on: string[] = [];
+    for (const r of ratioSummaries(view, other)) {
+      const mine = ours.get(r.metric.key);
+      if (mine !== undefined && r.median > mine + 1e-12) on.push(`${r.metric.label} (${times(r.median)} against ${times(mine)})`);
+    }
+    if (on.length === 0) continue;
+    const within = median(view.of(other).map((r) => r.totals.budget_compliance));
+    const over = within < 1 ? `, over budget at ${Math.round((1 - within) * 100)}% of steps` : '';
+    wins.push(`${e(other)} on ${on.join(', ')}${over}`);
+  }
+  return wins.length === 0 ? 'No other policy run here is ahead of our default on these figures.' : `Ahead of our default: ${wins.join('; ')}.`;
+}
+
+/** The settings box: label/value rows. */
+export function settingsBox(settings: readonly (readonly [string, string])[]): string {
+  if (settings.length === 0) return '';
+  return `<dl class="settings">${settings.map(([k, v]) => `<dt>${esc(k)}</dt><dd>${esc(v)}</dd>`).join('')}</dl>`;
+}
+
+/** Settings rows from a free-form options object, for callers that give no settings list. */
+export function settingsFromOptions(options: Record<string, unknown>): [string, string][] {
+  return Object.entries(options)
+    .filter(([, v]) => v !== undefined)
+    .map(([k, v]) => [k.replace(/_/g, ' '), typeof v === 'string' ? v : JSON.stringify(v)]);
+}

@@ -1,0 +1,101 @@
+import { readFileSync } from 'node:fs';
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import { VERSION, median, movingEffective, niceTicks, type StepMetrics } from '../src/index.js';
+import { decimalsFor, niceDomain, niceStep, percent, tickLabel } from '../src/report/svg.js';
+import { envelope, medianTotals, movingShare } from '../src/report/series.js';
+
+const isNiceStep = (step: number) => {
+  const m = step / 10 ** Math.floor(Math.log10(step) + 1e-12);
+  return [1, 2, 2.5, 5, 10].some((x) => Math.abs(m - x) < 1e-9);
+};
+
+describe('axis ticks', () => {
+  it('niceTicks: inside the domain, evenly spaced by 1, 2, 2.5 or 5 × 10^k, about the count asked', () => {
+    fc.assert(
+      fc.property(fc.double({ min: -1e6, max: 1e6, noNaN: true }), fc.double({ min: 1e-3, max: 1e6, noNaN: true }), fc.integer({ min: 2, max: 10 }), (lo, span, count) => {
+        const hi = lo + span;
+        const t = niceTicks(lo, hi, count);
+        expect(t.length).toBeGreaterThanOrEqual(1);
+        expect(t.length).toBeLessThanOrEqual(2 * count + 2);
+        for (const v of t) {
+          expect(v).toBeGreaterThanOrEqual(lo - span * 1e-9);
+          expect(v).toBeLessThanOrEqual(hi + span * 1e-9);
+        }
+        if (t.length > 1) {
+          const step = niceStep(span / count);
+          expect(isNiceStep(step)).toBe(true);
+          for (let i = 1; i < t.length; i++) expect(Math.abs(t[i]! - t[i - 1]! - step)).toBeLessThan(step * 1e-6);
+        }
+      }),
+    );
+  });
+
+  it('niceTicks: the hand cases the issue complained about read as round numbers', () => {
+    expect(niceTicks(0, 1, 4)).toEqual([0, 0.25, 0.5, 0.75, 1]);
+    expect(niceTicks(0, 497, 4)).toEqual([0, 100, 200, 300, 400]);
+    expect(niceTicks(0, 0.4, 3)).toEqual([0, 0.1, 0.2, 0.3, 0.4]);
+  });
+
+  it('niceDomain: ends on a tick at or past the data, starting at 0 or below a negative minimum', () => {
+    expect(niceDomain(11563, 5)).toMatchObject({ lo: 0, hi: 12500, step: 2500 });
+    expect(niceDomain(171000, 5)).toMatchObject({ lo: 0, hi: 175000 });
+    expect(niceDomain(818, 5, -2107)).toMatchObject({ lo: -2500, hi: 1000, step: 500 });
+    fc.assert(
+      fc.property(fc.double({ min: 1e-3, max: 1e7, noNaN: true }), fc.double({ min: -1e7, max: 0, noNaN: true }), (max, min) => {
+        const d = niceDomain(max, 5, min);
+        expect(d.hi).toBeGreaterThanOrEqual(max * (1 - 1e-12));
+        expect(d.lo).toBeLessThanOrEqual(min + Math.abs(min) * 1e-9 + 1e-12);
+        expect(d.ticks[0]).toBeCloseTo(d.lo, 6);
+        expect(d.ticks.at(-1)).toBeCloseTo(d.hi, 6);
+      }),
+    );
+  });
+
+  it('percentage and number labels carry exactly the decimals their step needs (no 6.3% or 99%)', () => {
+    expect(decimalsFor(0.25)).toBe(2);
+    expect(decimalsFor(2.5)).toBe(1);
+    expect(decimalsFor(500)).toBe(0);
+    expect([0, 0.25, 0.5, 0.75, 1].map((v) => percent(v, 0.25))).toEqual(['0%', '25%', '50%', '75%', '100%']);
+    expect([0, 0.025, 0.05].map((v) => percent(v, 0.025))).toEqual(['0.0%', '2.5%', '5.0%']);
+    expect(tickLabel(12500, 2500)).toBe('12.5k');
+    expect(tickLabel(200_000_000, 200_000_000)).toBe('200M');
+    expect(tickLabel(0.75, 0.25)).toBe('0.75');
+  });
+});
+
+function step(i: number, rollouts: number, effective: number, budgetRollouts: number | null): StepMetrics {
+  return {
+    step: i, groups: 1, rollouts, tokens: null, informative: 0, effective, allCorrect: 0, allWrong: 0, hardPositives: 0,
+    withinBudget: true, planMs: 0, budgetRollouts, budgetTokens: null,
+  };
+}
+
+describe('series', () => {
+  it('movingEffective: Σ effective / Σ rollouts over the trailing window, by hand', () => {
+    const steps = [step(0, 10, 5, 10), step(1, 10, 10, 10), step(2, 20, 0, 10), step(3, 0, 0, 10)];
+    expect(movingEffective(steps, 2)).toEqual([0.5, 15 / 20, 10 / 30, 0]);
+  });
+
+  it('movingShare: spent / budget over the window, skipping steps with no budget, NaN where none is known', () => {
+    const steps = [step(0, 10, 0, null), step(1, 12, 0, 10), step(2, 8, 0, 10), step(3, 5, 0, null)];
+    const share = movingShare(steps, 2, (s) => [s.rollouts, s.budgetRollouts]);
+    expect(share[0]).toBeNaN();
+    expect(share[1]).toBeCloseTo(1.2, 12);
+    expect(share[2]).toBeCloseTo(1.0, 12);
+    expect(share[3]).toBeCloseTo(0.8, 12);
+  });
+
+  it('median, envelope and median totals', () => {
+    expect(median([3, 1, 2])).toBe(2);
+    expect(median([4, 1, 3, 2])).toBe(2.5);
+    expect(envelope([[1, 5], [3, 2], [2, 9]])).toEqual({ median: [2, 5], lo: [1, 2], hi: [3, 9] });
+    const t = medianTotals([{ rollouts: 10, brier: null, tokens: 5 }, { rollouts: 30, brier: null, tokens: 7 }, { rollouts: 20, brier: null, tokens: 100 }] as never);
+    expect(t as unknown).toEqual({ rollouts: 20, brier: null, tokens: 7 });
+  });
+
+  it('VERSION is the package version (written into every report)', () => {
+    const pkg = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8'));
+    expect(VERSION).toBe(pkg.version);
+  });
+});
