@@ -35,7 +35,7 @@ describe('item 1: one request froze the service', () => {
   }, 90_000);
 
   it('a plan past --plan-timeout-s gets 503 PLAN_TIMEOUT; /healthz and observe answer while it runs; the next plan works', async () => {
-    const child = await startService(['--state', db(), '--plan-timeout-s', '3']);
+    const child = await startService(['--state', db(), '--plan-timeout-s', '5']);
     try {
       const order: string[] = [];
       const slow = call(child.port, 'POST', '/v1/plan', slowPlan).then((r) => {
