@@ -93,7 +93,7 @@ describe.each(backends)('stress on %s', (backend, location) => {
       ['no token', async () => (await call(child.port, 'POST', '/v1/observe', poison)).status],
       ['wrong token', async () => (await call(child.port, 'POST', '/v1/observe', poison, { authorization: 'Bearer guess' })).status],
       ['plan past the deadline', async () => {
-        const r = await call(child.port, 'POST', '/v1/plan', { candidates: Array.from({ length: 3000 }, (_, i) => ({ id: `q${i}` })), budget: { rollouts: 3000 * MAX_N_LIMIT }, options: { max_n: MAX_N_LIMIT } }, auth);
+        const r = await call(child.port, 'POST', '/v1/plan', { candidates: Array.from({ length: 6000 }, (_, i) => ({ id: `q${i}` })), budget: { rollouts: 6000 * MAX_N_LIMIT }, options: { max_n: MAX_N_LIMIT } }, auth);
         return r.status === 503 ? r.json.error.code : r.status;
       }],
       ['max_n 2^53−1', async () => {
