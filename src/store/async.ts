@@ -32,7 +32,7 @@ export function asyncStoreOf(store: Store, kind = 'sqlite'): AsyncStore {
     snapshot: async () => store.snapshot(),
     get: async (id) => store.get(id),
     lastStep: async () => store.lastStep(),
-    apply: async (batch, decay) => store.apply(batch, decay),
+    apply: async (batch, decay) => (store.applyAsync === undefined ? store.apply(batch, decay) : store.applyAsync(batch, decay)),
     count: async () => store.count(),
     close: async () => store.close(),
   };

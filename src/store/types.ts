@@ -24,6 +24,8 @@ export interface Store {
   lastStep(): number | null;
   /** Applies a batch atomically and idempotently: all of it or none of it. */
   apply(batch: ResultBatch, decay: DecayOptions): ObserveSummary;
+  /** apply() without blocking the thread while it waits for another writer (optional). */
+  applyAsync?(batch: ResultBatch, decay: DecayOptions): Promise<ObserveSummary>;
   /** Number of prompts with state. */
   count(): number;
   close(): void;
