@@ -355,4 +355,13 @@ describe('library: the in-thread Service keeps planning as before', () => {
       expect((await stopService(child)).code).toBe(0);
     }
   }, 60_000);
+
+  it('an infeasible plan answered from a planning thread names the body fields (budget.rollouts, options.min_n), as in-thread planning does', async () => {
+    const line = JSON.stringify({ id: 1, method: 'POST', path: '/v1/plan', body: { candidates: [{ id: 'a' }, { id: 'b' }, { id: 'c' }], budget: { rollouts: 5 } } });
+    const { code, replies } = await stdioSession(['--state', db()], `${line}\n`);
+    expect(replies.map((r) => r.status)).toEqual([422]);
+    const message = (replies[0]!.body as { error: { message: string } }).error.message;
+    expect(message).toContain('Raise budget.rollouts, lower options.min_n, or set options.skip');
+    expect(code).toBe(0);
+  }, 60_000);
 });
