@@ -51,19 +51,33 @@ export function nestedDeeperThan(text: string, limit: number): boolean {
 }
 
 /**
- * JSON.parse with the nesting limit; a malformed or too deep text is BAD_INPUT at `where`,
- * quoting the start of the text.
+ * False when `text` cannot nest deeper than `limit`: it holds at most `limit` of `[` and `{`
+ * in all (strings included). Native substring searches, so a typical line costs a few
+ * nanoseconds; only a text with more brackets needs nestedDeeperThan's scan.
  */
-export function parseJson(text: string, where: string): unknown {
-  if (nestedDeeperThan(text, MAX_JSON_DEPTH)) {
-    throw badInput(where, `JSON nested deeper than ${MAX_JSON_DEPTH} levels of arrays and objects: ${quote(text)}`);
+function fewBrackets(text: string, limit: number): boolean {
+  let count = 0;
+  for (let at = text.indexOf('{'); at >= 0; at = text.indexOf('{', at + 1)) if (++count > limit) return false;
+  for (let at = text.indexOf('['); at >= 0; at = text.indexOf('[', at + 1)) if (++count > limit) return false;
+  return true;
+}
+
+/**
+ * JSON.parse with the nesting limit; a malformed or too deep text is BAD_INPUT at `where`
+ * (a function, so callers build the place only on error), quoting the start of the text.
+ */
+export function parseJson(text: string, where: string | (() => string)): unknown {
+  if (!fewBrackets(text, MAX_JSON_DEPTH) && nestedDeeperThan(text, MAX_JSON_DEPTH)) {
+    throw badInput(placeOf(where), `JSON nested deeper than ${MAX_JSON_DEPTH} levels of arrays and objects: ${quote(text)}`);
   }
   try {
     return JSON.parse(text);
   } catch (error) {
-    throw badInput(where, `malformed JSON (${(error as Error).message}): ${quote(text)}`);
+    throw badInput(placeOf(where), `malformed JSON (${(error as Error).message}): ${quote(text)}`);
   }
 }
+
+const placeOf = (where: string | (() => string)) => (typeof where === 'string' ? where : where());
 
 /**
  * What is wrong with text that a store keeps (ids, groups), or undefined: no NUL character
@@ -77,13 +91,15 @@ export function storedTextProblem(v: string): string | undefined {
 }
 
 /**
- * Parses JSONL text into objects, skipping blank lines. A line that is not a JSON object is
- * an error naming `name:line`. O(size of text).
+ * Calls `each(value, line)` for every JSONL line in order (1-based line numbers), skipping
+ * blank lines. A line that is not a JSON object is an error naming `name:line`. Makes no
+ * object per line beyond the parsed value: the place is a string only in an error.
+ * O(size of text).
  */
-export function parseJsonl(text: string, name: string): Located<Record<string, unknown>>[] {
-  const out: Located<Record<string, unknown>>[] = [];
+export function eachJsonl(text: string, name: string, each: (value: Record<string, unknown>, line: number) => void): void {
   let line = 0;
   let start = 0;
+  const where = () => `${name}:${line}`;
   while (start <= text.length) {
     let end = text.indexOf('\n', start);
     if (end < 0) end = text.length;
@@ -91,12 +107,21 @@ export function parseJsonl(text: string, name: string): Located<Record<string, u
     const raw = text.slice(start, end).trim();
     start = end + 1;
     if (raw === '') continue;
-    const value = parseJson(raw, `${name}:${line}`);
+    const value = parseJson(raw, where);
     if (value === null || typeof value !== 'object' || Array.isArray(value)) {
-      throw badInput(`${name}:${line}`, `each line must be a JSON object, got ${quote(value)}`);
+      throw badInput(where(), `each line must be a JSON object, got ${quote(value)}`);
     }
-    out.push({ where: `${name}:${line}`, line, value: value as Record<string, unknown> });
+    each(value as Record<string, unknown>, line);
   }
+}
+
+/**
+ * Parses JSONL text into objects, skipping blank lines. A line that is not a JSON object is
+ * an error naming `name:line`. O(size of text).
+ */
+export function parseJsonl(text: string, name: string): Located<Record<string, unknown>>[] {
+  const out: Located<Record<string, unknown>>[] = [];
+  eachJsonl(text, name, (value, line) => out.push({ where: `${name}:${line}`, line, value }));
   return out;
 }
 

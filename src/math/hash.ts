@@ -7,3 +7,27 @@ export function fnv1a(text: string): number {
   }
   return h >>> 0;
 }
+
+/**
+ * The first key that repeats an earlier one, in order: `{ at, before }` (positions), or
+ * undefined when all are distinct. `hashes[i]` must be fnv1a(keyOf(i)) (any hash of the key
+ * works). Sorts a copy of the 32-bit hashes (a native typed-array sort) and compares strings
+ * only where hashes collide: O(N log N) numbers and no map of N strings.
+ */
+export function firstRepeat(count: number, keyOf: (i: number) => string, hashes: Uint32Array): { at: number; before: number } | undefined {
+  const sorted = hashes.slice(0, count).sort();
+  let collide: Set<number> | undefined;
+  for (let k = 1; k < sorted.length; k++) {
+    if (sorted[k] === sorted[k - 1]) (collide ??= new Set()).add(sorted[k]!);
+  }
+  if (collide === undefined) return undefined;
+  const first = new Map<string, number>();
+  for (let i = 0; i < count; i++) {
+    if (!collide.has(hashes[i]!)) continue;
+    const key = keyOf(i);
+    const before = first.get(key);
+    if (before !== undefined) return { at: i, before };
+    first.set(key, i);
+  }
+  return undefined;
+}

@@ -1,5 +1,5 @@
 import { RolloutBudgetError, badInput, quote } from '../errors.js';
-import { fnv1a } from '../math/hash.js';
+import { firstRepeat, fnv1a } from '../math/hash.js';
 import { forgetFactor } from '../posterior/decay.js';
 import { expectedTokens } from '../posterior/length.js';
 import { priorFor, type Prior } from '../posterior/prior.js';
@@ -288,23 +288,10 @@ function resultColumns(
   };
 }
 
-/**
- * Throws on a repeated candidate id. Sorts the ids' 32-bit hashes (a native typed-array
- * sort) and compares strings only where hashes collide: O(N log N) numbers, no string map.
- */
+/** Throws on a repeated candidate id (math/hash.ts firstRepeat: hashes sorted, strings compared only on a collision). */
 function rejectDuplicateIds(candidates: readonly Candidate[], hashes: Uint32Array): void {
-  const sorted = Uint32Array.from(hashes).sort();
-  let collide: Set<number> | undefined;
-  for (let k = 1; k < sorted.length; k++) {
-    if (sorted[k] === sorted[k - 1]) (collide ??= new Set()).add(sorted[k]!);
-  }
-  if (collide === undefined) return;
-  const first = new Map<string, number>();
-  for (let i = 0; i < candidates.length; i++) {
-    if (!collide.has(hashes[i]!)) continue;
-    const id = candidates[i]!.id;
-    const before = first.get(id);
-    if (before !== undefined) throw badInput(`candidate ${i + 1}`, `"id" ${quote(id)} repeats candidate ${before + 1}`);
-    first.set(id, i);
+  const repeat = firstRepeat(candidates.length, (i) => candidates[i]!.id, hashes);
+  if (repeat !== undefined) {
+    throw badInput(`candidate ${repeat.at + 1}`, `"id" ${quote(candidates[repeat.at]!.id)} repeats candidate ${repeat.before + 1}`);
   }
 }
