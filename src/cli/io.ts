@@ -1,4 +1,4 @@
-import { renameSync, writeFileSync } from 'node:fs';
+import { closeSync, openSync, renameSync, rmSync, writeSync } from 'node:fs';
 import { RolloutBudgetError } from '../errors.js';
 import { readText } from '../io/jsonl.js';
 import { decodeUtf8 } from '../io/utf8.js';
@@ -33,15 +33,31 @@ export async function readInput(io: CliIo, path: string): Promise<{ text: string
 
 /** Writes to stdout for '-', else atomically (temp file + rename): never a partial file. */
 export function writeOutput(io: CliIo, path: string, text: string): void {
+  writeChunks(io, path, [text]);
+}
+
+/**
+ * writeOutput for text in chunks (a large plan): each chunk is written as it comes, so the
+ * whole text is never held; a file is still written to a temp file and renamed, and removed
+ * if anything fails (a chunk's producer may throw, e.g. a prompt an export cannot send).
+ */
+export function writeChunks(io: CliIo, path: string, chunks: Iterable<string>): void {
   if (path === '-') {
-    io.stdout(text);
+    for (const chunk of chunks) io.stdout(chunk);
     return;
   }
   const tmp = `${path}.tmp-${process.pid}`;
+  let fd: number | undefined;
   try {
-    writeFileSync(tmp, text);
+    fd = openSync(tmp, 'w');
+    for (const chunk of chunks) writeSync(fd, chunk);
+    closeSync(fd);
+    fd = undefined;
     renameSync(tmp, path);
   } catch (error) {
+    if (fd !== undefined) closeSync(fd);
+    rmSync(tmp, { force: true });
+    if (error instanceof RolloutBudgetError) throw error;
     throw new RolloutBudgetError('IO_ERROR', `${path}: cannot write (${(error as NodeJS.ErrnoException).code ?? String(error)})`);
   }
 }

@@ -2,11 +2,11 @@ import { Command, CommanderError, Option } from 'commander';
 import { Allocator } from '../allocator.js';
 import { RolloutBudgetError, withFieldNames } from '../errors.js';
 import { parsePromptsAt, parseResults } from '../io/formats.js';
-import { DEFAULT_MAX_TOKENS, defaultLimitWarning, formatPlan, groupsWithoutLimit, PLAN_FORMATS } from '../plan/exports.js';
+import { DEFAULT_MAX_TOKENS, defaultLimitWarning, groupsWithoutLimit, planChunks, PLAN_FORMATS } from '../plan/exports.js';
 import { defaultPlanOptions } from '../plan/options.js';
 import { registerDemoCommand } from './demo.js';
 import { registerExecutorCommands } from './executor.js';
-import { processIo, readInput, writeOutput, type CliIo } from './io.js';
+import { processIo, readInput, writeChunks, type CliIo } from './io.js';
 import {
   boundFlags, budgetFlags, budgetFrom, decayFlags, flagOfField, multipleOfFlag, planOptionsFrom, policyFlags, roundsLeftFlag, seedFlag, skipFlag,
 } from './options.js';
@@ -57,9 +57,14 @@ export function buildProgram(io: CliIo): Command {
         prefillWeight: opts.prefillWeight,
         ...(opts.step === undefined ? {} : { step: opts.step }),
       });
-      const byId = new Map(candidates.map((c) => [c.id, c]));
-      const exportOptions = { model: opts.model, candidates: byId, promptField: opts.promptField, promptLines: parsed.lines, ...(opts.maxTokens === undefined ? {} : { maxTokens: opts.maxTokens }) };
-      writeOutput(io, opts.out, formatPlan(result, opts.format, exportOptions));
+      // The request exports look prompts up by id; json and jsonl need neither map.
+      const requests = opts.format === 'vllm-batch' || opts.format === 'sglang';
+      const exportOptions = {
+        model: opts.model, promptField: opts.promptField,
+        ...(requests ? { candidates: new Map(candidates.map((c) => [c.id, c])), promptLines: parsed.lines } : {}),
+        ...(opts.maxTokens === undefined ? {} : { maxTokens: opts.maxTokens }),
+      };
+      writeChunks(io, opts.out, planChunks(result, opts.format, exportOptions));
       const unlimited = groupsWithoutLimit(result);
       if (unlimited > 0 && (opts.format === 'json' || opts.format === 'jsonl')) {
         io.stderr(`rollout-budget: warning: ${unlimited} groups have no max_tokens (their prompts give none, no --max-tokens): a server stops them at its own default (vLLM 16 tokens on /v1/completions, SGLang 128); execute sends ${DEFAULT_MAX_TOKENS}\n`);

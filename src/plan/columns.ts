@@ -5,6 +5,9 @@ import type { Allocation, Candidate, Plan, PlanColumns } from './types.js';
 /** Everything of a plan but its allocations. */
 export type PlanHeader = Omit<Plan, 'allocations' | 'columns'>;
 
+/** Plans whose `allocations` were read or replaced: their objects may differ from the columns now. */
+const touched = new WeakSet<Plan>();
+
 /**
  * A plan whose `allocations` are built from `columns` on first read, then kept: the planner
  * itself makes no object per prompt. `allocations` is an own enumerable property in its
@@ -18,8 +21,12 @@ export function columnarPlan(header: PlanHeader, columns: PlanColumns): Plan {
   // The placeholder fixes the key's place; redefining it as an accessor keeps that place.
   const plan: Plan = { ...head, allocations: [], warnings };
   Object.defineProperty(plan, 'allocations', {
-    get: () => (allocations ??= allocationsOf(columns)),
+    get: () => {
+      touched.add(plan);
+      return (allocations ??= allocationsOf(columns));
+    },
     set: (list: Allocation[]) => {
+      touched.add(plan);
       allocations = list;
     },
     enumerable: true,
@@ -30,31 +37,76 @@ export function columnarPlan(header: PlanHeader, columns: PlanColumns): Plan {
 }
 
 /**
- * The plan file's allocation objects of `columns`, row by row, with the posterior's central
- * `columns.interval` credible interval as [p_low, p_high]. O(rows) plus one quantile pair per
- * distinct posterior (memoized).
+ * The plan's columns while they still say all its allocations do: from the planner, and
+ * `allocations` never read nor replaced (a reader may have edited the objects). Writers
+ * (plan/serialize.ts) then format rows straight from the columns; else undefined.
  */
-export function allocationsOf(columns: PlanColumns): Allocation[] {
-  const { length, candidates, n, tokensPerRollout, alpha, beta, value } = columns;
-  const interval = memoizedInterval((1 - columns.interval) / 2, length);
-  const out: Allocation[] = new Array(length);
-  for (let j = 0; j < length; j++) {
+export function untouchedColumns(plan: Plan): PlanColumns | undefined {
+  return touched.has(plan) ? undefined : plan.columns;
+}
+
+/** One row's allocation fields; `first_rollout` 0 stands for absent. */
+export interface AllocationFields {
+  prompt_id: string;
+  n: number;
+  max_tokens: number | null;
+  expected_tokens: number;
+  p_mean: number;
+  p_low: number;
+  p_high: number;
+  value: number;
+  first_rollout: number;
+}
+
+/**
+ * Reads row j of `columns` into `out` (reused between rows, so a writer makes no object per
+ * row), with the posterior's central `columns.interval` credible interval as [p_low, p_high].
+ * The one definition of an allocation's fields: allocationsOf and the plan writers use it.
+ * O(1) a row plus one quantile pair per distinct posterior (memoized).
+ */
+export function allocationReader(columns: PlanColumns): (j: number, out: AllocationFields) => AllocationFields {
+  const { candidates, n, tokensPerRollout, alpha, beta, value } = columns;
+  const interval = memoizedInterval((1 - columns.interval) / 2, columns.length);
+  return (j, out) => {
     const a = alpha[j]!;
     const b = beta[j]!;
     const c: Candidate = candidates[j]!;
     const q = interval(a, b); // indexed reads: destructuring takes V8's slow iterator path
+    out.prompt_id = c.id;
+    out.n = n[j]!;
+    out.max_tokens = c.max_tokens ?? null;
+    out.expected_tokens = Math.round(n[j]! * tokensPerRollout[j]!);
+    out.p_mean = a / (a + b);
+    out.p_low = q[0];
+    out.p_high = q[1];
+    out.value = value[j]!;
+    out.first_rollout = c.partial_rewards?.length ?? 0;
+    return out;
+  };
+}
+
+export const emptyFields = (): AllocationFields => ({
+  prompt_id: '', n: 0, max_tokens: null, expected_tokens: 0, p_mean: 0, p_low: 0, p_high: 0, value: 0, first_rollout: 0,
+});
+
+/** The plan file's allocation objects of `columns`, row by row (allocationReader). O(rows). */
+export function allocationsOf(columns: PlanColumns): Allocation[] {
+  const read = allocationReader(columns);
+  const row = emptyFields();
+  const out: Allocation[] = new Array(columns.length);
+  for (let j = 0; j < columns.length; j++) {
+    read(j, row);
     out[j] = {
-      prompt_id: c.id,
-      n: n[j]!,
-      max_tokens: c.max_tokens ?? null,
-      expected_tokens: Math.round(n[j]! * tokensPerRollout[j]!),
-      p_mean: a / (a + b),
-      p_low: q[0],
-      p_high: q[1],
-      value: value[j]!,
+      prompt_id: row.prompt_id,
+      n: row.n,
+      max_tokens: row.max_tokens,
+      expected_tokens: row.expected_tokens,
+      p_mean: row.p_mean,
+      p_low: row.p_low,
+      p_high: row.p_high,
+      value: row.value,
     };
-    const k = c.partial_rewards?.length ?? 0;
-    if (k > 0) out[j]!.first_rollout = k;
+    if (row.first_rollout > 0) out[j]!.first_rollout = row.first_rollout;
   }
   return out;
 }

@@ -1,5 +1,6 @@
 import { badInput, badOption, quote } from '../errors.js';
-import { fnv1a } from '../math/hash.js';
+import { groupId, groupSeed } from './groups.js';
+import { countWithoutLimit, planJsonChunks, planJsonlChunks } from './serialize.js';
 import type { Candidate, Plan } from './types.js';
 
 /**
@@ -11,21 +12,7 @@ import type { Candidate, Plan } from './types.js';
 export const PLAN_FORMATS = ['json', 'jsonl', 'vllm-batch', 'sglang'] as const;
 export type PlanFormat = (typeof PLAN_FORMATS)[number];
 
-/** Largest group seed; seed + j stays a non-negative int32 for groups of up to 2^30 rollouts. */
-const SEED_MASK = 0x3fffffff;
-
-/**
- * The seed of a prompt's group in a plan: FNV-1a of "runSeed/step/promptId", 30 bits. Stable
- * under reordering or sharding of the plan; rollout j uses groupSeed + j.
- */
-export function groupSeed(runSeed: number, step: number, promptId: string): number {
-  return fnv1a(`${runSeed}/${step}/${promptId}`) & SEED_MASK;
-}
-
-/** The group id a trainer keys a group by (verl `uid`, slime `group_index` lookup). */
-export function groupId(step: number, promptId: string): string {
-  return `${step}/${promptId}`;
-}
+export { groupId, groupSeed } from './groups.js';
 
 /** One group of a plan: what every export writes per allocation with n > 0. */
 export interface PlanGroup {
@@ -99,15 +86,23 @@ export interface ExportOptions {
 
 /** Formats a plan; `json` is the plan itself (unchanged). */
 export function formatPlan(plan: Plan, format: PlanFormat, options: ExportOptions = {}): string {
+  return [...planChunks(plan, format, options)].join('');
+}
+
+/**
+ * formatPlan's text in chunks, for writing a large plan without holding its whole text:
+ * `json` and `jsonl` are written from the plan's columns (plan/serialize.ts).
+ */
+export function planChunks(plan: Plan, format: PlanFormat, options: ExportOptions = {}): Iterable<string> {
   switch (format) {
     case 'json':
-      return `${JSON.stringify(plan, null, 2)}\n`;
+      return planJsonChunks(plan);
     case 'jsonl':
-      return planJsonl(plan);
+      return planJsonlChunks(plan, groupLines);
     case 'vllm-batch':
-      return vllmBatch(plan, options);
+      return [vllmBatch(plan, options)];
     case 'sglang':
-      return `${JSON.stringify(sglangRequest(plan, options), null, 2)}\n`;
+      return [`${JSON.stringify(sglangRequest(plan, options), null, 2)}\n`];
     default:
       throw badOption(`--format must be one of ${PLAN_FORMATS.join(', ')}, got ${quote(format)}`);
   }
@@ -115,9 +110,7 @@ export function formatPlan(plan: Plan, format: PlanFormat, options: ExportOption
 
 /** Groups of a plan whose max_tokens is null (no limit from the prompt): request exports fill the default. */
 export function groupsWithoutLimit(plan: Plan): number {
-  let k = 0;
-  for (const a of plan.allocations) if (a.n > 0 && a.max_tokens === null) k++;
-  return k;
+  return countWithoutLimit(plan);
 }
 
 /** A group's max_tokens in a request export (vllm-batch, sglang): its own, else the default. */
@@ -132,10 +125,12 @@ function limitOf(g: PlanGroup, options: ExportOptions): number {
  * `response_length`, slime `rollout_max_response_len`), which a filled default would override.
  */
 export function planJsonl(plan: Plan): string {
-  const { allocations: _omit, ...header } = plan;
-  const lines = [JSON.stringify({ type: 'header', ...header })];
-  for (const g of planGroups(plan)) lines.push(JSON.stringify(g));
-  return `${lines.join('\n')}\n`;
+  return [...planJsonlChunks(plan, groupLines)].join('');
+}
+
+/** planGroups as JSONL lines (no newlines). */
+function groupLines(plan: Plan): string[] {
+  return planGroups(plan).map((g) => JSON.stringify(g));
 }
 
 /** The warning a request export gives when it fills max_tokens. */
