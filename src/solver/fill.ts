@@ -1,15 +1,12 @@
 import type { ValueCurves } from '../value/types.js';
 import { startOf } from './bounds.js';
 import { MaxHeap } from './heap.js';
-import { ratioWhereBudgetRunsOut } from './threshold.js';
-import { fixedTokensOf, type SolverInput } from './types.js';
+import { PRECOMMIT_MIN, precommitRounds } from './precommit.js';
+import { fixedTokensOf, moveRatio, SLACK, type SolverInput } from './types.js';
 
-/** Relative slack on the token budget (float sums of expected tokens). */
-export const SLACK = 1e-9;
-/** Most prompts sampled to estimate the precommit threshold. */
-const SAMPLE = 1024;
-/** Below this many prompts the heap alone is fast enough. */
-const PRECOMMIT_MIN = 6 * SAMPLE;
+export { SLACK } from './types.js';
+/** Fewest moves sharing the top key that drainPlateau takes at once (and at least 1/16 of the heap). */
+const PLATEAU_MIN = 256;
 
 export interface CoreState {
   n: Int32Array;
@@ -28,26 +25,26 @@ export interface CoreState {
  */
 export class Filler {
   readonly state: CoreState;
-  private readonly size: number;
+  readonly size: number;
   private readonly wr: number;
   private readonly wt: number;
   /** Per-prompt bounds when the input has them (solver/bounds.ts). */
   private readonly lower: Int32Array | undefined;
-  private readonly upper: Int32Array | undefined;
+  readonly upper: Int32Array | undefined;
   /** Pending move per item: gain of the next rollout, or the jump 0 → jumpTo worth jumpValue. */
-  private readonly gain: Float64Array;
-  private readonly jumpTo: Int32Array;
+  readonly gain: Float64Array;
+  readonly jumpTo: Int32Array;
   private readonly jumpValue: Float64Array;
-  private readonly heap: MaxHeap;
+  readonly heap: MaxHeap;
   private readonly cheapest: number;
-  private cv: ValueCurves;
-  private track: ValueCurves | undefined;
-  private primary = true;
+  cv: ValueCurves;
+  track: ValueCurves | undefined;
+  primary = true;
 
   constructor(
-    private readonly input: SolverInput,
-    private readonly budgetR: number,
-    private readonly budgetT: number,
+    readonly input: SolverInput,
+    readonly budgetR: number,
+    readonly budgetT: number,
   ) {
     const size = input.curves.size;
     this.size = size;
@@ -87,7 +84,7 @@ export class Filler {
     return this.state.usedR + r <= this.budgetR && this.state.usedT + t <= this.budgetT * (1 + SLACK);
   }
 
-  private maxOf(i: number): number {
+  maxOf(i: number): number {
     return this.upper === undefined ? this.input.maxN : this.upper[i]!;
   }
 
@@ -97,20 +94,20 @@ export class Filler {
   }
 
   /** f_i: tokens charged once when item i gets n > 0. */
-  private fixed(i: number): number {
+  fixed(i: number): number {
     return fixedTokensOf(this.input, i);
   }
 
-  private unitCost(i: number): number {
+  unitCost(i: number): number {
     return this.wr + this.wt * this.input.tokensPerRollout[i]!;
   }
 
-  private static ratio(g: number, cost: number): number {
-    return cost > 0 ? g / cost : g > 0 ? Infinity : 0;
+  static ratio(g: number, cost: number): number {
+    return moveRatio(g, cost);
   }
 
   /** Key of item i's pending move on the phase's curves, or NaN when it has none. */
-  private keyOf(i: number): number {
+  keyOf(i: number): number {
     const n = this.state.n[i]!;
     const maxN = this.maxOf(i);
     if (n >= maxN) return NaN;
@@ -139,7 +136,7 @@ export class Filler {
   }
 
   /** Takes item i's pending move (which must fit). */
-  private take(i: number): void {
+  take(i: number): void {
     const s = this.state;
     const n = s.n[i]!;
     const c = this.input.tokensPerRollout[i]!;
@@ -160,7 +157,7 @@ export class Filler {
     }
   }
 
-  private collect(i: number): void {
+  collect(i: number): void {
     const key = this.keyOf(i);
     if (key === key) {
       this.heap.append(key, i);
@@ -180,36 +177,7 @@ export class Filler {
     this.heap.clear();
     for (let i = 0; i < size; i++) this.collect(i);
     const saturated = saturation * this.heap.maxKey();
-    if (size >= PRECOMMIT_MIN && this.input.precommit !== false) {
-      // Above max(estimate, saturated) the heap would take every move in turn: commit them in
-      // one pass (no move there is saturated, so the heap order could not have stopped
-      // sooner). On large instances up to three rounds, each on the budget the last left,
-      // so the heap only orders the last few percent. The sample walk leaves sampled items' pending moves
-      // stale, so every round rebuilds them; a round that overspends is undone.
-      let fresh = true;
-      // Extra rounds pay only where the heap would be large (each re-walks the sample).
-      const rounds = size >= 16 * PRECOMMIT_MIN ? 3 : 1;
-      for (let round = 0; round < rounds && !this.spent(); round++) {
-        const estimate = this.estimateThreshold(saturated);
-        fresh = false;
-        // NaN: by the sample, every move above the saturation floor fits; then the heap would
-        // take them all, one pop each, and stop at the floor: take them in one pass instead.
-        const lambda = estimate > 0 ? Math.max(estimate, saturated) : estimate !== estimate ? saturated : NaN;
-        if (!(lambda > 0)) break;
-        const checkpoint = this.checkpoint();
-        this.heap.clear();
-        if (!this.precommit(lambda)) {
-          this.restore(checkpoint);
-          break;
-        }
-        fresh = true;
-        if (this.budgetR - this.state.usedR < size / 16) break;
-      }
-      if (!fresh) {
-        this.heap.clear();
-        for (let i = 0; i < size; i++) this.collect(i);
-      }
-    }
+    if (size >= PRECOMMIT_MIN && this.input.precommit !== false) precommitRounds(this, saturated); // solver/precommit.ts
     this.heap.heapify();
     this.drain(saturated);
     if (this.primary && Number.isNaN(this.state.bound)) this.state.bound = this.state.objective;
@@ -238,12 +206,24 @@ export class Filler {
     s.bound = s.objective + Math.max(0, left) * key;
   }
 
-  /** The heap loop: pop the best move, take it if it fits, push the item's next move. */
+  /**
+   * The heap loop: pop the best move, take it if it fits, push the item's next move. Where
+   * many moves share the top key (a fresh state: every prompt has the same prior), they are
+   * taken by drainPlateau in the heap's own order without a pop each.
+   */
   private drain(saturated: number): void {
     const { heap, input } = this;
     const c = input.tokensPerRollout;
+    let checked = NaN;
     while (heap.size > 0) {
       const key = heap.topKey();
+      if (key !== checked) {
+        checked = key;
+        if (key > 0 && key >= saturated && this.input.plateau !== false && heap.plateauAtLeast(Math.max(PLATEAU_MIN, heap.size >> 4))) {
+          if (this.drainPlateau(key)) return;
+          continue;
+        }
+      }
       const i = heap.topItem();
       if (!(key > 0) || key < saturated || this.spent()) {
         this.noteBound(Math.max(key, 0));
@@ -278,116 +258,47 @@ export class Filler {
     }
   }
 
-  private checkpoint(): { n: Int32Array; usedR: number; usedT: number; objective: number; surplusRollouts: number } {
-    const s = this.state;
-    return { n: Int32Array.from(s.n), usedR: s.usedR, usedT: s.usedT, objective: s.objective, surplusRollouts: s.surplusRollouts };
-  }
-
-  private restore(cp: ReturnType<Filler['checkpoint']>): void {
-    const s = this.state;
-    s.n.set(cp.n);
-    s.usedR = cp.usedR;
-    s.usedT = cp.usedT;
-    s.objective = cp.objective;
-    s.surplusRollouts = cp.surplusRollouts;
-    for (let i = 0; i < this.size; i++) this.cv.seek(i, s.n[i]!);
-  }
-
   /**
-   * A ratio λ such that the moves above it very likely fit both budgets: where a
-   * deterministic sample's cumulative cost, scaled to all prompts, reaches 90% of what is
-   * left. Sampled items are walked down to the saturation `floor` and put back where they
-   * were. O(sample · moves).
+   * The moves at the top key `top` (> 0, above the saturation floor), taken exactly as
+   * drain's pops would take them: items in the heap's order (tie, then index), each while its
+   * next move keeps the key `top` (its tie is then still the smallest, so the heap would pop
+   * it again at once); a next move below `top` goes back to the heap, which is rebuilt once.
+   * A jump from 0 or a next move above `top` (a curve not concave there) hands the rest back
+   * to the heap loop. Returns true when the budget is spent (drain stops). O(N + k log k).
    */
-  private estimateThreshold(floor: number): number {
-    const { size, state, input } = this;
-    const c = input.tokensPerRollout;
-    // About size/16 prompts (256 to SAMPLE), each walked to max_n: a value that keeps paying
-    // for deep groups (knapsack on hard prompts) is then counted in full.
-    const stride = Math.ceil(size / Math.min(SAMPLE, Math.max(256, size >> 4)));
-    const sampled = Math.ceil(size / stride);
-    let most = input.maxN;
-    if (this.upper !== undefined) for (let i = 0; i < size; i += stride) most = Math.max(most, this.upper[i]!);
-    const room = sampled * (most + 1);
-    const logRatios = new Float64Array(room);
-    const costR = new Float64Array(room);
-    const costT = new Float64Array(room);
-    let m = 0;
-    for (let i = 0; i < size; i += stride) {
-      const n0 = state.n[i]!;
-      while (state.n[i]! < this.maxOf(i)) {
-        const key = this.keyOf(i);
-        // Moves under the saturation floor are never taken in this phase: stop there.
-        if (!(key > 0) || key < floor) break;
-        const n = state.n[i]!;
-        const r = n === 0 ? this.jumpTo[i]! : 1;
-        logRatios[m] = Math.log(key);
-        costR[m] = r;
-        costT[m++] = r * c[i]! + (n === 0 ? this.fixed(i) : 0);
-        if (n === 0) state.n[i] = this.jumpTo[i]!;
-        else {
-          this.cv.advance(i);
-          state.n[i] = n + 1;
+  private drainPlateau(top: number): boolean {
+    const { heap, state } = this;
+    const c = this.input.tokensPerRollout;
+    const items = heap.removeTopPlateau();
+    let j = 0;
+    let stopped = false;
+    plateau: for (; j < items.length; j++) {
+      const i = items[j]!;
+      for (;;) {
+        if (this.spent()) {
+          this.noteBound(top);
+          stopped = true;
+          break plateau;
         }
-      }
-      state.n[i] = n0;
-      this.cv.seek(i, n0);
-    }
-    const share = (sampled / size) * 0.9;
-    const sample = { logRatios, costR, costT, count: m };
-    return ratioWhereBudgetRunsOut(sample, (this.budgetR - state.usedR) * share, (this.budgetT - state.usedT) * share);
-  }
-
-  /**
-   * Takes, for every item, all pending moves with a ratio above λ: exactly the moves the heap
-   * would pop first, and collects each item's next move for the heap. Returns false (the
-   * caller restores the checkpoint) if they overspend a budget, where the heap would have
-   * dropped moves.
-   */
-  private precommit(lambda: number): boolean {
-    const { state, cv, input } = this;
-    const tracked = this.track !== undefined;
-    const c = input.tokensPerRollout;
-    for (let i = 0; i < this.size; i++) {
-      while (state.n[i]! === 0) {
-        const key = this.keyOf(i);
-        if (!(key > lambda)) break;
+        if (state.n[i]! === 0) break plateau; // a jump: the heap loop shrinks it if it must
+        if (!this.fits(1, c[i]!)) {
+          this.noteBound(top);
+          break; // dropped, as drain pops it
+        }
         this.take(i);
-      }
-      let n = state.n[i]!;
-      if (n === 0) {
-        this.collect(i);
-        continue;
-      }
-      const uc = this.unitCost(i);
-      let g = NaN;
-      let taken = 0;
-      if (cv.advanceWhile !== undefined) {
-        taken = cv.advanceWhile(i, uc, lambda, this.maxOf(i));
-        if (!tracked) state.objective += cv.walkGain!;
-        g = cv.walkNext!;
-        n += taken;
-      } else {
-        const maxN = this.maxOf(i);
-        while (n < maxN) {
-          g = cv.nextGain(i);
-          if (!(Filler.ratio(g, uc) > lambda)) break;
-          if (!tracked) state.objective += g;
-          cv.advance(i);
-          n++;
-          taken++;
-          g = NaN;
+        const next = this.keyOf(i);
+        if (next !== next) break;
+        if (next === top) continue;
+        heap.append(next, i);
+        if (next > top) {
+          j++;
+          break plateau;
         }
-      }
-      state.n[i] = n;
-      state.usedR += taken;
-      state.usedT += taken * c[i]!;
-      if (!this.primary) state.surplusRollouts += taken;
-      if (g === g) {
-        this.gain[i] = g;
-        this.heap.append(Filler.ratio(g, uc), i);
+        break;
       }
     }
-    return state.usedR <= this.budgetR && state.usedT <= this.budgetT * (1 + SLACK);
+    for (; j < items.length; j++) heap.append(top, items[j]!);
+    heap.heapify();
+    return stopped;
   }
 }

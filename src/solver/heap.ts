@@ -7,6 +7,8 @@ export class MaxHeap {
   private readonly keys: Float64Array;
   private readonly items: Int32Array;
   private count = 0;
+  /** plateauAtLeast's walk, kept between calls. */
+  private stack = new Int32Array(0);
 
   constructor(
     capacity: number,
@@ -51,6 +53,60 @@ export class MaxHeap {
   /** Orders the appended entries into a heap, in O(count). */
   heapify(): void {
     for (let pos = (this.count >> 1) - 1; pos >= 0; pos--) this.siftFrom(pos, this.keys[pos]!, this.items[pos]!);
+  }
+
+  /**
+   * Whether at least `min` entries share the top key (they form a subtree at the root: a
+   * parent's key is at least its children's). A walk of at most 2·min + 1 entries.
+   */
+  plateauAtLeast(min: number): boolean {
+    if (this.count < min) return false;
+    const top = this.keys[0]!;
+    if (this.stack.length < 2 * min + 1) this.stack = new Int32Array(2 * min + 1);
+    const stack = this.stack;
+    let depth = 0;
+    let found = 0;
+    stack[depth++] = 0;
+    while (depth > 0) {
+      const pos = stack[--depth]!;
+      if (++found >= min) return true;
+      for (let child = 2 * pos + 1; child <= 2 * pos + 2 && child < this.count; child++) {
+        if (this.keys[child] === top) stack[depth++] = child;
+      }
+    }
+    return false;
+  }
+
+  /**
+   * Removes every entry whose key equals the top key and returns their items in the order
+   * pop() would give them (tie asc, then item asc). The other entries stay, unordered: call
+   * heapify() after appending. O(count + k log k) for k items, by a native typed-array sort.
+   */
+  removeTopPlateau(): Int32Array {
+    const top = this.keys[0]!;
+    let k = 0;
+    let kept = 0;
+    const out = new Int32Array(this.count);
+    for (let pos = 0; pos < this.count; pos++) {
+      const key = this.keys[pos]!;
+      const item = this.items[pos]!;
+      if (key === top) out[k++] = item;
+      else {
+        this.keys[kept] = key;
+        this.items[kept++] = item;
+      }
+    }
+    this.count = kept;
+    const items = out.subarray(0, k);
+    const tie = this.tie;
+    if (this.tie.length <= 1 << 21) {
+      // (tie, item) as one exact double, tie·2^21 + item < 2^53: a native numeric sort.
+      const order = new Float64Array(k);
+      for (let j = 0; j < k; j++) order[j] = tie[items[j]!]! * 2097152 + items[j]!;
+      order.sort();
+      for (let j = 0; j < k; j++) items[j] = order[j]! % 2097152;
+    } else items.sort((a, b) => tie[a]! - tie[b]! || a - b);
+    return items;
   }
 
   clear(): void {

@@ -41,6 +41,12 @@ export interface SolverInput {
    */
   readonly precommit?: boolean;
   /**
+   * Many moves with exactly the same ratio (a fresh state: every prompt has the same prior)
+   * are taken in one pass, in the heap's order (fill.ts drainPlateau); false pops every move.
+   * The same allocation and the same arithmetic either way. Default true.
+   */
+  readonly plateau?: boolean;
+  /**
    * The primary values are saturated when the best remaining move's value per unit cost is
    * below this share of the best first move's (0: never).
    */
@@ -75,3 +81,11 @@ export interface SolverResult {
 }
 
 export type Solver = (input: SolverInput) => SolverResult;
+
+/** Relative slack on the token budget (float sums of expected tokens). */
+export const SLACK = 1e-9;
+
+/** A move's value per unit cost; a free move with value is worth any other (Infinity). */
+export function moveRatio(g: number, cost: number): number {
+  return cost > 0 ? g / cost : g > 0 ? Infinity : 0;
+}
