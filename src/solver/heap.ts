@@ -7,6 +7,8 @@ export class MaxHeap {
   private readonly keys: Float64Array;
   private readonly items: Int32Array;
   private count = 0;
+  /** Every item in pop order at equal keys (tie, then item); made on first use. */
+  private order: Int32Array | undefined;
   /** plateauAtLeast's walk, kept between calls. */
   private stack = new Int32Array(0);
 
@@ -80,7 +82,8 @@ export class MaxHeap {
   /**
    * Removes every entry whose key equals the top key and returns their items in the order
    * pop() would give them (tie asc, then item asc). The other entries stay, unordered: call
-   * heapify() after appending. O(count + k log k) for k items, by a native typed-array sort.
+   * heapify() after appending. O(count + min(k log k, capacity)) for k items: a native
+   * typed-array sort, or for many, a pick from all items sorted once.
    */
   removeTopPlateau(): Int32Array {
     const top = this.keys[0]!;
@@ -98,15 +101,16 @@ export class MaxHeap {
     }
     this.count = kept;
     const items = out.subarray(0, k);
-    const tie = this.tie;
-    if (this.tie.length <= 1 << 21) {
-      // (tie, item) as one exact double, tie·2^21 + item < 2^53: a native numeric sort.
-      const order = new Float64Array(k);
-      for (let j = 0; j < k; j++) order[j] = tie[items[j]!]! * 2097152 + items[j]!;
-      order.sort();
-      for (let j = 0; j < k; j++) items[j] = order[j]! % 2097152;
-    } else items.sort((a, b) => tie[a]! - tie[b]! || a - b);
-    return items;
+    if (16 * k >= this.tie.length) {
+      // Many: pick them from all items in pop order (sorted once a heap), O(capacity).
+      const order = (this.order ??= popOrder(this.tie));
+      const marked = new Uint8Array(this.tie.length);
+      for (let j = 0; j < k; j++) marked[items[j]!] = 1;
+      let j = 0;
+      for (let r = 0; r < order.length; r++) if (marked[order[r]!] === 1) items[j++] = order[r]!;
+      return items;
+    }
+    return sortByPopOrder(items, this.tie);
   }
 
   clear(): void {
@@ -148,4 +152,23 @@ export class MaxHeap {
     this.keys[pos] = key;
     this.items[pos] = item;
   }
+}
+
+/** All items 0..tie.length − 1 in the heap's order at equal keys. */
+function popOrder(tie: Uint32Array): Int32Array {
+  return sortByPopOrder(Int32Array.from({ length: tie.length }, (_, i) => i), tie);
+}
+
+/** Sorts `items` in place by (tie, item), the heap's order at equal keys. O(k log k). */
+function sortByPopOrder(items: Int32Array, tie: Uint32Array): Int32Array {
+  const k = items.length;
+  if (tie.length <= 1 << 21) {
+    // (tie, item) as one exact double, tie·2^21 + item < 2^53: a native numeric sort.
+    const order = new Float64Array(k);
+    for (let j = 0; j < k; j++) order[j] = tie[items[j]!]! * 2097152 + items[j]!;
+    order.sort();
+    for (let j = 0; j < k; j++) items[j] = order[j]! % 2097152;
+    return items;
+  }
+  return items.sort((a, b) => tie[a]! - tie[b]! || a - b);
 }
