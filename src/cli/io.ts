@@ -1,6 +1,10 @@
-import { closeSync, openSync, renameSync, rmSync, writeSync } from 'node:fs';
+import { closeSync, createWriteStream, mkdtempSync, openSync, renameSync, rmSync, writeSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { pipeline } from 'node:stream/promises';
 import { RolloutBudgetError } from '../errors.js';
 import { readText } from '../io/jsonl.js';
+import { fileResultSource, parseResults, sourceOfBatch, type ResultSource } from '../io/results.js';
 import { decodeUtf8 } from '../io/utf8.js';
 
 /** Everything the CLI touches outside itself, so tests run it in-process. */
@@ -12,6 +16,11 @@ export interface CliIo {
   readonly stderrIsTty: boolean;
   /** How long a run lasts before its progress bar draws, in ms (default 2000; tests set 0). */
   readonly progressAfterMs?: number;
+  /**
+   * Copies stdin into a temporary file and returns its path, for inputs read in chunks (a
+   * results file of any size); without it, such commands read stdin with readStdin.
+   */
+  spoolStdin?(): Promise<string>;
 }
 
 export const processIo: CliIo = {
@@ -23,7 +32,29 @@ export const processIo: CliIo = {
     return decodeUtf8(Buffer.concat(chunks), '<stdin>');
   },
   stderrIsTty: Boolean(process.stderr.isTTY),
+  spoolStdin: async () => {
+    const path = join(mkdtempSync(join(tmpdir(), 'rollout-budget-stdin-')), 'stdin.jsonl');
+    await pipeline(process.stdin, createWriteStream(path));
+    return path;
+  },
 };
+
+/**
+ * The results at a path, or stdin for '-', as a source read in chunks (io/results.ts); call
+ * `done()` afterwards (it removes a copy of stdin).
+ */
+export async function readResultSource(io: CliIo, path: string): Promise<{ source: ResultSource; done: () => void }> {
+  if (path !== '-') return { source: fileResultSource(path, path), done: () => undefined };
+  if (io.spoolStdin === undefined) return { source: sourceOfBatch(parseResults(await io.readStdin(), '<stdin>')), done: () => undefined };
+  const copy = await io.spoolStdin();
+  const done = () => rmSync(join(copy, '..'), { recursive: true, force: true });
+  try {
+    return { source: fileResultSource(copy, '<stdin>'), done };
+  } catch (error) {
+    done();
+    throw error;
+  }
+}
 
 /** Reads a path, or stdin for '-'. Returns the text and the name errors should use. */
 export async function readInput(io: CliIo, path: string): Promise<{ text: string; name: string }> {

@@ -1,14 +1,12 @@
 import { Command, CommanderError, Option } from 'commander';
-import { Allocator } from '../allocator.js';
 import { RolloutBudgetError, withFieldNames } from '../errors.js';
-import { parsePromptsAt, parseResults } from '../io/formats.js';
-import { DEFAULT_MAX_TOKENS, defaultLimitWarning, groupsWithoutLimit, planChunks, PLAN_FORMATS } from '../plan/exports.js';
+import { DEFAULT_MAX_TOKENS, PLAN_FORMATS } from '../plan/exports.js';
 import { defaultPlanOptions } from '../plan/options.js';
 import { registerDemoCommand } from './demo.js';
 import { registerExecutorCommands } from './executor.js';
-import { processIo, readInput, writeChunks, type CliIo } from './io.js';
+import { processIo, type CliIo } from './io.js';
 import {
-  boundFlags, budgetFlags, budgetFrom, decayFlags, flagOfField, multipleOfFlag, planOptionsFrom, policyFlags, roundsLeftFlag, seedFlag, skipFlag,
+  boundFlags, budgetFlags, decayFlags, flagOfField, multipleOfFlag, policyFlags, roundsLeftFlag, seedFlag, skipFlag,
 } from './options.js';
 import { intArg, numberArg } from './parse.js';
 import { registerReplayCommands } from './replay.js';
@@ -46,86 +44,21 @@ export function buildProgram(io: CliIo): Command {
     .option('--prompt-field <name>', 'prompts field holding the text, for --format vllm-batch and sglang', 'prompt');
   decayFlags(plan);
   roundsLeftFlag(plan);
-  plan.action(async (opts) => {
-    const input = await readInput(io, opts.prompts);
-    const parsed = parsePromptsAt(input.text, input.name);
-    const candidates = opts.maxTokens === undefined ? parsed.candidates : parsed.candidates.map((c) => (c.max_tokens === undefined ? { ...c, max_tokens: opts.maxTokens } : c));
-    const allocator = new Allocator({ state: opts.state });
-    try {
-      const result = allocator.plan(candidates, budgetFrom(opts), {
-        ...planOptionsFrom(opts),
-        prefillWeight: opts.prefillWeight,
-        ...(opts.step === undefined ? {} : { step: opts.step }),
-      });
-      // The request exports look prompts up by id; json and jsonl need neither map.
-      const requests = opts.format === 'vllm-batch' || opts.format === 'sglang';
-      const exportOptions = {
-        model: opts.model, promptField: opts.promptField,
-        ...(requests ? { candidates: new Map(candidates.map((c) => [c.id, c])), promptLines: parsed.lines } : {}),
-        ...(opts.maxTokens === undefined ? {} : { maxTokens: opts.maxTokens }),
-      };
-      writeChunks(io, opts.out, planChunks(result, opts.format, exportOptions));
-      const unlimited = groupsWithoutLimit(result);
-      if (unlimited > 0 && (opts.format === 'json' || opts.format === 'jsonl')) {
-        io.stderr(`rollout-budget: warning: ${unlimited} groups have no max_tokens (their prompts give none, no --max-tokens): a server stops them at its own default (vLLM 16 tokens on /v1/completions, SGLang 128); execute sends ${DEFAULT_MAX_TOKENS}\n`);
-      } else if (unlimited > 0) {
-        io.stderr(`rollout-budget: warning: ${defaultLimitWarning(unlimited, exportOptions)}\n`);
-      }
-    } finally {
-      allocator.close();
-    }
-  });
+  plan.action(async (opts) => (await import('./state-commands.js')).planCommand(io, opts));
 
   const observe = program
     .command('observe')
     .description('apply rollout results to the state (one transaction, idempotent)')
     .requiredOption('--results <path|->', 'results, JSONL')
     .option('--state <path>', 'state database', './rollout-budget.db');
-  decayFlags(observe).action(async (opts) => {
-    const input = await readInput(io, opts.results);
-    const batch = parseResults(input.text, input.name);
-    const allocator = new Allocator({ state: opts.state });
-    try {
-      const summary = allocator.observe(batch, planOptionsFrom(opts));
-      io.stdout(`${JSON.stringify(summary)}\n`);
-    } finally {
-      allocator.close();
-    }
-  });
+  decayFlags(observe).action(async (opts) => (await import('./state-commands.js')).observeCommand(io, opts));
 
   program
     .command('inspect')
     .description('show the state, or one prompt\'s posterior')
     .option('--state <path>', 'state database', './rollout-budget.db')
     .option('--prompt <id>', 'one prompt')
-    .action((opts) => {
-      const allocator = new Allocator({ state: opts.state });
-      try {
-        if (opts.prompt !== undefined) {
-          io.stdout(`${JSON.stringify(allocator.posterior(opts.prompt), null, 2)}\n`);
-          return;
-        }
-        const snapshot = allocator.snapshot();
-        const probe = allocator.posterior('\u0000never-seen');
-        io.stdout(
-          `${JSON.stringify(
-            {
-              prompts: allocator.store.count(),
-              last_step: snapshot.lastStep,
-              prior_for_new_prompts: { alpha: probe.alpha, beta: probe.beta, p_mean: probe.p_mean },
-              mean_tokens: {
-                correct: snapshot.all.correctCount > 0 ? snapshot.all.correctTokens / snapshot.all.correctCount : null,
-                wrong: snapshot.all.wrongCount > 0 ? snapshot.all.wrongTokens / snapshot.all.wrongCount : null,
-              },
-            },
-            null,
-            2,
-          )}\n`,
-        );
-      } finally {
-        allocator.close();
-      }
-    });
+    .action(async (opts) => (await import('./state-commands.js')).inspectCommand(io, opts));
 
   registerDemoCommand(program, io);
   registerServeCommands(program, io);

@@ -91,13 +91,13 @@ export function storedTextProblem(v: string): string | undefined {
 }
 
 /**
- * Calls `each(value, line)` for every JSONL line in order (1-based line numbers), skipping
+ * Calls `each(value, line)` for every JSONL line in order (numbered from `firstLine`), skipping
  * blank lines. A line that is not a JSON object is an error naming `name:line`. Makes no
  * object per line beyond the parsed value: the place is a string only in an error.
  * O(size of text).
  */
-export function eachJsonl(text: string, name: string, each: (value: Record<string, unknown>, line: number) => void): void {
-  let line = 0;
+export function eachJsonl(text: string, name: string, each: (value: Record<string, unknown>, line: number) => void, firstLine = 1): void {
+  let line = firstLine - 1;
   let start = 0;
   const where = () => `${name}:${line}`;
   while (start <= text.length) {

@@ -6,17 +6,21 @@ import { badInput } from '../errors.js';
  * U+FFFD that would turn two different ids into one. A leading byte-order mark is dropped.
  */
 const strict = new TextDecoder('utf-8', { fatal: true });
+/** The same for text that does not start a file: a U+FEFF there is a character, kept. */
+const strictKeepingBom = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
 
 /**
  * Decodes UTF-8 bytes, or throws BAD_INPUT naming `name:line`, the column and the bad byte
- * (`name` alone when `lines` is false: the bytes are one line already). O(n).
+ * (`name` alone when `lines` is false: the bytes are one line already). `lineOffset` lines come
+ * before the bytes (a piece of a file, io/chunks.ts), and `fileStart` says whether a leading
+ * byte-order mark is the file's (dropped) or text. O(n).
  */
-export function decodeUtf8(bytes: Uint8Array, name: string, lines = true): string {
+export function decodeUtf8(bytes: Uint8Array, name: string, lines = true, lineOffset = 0, fileStart = true): string {
   try {
-    return strict.decode(bytes);
+    return (fileStart ? strict : strictKeepingBom).decode(bytes);
   } catch {
     const at = invalidUtf8At(bytes);
-    let line = 1;
+    let line = 1 + lineOffset;
     let lineStart = 0;
     for (let k = 0; k < at; k++) {
       if (bytes[k] === 0x0a) {

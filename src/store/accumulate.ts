@@ -58,6 +58,57 @@ export function applyEvidence(old: PromptState | undefined, e: StepEvidence, dec
 }
 
 /**
+ * Sums accepted rollouts per (prompt, step) as they come, for a batch of any length: memory
+ * grows with the distinct (prompt, step) pairs, not the rollouts. `evidence()` gives them in
+ * step order (stable), so a batch spanning several steps applies its decay in time order
+ * whatever its line order.
+ */
+export class EvidenceAccumulator {
+  /** Evidence by step, then prompt. */
+  private readonly bySteps = new Map<number, Map<string, StepEvidence>>();
+  /** The (prompt, step) met last: a group's rollouts usually come together. */
+  private last: StepEvidence | undefined;
+  aborted = 0;
+  duplicates = 0;
+  applied = 0;
+
+  constructor(private readonly defaultStep: number) {}
+
+  /** Counts an aborted rollout (never applied, never marked seen). */
+  abort(): void {
+    this.aborted++;
+  }
+
+  /** Counts a rollout whose key was already applied. */
+  duplicate(): void {
+    this.duplicates++;
+  }
+
+  /** Adds an accepted rollout to its (prompt, step) evidence. */
+  add(r: RolloutResult): void {
+    this.applied++;
+    const step = r.step ?? this.defaultStep;
+    let e = this.last;
+    if (e === undefined || e.step !== step || e.prompt_id !== r.prompt_id) {
+      let prompts = this.bySteps.get(step);
+      if (prompts === undefined) this.bySteps.set(step, (prompts = new Map()));
+      e = prompts.get(r.prompt_id);
+      if (e === undefined) prompts.set(r.prompt_id, (e = emptyEvidence(r.prompt_id, step)));
+      this.last = e;
+    }
+    if (r.group !== undefined) e.group = r.group;
+    addRollout(e, r.reward, r.tokens);
+  }
+
+  /** The evidence in step order, first seen first within a step. */
+  evidence(): StepEvidence[] {
+    const out: StepEvidence[] = [];
+    for (const step of [...this.bySteps.keys()].sort((a, b) => a - b)) for (const e of this.bySteps.get(step)!.values()) out.push(e);
+    return out;
+  }
+}
+
+/**
  * Sums a batch's accepted rollouts per (prompt, step), in step order (stable), so that a
  * batch spanning several steps applies its decay in time order whatever its line order.
  * `accept(key, result)` decides per rollout (idempotency); aborted rollouts never reach it.
@@ -67,30 +118,11 @@ export function accumulate(
   defaultStep: number,
   accept: (key: string, result: RolloutResult) => boolean,
 ): { evidence: StepEvidence[]; aborted: number; duplicates: number; applied: number } {
-  const byKey = new Map<string, StepEvidence>();
-  let aborted = 0;
-  let duplicates = 0;
-  let applied = 0;
+  const acc = new EvidenceAccumulator(defaultStep);
   batch.results.forEach((r, k) => {
-    if (r.finish_reason === 'abort') {
-      aborted++;
-      return;
-    }
-    if (!accept(batch.keys[k]!, r)) {
-      duplicates++;
-      return;
-    }
-    applied++;
-    const step = r.step ?? defaultStep;
-    const key = `${step}\u0000${r.prompt_id}`;
-    let e = byKey.get(key);
-    if (e === undefined) {
-      e = emptyEvidence(r.prompt_id, step);
-      byKey.set(key, e);
-    }
-    if (r.group !== undefined) e.group = r.group;
-    addRollout(e, r.reward, r.tokens);
+    if (r.finish_reason === 'abort') acc.abort();
+    else if (!accept(batch.keys[k]!, r)) acc.duplicate();
+    else acc.add(r);
   });
-  const evidence = [...byKey.values()].sort((a, b) => a.step - b.step);
-  return { evidence, aborted, duplicates, applied };
+  return { evidence: acc.evidence(), aborted: acc.aborted, duplicates: acc.duplicates, applied: acc.applied };
 }

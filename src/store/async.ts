@@ -1,4 +1,4 @@
-import type { ResultBatch } from '../io/formats.js';
+import type { ResultBatch, ResultSource } from '../io/results.js';
 import type { DecayOptions } from '../posterior/decay.js';
 import type { PromptState, StateSnapshot } from '../posterior/state.js';
 import type { ObserveSummary, Store } from './types.js';
@@ -17,6 +17,8 @@ export interface AsyncStore {
   get(id: string): Promise<PromptState | undefined>;
   lastStep(): Promise<number | null>;
   apply(batch: ResultBatch, decay: DecayOptions): Promise<ObserveSummary>;
+  /** apply() for a batch read chunk by chunk, in bounded memory (store/claims.ts). */
+  applySource(source: ResultSource, decay: DecayOptions): Promise<ObserveSummary>;
   count(): Promise<number>;
   close(): Promise<void>;
 }
@@ -33,6 +35,18 @@ export function asyncStoreOf(store: Store, kind = 'sqlite'): AsyncStore {
     get: async (id) => store.get(id),
     lastStep: async () => store.lastStep(),
     apply: async (batch, decay) => (store.applyAsync === undefined ? store.apply(batch, decay) : store.applyAsync(batch, decay)),
+    applySource: async (source, decay) => {
+      if (store.applySource !== undefined) return store.applySource(source, decay);
+      const results: ResultBatch['results'] = [];
+      const keys: string[] = [];
+      for (const chunk of source.chunks()) {
+        chunk.results.forEach((r, k) => {
+          results.push(r);
+          keys.push(chunk.key(k));
+        });
+      }
+      return store.apply({ results, keys, digest: source.digest }, decay);
+    },
     count: async () => store.count(),
     close: async () => store.close(),
   };

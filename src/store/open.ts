@@ -1,7 +1,5 @@
 import { createRegistry, type Registry } from '../registry.js';
 import { asyncStoreOf, type AsyncStore } from './async.js';
-import { PostgresStore } from './postgres.js';
-import { SqliteStore } from './sqlite.js';
 
 /** Opens a store at a location (a file path or a URL). */
 export type StoreOpener = (location: string) => Promise<AsyncStore>;
@@ -9,8 +7,10 @@ export type StoreOpener = (location: string) => Promise<AsyncStore>;
 /** The store backends by name: `sqlite` (a file or ':memory:') and `postgres` (a URL). */
 export function createStoreRegistry(): Registry<StoreOpener> {
   return createRegistry<StoreOpener>('store', {
-    sqlite: async (path) => asyncStoreOf(new SqliteStore(path)),
-    postgres: (url) => PostgresStore.connect(url),
+    // Each backend is loaded when a state of its kind is opened (pg and better-sqlite3 take
+    // tens of milliseconds to load).
+    sqlite: async (path) => asyncStoreOf(new (await import('./sqlite.js')).SqliteStore(path)),
+    postgres: async (url) => (await import('./postgres.js')).PostgresStore.connect(url),
   });
 }
 

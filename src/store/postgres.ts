@@ -1,9 +1,10 @@
 import pg from 'pg';
 import { RolloutBudgetError } from '../errors.js';
-import type { ResultBatch } from '../io/formats.js';
+import { sourceOfBatch, type ResultBatch, type ResultSource } from '../io/results.js';
 import { LN_EVIDENCE_FLOOR, LN_GUARD, type DecayOptions } from '../posterior/decay.js';
 import { snapshotOf, type PromptState, type StateSnapshot } from '../posterior/state.js';
-import { accumulate, type StepEvidence } from './accumulate.js';
+import { EvidenceAccumulator, type StepEvidence } from './accumulate.js';
+import { BatchClaims } from './claims.js';
 import type { AsyncStore } from './async.js';
 import type { ObserveSummary } from './types.js';
 
@@ -186,20 +187,36 @@ export class PostgresStore implements AsyncStore {
   }
 
   async apply(batch: ResultBatch, decay: DecayOptions): Promise<ObserveSummary> {
+    return this.applySource(sourceOfBatch(batch), decay);
+  }
+
+  /**
+   * apply() for a batch read chunk by chunk (a results file of any size): one transaction;
+   * each chunk's keys are claimed (store/claims.ts) and its evidence summed as it comes, the
+   * prompt rows written at the end. A retried transaction reads the source again.
+   */
+  async applySource(source: ResultSource, decay: DecayOptions): Promise<ObserveSummary> {
     const s = this.schema;
     return this.transaction(async (c) => {
       const meta = await c.query<{ v: number }>(`SELECT value::float8 AS v FROM ${s}.meta WHERE key = 'last_step'`);
       const before = meta.rows[0]?.v ?? null;
-      const keys = [...new Set(batch.keys.filter((_, k) => batch.results[k]!.finish_reason !== 'abort'))].sort();
-      const claimed = new Set<string>();
-      if (keys.length > 0) {
-        const ins = await c.query<{ rollout_id: string }>(
-          `INSERT INTO ${s}.seen (rollout_id) SELECT k FROM unnest($1::text[]) AS k ORDER BY k ON CONFLICT DO NOTHING RETURNING rollout_id`, [keys]);
-        for (const r of ins.rows) claimed.add(r.rollout_id);
+      const acc = new EvidenceAccumulator(before === null ? 0 : before + 1);
+      const claims = new BatchClaims(source.digest);
+      for (const chunk of source.chunks()) {
+        const request = claims.request(chunk);
+        const claimed = new Set<string>();
+        if (request.claim.length > 0) {
+          const ins = await c.query<{ rollout_id: string }>(
+            `INSERT INTO ${s}.seen (rollout_id) SELECT k FROM unnest($1::text[]) AS k ORDER BY k ON CONFLICT DO NOTHING RETURNING rollout_id`, [request.claim]);
+          for (const r of ins.rows) claimed.add(r.rollout_id);
+        }
+        let legacySeen = false;
+        if (request.legacy !== undefined) {
+          legacySeen = ((await c.query(`SELECT 1 FROM ${s}.seen WHERE rollout_id = $1`, [request.legacy])).rowCount ?? 0) > 0;
+        }
+        claims.settle(chunk, claimed, legacySeen, acc);
       }
-      // A key claimed here counts once, as in SqliteStore (a repeat in the batch is a duplicate).
-      const acc = accumulate(batch, before === null ? 0 : before + 1, (key) => claimed.delete(key));
-      const evidence = [...acc.evidence].sort((a, b) => (a.prompt_id < b.prompt_id ? -1 : a.prompt_id > b.prompt_id ? 1 : a.step - b.step));
+      const evidence = acc.evidence().sort((a, b) => (a.prompt_id < b.prompt_id ? -1 : a.prompt_id > b.prompt_id ? 1 : a.step - b.step));
       for (const round of rounds(evidence)) {
         await c.query(upsertSql(s), [
           decay.forgetPerStep, decay.reobserveDiscount,
@@ -210,7 +227,8 @@ export class PostgresStore implements AsyncStore {
       }
       let last = before;
       if (evidence.length > 0) {
-        const top = Math.max(...evidence.map((e) => e.step));
+        let top = evidence[0]!.step;
+        for (const e of evidence) if (e.step > top) top = e.step;
         const up = await c.query<{ v: number }>(
           `INSERT INTO ${s}.meta (key, value) VALUES ('last_step', $1) ON CONFLICT (key) DO UPDATE SET value = GREATEST(${s}.meta.value, excluded.value) RETURNING value::float8 AS v`,
           [top]);

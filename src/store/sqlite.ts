@@ -1,11 +1,13 @@
 import Database from 'better-sqlite3';
 import { RolloutBudgetError } from '../errors.js';
-import type { ResultBatch } from '../io/formats.js';
+import { sourceOfBatch, type ResultBatch, type ResultSource } from '../io/results.js';
 import type { DecayOptions } from '../posterior/decay.js';
 import { snapshotOf, type PromptState, type StateSnapshot } from '../posterior/state.js';
-import { accumulate, applyEvidence } from './accumulate.js';
 import { ATTEMPT_MS, LOCK_WAIT_ENV, lockWaitMs, retryAsync, retrySync } from './busy.js';
+import { SqliteWriter } from './sqlite-apply.js';
+import { fromRow, type Row } from './sqlite-rows.js';
 import type { ObserveSummary, Store } from './types.js';
+
 
 const SCHEMA = `
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -24,48 +26,6 @@ CREATE TABLE IF NOT EXISTS prompts (
 );
 CREATE TABLE IF NOT EXISTS seen (rollout_id TEXT PRIMARY KEY) WITHOUT ROWID;
 `;
-
-interface Row {
-  id: string;
-  grp: string | null;
-  successes: number;
-  failures: number;
-  last_step: number;
-  rollouts: number;
-  reward_sum: number;
-  correct_count: number;
-  correct_tokens: number;
-  wrong_count: number;
-  wrong_tokens: number;
-}
-
-const fromRow = (r: Row): PromptState => ({
-  id: r.id,
-  group: r.grp,
-  successes: r.successes,
-  failures: r.failures,
-  lastStep: r.last_step,
-  rollouts: r.rollouts,
-  rewardSum: r.reward_sum,
-  correctCount: r.correct_count,
-  correctTokens: r.correct_tokens,
-  wrongCount: r.wrong_count,
-  wrongTokens: r.wrong_tokens,
-});
-
-const toRow = (s: PromptState): Row => ({
-  id: s.id,
-  grp: s.group,
-  successes: s.successes,
-  failures: s.failures,
-  last_step: s.lastStep,
-  rollouts: s.rollouts,
-  reward_sum: s.rewardSum,
-  correct_count: s.correctCount,
-  correct_tokens: s.correctTokens,
-  wrong_count: s.wrongCount,
-  wrong_tokens: s.wrongTokens,
-});
 
 export interface SqliteStoreOptions {
   /**
@@ -139,41 +99,35 @@ export class SqliteStore implements Store {
 
   /** Applies a batch in one BEGIN IMMEDIATE transaction, waiting (asleep) for the write lock. */
   apply(batch: ResultBatch, decay: DecayOptions): ObserveSummary {
-    const run = this.applier(batch, decay);
-    return this.sync(run);
+    return this.applySource(sourceOfBatch(batch), decay);
   }
 
-  /** The same, waiting for the write lock on timers: the event loop keeps serving meanwhile. */
+  /**
+   * Applies a batch read chunk by chunk (a results file of any size) in one BEGIN IMMEDIATE
+   * transaction: keys are claimed and evidence summed per chunk (store/claims.ts), the prompt
+   * rows written at the end, then one commit; a bad line rolls everything back. Memory: one
+   * chunk and the (prompt, step) sums, not the batch.
+   */
+  applySource(source: ResultSource, decay: DecayOptions): ObserveSummary {
+    return this.sync(this.applier(source, decay));
+  }
+
+  /** apply(), waiting for the write lock on timers: the event loop keeps serving meanwhile. */
   applyAsync(batch: ResultBatch, decay: DecayOptions): Promise<ObserveSummary> {
-    return retryAsync(this.applier(batch, decay), this.lockWaitMs, this.busy);
+    return retryAsync(this.applier(sourceOfBatch(batch), decay), this.lockWaitMs, this.busy);
   }
 
-  private applier(batch: ResultBatch, decay: DecayOptions): () => ObserveSummary {
-    const markSeen = this.db.prepare('INSERT OR IGNORE INTO seen (rollout_id) VALUES (?)');
-    const select = this.db.prepare('SELECT * FROM prompts WHERE id = ?');
-    const upsert = this.db.prepare(`INSERT INTO prompts VALUES (@id, @grp, @successes, @failures, @last_step, @rollouts,
-      @reward_sum, @correct_count, @correct_tokens, @wrong_count, @wrong_tokens)
-      ON CONFLICT(id) DO UPDATE SET grp = excluded.grp, successes = excluded.successes, failures = excluded.failures,
-      last_step = excluded.last_step, rollouts = excluded.rollouts, reward_sum = excluded.reward_sum,
-      correct_count = excluded.correct_count, correct_tokens = excluded.correct_tokens,
-      wrong_count = excluded.wrong_count, wrong_tokens = excluded.wrong_tokens`);
-    const setStep = this.db.prepare("INSERT INTO meta (key, value) VALUES ('last_step', ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value");
-    const run = this.db.transaction((): ObserveSummary => {
-      const before = this.lastStep();
-      const acc = accumulate(batch, before === null ? 0 : before + 1, (key) => markSeen.run(key).changes > 0);
-      const touched = new Set<string>();
-      let last = before;
-      for (const e of acc.evidence) {
-        const row = select.get(e.prompt_id) as Row | undefined;
-        upsert.run(toRow(applyEvidence(row === undefined ? undefined : fromRow(row), e, decay)));
-        touched.add(e.prompt_id);
-        if (last === null || e.step > last) last = e.step;
-      }
-      if (last !== null && last !== before) setStep.run(String(last));
-      return { applied: acc.applied, duplicates: acc.duplicates, aborted: acc.aborted, prompts: touched.size, last_step: last };
-    });
+  private applier(source: ResultSource, decay: DecayOptions): () => ObserveSummary {
+    const run = this.db.transaction(() => this.writer.apply(source, decay));
     return () => run.immediate();
   }
+
+  /** The statements of observe (store/sqlite-apply.ts), prepared on first use. */
+  private get writer(): SqliteWriter {
+    return (this.writerStatements ??= new SqliteWriter(this.db));
+  }
+
+  private writerStatements: SqliteWriter | undefined;
 
   close(): void {
     this.db.close();

@@ -1,4 +1,4 @@
-import type { ResultBatch } from '../io/formats.js';
+import type { ResultBatch, ResultSource } from '../io/results.js';
 import type { DecayOptions } from '../posterior/decay.js';
 import type { PromptState, StateSnapshot } from '../posterior/state.js';
 
@@ -24,6 +24,11 @@ export interface Store {
   lastStep(): number | null;
   /** Applies a batch atomically and idempotently: all of it or none of it. */
   apply(batch: ResultBatch, decay: DecayOptions): ObserveSummary;
+  /**
+   * apply() for a batch read chunk by chunk (a results file of any size): the same one
+   * transaction, in bounded memory (optional; the stores here have it).
+   */
+  applySource?(source: ResultSource, decay: DecayOptions): ObserveSummary;
   /** apply() without blocking the thread while it waits for another writer (optional). */
   applyAsync?(batch: ResultBatch, decay: DecayOptions): Promise<ObserveSummary>;
   /** Number of prompts with state. */

@@ -1,0 +1,127 @@
+import { existsSync, rmSync } from 'node:fs';
+import { Allocator } from '../allocator.js';
+import { parsePromptsAt } from '../io/formats.js';
+import type { ResultSource } from '../io/results.js';
+import { DEFAULT_MAX_TOKENS, defaultLimitWarning, groupsWithoutLimit, planChunks, type PlanFormat } from '../plan/exports.js';
+import { resolvePlanOptions } from '../plan/options.js';
+import type { DecayOptions } from '../posterior/decay.js';
+import { storeKindOf } from '../store/open.js';
+import { SqliteStore } from '../store/sqlite.js';
+import type { ObserveSummary } from '../store/types.js';
+import { readInput, readResultSource, writeChunks, type CliIo } from './io.js';
+import { budgetFrom, planOptionsFrom, type SharedFlags } from './options.js';
+
+/**
+ * The actions of `plan`, `observe` and `inspect` (main.ts declares their flags): loaded when
+ * one of them runs, so other commands and `--help` do not load the store and the planner.
+ */
+
+export interface PlanFlags extends SharedFlags {
+  prompts: string;
+  state: string;
+  prefillWeight: number;
+  step?: number;
+  out: string;
+  format: PlanFormat;
+  model?: string;
+  maxTokens?: number;
+  promptField: string;
+}
+
+export async function planCommand(io: CliIo, opts: PlanFlags): Promise<void> {
+  const input = await readInput(io, opts.prompts);
+  const parsed = parsePromptsAt(input.text, input.name);
+  const candidates = opts.maxTokens === undefined ? parsed.candidates : parsed.candidates.map((c) => (c.max_tokens === undefined ? { ...c, max_tokens: opts.maxTokens } : c));
+  const allocator = new Allocator({ state: opts.state });
+  try {
+    const result = allocator.plan(candidates, budgetFrom(opts), {
+      ...planOptionsFrom(opts),
+      prefillWeight: opts.prefillWeight,
+      ...(opts.step === undefined ? {} : { step: opts.step }),
+    });
+    // The request exports look prompts up by id; json and jsonl need neither map.
+    const requests = opts.format === 'vllm-batch' || opts.format === 'sglang';
+    const exportOptions = {
+      ...(opts.model === undefined ? {} : { model: opts.model }),
+      promptField: opts.promptField,
+      ...(requests ? { candidates: new Map(candidates.map((c) => [c.id, c])), promptLines: parsed.lines } : {}),
+      ...(opts.maxTokens === undefined ? {} : { maxTokens: opts.maxTokens }),
+    };
+    writeChunks(io, opts.out, planChunks(result, opts.format, exportOptions));
+    const unlimited = groupsWithoutLimit(result);
+    if (unlimited > 0 && (opts.format === 'json' || opts.format === 'jsonl')) {
+      io.stderr(`rollout-budget: warning: ${unlimited} groups have no max_tokens (their prompts give none, no --max-tokens): a server stops them at its own default (vLLM 16 tokens on /v1/completions, SGLang 128); execute sends ${DEFAULT_MAX_TOKENS}\n`);
+    } else if (unlimited > 0) {
+      io.stderr(`rollout-budget: warning: ${defaultLimitWarning(unlimited, exportOptions)}\n`);
+    }
+  } finally {
+    allocator.close();
+  }
+}
+
+export async function observeCommand(io: CliIo, opts: SharedFlags & { results: string; state: string }): Promise<void> {
+  const decay = resolvePlanOptions(planOptionsFrom(opts)).decay;
+  const input = await readResultSource(io, opts.results);
+  try {
+    io.stdout(`${JSON.stringify(await observeInto(opts.state, input.source, decay))}\n`);
+  } finally {
+    input.done();
+  }
+}
+
+/**
+ * Applies a results source to a state, SQLite file or PostgreSQL URL, in one transaction
+ * read chunk by chunk. A SQLite state file that this call created is removed again when the
+ * batch is refused (nothing of it was applied, so no state is left behind either).
+ */
+export async function observeInto(state: string, source: ResultSource, decay: DecayOptions): Promise<ObserveSummary> {
+  if (storeKindOf(state) === 'postgres') {
+    const { PostgresStore } = await import('../store/postgres.js');
+    const store = await PostgresStore.connect(state);
+    try {
+      return await store.applySource(source, decay);
+    } finally {
+      await store.close();
+    }
+  }
+  const created = state !== ':memory:' && !existsSync(state);
+  const store = new SqliteStore(state);
+  let ok = false;
+  try {
+    const summary = store.applySource(source, decay);
+    ok = true;
+    return summary;
+  } finally {
+    store.close();
+    if (!ok && created) for (const suffix of ['', '-wal', '-shm']) rmSync(`${state}${suffix}`, { force: true });
+  }
+}
+
+export function inspectCommand(io: CliIo, opts: { state: string; prompt?: string }): void {
+  const allocator = new Allocator({ state: opts.state });
+  try {
+    if (opts.prompt !== undefined) {
+      io.stdout(`${JSON.stringify(allocator.posterior(opts.prompt), null, 2)}\n`);
+      return;
+    }
+    const snapshot = allocator.snapshot();
+    const probe = allocator.posterior('\u0000never-seen');
+    io.stdout(
+      `${JSON.stringify(
+        {
+          prompts: allocator.store.count(),
+          last_step: snapshot.lastStep,
+          prior_for_new_prompts: { alpha: probe.alpha, beta: probe.beta, p_mean: probe.p_mean },
+          mean_tokens: {
+            correct: snapshot.all.correctCount > 0 ? snapshot.all.correctTokens / snapshot.all.correctCount : null,
+            wrong: snapshot.all.wrongCount > 0 ? snapshot.all.wrongTokens / snapshot.all.wrongCount : null,
+          },
+        },
+        null,
+        2,
+      )}\n`,
+    );
+  } finally {
+    allocator.close();
+  }
+}

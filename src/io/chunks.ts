@@ -1,0 +1,95 @@
+import { createHash } from 'node:crypto';
+import { closeSync, openSync, readSync } from 'node:fs';
+import { RolloutBudgetError } from '../errors.js';
+import { decodeUtf8 } from './utf8.js';
+
+/**
+ * Reading a text file in bounded pieces: whole lines of about CHUNK_BYTES each, with the
+ * number of their first line, checked as strict UTF-8 (a bad byte is named by its file line,
+ * as decodeUtf8 names it for a whole file) and with a byte-order mark dropped at the start of
+ * the file only. Memory: one piece, whatever the file's size.
+ */
+export const CHUNK_BYTES = 1 << 22;
+
+const BOM = [0xef, 0xbb, 0xbf];
+
+function openOrThrow(path: string): number {
+  try {
+    return openSync(path, 'r');
+  } catch (error) {
+    throw new RolloutBudgetError('IO_ERROR', `${path}: cannot read (${(error as NodeJS.ErrnoException).code ?? String(error)})`);
+  }
+}
+
+/** Bytes of the file, piece by piece, as long as `take` wants them; closes the file. */
+function eachPiece(path: string, size: number, take: (bytes: Buffer, length: number) => void): void {
+  const fd = openOrThrow(path);
+  try {
+    const buffer = Buffer.allocUnsafe(size);
+    for (;;) {
+      let length: number;
+      try {
+        length = readSync(fd, buffer, 0, size, null);
+      } catch (error) {
+        throw new RolloutBudgetError('IO_ERROR', `${path}: cannot read (${(error as NodeJS.ErrnoException).code ?? String(error)})`);
+      }
+      if (length === 0) return;
+      take(buffer, length);
+    }
+  } finally {
+    closeSync(fd);
+  }
+}
+
+/**
+ * sha256 (hex) of the file's text as UTF-8, a leading byte-order mark left out: the digest
+ * `digestOf` gives for the decoded text (io/results.ts), without holding it. O(size).
+ */
+export function fileDigest(path: string): string {
+  const hash = createHash('sha256');
+  let first = true;
+  eachPiece(path, CHUNK_BYTES, (bytes, length) => {
+    const skip = first && length >= 3 && bytes[0] === BOM[0] && bytes[1] === BOM[1] && bytes[2] === BOM[2] ? 3 : 0;
+    first = false;
+    hash.update(bytes.subarray(skip, length));
+  });
+  return hash.digest('hex');
+}
+
+/**
+ * The file's text in pieces of whole lines (a piece ends after a newline, or at the end of
+ * the file), each with the number of its first line. Bytes that are not UTF-8 throw BAD_INPUT
+ * naming `name:line`. A line longer than a piece grows the piece. O(size).
+ */
+export function* lineChunks(path: string, name: string, chunkBytes = CHUNK_BYTES): Generator<{ text: string; firstLine: number }> {
+  const fd = openOrThrow(path);
+  try {
+    let buffer = Buffer.allocUnsafe(chunkBytes);
+    let filled = 0;
+    let firstLine = 1;
+    let atStart = true;
+    for (;;) {
+      if (filled === buffer.length) buffer = Buffer.concat([buffer, Buffer.allocUnsafe(buffer.length)]);
+      let length: number;
+      try {
+        length = readSync(fd, buffer, filled, buffer.length - filled, null);
+      } catch (error) {
+        throw new RolloutBudgetError('IO_ERROR', `${path}: cannot read (${(error as NodeJS.ErrnoException).code ?? String(error)})`);
+      }
+      filled += length;
+      const end = length === 0 ? filled : buffer.lastIndexOf(0x0a, filled - 1) + 1;
+      if (end > 0) {
+        // A newline never occurs inside a UTF-8 sequence, so a piece cut after one decodes alone.
+        const text = decodeUtf8(buffer.subarray(0, end), name, true, firstLine - 1, atStart);
+        atStart = false;
+        yield { text, firstLine };
+        for (let k = buffer.indexOf(0x0a); k >= 0 && k < end; k = buffer.indexOf(0x0a, k + 1)) firstLine++;
+        buffer.copy(buffer, 0, end, filled);
+        filled -= end;
+      }
+      if (length === 0) return;
+    }
+  } finally {
+    closeSync(fd);
+  }
+}

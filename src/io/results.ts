@@ -1,0 +1,214 @@
+import { createHash } from 'node:crypto';
+import { badInput, quote } from '../errors.js';
+import { CHUNK_BYTES, fileDigest, lineChunks } from './chunks.js';
+import { eachJsonl, field } from './jsonl.js';
+
+/** One rollout outcome, as `observe` applies it. */
+export interface RolloutResult {
+  readonly prompt_id: string;
+  /** Absent: the state's last step + 1. */
+  readonly step?: number;
+  readonly reward: number;
+  readonly tokens?: number;
+  readonly finish_reason?: 'stop' | 'length' | 'abort';
+  /** Idempotency key; absent: derived from the batch's content and the line. */
+  readonly rollout_id?: string;
+  /** Optional prompt group (extension), used by the learned prior. */
+  readonly group?: string;
+}
+
+/** A batch of results with a stable identity, for idempotent observe. */
+export interface ResultBatch {
+  readonly results: RolloutResult[];
+  /** sha256 of the source text (or of the canonical JSON of the results). */
+  readonly digest: string;
+  /** Keys for results without a rollout_id: `auto:<digest>:<line>:<index in line>`. */
+  readonly keys: string[];
+}
+
+/**
+ * A part of a batch, in order: results and, by `key(k)`, result k's idempotency key (as
+ * ResultBatch.keys gives it; made on demand, since a keyless result's key is long and a store
+ * needs few of them).
+ */
+export interface ResultChunk {
+  readonly results: readonly RolloutResult[];
+  key(k: number): string;
+}
+
+/**
+ * A batch read in bounded chunks (a results file of any size): its digest is known first
+ * (the keys of lines without a rollout_id need it), then `chunks()` validates and yields the
+ * results in order. `chunks()` may be called again (a store that retries reads it again);
+ * a bad line throws BAD_INPUT from the iteration, so a store applies nothing of it.
+ */
+export interface ResultSource {
+  readonly digest: string;
+  chunks(): Iterable<ResultChunk>;
+}
+
+/** A batch held in memory as a source of one chunk. */
+export function sourceOfBatch(batch: ResultBatch): ResultSource {
+  return { digest: batch.digest, chunks: () => [{ results: batch.results, key: (k) => batch.keys[k]! }] };
+}
+
+/** Where results go as they are validated: each with its line and its index in the line. */
+type Sink = (result: RolloutResult, line: number, index: number) => void;
+
+/** A sink that keeps the results and their keys (a ResultBatch's arrays). */
+function batchSink(digest: string, results: RolloutResult[], keys: string[]): Sink {
+  return (r, line, index) => {
+    results.push(r);
+    keys.push(r.rollout_id ?? autoKey(digest, line, index));
+  };
+}
+
+/** A chunk of a file's results that keeps their places, not their keys. */
+class LinesChunk implements ResultChunk {
+  readonly results: RolloutResult[] = [];
+  private readonly lines: number[] = [];
+  private readonly indexes: number[] = [];
+  readonly sink: Sink = (r, line, index) => {
+    this.results.push(r);
+    this.lines.push(line);
+    this.indexes.push(index);
+  };
+
+  constructor(private readonly digest: string) {}
+
+  key(k: number): string {
+    return this.results[k]!.rollout_id ?? autoKey(this.digest, this.lines[k]!, this.indexes[k]!);
+  }
+}
+
+/** The key of a result without a rollout_id: `auto:<digest>:<line>:<index in line>`. */
+export function autoKey(digest: string, line: number, index: number): string {
+  return `auto:${digest}:${line}:${index}`;
+}
+
+/**
+ * The key standing for every keyless result of a batch at once: a batch applies whole or not
+ * at all, so its keyless results were all applied or none were (store/claims.ts).
+ */
+export function batchKey(digest: string): string {
+  return `auto:${digest}`;
+}
+
+const FINISH = new Set(['stop', 'length', 'abort']);
+
+export function digestOf(text: string): string {
+  return createHash('sha256').update(text).digest('hex');
+}
+
+/**
+ * Parses a results JSONL file: one rollout per line ({prompt_id, step?, reward, tokens?,
+ * finish_reason?, rollout_id?}) or one group per line ({prompt_id, step?, rewards: [..],
+ * tokens?: [..]}).
+ */
+export function parseResults(text: string, name: string): ResultBatch {
+  const digest = digestOf(text);
+  const results: RolloutResult[] = [];
+  const keys: string[] = [];
+  resultsOfText(text, name, 1, batchSink(digest, results, keys));
+  return { results, digest, keys };
+}
+
+/**
+ * Validates result objects given in memory (library and service use). Errors name
+ * `results[i]`; keys for lines without a rollout_id come from the canonical JSON.
+ */
+export function batchOf(items: readonly unknown[], name = 'results'): ResultBatch {
+  const located = items.map((value, i) => {
+    const where = `${name}[${i}]`;
+    if (value === null || typeof value !== 'object' || Array.isArray(value)) {
+      throw badInput(where, `each result must be a JSON object, got ${quote(value)}`);
+    }
+    return { where, line: i + 1, value: value as Record<string, unknown> };
+  });
+  let canonical: string;
+  try {
+    canonical = JSON.stringify(items);
+  } catch (error) {
+    throw badInput(name, `cannot be written as JSON (${(error as Error).message}): nested too deep, or circular`);
+  }
+  return validateResults(located, digestOf(canonical));
+}
+
+function validateResults(items: readonly { where: string; line: number; value: Record<string, unknown> }[], digest: string): ResultBatch {
+  const results: RolloutResult[] = [];
+  const keys: string[] = [];
+  const sink = batchSink(digest, results, keys);
+  for (const { where, line, value } of items) validateResult(where, line, value, sink);
+  return { results, digest, keys };
+}
+
+/** Parses JSONL text of results (lines numbered from `firstLine`) into `sink`. */
+function resultsOfText(text: string, name: string, firstLine: number, sink: Sink): void {
+  eachJsonl(text, name, (value, line) => validateResult(`${name}:${line}`, line, value, sink), firstLine);
+}
+
+/**
+ * Checks one results line (one rollout, or one group) and passes its rollouts to `sink`;
+ * throws BAD_INPUT naming `where`, the field and the value.
+ */
+function validateResult(where: string, line: number, value: Record<string, unknown>, sink: Sink): void {
+  const prompt_id = field.string(where, value, 'prompt_id', true)!;
+  const step = field.int(where, value, 'step', 0);
+  const group = field.string(where, value, 'group', false);
+  if (value.rewards !== undefined) {
+    if (value.reward !== undefined) throw badInput(where, 'give "reward" (one rollout) or "rewards" (a group), not both');
+    const rewards = value.rewards;
+    if (!Array.isArray(rewards) || rewards.length === 0) throw badInput(where, `"rewards" must be a non-empty array, got ${quote(rewards)}`);
+    const tokens = value.tokens;
+    if (tokens !== undefined && (!Array.isArray(tokens) || tokens.length !== rewards.length)) {
+      throw badInput(where, `"tokens" must be an array as long as "rewards" (${rewards.length}), got ${quote(tokens)}`);
+    }
+    for (let j = 0; j < rewards.length; j++) {
+      const reward = field.reward(where, `rewards[${j}]`, rewards[j]);
+      const t: unknown = tokens === undefined ? undefined : tokens[j];
+      if (t !== undefined && (typeof t !== 'number' || !Number.isSafeInteger(t) || t < 0)) {
+        throw badInput(where, `"tokens[${j}]" must be a non-negative integer, got ${quote(t)}`);
+      }
+      sink(result(prompt_id, step, group, reward, t as number | undefined, undefined, undefined), line, j);
+    }
+    return;
+  }
+  if (value.reward === undefined) throw badInput(where, '"reward" is required (or "rewards" for a group), got nothing');
+  const reward = field.reward(where, 'reward', value.reward);
+  const tokens = field.int(where, value, 'tokens', 0);
+  const finish = value.finish_reason;
+  if (finish !== undefined && (typeof finish !== 'string' || !FINISH.has(finish))) {
+    throw badInput(where, `"finish_reason" must be "stop", "length" or "abort", got ${quote(finish)}`);
+  }
+  const rollout_id = field.string(where, value, 'rollout_id', false);
+  sink(result(prompt_id, step, group, reward, tokens, finish as RolloutResult['finish_reason'], rollout_id), line, 0);
+}
+
+/**
+ * A result object. Every result has the same fields in the same order (absent ones are
+ * undefined, which JSON leaves out), so code reading a million of them sees one shape.
+ */
+function result(
+  prompt_id: string, step: number | undefined, group: string | undefined, reward: number, tokens: number | undefined,
+  finish_reason: RolloutResult['finish_reason'], rollout_id: string | undefined,
+): RolloutResult {
+  return { prompt_id, step, group, reward, tokens, finish_reason, rollout_id };
+}
+
+/**
+ * A results file as a source (chunks of about 4 MB of text, io/chunks.ts): read once for the
+ * digest, then chunk by chunk as a store consumes it. Memory: one chunk, not the file.
+ */
+export function fileResultSource(path: string, name: string, chunkBytes = CHUNK_BYTES): ResultSource {
+  const digest = fileDigest(path);
+  return {
+    digest,
+    *chunks() {
+      for (const { text, firstLine } of lineChunks(path, name, chunkBytes)) {
+        const chunk = new LinesChunk(digest);
+        resultsOfText(text, name, firstLine, chunk.sink);
+        yield chunk;
+      }
+    },
+  };
+}

@@ -1,0 +1,68 @@
+import { batchKey, type ResultChunk } from '../io/results.js';
+import type { EvidenceAccumulator } from './accumulate.js';
+
+/**
+ * Which rollouts of a batch are new (observe's idempotency), decided chunk by chunk so that a
+ * batch of any length is applied in bounded memory, inside the store's one transaction:
+ *
+ * - A rollout with a `rollout_id` is new when the store can claim its key in the `seen` table
+ *   (`INSERT ... ON CONFLICT DO NOTHING RETURNING`); the first of equal keys in a batch takes
+ *   it, later ones are duplicates.
+ * - Rollouts without one have keys `auto:<digest>:<line>:<j>`, unique to their batch's text,
+ *   so they were all applied with their batch or none were (a batch applies whole). One row,
+ *   `auto:<digest>` (io/results.ts batchKey), stands for them all; a state written before
+ *   this row existed has one row a rollout, so the batch also counts as applied when its first
+ *   keyless rollout's own key is there.
+ *
+ * The row is claimed like a rollout id, when the batch's first keyless rollout is met, so two
+ * writers of one batch wait for each other as they do on a rollout id. Aborted rollouts are
+ * neither applied nor claimed. The store runs, per chunk: `request` → its lookups → `settle`.
+ */
+export class BatchClaims {
+  /** Whether the batch's keyless rollouts are new: undefined until one is met. */
+  private keylessNew: boolean | undefined;
+  /** The last request asked for the batch key. */
+  private asked = false;
+
+  constructor(readonly digest: string) {}
+
+  /**
+   * The lookups `settle(chunk)` needs: the keys to claim (the chunk's rollout ids and, at the
+   * batch's first keyless rollout, its batch key; distinct and sorted, so concurrent writers
+   * take row locks in one order) and `legacy`, a key whose presence says the batch was
+   * applied before the batch key existed.
+   */
+  request(chunk: ResultChunk): { claim: string[]; legacy?: string } {
+    const claim = new Set<string>();
+    let legacy: string | undefined;
+    const { results } = chunk;
+    for (let k = 0; k < results.length; k++) {
+      const r = results[k]!;
+      if (r.finish_reason === 'abort') continue;
+      if (r.rollout_id !== undefined) claim.add(chunk.key(k));
+      else if (this.keylessNew === undefined && legacy === undefined) legacy = chunk.key(k);
+    }
+    this.asked = legacy !== undefined;
+    if (this.asked) claim.add(batchKey(this.digest));
+    return { claim: [...claim].sort(), ...(legacy === undefined ? {} : { legacy }) };
+  }
+
+  /**
+   * Sorts the chunk's rollouts into `acc`: aborted, duplicate or applied. `claimed` holds the
+   * keys the store claimed now (each is taken once); `legacySeen` whether the request's
+   * `legacy` key is stored (false when it asked none).
+   */
+  settle(chunk: ResultChunk, claimed: Set<string>, legacySeen: boolean, acc: EvidenceAccumulator): void {
+    if (this.asked) {
+      this.keylessNew = claimed.delete(batchKey(this.digest)) && !legacySeen;
+      this.asked = false;
+    }
+    const { results } = chunk;
+    for (let k = 0; k < results.length; k++) {
+      const r = results[k]!;
+      if (r.finish_reason === 'abort') acc.abort();
+      else if (r.rollout_id !== undefined ? claimed.delete(chunk.key(k)) : this.keylessNew === true) acc.add(r);
+      else acc.duplicate();
+    }
+  }
+}

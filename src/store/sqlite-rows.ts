@@ -1,0 +1,44 @@
+import type { PromptState } from '../posterior/state.js';
+
+/** A row of the SQLite `prompts` table. */
+export interface Row {
+  id: string;
+  grp: string | null;
+  successes: number;
+  failures: number;
+  last_step: number;
+  rollouts: number;
+  reward_sum: number;
+  correct_count: number;
+  correct_tokens: number;
+  wrong_count: number;
+  wrong_tokens: number;
+}
+
+export const fromRow = (r: Row): PromptState => ({
+  id: r.id,
+  group: r.grp,
+  successes: r.successes,
+  failures: r.failures,
+  lastStep: r.last_step,
+  rollouts: r.rollouts,
+  rewardSum: r.reward_sum,
+  correctCount: r.correct_count,
+  correctTokens: r.correct_tokens,
+  wrongCount: r.wrong_count,
+  wrongTokens: r.wrong_tokens,
+});
+
+export const toRow = (s: PromptState): Row => ({
+  id: s.id,
+  grp: s.group,
+  successes: s.successes,
+  failures: s.failures,
+  last_step: s.lastStep,
+  rollouts: s.rollouts,
+  reward_sum: s.rewardSum,
+  correct_count: s.correctCount,
+  correct_tokens: s.correctTokens,
+  wrong_count: s.wrongCount,
+  wrong_tokens: s.wrongTokens,
+});

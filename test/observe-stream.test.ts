@@ -1,0 +1,153 @@
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import Database from 'better-sqlite3';
+import pg from 'pg';
+import { afterAll, describe, expect, it } from 'vitest';
+import { autoKey, defaultDecay, fileResultSource, parseResults, PostgresStore, SqliteStore } from '../src/index.js';
+import { cli } from './cli-helpers.js';
+import { freshPgUrl, pgUrl } from './service-helpers.js';
+
+const dir = mkdtempSync(join(tmpdir(), 'rb-observe-stream-'));
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+/** Every stored number and key count, as text. */
+function dump(path: string): string {
+  const db = new Database(path, { readonly: true });
+  try {
+    return JSON.stringify([db.prepare('SELECT * FROM prompts ORDER BY id').all(), db.prepare("SELECT * FROM meta WHERE key = 'last_step'").all()]);
+  } finally {
+    db.close();
+  }
+}
+
+/** 3,000 lines over 3 steps (out of order), fractional rewards, groups, ids on every third line, a repeated id, aborts. */
+function resultsText(): string {
+  const lines: string[] = [];
+  for (let i = 0; i < 3000; i++) {
+    const step = [2, 0, 1][i % 3]!;
+    const line: Record<string, unknown> = { prompt_id: `p${(i * 7) % 211}`, step, reward: (i % 5) / 4 > 1 ? 1 : (i % 5) / 4, tokens: 100 + (i % 900) };
+    if (i % 3 === 0) line.rollout_id = `r${(i / 3) % 950}`; // ids r0..r49 come twice: the second is a duplicate
+    if (i % 97 === 0) line.finish_reason = 'abort';
+    if (i % 11 === 0) line.group = `g${i % 4}`;
+    lines.push(JSON.stringify(line));
+    if (i % 500 === 0) lines.push(JSON.stringify({ prompt_id: `q${i}`, step: 1, rewards: [1, 0, 0.5], tokens: [10, 20, 30] }));
+  }
+  return `${lines.join('\n')}\n`;
+}
+
+describe('observe reads a results file in chunks, in one transaction', () => {
+  const text = resultsText();
+  const file = join(dir, 'results.jsonl');
+  writeFileSync(file, text);
+
+  it('gives the state that applying the whole file in memory gives (every number, every count), in chunks of 1 kB', () => {
+    const whole = join(dir, 'whole.db');
+    const chunked = join(dir, 'chunked.db');
+    const a = new SqliteStore(whole);
+    const b = new SqliteStore(chunked);
+    const sa = a.apply(parseResults(text, file), defaultDecay);
+    const source = fileResultSource(file, file, 1024);
+    let chunks = 0;
+    for (const _ of source.chunks()) chunks++;
+    const sb = b.applySource!(source, defaultDecay);
+    a.close();
+    b.close();
+    expect(chunks).toBeGreaterThan(100);
+    expect(sb).toEqual(sa);
+    expect(sa.duplicates).toBeGreaterThan(40);
+    expect(sa.aborted).toBeGreaterThan(0);
+    expect(dump(chunked)).toBe(dump(whole));
+  });
+
+  it('a re-sent file, or the same file after a state with one key a line (older versions), applies nothing', async () => {
+    const state = join(dir, 'again.db');
+    const first = await cli(['observe', '--results', file, '--state', state]);
+    expect(first.code, first.stderr).toBe(0);
+    const before = dump(state);
+    const again = await cli(['observe', '--results', file, '--state', state]);
+    expect(JSON.parse(again.stdout)).toMatchObject({ applied: 0 });
+    expect(dump(state)).toBe(before);
+    // A state where an older version applied a keyless file: one seen row per rollout, no batch row.
+    const keyless = '{"prompt_id":"z","step":0,"reward":1}\n{"prompt_id":"z","step":0,"rewards":[0,1]}\n';
+    writeFileSync(join(dir, 'keyless.jsonl'), keyless);
+    const old = join(dir, 'old.db');
+    const store = new SqliteStore(old);
+    const batch = parseResults(keyless, 'keyless.jsonl');
+    store.close();
+    const db = new Database(old);
+    const put = db.prepare('INSERT INTO seen (rollout_id) VALUES (?)');
+    for (const key of batch.keys) put.run(key);
+    db.close();
+    expect(batch.keys[0]).toBe(autoKey(batch.digest, 1, 0));
+    const resent = await cli(['observe', '--results', join(dir, 'keyless.jsonl'), '--state', old]);
+    expect(JSON.parse(resent.stdout)).toMatchObject({ applied: 0, duplicates: 3 });
+  });
+
+  it('a bad line in a late chunk applies nothing, names its line, and leaves no new state file behind', async () => {
+    const bad = `${text}{"prompt_id":"x","reward":2}\n`;
+    const path = join(dir, 'bad.jsonl');
+    writeFileSync(path, bad);
+    const line = bad.split('\n').length - 1;
+    const state = join(dir, 'never.db');
+    const run = await cli(['observe', '--results', path, '--state', state]);
+    expect(run.code).toBe(2);
+    expect(run.stderr).toContain(`${path}:${line}: "reward" must be a number in [0, 1], got 2`);
+    expect(existsSync(state)).toBe(false);
+    // On an existing state: as before.
+    const kept = join(dir, 'kept.db');
+    expect((await cli(['observe', '--results', file, '--state', kept])).code).toBe(0);
+    const before = dump(kept);
+    expect((await cli(['observe', '--results', path, '--state', kept])).code).toBe(2);
+    expect(dump(kept)).toBe(before);
+  });
+
+  it('names the line of a byte that is not UTF-8 in a later chunk, and drops a byte-order mark only at the start', () => {
+    const path = join(dir, 'utf8.jsonl');
+    const lines = Array.from({ length: 400 }, (_, i) => `{"prompt_id":"p${i}","reward":1}`);
+    writeFileSync(path, Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), Buffer.from(`${lines.join('\r\n')}\r\n`), Buffer.from('{"prompt_id":"\xff"}\n', 'latin1')]));
+    const source = fileResultSource(path, path, 512);
+    expect(() => [...source.chunks()]).toThrow(`${path}:401: not valid UTF-8 text: byte 15 of the line (0xFF)`);
+    writeFileSync(path, Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), Buffer.from(`${lines.join('\r\n')}\r\n`)]));
+    const results = [...fileResultSource(path, path, 512).chunks()].flatMap((c) => c.results);
+    expect(results.length).toBe(400);
+    expect(results[0]!.prompt_id).toBe('p0');
+    // The digest is the text's (mark dropped), as for a file read whole.
+    expect(fileResultSource(path, path).digest).toBe(parseResults(`${lines.join('\r\n')}\r\n`, 'x').digest);
+  });
+});
+
+const url = pgUrl();
+describe.skipIf(url === undefined)('observe --state postgres://', () => {
+  it('streams a file into PostgreSQL with the SQLite result (counts and sums)', async () => {
+    const text = resultsText();
+    const file = join(dir, 'pg.jsonl');
+    writeFileSync(file, text);
+    const schemaUrl = freshPgUrl(url!);
+    try {
+      const run = await cli(['observe', '--results', file, '--state', schemaUrl]);
+      expect(run.code, run.stderr).toBe(0);
+      const sqlite = new SqliteStore(':memory:');
+      const want = sqlite.apply(parseResults(text, file), defaultDecay);
+      expect(JSON.parse(run.stdout)).toEqual(want);
+      const store = await PostgresStore.connect(schemaUrl);
+      try {
+        for (const id of ['p0', 'p13', 'q500']) {
+          const a = sqlite.get(id)!;
+          const b = (await store.get(id))!;
+          expect([b.rollouts, b.rewardSum, b.correctCount, b.wrongTokens, b.lastStep, b.group]).toEqual([a.rollouts, a.rewardSum, a.correctCount, a.wrongTokens, a.lastStep, a.group]);
+          expect(b.successes).toBeCloseTo(a.successes, 9);
+        }
+        const again = await cli(['observe', '--results', file, '--state', schemaUrl]);
+        expect(JSON.parse(again.stdout)).toMatchObject({ applied: 0, duplicates: want.applied + want.duplicates });
+      } finally {
+        await store.close();
+      }
+    } finally {
+      const client = new pg.Client({ connectionString: url });
+      await client.connect();
+      await client.query(`DROP SCHEMA IF EXISTS "${new URL(schemaUrl).searchParams.get('schema')}" CASCADE`);
+      await client.end();
+    }
+  });
+});
