@@ -7,9 +7,18 @@ import type { Budget, Candidate, Plan } from '../plan/types.js';
 import type { AsyncStore } from '../store/async.js';
 import type { ObserveSummary } from '../store/types.js';
 
+/** The candidates' ids and groups: what a plan reads of the state (store snapshot with ids). */
+function idsAndGroups(candidates: readonly Candidate[]): [string[], string[]] {
+  const groups = new Set<string>();
+  for (const c of candidates) if (c.group !== undefined) groups.add(c.group);
+  return [candidates.map((c) => c.id), [...groups]];
+}
+
 /**
  * The Allocator on an async store (SQLite or PostgreSQL): the same plan / observe / posterior,
- * with the store's I/O awaited and the planning itself the pure `planStep`.
+ * with the store's I/O awaited and the planning itself the pure `planStep`. A plan reads only
+ * its candidates' prompts and the pooled figures (store/pooled.ts), so its cost follows the
+ * request, not the number of prompts the state tracks.
  */
 export class AsyncAllocator {
   readonly registries: Registries;
@@ -26,7 +35,7 @@ export class AsyncAllocator {
   async plan(candidates: readonly Candidate[], budget: Budget, options: PlanOptionsInput = {}): Promise<Plan> {
     const merged = mergePlanOptions(this.defaults, options);
     resolvePlanOptions(merged); // reject bad options before touching the store
-    return planStep(await this.store.snapshot(), candidates, budget, merged, this.registries);
+    return planStep(await this.store.snapshot(...idsAndGroups(candidates)), candidates, budget, merged, this.registries);
   }
 
   async observe(results: readonly unknown[] | ResultBatch, options: PlanOptionsInput = {}): Promise<ObserveSummary> {
@@ -36,7 +45,7 @@ export class AsyncAllocator {
 
   async posterior(id: string, candidate: Partial<Candidate> = {}, options: PlanOptionsInput = {}): Promise<PosteriorView> {
     const resolved = resolvePlanOptions(mergePlanOptions(this.defaults, options));
-    return posteriorView(await this.store.snapshot(), id, candidate, resolved);
+    return posteriorView(await this.store.snapshot([id], candidate.group === undefined ? [] : [candidate.group]), id, candidate, resolved);
   }
 
   close(): Promise<void> {

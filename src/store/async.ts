@@ -12,8 +12,8 @@ import type { ObserveSummary, Store } from './types.js';
 export interface AsyncStore {
   /** Which backend, for logs and /healthz: 'sqlite' or 'postgres'. */
   readonly kind: string;
-  /** A consistent read view of every prompt and the last step. */
-  snapshot(): Promise<StateSnapshot>;
+  /** A consistent read view: every prompt, or `ids` and the pooled figures (Store.snapshot). */
+  snapshot(ids?: readonly string[], groups?: readonly string[]): Promise<StateSnapshot>;
   get(id: string): Promise<PromptState | undefined>;
   lastStep(): Promise<number | null>;
   apply(batch: ResultBatch, decay: DecayOptions): Promise<ObserveSummary>;
@@ -31,7 +31,7 @@ export interface AsyncStore {
 export function asyncStoreOf(store: Store, kind = 'sqlite'): AsyncStore {
   return {
     kind,
-    snapshot: async () => store.snapshot(),
+    snapshot: async (ids, groups) => store.snapshot(ids, groups),
     get: async (id) => store.get(id),
     lastStep: async () => store.lastStep(),
     apply: async (batch, decay) => (store.applyAsync === undefined ? store.apply(batch, decay) : store.applyAsync(batch, decay)),

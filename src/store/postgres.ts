@@ -3,6 +3,8 @@ import { RolloutBudgetError } from '../errors.js';
 import { sourceOfBatch, type ResultBatch, type ResultSource } from '../io/results.js';
 import { LN_EVIDENCE_FLOOR, LN_GUARD, type DecayOptions } from '../posterior/decay.js';
 import { snapshotOf, type PromptState, type StateSnapshot } from '../posterior/state.js';
+import { ALL_SCOPE, groupScope, partialSnapshot, PooledDeltas } from './pooled.js';
+import { addPooled, buildPooled, pooledTableSql, readPooled } from './postgres-pooled.js';
 import { EvidenceAccumulator, type StepEvidence } from './accumulate.js';
 import { BatchClaims } from './claims.js';
 import type { AsyncStore } from './async.js';
@@ -27,7 +29,8 @@ CREATE TABLE IF NOT EXISTS ${s}.prompts (
   wrong_count BIGINT NOT NULL,
   wrong_tokens DOUBLE PRECISION NOT NULL
 );
-CREATE TABLE IF NOT EXISTS ${s}.seen (rollout_id TEXT PRIMARY KEY);`;
+CREATE TABLE IF NOT EXISTS ${s}.seen (rollout_id TEXT PRIMARY KEY);
+${pooledTableSql(s)}`;
 
 /**
  * `decayedTerm(x, λ, gap, ρ)` of posterior/decay.ts in SQL: the same guard, threshold and
@@ -136,6 +139,7 @@ export class PostgresStore implements AsyncStore {
       await store.transaction(async (c) => {
         await c.query('SELECT pg_advisory_xact_lock(724019)'); // concurrent CREATE ... IF NOT EXISTS can race
         await c.query(schemaSql(store.schema));
+        await buildPooled(c, store.schema, async () => (await c.query<Row>(`SELECT ${COLUMNS} FROM ${store.schema}.prompts`)).rows.map(fromRow));
       });
     } catch (error) {
       await pool.end().catch(() => undefined);
@@ -178,11 +182,19 @@ export class PostgresStore implements AsyncStore {
   }
 
   /** Every prompt and the last step in one REPEATABLE READ transaction: a consistent view. */
-  async snapshot(): Promise<StateSnapshot> {
+  async snapshot(ids?: readonly string[], groups: readonly string[] = []): Promise<StateSnapshot> {
     return this.transaction(async (c) => {
-      const { rows } = await c.query<Row>(`SELECT ${COLUMNS} FROM ${this.schema}.prompts`);
       const meta = await c.query<{ v: number }>(`SELECT value::float8 AS v FROM ${this.schema}.meta WHERE key = 'last_step'`);
-      return snapshotOf(rows.map(fromRow), meta.rows[0]?.v ?? null);
+      const lastStep = meta.rows[0]?.v ?? null;
+      if (ids === undefined) {
+        const { rows } = await c.query<Row>(`SELECT ${COLUMNS} FROM ${this.schema}.prompts`);
+        return snapshotOf(rows.map(fromRow), lastStep);
+      }
+      const { rows } = await c.query<Row>(`SELECT ${COLUMNS} FROM ${this.schema}.prompts WHERE id = ANY($1::text[])`, [ids]);
+      const states = rows.map(fromRow);
+      const scopes = new Set([ALL_SCOPE, ...groups.map(groupScope)]);
+      for (const st of states) if (st.group !== null) scopes.add(groupScope(st.group));
+      return partialSnapshot(states, await readPooled(c, this.schema, [...scopes]), lastStep);
     }, 'BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY');
   }
 
@@ -217,14 +229,29 @@ export class PostgresStore implements AsyncStore {
         claims.settle(chunk, claimed, legacySeen, acc);
       }
       const evidence = acc.evidence().sort((a, b) => (a.prompt_id < b.prompt_id ? -1 : a.prompt_id > b.prompt_id ? 1 : a.step - b.step));
+      // The touched prompts as they are, locked (in id order): a new one first gets a row of
+      // zeros, which adds nothing to the pooled sums, so its change is all of it.
+      const ids = [...new Set(evidence.map((e) => e.prompt_id))];
+      const old = new Map<string, PromptState>();
+      if (ids.length > 0) {
+        await c.query(`INSERT INTO ${s}.prompts (id, grp, successes, failures, last_step, rollouts, reward_sum, correct_count, correct_tokens, wrong_count, wrong_tokens)
+          SELECT k, NULL, 0, 0, 0, 0, 0, 0, 0, 0, 0 FROM unnest($1::text[]) AS k ORDER BY k ON CONFLICT (id) DO NOTHING`, [ids]);
+        const { rows } = await c.query<Row>(`SELECT ${COLUMNS} FROM ${s}.prompts WHERE id = ANY($1::text[]) ORDER BY id FOR UPDATE`, [ids]);
+        for (const row of rows) old.set(row.id, fromRow(row));
+      }
+      const after = new Map<string, PromptState>();
       for (const round of rounds(evidence)) {
-        await c.query(upsertSql(s), [
+        const { rows } = await c.query<Row>(`${upsertSql(s)} RETURNING ${COLUMNS}`, [
           decay.forgetPerStep, decay.reobserveDiscount,
           round.map((e) => e.prompt_id), round.map((e) => e.group), round.map((e) => e.successes), round.map((e) => e.failures),
           round.map((e) => e.step), round.map((e) => e.rollouts), round.map((e) => e.successes), round.map((e) => e.correctCount),
           round.map((e) => e.correctTokens), round.map((e) => e.wrongCount), round.map((e) => e.wrongTokens),
         ]);
+        for (const row of rows) after.set(row.id, fromRow(row));
       }
+      const deltas = new PooledDeltas();
+      for (const id of ids) deltas.change(old.get(id), after.get(id)!);
+      await addPooled(c, s, deltas.entries());
       let last = before;
       if (evidence.length > 0) {
         let top = evidence[0]!.step;

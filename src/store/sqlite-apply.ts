@@ -4,6 +4,7 @@ import type { DecayOptions } from '../posterior/decay.js';
 import type { PromptState } from '../posterior/state.js';
 import { applyEvidence, EvidenceAccumulator } from './accumulate.js';
 import { BatchClaims } from './claims.js';
+import { POOLED_COLUMNS, PooledDeltas } from './pooled.js';
 import { fromRow, type Row } from './sqlite-rows.js';
 import type { ObserveSummary } from './types.js';
 
@@ -20,7 +21,8 @@ const COLUMNS = ['id', 'grp', 'successes', 'failures', 'last_step', 'rollouts', 
  * Observe's writes to a SQLite state, run inside the store's one transaction: the source's
  * chunks are claimed (store/claims.ts) and summed as they come; then the touched prompts are
  * read in batches, their evidence applied in step order in memory (`applyEvidence`, the rule
- * every store applies) and written back in batches of multi-row upserts. Statements with many
+ * every store applies) and written back in batches of multi-row upserts; the pooled rows get
+ * each scope's change (store/pooled.ts). Statements with many
  * rows, because a statement costs about 1.5 µs of its own: per rollout or per prompt that
  * was most of an observe.
  */
@@ -31,12 +33,15 @@ export class SqliteWriter {
   private readonly read: Database.Statement;
   private readonly lastStep: Database.Statement;
   private readonly setStep: Database.Statement;
+  private readonly addPooled: Database.Statement;
 
   constructor(private readonly db: Database.Database) {
     this.seen = db.prepare('SELECT 1 FROM seen WHERE rollout_id = ?').pluck();
     this.read = db.prepare('SELECT * FROM prompts WHERE id IN (SELECT value FROM json_each(?))');
     this.lastStep = db.prepare("SELECT value FROM meta WHERE key = 'last_step'").pluck();
     this.setStep = db.prepare("INSERT INTO meta (key, value) VALUES ('last_step', ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value");
+    this.addPooled = db.prepare(`INSERT INTO pooled (scope, ${POOLED_COLUMNS.join(', ')}) VALUES (?, ${POOLED_COLUMNS.map(() => '?').join(', ')})
+      ON CONFLICT(scope) DO UPDATE SET ${POOLED_COLUMNS.map((c) => `${c} = ${c} + excluded.${c}`).join(', ')}`);
   }
 
   /** `INSERT OR IGNORE ... RETURNING` of `count` keys: the ones this statement claimed. */
@@ -84,11 +89,14 @@ export class SqliteWriter {
     for (let k = 0; k < ids.length; k += READ_ROWS) {
       for (const row of this.read.all(JSON.stringify(ids.slice(k, k + READ_ROWS))) as Row[]) states.set(row.id, fromRow(row));
     }
+    const old = new Map(states);
     let last = before;
     for (const e of evidence) {
       states.set(e.prompt_id, applyEvidence(states.get(e.prompt_id), e, decay));
       if (last === null || e.step > last) last = e.step;
     }
+    const deltas = new PooledDeltas();
+    for (const id of ids) deltas.change(old.get(id), states.get(id)!);
     for (let k = 0; k < ids.length; k += WRITE_ROWS) {
       const part = ids.slice(k, k + WRITE_ROWS);
       const values: unknown[] = [];
@@ -98,6 +106,7 @@ export class SqliteWriter {
       }
       this.write(part.length).run(values);
     }
+    for (const [scope, delta] of deltas.entries()) this.addPooled.run(scope, ...delta);
     if (last !== null && last !== before) this.setStep.run(String(last));
     return { applied: acc.applied, duplicates: acc.duplicates, aborted: acc.aborted, prompts: ids.length, last_step: last };
   }

@@ -2,8 +2,9 @@ import Database from 'better-sqlite3';
 import { RolloutBudgetError } from '../errors.js';
 import { sourceOfBatch, type ResultBatch, type ResultSource } from '../io/results.js';
 import type { DecayOptions } from '../posterior/decay.js';
-import { snapshotOf, type PromptState, type StateSnapshot } from '../posterior/state.js';
+import { snapshotOf, type GroupStats, type PromptState, type StateSnapshot } from '../posterior/state.js';
 import { ATTEMPT_MS, LOCK_WAIT_ENV, lockWaitMs, retryAsync, retrySync } from './busy.js';
+import { ALL_SCOPE, groupScope, partialSnapshot, POOLED_COLUMNS, POOLED_META_KEY, pooledOf, pooledValues, statsOfValues } from './pooled.js';
 import { SqliteWriter } from './sqlite-apply.js';
 import { fromRow, type Row } from './sqlite-rows.js';
 import type { ObserveSummary, Store } from './types.js';
@@ -25,6 +26,7 @@ CREATE TABLE IF NOT EXISTS prompts (
   wrong_tokens REAL NOT NULL
 );
 CREATE TABLE IF NOT EXISTS seen (rollout_id TEXT PRIMARY KEY) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS pooled (scope TEXT PRIMARY KEY, ${POOLED_COLUMNS.map((c) => `${c} REAL NOT NULL`).join(', ')}) WITHOUT ROWID;
 `;
 
 export interface SqliteStoreOptions {
@@ -53,6 +55,7 @@ export class SqliteStore implements Store {
         this.db.pragma('synchronous = FULL');
         this.db.exec(SCHEMA);
       });
+      this.sync(() => this.buildPooled());
     } catch (error) {
       if (error instanceof RolloutBudgetError) throw error;
       throw new RolloutBudgetError('STATE_ERROR', `${path}: cannot open the state database (${(error as Error).message})`);
@@ -86,15 +89,44 @@ export class SqliteStore implements Store {
   }
 
   /**
-   * Loads every prompt (group figures need them all) and keeps those asked for plus the
-   * pooled figures. One read transaction, so the view is consistent.
+   * A consistent read view (one read transaction). Without `ids`: every prompt, the pooled
+   * figures summed over them (the CLI's plan: the same numbers as ever). With `ids`: those
+   * prompts and the pooled rows (store/pooled.ts), so the cost follows the ids, not the state
+   * (the service's plan).
    */
-  snapshot(): StateSnapshot {
+  snapshot(ids?: readonly string[], groups: readonly string[] = []): StateSnapshot {
     const read = this.db.transaction(() => {
-      const rows = this.db.prepare('SELECT * FROM prompts').all() as Row[];
-      return snapshotOf(rows.map(fromRow), this.lastStep());
+      if (ids === undefined) {
+        const rows = this.db.prepare('SELECT * FROM prompts').all() as Row[];
+        return snapshotOf(rows.map(fromRow), this.lastStep());
+      }
+      const states: PromptState[] = [];
+      const select = this.db.prepare('SELECT * FROM prompts WHERE id IN (SELECT value FROM json_each(?))');
+      for (let k = 0; k < ids.length; k += 1000) for (const row of select.all(JSON.stringify(ids.slice(k, k + 1000))) as Row[]) states.push(fromRow(row));
+      const scopes = new Set([ALL_SCOPE, ...groups.map(groupScope)]);
+      for (const s of states) if (s.group !== null) scopes.add(groupScope(s.group));
+      const pooled = new Map<string, GroupStats>();
+      const rows = this.db.prepare(`SELECT scope, ${POOLED_COLUMNS.join(', ')} FROM pooled WHERE scope IN (SELECT value FROM json_each(?))`).raw().all(JSON.stringify([...scopes])) as [string, ...number[]][];
+      for (const [scope, ...values] of rows) pooled.set(scope, statsOfValues(values));
+      return partialSnapshot(states, pooled, this.lastStep());
     });
     return this.sync(() => read());
+  }
+
+  /**
+   * Fills the pooled rows from the prompts once, for a state written before they existed
+   * (and marks a new state); later observes keep them up to date.
+   */
+  private buildPooled(): void {
+    const marked = () => this.db.prepare('SELECT 1 FROM meta WHERE key = ?').pluck().get(POOLED_META_KEY) !== undefined;
+    if (marked()) return;
+    this.db.transaction(() => {
+      if (marked()) return;
+      const rows = this.db.prepare('SELECT * FROM prompts').all() as Row[];
+      const insert = this.db.prepare(`INSERT OR REPLACE INTO pooled (scope, ${POOLED_COLUMNS.join(', ')}) VALUES (?, ${POOLED_COLUMNS.map(() => '?').join(', ')})`);
+      if (rows.length > 0) for (const [scope, stats] of pooledOf(rows.map(fromRow))) insert.run(scope, ...pooledValues(stats));
+      this.db.prepare('INSERT INTO meta (key, value) VALUES (?, ?)').run(POOLED_META_KEY, '1');
+    }).immediate();
   }
 
   /** Applies a batch in one BEGIN IMMEDIATE transaction, waiting (asleep) for the write lock. */

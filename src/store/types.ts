@@ -18,8 +18,12 @@ export interface ObserveSummary {
 
 /** Where posteriors live. Every implementation passes test/store.test.ts. */
 export interface Store {
-  /** A consistent read view; loads the given prompts (all when omitted). */
-  snapshot(ids?: readonly string[]): StateSnapshot;
+  /**
+   * A consistent read view. Without `ids`, every prompt; with `ids`, those prompts and the
+   * pooled figures of every prompt and of `groups` and the prompts' groups (store/pooled.ts):
+   * a read that costs what the ids cost, not what the state holds.
+   */
+  snapshot(ids?: readonly string[], groups?: readonly string[]): StateSnapshot;
   get(id: string): PromptState | undefined;
   lastStep(): number | null;
   /** Applies a batch atomically and idempotently: all of it or none of it. */

@@ -1,0 +1,84 @@
+import { StateIndex } from '../posterior/state-index.js';
+import { addToGroupStats, emptyGroupStats, type GroupStats, type PromptState, type StateSnapshot } from '../posterior/state.js';
+
+/**
+ * The pooled figures of the learned prior and the length model (posterior/state.ts
+ * GroupStats), kept in the state beside the prompts, so a plan of N candidates reads N
+ * prompts and a few pooled rows instead of every prompt of the state.
+ *
+ * One row per scope: `all` (every prompt) and `group:<name>` (the prompts of a group). Each
+ * observe adds, per scope, the difference between the new and the old contribution of every
+ * prompt it changed (`PooledDeltas`), in the same transaction as the prompts, so the rows
+ * always sum the state as it is. The sums are updated by differences, so they can differ from
+ * a fresh sum over the prompts in the last bits (relative ~1e-15 a batch); a plan from them
+ * (the service's) equals one from a full read (the CLI's) up to that rounding.
+ */
+export const ALL_SCOPE = 'all';
+
+export const groupScope = (group: string) => `group:${group}`;
+
+/** The pooled table's columns, in GroupStats order. */
+export const POOLED_COLUMNS = ['count', 'sum_rate', 'sum_rate2', 'sum_noise', 'correct_count', 'correct_tokens', 'wrong_count', 'wrong_tokens'] as const;
+
+/** The meta key marking that the pooled rows were built for the prompts already there. */
+export const POOLED_META_KEY = 'pooled_version';
+
+/** GroupStats as the pooled columns' values. */
+export function pooledValues(g: GroupStats): number[] {
+  return [g.count, g.sumRate, g.sumRate2, g.sumNoise, g.correctCount, g.correctTokens, g.wrongCount, g.wrongTokens];
+}
+
+/** GroupStats from the pooled columns' values. */
+export function statsOfValues(v: readonly number[]): GroupStats {
+  return {
+    count: v[0]!, sumRate: v[1]!, sumRate2: v[2]!, sumNoise: v[3]!, correctCount: v[4]!, correctTokens: v[5]!, wrongCount: v[6]!, wrongTokens: v[7]!,
+  };
+}
+
+/** Every scope's figures over `states`, summed in their order (as snapshotOf sums them). O(N). */
+export function pooledOf(states: Iterable<PromptState>): Map<string, GroupStats> {
+  const out = new Map<string, GroupStats>([[ALL_SCOPE, emptyGroupStats]]);
+  for (const s of states) {
+    out.set(ALL_SCOPE, addToGroupStats(out.get(ALL_SCOPE)!, s));
+    if (s.group !== null) out.set(groupScope(s.group), addToGroupStats(out.get(groupScope(s.group)) ?? emptyGroupStats, s));
+  }
+  return out;
+}
+
+/** Sums, per scope, the change of the pooled figures as prompts change. */
+export class PooledDeltas {
+  private readonly sums = new Map<string, Float64Array>();
+
+  /** Prompt `before` (undefined: new) became `after`. O(1). */
+  change(before: PromptState | undefined, after: PromptState): void {
+    if (before !== undefined) this.add(before, -1);
+    this.add(after, 1);
+  }
+
+  private add(s: PromptState, sign: 1 | -1): void {
+    const v = pooledValues(addToGroupStats(emptyGroupStats, s));
+    this.into(ALL_SCOPE, v, sign);
+    if (s.group !== null) this.into(groupScope(s.group), v, sign);
+  }
+
+  private into(scope: string, v: readonly number[], sign: 1 | -1): void {
+    let sum = this.sums.get(scope);
+    if (sum === undefined) this.sums.set(scope, (sum = new Float64Array(POOLED_COLUMNS.length)));
+    for (let k = 0; k < v.length; k++) sum[k]! += sign * v[k]!;
+  }
+
+  /** The scopes' changes, scopes sorted (writers lock pooled rows in one order). */
+  entries(): [string, number[]][] {
+    return [...this.sums.entries()].sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0)).map(([scope, sum]) => [scope, [...sum]]);
+  }
+}
+
+/**
+ * A snapshot of some prompts (those a plan's candidates name) with the pooled figures read
+ * from the state: what the planner needs, without the other prompts.
+ */
+export function partialSnapshot(states: readonly PromptState[], pooled: ReadonlyMap<string, GroupStats>, lastStep: number | null): StateSnapshot {
+  const byId = new StateIndex(states);
+  const all = pooled.get(ALL_SCOPE) ?? emptyGroupStats;
+  return { lastStep, get: (id, hash) => byId.get(id, hash), group: (g) => pooled.get(groupScope(g)), all };
+}
