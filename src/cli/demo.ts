@@ -11,6 +11,7 @@ import type { Candidate } from '../plan/types.js';
 import { visitDrawer } from '../replay/env.js';
 import type { GroupDrawer } from '../replay/types.js';
 import { LoggedRun, parseVisits, type Visit } from '../replay/visits.js';
+import { describe } from './catalog.js';
 import type { CliIo } from './io.js';
 import { roundsFlag, seedFlag, stepsFlag } from './options.js';
 
@@ -163,7 +164,7 @@ export function demoTotals(rows: readonly DemoStep[], rounds: number): string {
 export function registerDemoCommand(program: Command, io: CliIo): void {
   const demo = program
     .command('demo')
-    .description('plan (in rounds) and observe the first steps of the embedded real run (One-Shot-RLVR), against its logged uniform-8 groups');
+    .description(describe('demo'));
   stepsFlag(demo, 'steps to run, from the first (the fixture has 498)', 100);
   seedFlag(demo);
   roundsFlag(demo);

@@ -17,6 +17,7 @@ import { DEFAULT_MAX_TOKENS } from '../plan/exports.js';
 import { SimModel, SHORT_COT } from '../simserver/model.js';
 import { parseSimPrompts } from '../simserver/prompts.js';
 import { SIM_PROFILES, SimServer } from '../simserver/server.js';
+import { describe } from './catalog.js';
 import { registerGradeCommand } from './grade.js';
 import { readInput, writeOutput, type CliIo } from './io.js';
 import {
@@ -120,7 +121,7 @@ export function registerExecutorCommands(program: Command, io: CliIo): void {
   executorOptions(
     program
       .command('execute')
-      .description('generate a plan\'s rollouts on OpenAI-compatible servers, grade them, write results JSONL')
+      .description(describe('execute'))
       .requiredOption('--plan <path|->', 'plan JSON from `plan`'),
   )
     .option('--out <path|->', 'results JSONL, as `observe` takes it', '-')
@@ -143,7 +144,7 @@ export function registerExecutorCommands(program: Command, io: CliIo): void {
     });
 
   const loop = executorOptions(
-    program.command('loop').description('plan → execute → observe for N steps, without a trainer'),
+    program.command('loop').description(describe('loop')),
   );
   stepsFlag(loop, 'steps to run', 1);
   budgetFlags(loop, { rollouts: 'total rollouts a step', tokens: 'total generated tokens a step' });
@@ -182,7 +183,7 @@ export function registerExecutorCommands(program: Command, io: CliIo): void {
 
   program
     .command('sim-server')
-    .description('TEST DOUBLE: a simulated OpenAI-compatible inference server on 127.0.0.1 for dry runs (no real model)')
+    .description(describe('sim-server'))
     .option('--prompts <path>', 'prompts JSONL with ground_truth (and optional sim_pass_rate) the server answers')
     .option('--prompt-field <name>', 'prompts field holding the text (e.g. problem)', 'prompt')
     .addOption(new Option('--profile <server>', 'behave as vllm, sglang (one seed per request, native /generate) or openai (standard fields only)').choices(SIM_PROFILES).default('vllm'))

@@ -4,6 +4,7 @@ import { parsePlan } from '../executor/planfile.js';
 import { DEFAULT_VERIFIER_TIMEOUT_S } from '../executor/verify/command.js';
 import { verifierFrom } from '../executor/verify/verifiers.js';
 import { parsePromptsAt } from '../io/formats.js';
+import { describe } from './catalog.js';
 import { readInput, writeOutput, type CliIo } from './io.js';
 import { numberArg } from './parse.js';
 
@@ -11,7 +12,7 @@ import { numberArg } from './parse.js';
 export function registerGradeCommand(program: Command, io: CliIo): void {
   program
     .command('grade')
-    .description('grade an offline batch run (vllm run-batch output) into results JSONL for observe')
+    .description(describe('grade'))
     .requiredOption('--batch-output <path|->', 'the output file of `vllm run-batch -i <plan --format vllm-batch>`')
     .requiredOption('--plan <path>', 'the plan JSON the batch was exported from (groups, seeds, first_rollout)')
     .requiredOption('--prompts <path>', 'prompts JSONL: ground_truth for --verifier math')

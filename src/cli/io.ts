@@ -4,7 +4,6 @@ import { join } from 'node:path';
 import { pipeline } from 'node:stream/promises';
 import { RolloutBudgetError } from '../errors.js';
 import { readText } from '../io/jsonl.js';
-import { fileResultSource, parseResults, sourceOfBatch, type ResultSource } from '../io/results.js';
 import { decodeUtf8 } from '../io/utf8.js';
 
 /** Everything the CLI touches outside itself, so tests run it in-process. */
@@ -38,23 +37,6 @@ export const processIo: CliIo = {
     return path;
   },
 };
-
-/**
- * The results at a path, or stdin for '-', as a source read in chunks (io/results.ts); call
- * `done()` afterwards (it removes a copy of stdin).
- */
-export async function readResultSource(io: CliIo, path: string): Promise<{ source: ResultSource; done: () => void }> {
-  if (path !== '-') return { source: fileResultSource(path, path), done: () => undefined };
-  if (io.spoolStdin === undefined) return { source: sourceOfBatch(parseResults(await io.readStdin(), '<stdin>')), done: () => undefined };
-  const copy = await io.spoolStdin();
-  const done = () => rmSync(join(copy, '..'), { recursive: true, force: true });
-  try {
-    return { source: fileResultSource(copy, '<stdin>'), done };
-  } catch (error) {
-    done();
-    throw error;
-  }
-}
 
 /** Reads a path, or stdin for '-'. Returns the text and the name errors should use. */
 export async function readInput(io: CliIo, path: string): Promise<{ text: string; name: string }> {

@@ -1,69 +1,45 @@
 import { Command, CommanderError, Option } from 'commander';
 import { RolloutBudgetError, withFieldNames } from '../errors.js';
-import { DEFAULT_MAX_TOKENS, PLAN_FORMATS } from '../plan/exports.js';
-import { defaultPlanOptions } from '../plan/options.js';
-import { registerDemoCommand } from './demo.js';
-import { registerExecutorCommands } from './executor.js';
+import { commandOf, COMMANDS, type CommandGroup } from './catalog.js';
 import { processIo, type CliIo } from './io.js';
-import {
-  boundFlags, budgetFlags, decayFlags, flagOfField, multipleOfFlag, policyFlags, roundsLeftFlag, seedFlag, skipFlag,
-} from './options.js';
-import { intArg, numberArg } from './parse.js';
-import { registerReplayCommands } from './replay.js';
-import { registerServeCommands } from './serve.js';
+import { flagOfField } from './flags.js';
 
 export type { CliIo };
 
-/** Builds the command tree. Actions throw on a caller mistake; runCli turns that into the exit code. */
-export function buildProgram(io: CliIo): Command {
+/** Each group's registration, in the module that declares its flags. */
+const REGISTER: Record<CommandGroup, () => Promise<(program: Command, io: CliIo) => void>> = {
+  state: async () => (await import('./state.js')).registerStateCommands,
+  demo: async () => (await import('./demo.js')).registerDemoCommand,
+  serve: async () => (await import('./serve.js')).registerServeCommands,
+  executor: async () => (await import('./executor.js')).registerExecutorCommands,
+  replay: async () => (await import('./replay.js')).registerReplayCommands,
+};
+
+/**
+ * Builds the command tree for running `command` (cli/catalog.ts commandOf): that command's
+ * group in full, the others as listing lines. Actions throw on a caller mistake; runCli turns
+ * that into the exit code.
+ */
+export async function buildProgram(io: CliIo, command?: string): Promise<Command> {
   const program = new Command('rollout-budget')
     .description('Decide how many rollouts each prompt gets in an RL step, under a rollout or token budget.')
     .version('0.1.0')
     .exitOverride()
     .configureOutput({ writeOut: io.stdout, writeErr: io.stderr, outputError: () => undefined });
 
-  const plan = program
-    .command('plan')
-    .description('write an allocation plan for candidate prompts (one round of a step)')
-    .requiredOption('--prompts <path|->', 'candidate prompts, JSONL')
-    .option('--state <path>', 'state database', './rollout-budget.db');
-  budgetFlags(plan, { rollouts: 'total rollouts (left in this step)', tokens: 'total generated tokens (left in this step)' });
-  boundFlags(plan);
-  skipFlag(plan);
-  policyFlags(plan);
-  seedFlag(plan);
-  plan
-    .addOption(new Option('--step <int>', 'step to plan (default: last observed + 1)').argParser(intArg(0)))
-    .addOption(new Option('--prefill-weight <w>', 'tokens charged per prompt token once per group').default(defaultPlanOptions.prefillWeight).argParser(numberArg(0, 1e6)));
-  multipleOfFlag(plan)
-    .option('--out <path|->', 'where to write the plan', '-')
-    .addOption(new Option('--format <format>', 'plan output format').choices(PLAN_FORMATS).default('json'))
-    .option('--model <name>', 'model name for --format vllm-batch request bodies')
-    // issue 11: a generation limit for prompts without max_tokens, and the field holding the text.
-    .addOption(new Option('--max-tokens <int>', `max_tokens of prompts that give none (the plan knows it); exports use ${DEFAULT_MAX_TOKENS} when not given`).argParser(intArg(1)))
-    .option('--prompt-field <name>', 'prompts field holding the text, for --format vllm-batch and sglang', 'prompt');
-  decayFlags(plan);
-  roundsLeftFlag(plan);
-  plan.action(async (opts) => (await import('./state-commands.js')).planCommand(io, opts));
-
-  const observe = program
-    .command('observe')
-    .description('apply rollout results to the state (one transaction, idempotent)')
-    .requiredOption('--results <path|->', 'results, JSONL')
-    .option('--state <path>', 'state database', './rollout-budget.db');
-  decayFlags(observe).action(async (opts) => (await import('./state-commands.js')).observeCommand(io, opts));
-
-  program
-    .command('inspect')
-    .description('show the state, or one prompt\'s posterior')
-    .option('--state <path>', 'state database', './rollout-budget.db')
-    .option('--prompt <id>', 'one prompt')
-    .action(async (opts) => (await import('./state-commands.js')).inspectCommand(io, opts));
-
-  registerDemoCommand(program, io);
-  registerServeCommands(program, io);
-  registerExecutorCommands(program, io);
-  registerReplayCommands(program, io);
+  // The group of the command that runs is registered in full (its module loaded); the other
+  // commands get their catalog line only, which is all `--help` shows of them.
+  const wanted = COMMANDS.find((c) => c.name === command)?.group;
+  const done = new Set<CommandGroup>();
+  for (const entry of COMMANDS) {
+    if (entry.group === wanted) {
+      if (!done.has(entry.group)) (await REGISTER[entry.group]())(program, io);
+      done.add(entry.group);
+    } else {
+      // A hidden option, so the listing shows "[options]" as for the full command.
+      program.command(entry.name).description(entry.description).addOption(new Option('--options').hideHelp());
+    }
+  }
   return program;
 }
 
@@ -72,7 +48,7 @@ export function buildProgram(io: CliIo): Command {
  * bad flag, unreadable file, infeasible budget), 1 on an internal error. Never exits itself.
  */
 export async function runCli(argv: readonly string[], io: CliIo = processIo): Promise<number> {
-  const program = buildProgram(io);
+  const program = await buildProgram(io, commandOf(argv));
   try {
     await program.parseAsync([...argv], { from: 'user' });
     return 0;

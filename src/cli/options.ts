@@ -11,28 +11,7 @@ import { intArg, numberArg } from './parse.js';
  * the helpers below and read them back with `budgetFrom` / `planOptionsFrom`.
  */
 
-/**
- * The library's option fields as the CLI spells them: errors from the library name fields
- * (`min_n`, `skip`, ...), and the CLI shows the flag instead (errors.ts withFieldNames).
- */
-export const flagOfField: Readonly<Record<string, string>> = {
-  budget_rollouts: '--budget-rollouts',
-  budget_tokens: '--budget-tokens',
-  min_n: '--min-n',
-  max_n: '--max-n',
-  skip: '--skip',
-  policy: '--policy',
-  value: '--value',
-  seed: '--seed',
-  step: '--step',
-  prefill_weight: '--prefill-weight',
-  decay: '--decay',
-  reobserve_discount: '--reobserve-discount',
-  rounds_left: '--rounds-left',
-  rounds: '--rounds',
-  steps: '--steps',
-  multiple_of: '--multiple-of',
-};
+export { flagOfField } from './flags.js';
 
 /** Values the shared flags parse to (commander's camelCase keys). */
 export interface SharedFlags {

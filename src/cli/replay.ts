@@ -9,6 +9,7 @@ import { baselineNames, createReplayPolicyRegistry, defaultPolicyList } from '..
 import { LoggedRun } from '../replay/visits.js';
 import { parseScenario } from '../simulate/scenario.js';
 import { simulatedEnvironment } from '../simulate/world.js';
+import { describe } from './catalog.js';
 import type { CliIo } from './io.js';
 import { boundFlags, budgetFlags, budgetFrom, roundsFlag, seedFlag, stepsFlag } from './options.js';
 import { intArg } from './parse.js';
@@ -80,7 +81,7 @@ function resolvePolicies(names: readonly string[]): void {
 export function registerReplayCommands(program: Command, io: CliIo): void {
   const replay = program
     .command('replay')
-    .description('score allocation policies side by side on a logged run')
+    .description(describe('replay'))
     .requiredOption('--log <path>', 'the logged run: a JSONL file, or a folder of verl rollout dumps')
     .addOption(new Option('--format <name>', 'log format').choices(['auto', ...logFormats]).default('auto'))
     .addOption(new Option('--policies <list>', 'comma-separated policies: the baselines, and ours by posterior policy (bayes, thompson, mean)').default(defaultPolicyList(), defaultPolicyList().join(',')).argParser(policyList));
@@ -128,7 +129,7 @@ export function registerReplayCommands(program: Command, io: CliIo): void {
 
   const simulate = program
     .command('simulate')
-    .description('score allocation policies in a closed-loop simulated pool (truth known: oracle included)')
+    .description(describe('simulate'))
     .requiredOption('--scenario <file>', 'scenario JSON (see fixtures/scenarios/)')
     .addOption(new Option('--policies <list>', 'comma-separated policies: the baselines, ours by posterior policy (bayes, thompson, mean), oracle').default([...defaultPolicyList(), 'oracle'], [...defaultPolicyList(), 'oracle'].join(',')).argParser(policyList));
   stepsFlag(simulate, 'steps to simulate (default: the scenario\'s)');

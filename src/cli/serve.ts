@@ -1,6 +1,6 @@
 import { Option, type Command } from 'commander';
 import { RolloutBudgetError } from '../errors.js';
-import { redactUrl } from '../store/postgres.js';
+import { redactUrl } from '../store/url.js';
 import { openAsyncStore, storeKindOf } from '../store/open.js';
 import { AsyncAllocator } from '../service/async-allocator.js';
 import { isLoopback } from '../service/guard.js';
@@ -8,6 +8,7 @@ import { startHttpService } from '../service/http.js';
 import { PlanWorkers } from '../service/plan-worker.js';
 import { Service } from '../service/router.js';
 import { serveStdio } from '../service/stdio.js';
+import { describe } from './catalog.js';
 import type { CliIo } from './io.js';
 import { intArg, numberArg } from './parse.js';
 
@@ -59,7 +60,7 @@ function stopSignal(): { stopped: Promise<string>; dispose(): void } {
 export function registerServeCommands(program: Command, io: CliIo): void {
   program
     .command('serve')
-    .description('serve plan/observe over HTTP (JSON) or stdio (NDJSON) on a SQLite or PostgreSQL state')
+    .description(describe('serve'))
     .option('--state <path|url>', 'SQLite file, or postgres://user@host:port/db[?schema=name]', './rollout-budget.db')
     .option('--host <addr>', 'address to listen on', '127.0.0.1')
     .addOption(new Option('--port <int>', 'port (0: any free port)').default(8080).argParser(intArg(0)))

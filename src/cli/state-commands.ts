@@ -1,14 +1,14 @@
 import { existsSync, rmSync } from 'node:fs';
+import { join } from 'node:path';
 import { Allocator } from '../allocator.js';
 import { parsePromptsAt } from '../io/formats.js';
 import type { ResultSource } from '../io/results.js';
 import { DEFAULT_MAX_TOKENS, defaultLimitWarning, groupsWithoutLimit, planChunks, type PlanFormat } from '../plan/exports.js';
 import { resolvePlanOptions } from '../plan/options.js';
 import type { DecayOptions } from '../posterior/decay.js';
-import { storeKindOf } from '../store/open.js';
 import { SqliteStore } from '../store/sqlite.js';
 import type { ObserveSummary } from '../store/types.js';
-import { readInput, readResultSource, writeChunks, type CliIo } from './io.js';
+import { readInput, writeChunks, type CliIo } from './io.js';
 import { budgetFrom, planOptionsFrom, type SharedFlags } from './options.js';
 
 /**
@@ -75,7 +75,7 @@ export async function observeCommand(io: CliIo, opts: SharedFlags & { results: s
  * batch is refused (nothing of it was applied, so no state is left behind either).
  */
 export async function observeInto(state: string, source: ResultSource, decay: DecayOptions): Promise<ObserveSummary> {
-  if (storeKindOf(state) === 'postgres') {
+  if ((await import('../store/open.js')).storeKindOf(state) === 'postgres') {
     const { PostgresStore } = await import('../store/postgres.js');
     const store = await PostgresStore.connect(state);
     try {
@@ -125,3 +125,22 @@ export function inspectCommand(io: CliIo, opts: { state: string; prompt?: string
     allocator.close();
   }
 }
+
+/**
+ * The results at a path, or stdin for '-', as a source read in chunks (io/results.ts); call
+ * `done()` afterwards (it removes a copy of stdin).
+ */
+export async function readResultSource(io: CliIo, path: string): Promise<{ source: ResultSource; done: () => void }> {
+  const { fileResultSource, parseResults, sourceOfBatch } = await import('../io/results.js');
+  if (path !== '-') return { source: fileResultSource(path, path), done: () => undefined };
+  if (io.spoolStdin === undefined) return { source: sourceOfBatch(parseResults(await io.readStdin(), '<stdin>')), done: () => undefined };
+  const copy = await io.spoolStdin();
+  const done = () => rmSync(join(copy, '..'), { recursive: true, force: true });
+  try {
+    return { source: fileResultSource(copy, '<stdin>'), done };
+  } catch (error) {
+    done();
+    throw error;
+  }
+}
+

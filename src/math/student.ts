@@ -1,6 +1,7 @@
-import jstatPkg from 'jstat';
+import type jstatPkg from 'jstat';
+import { lazyRequire } from '../lazy.js';
 
-const { jStat } = jstatPkg;
+const jstat = lazyRequire<typeof jstatPkg>('jstat');
 
 /**
  * Student-t quantile t_{q, ν}: the x with P(T_ν ≤ x) = q. Exact (jStat's inverse of the
@@ -8,5 +9,5 @@ const { jStat } = jstatPkg;
  * Cornish–Fisher expansion gave 3.85 at ν = 2. Domain q ∈ (0, 1), ν > 0. O(1) iterations.
  */
 export function tQuantile(q: number, dof: number): number {
-  return jStat.studentt.inv(q, dof);
+  return jstat().jStat.studentt.inv(q, dof);
 }

@@ -1,4 +1,7 @@
-import lpSolver from 'javascript-lp-solver';
+import type lpSolverType from 'javascript-lp-solver';
+import { lazyRequire } from '../lazy.js';
+
+const lpSolver = lazyRequire<typeof lpSolverType>('javascript-lp-solver');
 import { badOption } from '../errors.js';
 import { optionsOf, startNeeds } from './bounds.js';
 import { fixedTokensOf, type SolverInput, type SolverResult } from './types.js';
@@ -108,7 +111,7 @@ export function milpSolve(input: SolverInput, timeoutMs?: number): SolverResult 
   }
   const model = { optimize: 'value', opType: 'max', constraints, variables, ints, ...(timeoutMs === undefined ? {} : { timeout: timeoutMs }) };
   const started = Date.now();
-  const result = lpSolver.Solve(model);
+  const result = lpSolver().Solve(model);
   const timedOut = timeoutMs !== undefined && Date.now() - started >= timeoutMs;
   if (!result.feasible) return infeasible(size, input);
   const n = new Int32Array(size);

@@ -9,6 +9,7 @@ import { EvidenceAccumulator, type StepEvidence } from './accumulate.js';
 import { BatchClaims } from './claims.js';
 import type { AsyncStore } from './async.js';
 import type { ObserveSummary } from './types.js';
+import { redactUrl } from './url.js';
 
 const COLUMNS = `id, grp, successes, failures, last_step::float8 AS last_step, rollouts::float8 AS rollouts, reward_sum,
   correct_count::float8 AS correct_count, correct_tokens, wrong_count::float8 AS wrong_count, wrong_tokens`;
@@ -98,10 +99,7 @@ function rounds(evidence: readonly StepEvidence[]): StepEvidence[][] {
 /** Retry on deadlock (40P01) and serialisation failure (40001): the batch is idempotent. */
 const RETRYABLE = new Set(['40P01', '40001']);
 
-/** `postgres://user@host:port/db?schema=name`: the password is never echoed. */
-export function redactUrl(url: string): string {
-  return url.replace(/\/\/([^:@/]+):[^@/]*@/, '//$1:***@');
-}
+export { redactUrl } from './url.js';
 
 /**
  * The state in PostgreSQL, for many writers at once (several controllers, reward workers).

@@ -1,4 +1,5 @@
-import Database from 'better-sqlite3';
+import type Database from 'better-sqlite3';
+import { lazyRequire } from '../lazy.js';
 import { RolloutBudgetError } from '../errors.js';
 import { sourceOfBatch, type ResultBatch, type ResultSource } from '../io/results.js';
 import type { DecayOptions } from '../posterior/decay.js';
@@ -9,6 +10,9 @@ import { SqliteWriter } from './sqlite-apply.js';
 import { fromRow, type Row } from './sqlite-rows.js';
 import type { ObserveSummary, Store } from './types.js';
 
+
+/** better-sqlite3, loaded when a state is opened. */
+const sqlite = lazyRequire<typeof Database>('better-sqlite3');
 
 const SCHEMA = `
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -49,7 +53,7 @@ export class SqliteStore implements Store {
   constructor(readonly path: string, options: SqliteStoreOptions = {}) {
     this.lockWaitMs = options.lockWaitMs ?? lockWaitMs();
     try {
-      this.db = new Database(path, { timeout: ATTEMPT_MS });
+      this.db = new (sqlite())(path, { timeout: ATTEMPT_MS });
       this.sync(() => {
         if (path !== ':memory:') this.db.pragma('journal_mode = WAL');
         this.db.pragma('synchronous = FULL');

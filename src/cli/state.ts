@@ -1,0 +1,49 @@
+import { Option, type Command } from 'commander';
+import { DEFAULT_MAX_TOKENS, PLAN_FORMATS } from '../plan/exports.js';
+import { defaultPlanOptions } from '../plan/options.js';
+import { describe } from './catalog.js';
+import type { CliIo } from './io.js';
+import { boundFlags, budgetFlags, decayFlags, multipleOfFlag, policyFlags, roundsLeftFlag, seedFlag, skipFlag } from './options.js';
+import { intArg, numberArg } from './parse.js';
+
+/** Registers `plan`, `observe` and `inspect`; their actions live in cli/state-commands.ts. */
+export function registerStateCommands(program: Command, io: CliIo): void {
+  const plan = program
+    .command('plan')
+    .description(describe('plan'))
+    .requiredOption('--prompts <path|->', 'candidate prompts, JSONL')
+    .option('--state <path>', 'state database', './rollout-budget.db');
+  budgetFlags(plan, { rollouts: 'total rollouts (left in this step)', tokens: 'total generated tokens (left in this step)' });
+  boundFlags(plan);
+  skipFlag(plan);
+  policyFlags(plan);
+  seedFlag(plan);
+  plan
+    .addOption(new Option('--step <int>', 'step to plan (default: last observed + 1)').argParser(intArg(0)))
+    .addOption(new Option('--prefill-weight <w>', 'tokens charged per prompt token once per group').default(defaultPlanOptions.prefillWeight).argParser(numberArg(0, 1e6)));
+  multipleOfFlag(plan)
+    .option('--out <path|->', 'where to write the plan', '-')
+    .addOption(new Option('--format <format>', 'plan output format').choices(PLAN_FORMATS).default('json'))
+    .option('--model <name>', 'model name for --format vllm-batch request bodies')
+    // issue 11: a generation limit for prompts without max_tokens, and the field holding the text.
+    .addOption(new Option('--max-tokens <int>', `max_tokens of prompts that give none (the plan knows it); exports use ${DEFAULT_MAX_TOKENS} when not given`).argParser(intArg(1)))
+    .option('--prompt-field <name>', 'prompts field holding the text, for --format vllm-batch and sglang', 'prompt');
+  decayFlags(plan);
+  roundsLeftFlag(plan);
+  plan.action(async (opts) => (await import('./state-commands.js')).planCommand(io, opts));
+
+  const observe = program
+    .command('observe')
+    .description(describe('observe'))
+    .requiredOption('--results <path|->', 'results, JSONL')
+    .option('--state <path>', 'state database', './rollout-budget.db');
+  decayFlags(observe).action(async (opts) => (await import('./state-commands.js')).observeCommand(io, opts));
+
+  program
+    .command('inspect')
+    .description(describe('inspect'))
+    .option('--state <path>', 'state database', './rollout-budget.db')
+    .option('--prompt <id>', 'one prompt')
+    .action(async (opts) => (await import('./state-commands.js')).inspectCommand(io, opts));
+
+}

@@ -1,0 +1,40 @@
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { CLI, ROOT } from './service-helpers.js';
+
+/**
+ * Start-up: a command loads what it uses (cli/catalog.ts, main.ts). The modules a process
+ * loads are listed by a module hook (test/lazy/hooks.mjs); no timing is asserted here (the
+ * start-up times are `npm run bench` figures).
+ */
+const dir = mkdtempSync(join(tmpdir(), 'rb-lazy-'));
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+function loaded(args: string[]): string[] {
+  const run = spawnSync(process.execPath, ['--import', join(ROOT, 'test', 'lazy', 'register.mjs'), CLI, ...args], { encoding: 'utf8', cwd: dir });
+  expect(run.status, run.stderr).toBe(0);
+  return run.stderr.split('\n').filter((l) => l.startsWith('LOADED ')).map((l) => l.slice('LOADED '.length));
+}
+
+const heavy = ['/executor/', '/replay/', '/report/', '/service/', '/simserver/', '/simulate/', '/node_modules/pg/', '/node_modules/jstat/', '/node_modules/javascript-lp-solver/', '/node_modules/eventsource-parser/'];
+
+describe('start-up loads what the command uses', () => {
+  it('--help loads the catalog and commander, no store, planner or other command', () => {
+    const mods = loaded(['--help']);
+    expect(mods.some((m) => m.includes('/cli/catalog.js'))).toBe(true);
+    for (const part of [...heavy, '/store/', '/plan/', '/solver/', '/node_modules/better-sqlite3/']) {
+      expect(mods.filter((m) => m.includes(part)), part).toEqual([]);
+    }
+  });
+
+  it('a plan loads the planner and SQLite, not the executor, replay, service, PostgreSQL, jStat or the MILP', () => {
+    writeFileSync(join(dir, 'p.jsonl'), Array.from({ length: 100 }, (_, i) => `{"id":"p${i}"}`).join('\n'));
+    const mods = loaded(['plan', '--prompts', 'p.jsonl', '--state', join(dir, 's.db'), '--budget-rollouts', '800', '--out', join(dir, 'plan.json')]);
+    expect(mods.some((m) => m.includes('/plan/planner.js'))).toBe(true);
+    expect(mods.some((m) => m.includes('/node_modules/better-sqlite3/')), 'CommonJS modules are listed too').toBe(true);
+    for (const part of heavy) expect(mods.filter((m) => m.includes(part)), part).toEqual([]);
+  });
+});
