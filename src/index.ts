@@ -10,6 +10,7 @@ export type { Registry } from './registry.js';
 export { betaDraw, betaMoment, betaQuantile, betaQuantileFast, gammaDraw, lgamma, logBeta } from './math/beta.js';
 export type { Random } from './math/beta.js';
 export { fnv1a } from './math/hash.js';
+export { arc4Random } from './math/arc4.js';
 
 // Posterior: prompt state, decay, learned prior, expected response length.
 export { addToGroupStats, emptyGroupStats, snapshotOf } from './posterior/state.js';

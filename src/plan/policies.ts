@@ -1,4 +1,4 @@
-import seedrandom from 'seedrandom';
+import { arc4Random } from '../math/arc4.js';
 import { betaDraw } from '../math/beta.js';
 import type { StateSnapshot } from '../posterior/state.js';
 import { createRegistry, type Registry } from '../registry.js';
@@ -49,7 +49,7 @@ export type PolicyOutput = PosteriorPolicyOutput;
 export function thompsonDraws(input: PosteriorPolicyInput): Float64Array {
   const p = new Float64Array(input.candidates.length);
   for (let i = 0; i < p.length; i++) {
-    const random = seedrandom(`${input.seed}/${input.step}/${input.candidates[i]!.id}`);
+    const random = arc4Random(`${input.seed}/${input.step}/${input.candidates[i]!.id}`);
     p[i] = betaDraw(input.alpha[i]!, input.beta[i]!, random);
   }
   return p;

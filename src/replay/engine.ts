@@ -1,5 +1,5 @@
 import { performance } from 'node:perf_hooks';
-import seedrandom from 'seedrandom';
+import { arc4Random } from '../math/arc4.js';
 import { badOption } from '../errors.js';
 import type { Budget, Candidate } from '../plan/types.js';
 import type { Registry } from '../registry.js';
@@ -109,7 +109,7 @@ export function runPolicies(env: Environment, options: EngineOptions): PolicyRes
         let entry = groups.get(c.id);
         if (entry === undefined) {
           const source = sourceOf.get(c.id) ?? step;
-          const random = seedrandom(`${options.seed}/${step}/${source}/${c.id}`);
+          const random = arc4Random(`${options.seed}/${step}/${source}/${c.id}`);
           entry = { group: { prompt_id: c.id, step, rewards: [], tokens: [], modelled: 0 }, drawer: world.drawer(step, source, c.id, random), source };
           groups.set(c.id, entry);
           if (!shared) consumed.add(`${source}\u0000${c.id}`);

@@ -64,7 +64,7 @@ export function visitDrawer(visit: Visit, pooledRate: number, random: Random): G
  */
 export function replayEnvironment(run: LoggedRun, promptTokens?: ReadonlyMap<string, number>): Environment {
   const visitAt = (step: number, id: string): Visit => {
-    const v = run.at(step).find((x) => x.prompt_id === id);
+    const v = run.visit(step, id);
     if (v === undefined) throw new Error(`no logged visit of ${id} at step ${step}`);
     return v;
   };

@@ -1,9 +1,10 @@
 import { createHash } from 'node:crypto';
-import { createReadStream, readdirSync, statSync } from 'node:fs';
+import { readdirSync, statSync } from 'node:fs';
 import { join } from 'node:path';
-import { createInterface } from 'node:readline';
 import { RolloutBudgetError, badInput, badOption, quote } from '../errors.js';
-import { field } from '../io/jsonl.js';
+import { lineChunks } from '../io/chunks.js';
+import { eachJsonl, field } from '../io/jsonl.js';
+import { RolloutStore } from './log-store.js';
 import type { Visit } from './visits.js';
 
 /**
@@ -49,62 +50,56 @@ export function logFiles(path: string): string[] {
   return names.map((n) => join(path, n));
 }
 
-interface Group {
+/** A count-only visit (visits format) while the log is read. */
+interface Counts {
   step: number;
   prompt_id: string;
   n: number;
   correct: number;
-  rewards?: number[];
-  tokens?: (number | undefined)[];
 }
 
 /**
- * Streams a log (a file or a folder of *.jsonl) into visits, one per (step, prompt), in
- * O(groups + rollouts) memory and one pass. Malformed lines throw BAD_INPUT naming file:line.
+ * Streams a log (a file or a folder of *.jsonl) into visits, one per (step, prompt), in one
+ * pass over the bytes, read in chunks (io/chunks.ts). The rollouts of the results and verl
+ * formats are packed (log-store.ts: a byte a rollout for 0/1 rewards, eight for fractional
+ * ones, four more with token counts) instead of an array per group, so a log of 10⁷
+ * rollouts fits in a few hundred MB; memory grows with the groups, not with the bytes read.
+ * Malformed lines throw BAD_INPUT naming file:line.
  */
 export async function loadLog(path: string, options: LoadOptions = {}): Promise<{ visits: Visit[]; format: LogFormat }> {
   const files = logFiles(path);
   const total = files.reduce((s, f) => s + statSync(f).size, 0);
   let format: LogFormat | undefined = options.format === 'auto' ? undefined : options.format;
-  const groups = new Map<string, Group>();
+  const counts = new Map<string, Counts>();
+  const store = new RolloutStore();
+  const ids = { input: undefined as string | undefined, id: '' };
   let read = 0;
   let lastReport = 0;
   for (const file of files) {
-    const stream = createReadStream(file, { encoding: 'utf8' });
-    const lines = createInterface({ input: stream, crlfDelay: Infinity });
-    let line = 0;
-    for await (const raw of lines) {
-      line++;
-      read += Buffer.byteLength(raw, 'utf8') + 1;
+    for (const { text, firstLine } of lineChunks(file, file)) {
+      eachJsonl(text, file, (obj, line) => {
+        const where = `${file}:${line}`;
+        if (format === undefined) {
+          format = detectFormat(obj);
+          if (format === undefined) {
+            throw badInput(where, `cannot tell the log format from this line (expected results {prompt_id, step, reward}, visits {step, prompt_id, n, correct} or verl {input, output, score, step}); name it with --format`);
+          }
+        }
+        if (format === 'visits') addVisitLine(counts, where, obj);
+        else if (format === 'verl') addVerlLine(store, ids, where, obj);
+        else addResultLine(store, where, obj);
+      }, firstLine);
+      read += Buffer.byteLength(text, 'utf8');
       if (options.onProgress !== undefined && read - lastReport > 1 << 20) {
         lastReport = read;
         options.onProgress(read, total);
+        await new Promise((resolve) => setImmediate(resolve)); // let a progress bar draw
       }
-      const text = raw.trim();
-      if (text === '') continue;
-      const where = `${file}:${line}`;
-      let value: unknown;
-      try {
-        value = JSON.parse(text);
-      } catch (error) {
-        throw badInput(where, `malformed JSON (${(error as Error).message}): ${quote(text)}`);
-      }
-      if (value === null || typeof value !== 'object' || Array.isArray(value)) {
-        throw badInput(where, `each line must be a JSON object, got ${quote(value)}`);
-      }
-      const obj = value as Record<string, unknown>;
-      if (format === undefined) {
-        format = detectFormat(obj);
-        if (format === undefined) {
-          throw badInput(where, `cannot tell the log format from this line (expected results {prompt_id, step, reward}, visits {step, prompt_id, n, correct} or verl {input, output, score, step}); name it with --format`);
-        }
-      }
-      addLine(groups, format, where, obj);
     }
   }
   options.onProgress?.(total, total);
   if (format === undefined) throw badInput(path, 'the log is empty');
-  const visits: Visit[] = [...groups.values()].map((g) => ({ ...g }));
+  const visits: Visit[] = format === 'visits' ? [...counts.values()] : store.visits();
   visits.sort((a, b) => a.step - b.step);
   return { visits, format };
 }
@@ -115,54 +110,39 @@ function requireStep(where: string, obj: Record<string, unknown>): number {
   return step;
 }
 
-function groupOf(groups: Map<string, Group>, step: number, prompt_id: string, withRollouts: boolean): Group {
+function addVisitLine(counts: Map<string, Counts>, where: string, obj: Record<string, unknown>): void {
+  const step = requireStep(where, obj);
+  const prompt_id = obj.prompt_id === undefined ? undefined : String(obj.prompt_id);
+  if (prompt_id === undefined || prompt_id === '') throw badInput(where, `"prompt_id" must be a non-empty string, got ${quote(obj.prompt_id)}`);
+  const n = field.int(where, obj, 'n', 1);
+  if (n === undefined) throw badInput(where, '"n" is required, got nothing');
+  const correct = field.int(where, obj, 'correct', 0);
+  if (correct === undefined || correct > n) throw badInput(where, `"correct" must be an integer in [0, n=${n}], got ${quote(obj.correct)}`);
   const key = `${step}\u0000${prompt_id}`;
-  let g = groups.get(key);
-  if (g === undefined) {
-    g = { step, prompt_id, n: 0, correct: 0, ...(withRollouts ? { rewards: [], tokens: [] } : {}) };
-    groups.set(key, g);
-  }
-  return g;
+  if (counts.has(key)) throw badInput(where, `prompt ${quote(prompt_id)} already has a group at step ${step}`);
+  counts.set(key, { step, prompt_id, n, correct });
 }
 
-function addRollout(g: Group, reward: number, tokens: number | undefined): void {
-  g.n++;
-  if (reward >= 0.5) g.correct++;
-  g.rewards!.push(reward);
-  g.tokens!.push(tokens);
+/** `ids` holds the last verl input and its id: a group's rollouts come together, so each text is hashed once. */
+function addVerlLine(store: RolloutStore, ids: { input: string | undefined; id: string }, where: string, obj: Record<string, unknown>): void {
+  const step = requireStep(where, obj);
+  if (typeof obj.input !== 'string') throw badInput(where, `"input" must be a string, got ${quote(obj.input)}`);
+  const score = obj.score;
+  if (typeof score !== 'number' && typeof score !== 'boolean') throw badInput(where, `"score" must be a number, got ${quote(score)}`);
+  const reward = typeof score === 'boolean' ? (score ? 1 : 0) : score;
+  if (!Number.isFinite(reward)) throw badInput(where, `"score" must be a finite number, got ${quote(score)}`);
+  if (obj.input !== ids.input) {
+    ids.input = obj.input;
+    ids.id = `verl:${createHash('sha256').update(obj.input).digest('hex').slice(0, 16)}`;
+  }
+  // verl scores are rewards of any scale (e.g. -1/1 or 0/1): a rollout is correct when score > 0.
+  store.add(step, ids.id, reward > 0 ? 1 : 0, undefined);
 }
 
-function addLine(groups: Map<string, Group>, format: LogFormat, where: string, obj: Record<string, unknown>): void {
-  if (format === 'visits') {
-    const step = requireStep(where, obj);
-    const prompt_id = obj.prompt_id === undefined ? undefined : String(obj.prompt_id);
-    if (prompt_id === undefined || prompt_id === '') throw badInput(where, `"prompt_id" must be a non-empty string, got ${quote(obj.prompt_id)}`);
-    const n = field.int(where, obj, 'n', 1);
-    if (n === undefined) throw badInput(where, '"n" is required, got nothing');
-    const correct = field.int(where, obj, 'correct', 0);
-    if (correct === undefined || correct > n) throw badInput(where, `"correct" must be an integer in [0, n=${n}], got ${quote(obj.correct)}`);
-    const g = groupOf(groups, step, prompt_id, false);
-    if (g.n > 0) throw badInput(where, `prompt ${quote(prompt_id)} already has a group at step ${step}`);
-    g.n = n;
-    g.correct = correct;
-    return;
-  }
-  if (format === 'verl') {
-    const step = requireStep(where, obj);
-    if (typeof obj.input !== 'string') throw badInput(where, `"input" must be a string, got ${quote(obj.input)}`);
-    const score = obj.score;
-    if (typeof score !== 'number' && typeof score !== 'boolean') throw badInput(where, `"score" must be a number, got ${quote(score)}`);
-    const reward = typeof score === 'boolean' ? (score ? 1 : 0) : score;
-    if (!Number.isFinite(reward)) throw badInput(where, `"score" must be a finite number, got ${quote(score)}`);
-    const id = `verl:${createHash('sha256').update(obj.input).digest('hex').slice(0, 16)}`;
-    // verl scores are rewards of any scale (e.g. -1/1 or 0/1): a rollout is correct when score > 0.
-    addRollout(groupOf(groups, step, id, true), reward > 0 ? 1 : 0, undefined);
-    return;
-  }
+function addResultLine(store: RolloutStore, where: string, obj: Record<string, unknown>): void {
   const prompt_id = field.string(where, obj, 'prompt_id', true)!;
   const step = requireStep(where, obj);
   if (obj.finish_reason === 'abort') return;
-  const g = groupOf(groups, step, prompt_id, true);
   if (obj.rewards !== undefined) {
     const rewards = obj.rewards;
     if (!Array.isArray(rewards) || rewards.length === 0) throw badInput(where, `"rewards" must be a non-empty array, got ${quote(rewards)}`);
@@ -170,15 +150,15 @@ function addLine(groups: Map<string, Group>, format: LogFormat, where: string, o
     if (tokens !== undefined && (!Array.isArray(tokens) || tokens.length !== rewards.length)) {
       throw badInput(where, `"tokens" must be an array as long as "rewards" (${rewards.length}), got ${quote(tokens)}`);
     }
-    rewards.forEach((r, j) => {
-      const t = tokens === undefined ? undefined : (tokens as unknown[])[j];
+    for (let j = 0; j < rewards.length; j++) {
+      const t: unknown = tokens === undefined ? undefined : tokens[j];
       if (t !== undefined && (typeof t !== 'number' || !Number.isSafeInteger(t) || t < 0)) {
         throw badInput(where, `"tokens[${j}]" must be a non-negative integer, got ${quote(t)}`);
       }
-      addRollout(g, field.reward(where, `rewards[${j}]`, r), t as number | undefined);
-    });
+      store.add(step, prompt_id, field.reward(where, `rewards[${j}]`, rewards[j]), t as number | undefined);
+    }
     return;
   }
   if (obj.reward === undefined) throw badInput(where, '"reward" is required (or "rewards" for a group), got nothing');
-  addRollout(g, field.reward(where, 'reward', obj.reward), field.int(where, obj, 'tokens', 0));
+  store.add(step, prompt_id, field.reward(where, 'reward', obj.reward), field.int(where, obj, 'tokens', 0));
 }

@@ -54,6 +54,18 @@ export class LoggedRun {
     return this.byStep.get(step) ?? [];
   }
 
+  /** The visit of `promptId` at `step`, or undefined. O(1) (a map per step, made on first use). */
+  visit(step: number, promptId: string): Visit | undefined {
+    let byId = this.byStepAndId.get(step);
+    if (byId === undefined) {
+      this.byStepAndId.set(step, (byId = new Map()));
+      for (const v of this.at(step)) if (!byId.has(v.prompt_id)) byId.set(v.prompt_id, v); // the first, as a search finds
+    }
+    return byId.get(promptId);
+  }
+
+  private readonly byStepAndId = new Map<number, Map<string, Visit>>();
+
   visitsOf(promptId: string): readonly Visit[] {
     return this.byPrompt.get(promptId) ?? [];
   }

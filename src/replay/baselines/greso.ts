@@ -1,4 +1,4 @@
-import seedrandom from 'seedrandom';
+import { arc4Random } from '../../math/arc4.js';
 import type { Random } from '../../math/beta.js';
 import type { Candidate } from '../../plan/types.js';
 import { hasVariance } from '../metrics.js';
@@ -104,7 +104,7 @@ export const gresoPolicy: ReplayPolicy = {
       while (batch.length > 0 && used + n <= budget) {
         for (const c of batch) {
           if (used + n > budget) break;
-          if (gresoSkips(h.get(c.id), p.easy, p.hard, seedrandom(`greso/${ctx.seed}/${ctx.step}/${c.id}`))) continue;
+          if (gresoSkips(h.get(c.id), p.easy, p.hard, arc4Random(`greso/${ctx.seed}/${ctx.step}/${c.id}`))) continue;
           ctx.generate(c, n);
           used += n;
         }

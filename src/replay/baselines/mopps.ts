@@ -1,4 +1,4 @@
-import seedrandom from 'seedrandom';
+import { arc4Random } from '../../math/arc4.js';
 import { betaDraw } from '../../math/beta.js';
 import { fnv1a } from '../../math/hash.js';
 import { History } from '../history.js';
@@ -51,7 +51,7 @@ export const moppsPolicy: ReplayPolicy = {
         const pool = [...ctx.candidates, ...ctx.nextBatch()];
         const scored = pool.map((c) => {
           const q = post.get(c.id) ?? moppsDefaults.prior;
-          const draw = betaDraw(q.alpha, q.beta, seedrandom(`mopps/${ctx.seed}/${ctx.step}/${c.id}`));
+          const draw = betaDraw(q.alpha, q.beta, arc4Random(`mopps/${ctx.seed}/${ctx.step}/${c.id}`));
           return { c, d: (draw - moppsDefaults.target) ** 2, mean: q.alpha / (q.alpha + q.beta), tie: fnv1a(c.id) };
         });
         scored.sort((x, y) => x.d - y.d || x.tie - y.tie);
