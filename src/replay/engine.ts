@@ -112,7 +112,8 @@ export function runPolicies(env: Environment, options: EngineOptions): PolicyRes
           const random = arc4Random(`${options.seed}/${step}/${source}/${c.id}`);
           entry = { group: { prompt_id: c.id, step, rewards: [], tokens: [], modelled: 0 }, drawer: world.drawer(step, source, c.id, random), source };
           groups.set(c.id, entry);
-          if (!shared) consumed.add(`${source}\u0000${c.id}`);
+          // Only a later batch is opened again: a prompt of this step's own batch need not be noted.
+          if (!shared && source !== step) consumed.add(`${source}\u0000${c.id}`);
         }
         const g = entry.group;
         for (let j = 0; j < n; j++) {

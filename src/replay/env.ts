@@ -84,14 +84,19 @@ export function replayEnvironment(run: LoggedRun, promptTokens?: ReadonlyMap<str
     batch: (step) => batches.get(step) ?? [],
     defaultBudget: (step): Budget => ({ rollouts: run.at(step).reduce((s, v) => s + v.n, 0) }),
     fork(): World {
-      const drawn = new Map<string, GroupDrawer>();
+      // Drawers by source step, then prompt. A step generates prompts of its own batch or of
+      // later ones, never of earlier ones: drawers of sources before the step are dropped,
+      // so a long replay holds the drawers of a few steps, not of every visit.
+      const drawn = new Map<number, Map<string, GroupDrawer>>();
       return {
-        drawer: (_step, source, id, random) => {
-          const key = `${source}\u0000${id}`;
-          let d = drawn.get(key);
+        drawer: (step, source, id, random) => {
+          for (const s of drawn.keys()) if (s < step) drawn.delete(s);
+          let bySource = drawn.get(source);
+          if (bySource === undefined) drawn.set(source, (bySource = new Map()));
+          let d = bySource.get(id);
           if (d === undefined) {
             const v = visitAt(source, id);
-            drawn.set(key, (d = visitDrawer(v, run.pooledRate(v), random)));
+            bySource.set(id, (d = visitDrawer(v, run.pooledRate(v), random)));
           }
           return d;
         },

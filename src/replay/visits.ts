@@ -54,10 +54,14 @@ export class LoggedRun {
     return this.byStep.get(step) ?? [];
   }
 
-  /** The visit of `promptId` at `step`, or undefined. O(1) (a map per step, made on first use). */
+  /**
+   * The visit of `promptId` at `step`, or undefined. O(1): a map per step, made on first use;
+   * the last 16 steps' maps are kept (a replay asks about the step it plays and a few later ones).
+   */
   visit(step: number, promptId: string): Visit | undefined {
     let byId = this.byStepAndId.get(step);
     if (byId === undefined) {
+      if (this.byStepAndId.size >= 16) this.byStepAndId.delete(this.byStepAndId.keys().next().value!);
       this.byStepAndId.set(step, (byId = new Map()));
       for (const v of this.at(step)) if (!byId.has(v.prompt_id)) byId.set(v.prompt_id, v); // the first, as a search finds
     }
