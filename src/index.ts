@@ -58,6 +58,7 @@ export type { RoundRequest, RoundRollout, StepRounds, StepRoundsInput } from './
 export { withPartials } from './plan/partial.js';
 export { posteriorView } from './plan/posterior-view.js';
 export type { Allocation, Budget, Candidate, Plan, PlanColumns, PlanOptions } from './plan/types.js';
+export { planJsonChunks, planJsonCompact } from './plan/serialize.js';
 export {
   DEFAULT_MAX_TOKENS, defaultLimitWarning, formatPlan, groupId, groupSeed, groupsWithoutLimit, payloadOf, planGroups, planJsonl, PLAN_FORMATS, sglangRequest, vllmBatch,
 } from './plan/exports.js';

@@ -36,35 +36,51 @@ function shellOf(plan: Plan, replacement: unknown): Record<string, unknown> {
 }
 
 /** The `json` plan file, `JSON.stringify(plan, null, 2)` and a newline, in chunks. */
-export function* planJsonChunks(plan: Plan): Generator<string> {
+export function planJsonChunks(plan: Plan): Generator<string> {
+  return jsonChunks(plan, true);
+}
+
+/** `JSON.stringify(plan)` (compact, no newline: the service's answer), made from the columns. */
+export function planJsonCompact(plan: Plan): string {
+  return [...jsonChunks(plan, false)].join('');
+}
+
+function* jsonChunks(plan: Plan, pretty: boolean): Generator<string> {
   const columns = untouchedColumns(plan);
   if (columns === undefined) {
-    yield `${JSON.stringify(plan, null, 2)}\n`;
+    yield pretty ? `${JSON.stringify(plan, null, 2)}\n` : JSON.stringify(plan);
     return;
   }
-  const text = JSON.stringify(shellOf(plan, MARK), null, 2);
-  const mark = `"allocations": ${JSON.stringify(MARK)}`;
+  const text = pretty ? JSON.stringify(shellOf(plan, MARK), null, 2) : JSON.stringify(shellOf(plan, MARK));
+  const mark = `"allocations":${pretty ? ' ' : ''}${JSON.stringify(MARK)}`;
   const at = text.indexOf(mark);
+  const end = pretty ? '\n' : '';
+  const key = pretty ? '"allocations": ' : '"allocations":';
   if (columns.length === 0) {
-    yield `${text.slice(0, at)}"allocations": []${text.slice(at + mark.length)}\n`;
+    yield `${text.slice(0, at)}${key}[]${text.slice(at + mark.length)}${end}`;
     return;
   }
-  let chunk = `${text.slice(0, at)}"allocations": [\n`;
+  // Pretty: each field on its own line, at the depth JSON.stringify(plan, null, 2) puts it.
+  const [open, sep, close, between, indent] = pretty
+    ? ['    {\n      ', ',\n      ', '\n    }', ',\n', ': ']
+    : ['{', ',', '}', ',', ':'];
+  const field = (name: string, value: string) => `"${name}"${indent}${value}`;
+  let chunk = `${text.slice(0, at)}${key}[${pretty ? '\n' : ''}`;
   const read = allocationReader(columns);
   const row = emptyFields();
   for (let j = 0; j < columns.length; j++) {
     read(j, row);
     chunk +=
-      `${j === 0 ? '' : ',\n'}    {\n      "prompt_id": ${JSON.stringify(row.prompt_id)},\n      "n": ${num(row.n)},\n` +
-      `      "max_tokens": ${json(row.max_tokens)},\n      "expected_tokens": ${num(row.expected_tokens)},\n` +
-      `      "p_mean": ${num(row.p_mean)},\n      "p_low": ${num(row.p_low)},\n      "p_high": ${num(row.p_high)},\n` +
-      `      "value": ${num(row.value)}${row.first_rollout > 0 ? `,\n      "first_rollout": ${row.first_rollout}` : ''}\n    }`;
+      `${j === 0 ? '' : between}${open}${field('prompt_id', JSON.stringify(row.prompt_id))}${sep}${field('n', num(row.n))}${sep}` +
+      `${field('max_tokens', json(row.max_tokens))}${sep}${field('expected_tokens', num(row.expected_tokens))}${sep}` +
+      `${field('p_mean', num(row.p_mean))}${sep}${field('p_low', num(row.p_low))}${sep}${field('p_high', num(row.p_high))}${sep}` +
+      `${field('value', num(row.value))}${row.first_rollout > 0 ? `${sep}${field('first_rollout', String(row.first_rollout))}` : ''}${close}`;
     if (chunk.length >= CHUNK) {
       yield chunk;
       chunk = '';
     }
   }
-  yield `${chunk}\n  ]${text.slice(at + mark.length)}\n`;
+  yield `${chunk}${pretty ? '\n  ' : ''}]${text.slice(at + mark.length)}${end}`;
 }
 
 /**

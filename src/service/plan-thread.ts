@@ -6,6 +6,7 @@
 import { parentPort, workerData } from 'node:worker_threads';
 import { RolloutBudgetError } from '../errors.js';
 import { openAsyncStore } from '../store/open.js';
+import { planJsonCompact } from '../plan/serialize.js';
 import { AsyncAllocator } from './async-allocator.js';
 import type { PlanThreadInit, PlanThreadReply, PlanThreadRequest } from './plan-runner.js';
 import { checkNames, planRequestOf } from './requests.js';
@@ -30,7 +31,8 @@ async function plan(body: string): Promise<string> {
   const a = await allocator();
   const r = planRequestOf(body);
   checkNames(r.options, a.registries);
-  return JSON.stringify(await a.plan(r.candidates, r.budget, r.options));
+  // The plan's JSON made from its columns (plan/serialize.ts): the bytes JSON.stringify gives.
+  return planJsonCompact(await a.plan(r.candidates, r.budget, r.options));
 }
 
 port.on('message', (msg: PlanThreadRequest) => {

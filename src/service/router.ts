@@ -1,3 +1,4 @@
+import { planJsonCompact } from '../plan/serialize.js';
 import { RolloutBudgetError, quote } from '../errors.js';
 import type { AsyncAllocator } from './async-allocator.js';
 import { ServiceMetrics } from './metrics.js';
@@ -122,7 +123,7 @@ export class Service {
         checkNames(r.options, this.allocator.registries);
         const started = process.hrtime.bigint();
         const text = this.planner === undefined
-          ? JSON.stringify(await this.allocator.plan(r.candidates, r.budget, r.options))
+          ? planJsonCompact(await this.allocator.plan(r.candidates, r.budget, r.options))
           : await this.planner.plan(body);
         this.metrics.observePlanSeconds(Number(process.hrtime.bigint() - started) / 1e9);
         this.metrics.plansServed++;

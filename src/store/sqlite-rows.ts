@@ -42,3 +42,23 @@ export const toRow = (s: PromptState): Row => ({
   wrong_count: s.wrongCount,
   wrong_tokens: s.wrongTokens,
 });
+
+/** The row's columns in the order fromRawRow reads them. */
+export const ROW_COLUMNS = 'id, grp, successes, failures, last_step, rollouts, reward_sum, correct_count, correct_tokens, wrong_count, wrong_tokens';
+
+/** A row read as an array (better-sqlite3 raw mode) of ROW_COLUMNS. */
+export type RawRow = [string, string | null, number, number, number, number, number, number, number, number, number];
+
+export const fromRawRow = (r: RawRow): PromptState => ({
+  id: r[0],
+  group: r[1],
+  successes: r[2],
+  failures: r[3],
+  lastStep: r[4],
+  rollouts: r[5],
+  rewardSum: r[6],
+  correctCount: r[7],
+  correctTokens: r[8],
+  wrongCount: r[9],
+  wrongTokens: r[10],
+});

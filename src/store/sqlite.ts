@@ -7,12 +7,15 @@ import { snapshotOf, type GroupStats, type PromptState, type StateSnapshot } fro
 import { ATTEMPT_MS, LOCK_WAIT_ENV, lockWaitMs, retryAsync, retrySync } from './busy.js';
 import { ALL_SCOPE, groupScope, partialSnapshot, POOLED_COLUMNS, POOLED_META_KEY, pooledOf, pooledValues, statsOfValues } from './pooled.js';
 import { SqliteWriter } from './sqlite-apply.js';
-import { fromRow, type Row } from './sqlite-rows.js';
+import { fromRawRow, fromRow, ROW_COLUMNS, type RawRow, type Row } from './sqlite-rows.js';
 import type { ObserveSummary, Store } from './types.js';
 
 
 /** better-sqlite3, loaded when a state is opened. */
 const sqlite = lazyRequire<typeof Database>('better-sqlite3');
+
+/** How much of a state file SQLite reads through a memory map. */
+const MMAP_BYTES = 1 << 30;
 
 const SCHEMA = `
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -57,6 +60,9 @@ export class SqliteStore implements Store {
       this.sync(() => {
         if (path !== ':memory:') this.db.pragma('journal_mode = WAL');
         this.db.pragma('synchronous = FULL');
+        // Reads through a memory map (up to 1 GiB of the file): a plan's row lookups cost a
+        // memory access, not a read() each (4,096 lookups in a 10⁶-prompt state: ~80 → ~10 ms).
+        this.db.pragma(`mmap_size = ${MMAP_BYTES}`);
         this.db.exec(SCHEMA);
       });
       this.sync(() => this.buildPooled());
@@ -64,6 +70,11 @@ export class SqliteStore implements Store {
       if (error instanceof RolloutBudgetError) throw error;
       throw new RolloutBudgetError('STATE_ERROR', `${path}: cannot open the state database (${(error as Error).message})`);
     }
+  }
+
+  /** The better-sqlite3 Database class (loaded on first use), for tools that write a state file directly. */
+  static driver(): typeof Database {
+    return sqlite();
   }
 
   private busy = (waitedMs: number) =>
@@ -101,21 +112,28 @@ export class SqliteStore implements Store {
   snapshot(ids?: readonly string[], groups: readonly string[] = []): StateSnapshot {
     const read = this.db.transaction(() => {
       if (ids === undefined) {
-        const rows = this.db.prepare('SELECT * FROM prompts').all() as Row[];
-        return snapshotOf(rows.map(fromRow), this.lastStep());
+        const rows = this.db.prepare(`SELECT ${ROW_COLUMNS} FROM prompts`).raw().all() as RawRow[];
+        return snapshotOf(rows.map(fromRawRow), this.lastStep());
       }
       const states: PromptState[] = [];
-      const select = this.db.prepare('SELECT * FROM prompts WHERE id IN (SELECT value FROM json_each(?))');
-      for (let k = 0; k < ids.length; k += 1000) for (const row of select.all(JSON.stringify(ids.slice(k, k + 1000))) as Row[]) states.push(fromRow(row));
+      const read = (this.reads ??= {
+        prompts: this.db.prepare(`SELECT ${ROW_COLUMNS} FROM prompts WHERE id IN (SELECT value FROM json_each(?))`).raw(),
+        pooled: this.db.prepare(`SELECT scope, ${POOLED_COLUMNS.join(', ')} FROM pooled WHERE scope IN (SELECT value FROM json_each(?))`).raw(),
+      });
+      // Rows as arrays: making an object per row cost as much as finding it.
+      for (let k = 0; k < ids.length; k += 1000) for (const row of read.prompts.all(JSON.stringify(ids.slice(k, k + 1000))) as RawRow[]) states.push(fromRawRow(row));
       const scopes = new Set([ALL_SCOPE, ...groups.map(groupScope)]);
       for (const s of states) if (s.group !== null) scopes.add(groupScope(s.group));
       const pooled = new Map<string, GroupStats>();
-      const rows = this.db.prepare(`SELECT scope, ${POOLED_COLUMNS.join(', ')} FROM pooled WHERE scope IN (SELECT value FROM json_each(?))`).raw().all(JSON.stringify([...scopes])) as [string, ...number[]][];
+      const rows = read.pooled.all(JSON.stringify([...scopes])) as [string, ...number[]][];
       for (const [scope, ...values] of rows) pooled.set(scope, statsOfValues(values));
       return partialSnapshot(states, pooled, this.lastStep());
     });
     return this.sync(() => read());
   }
+
+  /** snapshot(ids)'s statements, prepared on first use. */
+  private reads: { prompts: Database.Statement; pooled: Database.Statement } | undefined;
 
   /**
    * Fills the pooled rows from the prompts once, for a state written before they existed

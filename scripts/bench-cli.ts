@@ -1,0 +1,138 @@
+/**
+ * `npm run bench` section: the commands end to end, as a user runs them (a new process each
+ * time, start-up included), each figure beside its physical reference measured in the same
+ * run: reading the same bytes and JSON.parse of every line (a reader's floor), writing the
+ * same bytes (a writer's floor), `node -e 0` (a command's start). Peak memory is the child's
+ * maximum resident set. Medians of several runs; the ratio column is time / reference.
+ */
+import { rmSync, statSync } from 'node:fs';
+import { join } from 'node:path';
+import { benchDir, promptsFile, replayLog, resultsFile, warmState } from './bench-inputs.js';
+import { CLI, fmtMB, fmtS, fmtX, median, medianRun, nodeStartReference, readReference, runNode, table, writeReference } from './bench-util.js';
+
+const rm = (path: string) => {
+  for (const suffix of ['', '-wal', '-shm']) rmSync(`${path}${suffix}`, { force: true });
+};
+
+/** `--help` and a 100-prompt plan against `node -e 0`. */
+export async function startupBench(runs = 9): Promise<{ help: number; plan: number; node: number }> {
+  const dir = benchDir();
+  const prompts = await promptsFile(100);
+  const state = join(dir, 'start.db');
+  rm(state);
+  const node = nodeStartReference(runs);
+  const help = medianRun([CLI, '--help'], runs).seconds;
+  const plan = medianRun([CLI, 'plan', '--prompts', prompts, '--state', state, '--budget-rollouts', '800', '--out', join(dir, 'start-plan.json')], runs).seconds;
+  console.log(`\nstart-up (median of ${runs}; target < 150 ms each):`);
+  table(['command', 'time', 'node -e 0', 'ours beyond node'], [
+    ['rollout-budget --help', fmtS(help), fmtS(node), fmtS(help - node)],
+    ['plan, 100 prompts', fmtS(plan), fmtS(node), fmtS(plan - node)],
+  ]);
+  rm(state);
+  return { help, plan, node };
+}
+
+export interface PlanFigure { size: number; state: 'fresh' | 'warm'; format: string; seconds: number; peakRss: number; read: number; write: number; bytes: number }
+
+/** `plan` on 10⁴..10⁶ prompts, fresh and warm state, budget 8·N, default options. */
+export async function planBench(sizes: readonly number[]): Promise<PlanFigure[]> {
+  const dir = benchDir();
+  const out: PlanFigure[] = [];
+  const rows: string[][] = [];
+  for (const size of sizes) {
+    const prompts = await promptsFile(size);
+    const read = readReference(prompts);
+    const warm = warmState(size);
+    const runs = size >= 1e6 ? 3 : 5;
+    for (const [state, format] of [['fresh', 'json'], ['warm', 'json'], ['warm', 'jsonl']] as const) {
+      if (format === 'jsonl' && size < 1e6) continue;
+      const fresh = join(dir, 'fresh.db');
+      const file = join(dir, `plan-${size}.${format}`);
+      const args = [CLI, 'plan', '--prompts', prompts, '--state', state === 'fresh' ? fresh : warm, '--budget-rollouts', String(8 * size), '--format', format, '--out', file];
+      const r = medianRun(args, runs, () => {
+        rm(fresh);
+        rmSync(file, { force: true });
+      });
+      const bytes = statSync(file).size;
+      const write = writeReference(dir, bytes);
+      rmSync(file, { force: true });
+      rm(fresh);
+      out.push({ size, state, format, seconds: r.seconds, peakRss: r.peakRss, read, write, bytes });
+      rows.push([String(size), state, format, fmtS(r.seconds), fmtMB(r.peakRss), fmtS(read), fmtS(write), fmtS(read + write), fmtX(r.seconds, read + write), `${(bytes / 1e6).toFixed(0)} MB`]);
+    }
+    rm(warm);
+    rmSync(prompts, { force: true });
+  }
+  console.log('\nplan end to end (rollout budget 8·N, default options; warm: 90% of prompts seen 8–48 times; median of 5, 3 at 10⁶):');
+  console.log('references: read = read + JSON.parse every line of the prompts file; write = write the plan\'s bytes; ratio = time / (read + write)');
+  table(['prompts', 'state', 'format', 'time', 'peak RSS', 'read', 'write', 'reference', 'ratio', 'plan file'], rows);
+  return out;
+}
+
+export interface ObserveFigure { rollouts: number; ids: boolean; backend: string; seconds: number; peakRss: number; read: number }
+
+/** `observe` of 10⁴..10⁶ rollouts (over rollouts/10 prompts) into a new SQLite state, and PostgreSQL when RB_PG_URL is set. */
+export async function observeBench(sizes: readonly number[], pgUrl: string | undefined, freshPg: () => Promise<{ url: string; drop: () => Promise<void> }>): Promise<ObserveFigure[]> {
+  const dir = benchDir();
+  const out: ObserveFigure[] = [];
+  const rows: string[][] = [];
+  for (const rollouts of sizes) {
+    for (const ids of [false, true]) {
+      const file = await resultsFile(rollouts, ids);
+      const read = readReference(file);
+      const runs = rollouts >= 1e6 ? 3 : 5;
+      const state = join(dir, 'observe.db');
+      const r = medianRun([CLI, 'observe', '--results', file, '--state', state], runs, () => rm(state));
+      rm(state);
+      out.push({ rollouts, ids, backend: 'sqlite', seconds: r.seconds, peakRss: r.peakRss, read });
+      rows.push([String(rollouts), ids ? 'yes' : 'no', 'SQLite', fmtS(r.seconds), fmtMB(r.peakRss), fmtS(read), fmtX(r.seconds, read)]);
+      if (pgUrl !== undefined && rollouts >= 1e5) {
+        const times: number[] = [];
+        let peak = 0;
+        for (let k = 0; k < 2; k++) {
+          const schema = await freshPg();
+          try {
+            const run = runNode([CLI, 'observe', '--results', file, '--state', schema.url]);
+            times.push(run.seconds);
+            peak = Math.max(peak, run.peakRss);
+          } finally {
+            await schema.drop();
+          }
+        }
+        out.push({ rollouts, ids, backend: 'postgres', seconds: median(times), peakRss: peak, read });
+        rows.push([String(rollouts), ids ? 'yes' : 'no', 'PostgreSQL', fmtS(median(times)), fmtMB(peak), fmtS(read), fmtX(median(times), read)]);
+      }
+      rmSync(file, { force: true });
+    }
+  }
+  console.log('\nobserve end to end (one rollout a line over rollouts/10 prompts, into a new state; median of 5, 3 at 10⁶, PostgreSQL 2; targets at 10⁶: SQLite < 2 s, PostgreSQL < 10 s, peak < 300 MB):');
+  console.log('reference: read + JSON.parse every line of the results file; ratio = time / reference');
+  table(['rollouts', 'rollout_id', 'state', 'time', 'peak RSS', 'reference', 'ratio'], rows);
+  return out;
+}
+
+export interface ReplayFigure { rollouts: number; format: string; seconds: number; peakRss: number; read: number }
+
+/** `replay --policies uniform` of logs of 10⁴..10⁷ rollouts, results and verl formats. */
+export async function replayBench(sizes: readonly number[]): Promise<ReplayFigure[]> {
+  const dir = benchDir();
+  const out: ReplayFigure[] = [];
+  const rows: string[][] = [];
+  for (const rollouts of sizes) {
+    for (const format of ['results', 'verl'] as const) {
+      const log = await replayLog(rollouts, format);
+      const read = readReference(log, rollouts >= 1e7 ? 1 : 3);
+      const runs = rollouts >= 1e7 ? 1 : rollouts >= 1e6 ? 3 : 5;
+      const report = join(dir, 'replay-out');
+      const r = medianRun([CLI, 'replay', '--log', log, '--policies', 'uniform', '--out', report, '--quiet'], runs, () => rmSync(report, { recursive: true, force: true }));
+      rmSync(report, { recursive: true, force: true });
+      out.push({ rollouts, format, seconds: r.seconds, peakRss: r.peakRss, read });
+      rows.push([String(rollouts), format, fmtS(r.seconds), fmtMB(r.peakRss), `${(statSync(log).size / 1e6).toFixed(0)} MB`, fmtS(read), fmtX(r.seconds, read)]);
+      rmSync(log, { force: true });
+    }
+  }
+  console.log('\nreplay end to end, uniform policy (steps of 1,024 prompts × 8 rollouts; median of 5, 3 at 10⁶, 1 at 10⁷; target at 10⁷: < 60 s):');
+  console.log('reference: read + JSON.parse every line of the log; ratio = time / reference');
+  table(['rollouts', 'format', 'time', 'peak RSS', 'log', 'reference', 'ratio'], rows);
+  return out;
+}

@@ -1,0 +1,134 @@
+/**
+ * `npm run bench` section: the service's POST /v1/plan (`serve --plan-threads 2`, a real HTTP
+ * server in its own process). A plan reads its candidates' rows and the pooled rows
+ * (store/pooled.ts), so its cost should follow the request, not the state: 4,096 candidates
+ * on a state of 10³ and of 10⁶ prompts, one client; then 16 concurrent clients of 256
+ * candidates each on the 10⁶-prompt state, p50 and p99. Reference: JSON.parse of the request
+ * and of the answer (the bytes every plan must read and a client must parse).
+ */
+import { once } from 'node:events';
+import { benchDir, warmState } from './bench-inputs.js';
+import { CLI, fmtS, fmtX, median, spawnNode, table } from './bench-util.js';
+
+const pct = (xs: readonly number[], p: number) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor((p / 100) * xs.length))]!;
+
+/** Starts `serve` on a state and returns its base URL and a stop function. */
+async function serve(state: string): Promise<{ url: string; stop: () => Promise<void> }> {
+  const child = spawnNode([CLI, 'serve', '--state', state, '--host', '127.0.0.1', '--port', '0', '--plan-threads', '2', '--plan-timeout-s', '120']);
+  let err = '';
+  const port = await new Promise<number>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`serve did not start: ${err}`)), 120_000);
+    child.stderr!.on('data', (chunk: Buffer) => {
+      err += chunk.toString();
+      const m = /listening on http:\/\/127\.0\.0\.1:(\d+)/.exec(err);
+      if (m !== null) {
+        clearTimeout(timer);
+        resolve(Number(m[1]));
+      }
+    });
+    child.on('exit', (code) => reject(new Error(`serve exited ${code}: ${err}`)));
+  });
+  return {
+    url: `http://127.0.0.1:${port}`,
+    stop: async () => {
+      child.kill('SIGTERM');
+      await once(child, 'exit');
+    },
+  };
+}
+
+/** A plan request of `count` candidates from a pool of `pool` prompt ids (a seeded pick). */
+function planBody(count: number, pool: number, seed: number): string {
+  const candidates: { id: string }[] = [];
+  const seen = new Set<number>();
+  let x = seed + 1;
+  while (candidates.length < count) {
+    x = (Math.imul(x, 1103515245) + 12345) >>> 0;
+    const i = x % Math.max(pool, count * 2);
+    if (seen.has(i)) continue;
+    seen.add(i);
+    candidates.push({ id: `prompt-${i}` });
+  }
+  return JSON.stringify({ candidates, budget: { rollouts: 8 * count } });
+}
+
+async function post(url: string, body: string): Promise<{ ms: number; text: string }> {
+  const t0 = performance.now();
+  const res = await fetch(`${url}/v1/plan`, { method: 'POST', headers: { 'content-type': 'application/json' }, body });
+  const text = await res.text();
+  if (res.status !== 200) throw new Error(`plan: ${res.status} ${text.slice(0, 200)}`);
+  return { ms: performance.now() - t0, text };
+}
+
+/** JSON.parse of the request and the answer (median of 5). */
+function parseReference(body: string, answer: string): number {
+  const ts: number[] = [];
+  for (let k = 0; k < 5; k++) {
+    const t0 = performance.now();
+    JSON.parse(body);
+    JSON.parse(answer);
+    ts.push(performance.now() - t0);
+  }
+  return median(ts);
+}
+
+export interface ServiceFigures { backend: string; small: number; large: number; p50: number; p99: number; plans: number }
+
+/** One backend: `states(size)` gives a state location with `size` prompts. */
+export async function serviceBench(backend: string, stateOf: (size: number) => Promise<string>, clients = 16, seconds = 5): Promise<ServiceFigures> {
+  const single: Record<number, { p50: number; p99: number; reference: number }> = {};
+  for (const size of [1e3, 1e6]) {
+    const service = await serve(await stateOf(size));
+    try {
+      const ms: number[] = [];
+      let last = { body: '', text: '' };
+      for (let k = 0; k < 33; k++) {
+        const body = planBody(4096, size, k);
+        const r = await post(service.url, body);
+        if (k >= 3) ms.push(r.ms);
+        last = { body, text: r.text };
+      }
+      single[size] = { p50: median(ms), p99: pct(ms, 99), reference: parseReference(last.body, last.text) };
+    } finally {
+      await service.stop();
+    }
+  }
+  const service = await serve(await stateOf(1e6));
+  const latencies: number[] = [];
+  let reference = 0;
+  try {
+    for (let k = 0; k < 4; k++) await post(service.url, planBody(256, 1e6, 1000 + k));
+    const end = performance.now() + seconds * 1000;
+    await Promise.all(Array.from({ length: clients }, async (_, c) => {
+      for (let k = 0; performance.now() < end; k++) {
+        const body = planBody(256, 1e6, 10_000 * (c + 1) + k);
+        const r = await post(service.url, body);
+        latencies.push(r.ms);
+        if (c === 0 && k === 0) reference = parseReference(body, r.text);
+      }
+    }));
+  } finally {
+    await service.stop();
+  }
+  const s = single[1e3]!;
+  const l = single[1e6]!;
+  console.log(`\nservice POST /v1/plan on ${backend} (serve --plan-threads 2; the clients run in this process, on the same cores):`);
+  table(['state', 'candidates', 'clients', 'p50', 'p99', 'reference', 'p50 / reference'], [
+    ['10³ prompts', '4096', '1', fmtS(s.p50 / 1000), fmtS(s.p99 / 1000), fmtS(s.reference / 1000), fmtX(s.p50, s.reference)],
+    ['10⁶ prompts', '4096', '1', fmtS(l.p50 / 1000), fmtS(l.p99 / 1000), fmtS(l.reference / 1000), fmtX(l.p50, l.reference)],
+    ['10⁶ prompts', '256', String(clients), fmtS(pct(latencies, 50) / 1000), fmtS(pct(latencies, 99) / 1000), fmtS(reference / 1000), fmtX(pct(latencies, 50), reference)],
+  ]);
+  console.log(`state 10⁶ vs 10³, 4,096 candidates: ${fmtX(l.p50, s.p50)} the p50 (target: within 2×); ${clients} clients: ${latencies.length} plans in ${seconds} s`);
+  return { backend, small: s.p50, large: l.p50, p50: pct(latencies, 50), p99: pct(latencies, 99), plans: latencies.length };
+}
+
+/** SQLite states for the service section (written once, reused by both sizes' runs). */
+export function sqliteStates(): (size: number) => Promise<string> {
+  const made = new Map<number, string>();
+  benchDir();
+  return async (size) => {
+    let path = made.get(size);
+    if (path === undefined) made.set(size, (path = warmState(size, `service-${size}.db`)));
+    return path;
+  };
+}
