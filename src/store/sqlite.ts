@@ -112,8 +112,11 @@ export class SqliteStore implements Store {
   snapshot(ids?: readonly string[], groups: readonly string[] = []): StateSnapshot {
     const read = this.db.transaction(() => {
       if (ids === undefined) {
-        const rows = this.db.prepare(`SELECT ${ROW_COLUMNS} FROM prompts`).raw().all() as RawRow[];
-        return snapshotOf(rows.map(fromRawRow), this.lastStep());
+        // Row by row: each row's array dies young, where a list of a million of them lived
+        // through the plan and made every collection slow.
+        const states: PromptState[] = [];
+        for (const row of this.db.prepare(`SELECT ${ROW_COLUMNS} FROM prompts`).raw().iterate() as IterableIterator<RawRow>) states.push(fromRawRow(row));
+        return snapshotOf(states, this.lastStep());
       }
       const states: PromptState[] = [];
       const read = (this.reads ??= {
