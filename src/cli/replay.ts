@@ -138,13 +138,14 @@ export function registerReplayCommands(program: Command, io: CliIo): void {
   roundsFlag(simulate, ourRoundsHelp);
   simulate.addOption(new Option('--stream <mode>', 'consumed: prompts a policy pulls from later batches are gone from them for it; shared: every policy gets every step\'s whole batch').choices(replayStreams).default('consumed'));
   ourSkipFlags(simulate)
+    .option('--no-hints', 'candidates carry no offline hints (prior_pass_rate), whatever the scenario says: the same pool and groups')
     .option('--out <dir>', 'write metrics.json, summary.md and report.html here')
     .option('--quiet', 'no progress bar', false)
     .action((opts, cmd: Command) => {
       if (opts.maxN < opts.minN) throw badOption(`max_n must be ≥ min_n ${opts.minN}, got ${opts.maxN}`, ['max_n', 'min_n']);
       resolvePolicies(opts.policies);
       const parsed = parseScenario(readText(opts.scenario), opts.scenario);
-      const scenario = opts.steps === undefined ? parsed : { ...parsed, steps: opts.steps };
+      const scenario = { ...parsed, ...(opts.steps === undefined ? {} : { steps: opts.steps }), ...(opts.hints === false ? { hints: null } : {}) };
       const seeds = seedsOf(cmd, opts, scenario.seed);
       const runs = runSeeds(io, opts.quiet, 'simulating', seeds, (seed, onProgress) => runPolicies(simulatedEnvironment(scenario), {
         policies: opts.policies, registry: createReplayPolicyRegistry(), minN: opts.minN, maxN: opts.maxN, seed, plan: ourPlanOptions(opts), stream: opts.stream as ReplayStream, onProgress,

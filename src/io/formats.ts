@@ -15,6 +15,9 @@ export interface RolloutResult {
   readonly rollout_id?: string;
   /** Optional prompt group (extension), used by the learned prior. */
   readonly group?: string;
+  /** Optional offline hint of the prompt (as in the prompts file), remembered by the state. */
+  readonly prior_pass_rate?: number;
+  readonly prior_samples?: number;
 }
 
 /** A batch of results with a stable identity, for idempotent observe. */
@@ -38,6 +41,7 @@ export function checkCandidate(where: string, value: Record<string, unknown>): s
   field.int(where, value, 'max_tokens', 1);
   field.string(where, value, 'group', false);
   field.rewards(where, value, 'partial_rewards');
+  field.hint(where, value);
   return id;
 }
 
@@ -97,7 +101,7 @@ function validateResults(items: readonly Located<Record<string, unknown>>[], dig
     const prompt_id = field.string(where, value, 'prompt_id', true)!;
     const step = field.int(where, value, 'step', 0);
     const group = field.string(where, value, 'group', false);
-    const common = { prompt_id, ...(step === undefined ? {} : { step }), ...(group === undefined ? {} : { group }) };
+    const common = { prompt_id, ...(step === undefined ? {} : { step }), ...(group === undefined ? {} : { group }), ...field.hint(where, value) };
     if (value.rewards !== undefined) {
       if (value.reward !== undefined) throw badInput(where, 'give "reward" (one rollout) or "rewards" (a group), not both');
       const rewards = value.rewards;

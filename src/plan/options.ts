@@ -69,6 +69,9 @@ export function resolvePlanOptions(input: PlanOptionsInput = {}): PlanOptions {
       minPrompts: input.prior?.minPrompts ?? d.prior.minPrompts,
       minStrength: input.prior?.minStrength ?? d.prior.minStrength,
       maxStrength: input.prior?.maxStrength ?? d.prior.maxStrength,
+      hintMinPrompts: input.prior?.hintMinPrompts ?? d.prior.hintMinPrompts,
+      hintMaxStrength: input.prior?.hintMaxStrength ?? d.prior.hintMaxStrength,
+      hintDefaultStrength: input.prior?.hintDefaultStrength ?? d.prior.hintDefaultStrength,
     },
     length: {
       shrinkage: input.length?.shrinkage ?? d.length.shrinkage,
@@ -90,6 +93,9 @@ export function resolvePlanOptions(input: PlanOptionsInput = {}): PlanOptions {
   requireRange('decay', options.decay.forgetPerStep, 0, 1, true);
   requireRange('reobserve_discount', options.decay.reobserveDiscount, 0, 1, true);
   requireInt('rounds_left', options.roundsLeft, 1);
+  requireInt('prior.hint_min_prompts', options.prior.hintMinPrompts, 3);
+  requireRange('prior.hint_max_strength', options.prior.hintMaxStrength, options.prior.minStrength, Infinity);
+  requireRange('prior.hint_default_strength', options.prior.hintDefaultStrength, 0, Infinity);
   return options;
 }
 

@@ -13,6 +13,14 @@ export interface Candidate {
    * then gives the rollouts to add (plan/partial.ts).
    */
   readonly partial_rewards?: readonly number[];
+  /**
+   * An offline difficulty hint: the prompt's pass rate under a reference model (a dataset's
+   * solve rate, pass@k filtering), in [0, 1]. Calibrated against observed pass rates before it
+   * counts (posterior/hints.ts).
+   */
+  readonly prior_pass_rate?: number;
+  /** How many reference rollouts `prior_pass_rate` came from (optional; absent: taken as exact). */
+  readonly prior_samples?: number;
   readonly [extra: string]: unknown;
 }
 

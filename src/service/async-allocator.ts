@@ -5,6 +5,7 @@ import { planStep, type Registries } from '../plan/planner.js';
 import { posteriorView, type PosteriorView } from '../plan/posterior-view.js';
 import type { Budget, Candidate, Plan } from '../plan/types.js';
 import type { AsyncStore } from '../store/async.js';
+import { metaChanges, snapshotWithMeta } from '../store/meta.js';
 import type { ObserveSummary } from '../store/types.js';
 
 /**
@@ -26,7 +27,12 @@ export class AsyncAllocator {
   async plan(candidates: readonly Candidate[], budget: Budget, options: PlanOptionsInput = {}): Promise<Plan> {
     const merged = mergePlanOptions(this.defaults, options);
     resolvePlanOptions(merged); // reject bad options before touching the store
-    return planStep(await this.store.snapshot(), candidates, budget, merged, this.registries);
+    // As Allocator.plan: plan on the state as it reads once the candidates' metadata is recorded, then record it.
+    const snapshot = await this.store.snapshot();
+    const changes = metaChanges(snapshot, candidates);
+    const plan = planStep(snapshotWithMeta(snapshot, changes), candidates, budget, merged, this.registries);
+    await this.store.recordPrompts(changes);
+    return plan;
   }
 
   async observe(results: readonly unknown[] | ResultBatch, options: PlanOptionsInput = {}): Promise<ObserveSummary> {

@@ -1,6 +1,7 @@
 import type { ResultBatch } from '../io/formats.js';
 import type { DecayOptions } from '../posterior/decay.js';
 import type { PromptState, StateSnapshot } from '../posterior/state.js';
+import type { PromptMeta } from './meta.js';
 import type { ObserveSummary, Store } from './types.js';
 
 /**
@@ -17,6 +18,9 @@ export interface AsyncStore {
   get(id: string): Promise<PromptState | undefined>;
   lastStep(): Promise<number | null>;
   apply(batch: ResultBatch, decay: DecayOptions): Promise<ObserveSummary>;
+  /** Records prompts' group and hint: evidence untouched, idempotent (Store.recordPrompts). */
+  recordPrompts(meta: readonly PromptMeta[]): Promise<void>;
+  /** Prompts with evidence. */
   count(): Promise<number>;
   close(): Promise<void>;
 }
@@ -33,6 +37,7 @@ export function asyncStoreOf(store: Store, kind = 'sqlite'): AsyncStore {
     get: async (id) => store.get(id),
     lastStep: async () => store.lastStep(),
     apply: async (batch, decay) => store.apply(batch, decay),
+    recordPrompts: async (meta) => store.recordPrompts(meta),
     count: async () => store.count(),
     close: async () => store.close(),
   };

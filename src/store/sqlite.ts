@@ -4,6 +4,7 @@ import type { ResultBatch } from '../io/formats.js';
 import type { DecayOptions } from '../posterior/decay.js';
 import { snapshotOf, type PromptState, type StateSnapshot } from '../posterior/state.js';
 import { accumulate, applyEvidence } from './accumulate.js';
+import { withMeta, type PromptMeta } from './meta.js';
 import type { ObserveSummary, Store } from './types.js';
 
 const SCHEMA = `
@@ -19,10 +20,15 @@ CREATE TABLE IF NOT EXISTS prompts (
   correct_count INTEGER NOT NULL,
   correct_tokens REAL NOT NULL,
   wrong_count INTEGER NOT NULL,
-  wrong_tokens REAL NOT NULL
+  wrong_tokens REAL NOT NULL,
+  prior_pass_rate REAL,
+  prior_samples INTEGER
 );
 CREATE TABLE IF NOT EXISTS seen (rollout_id TEXT PRIMARY KEY) WITHOUT ROWID;
 `;
+
+/** Columns added after the first release: a state file made before them gains them on open. */
+const ADDED_COLUMNS: readonly [string, string][] = [['prior_pass_rate', 'REAL'], ['prior_samples', 'INTEGER']];
 
 interface Row {
   id: string;
@@ -36,6 +42,8 @@ interface Row {
   correct_tokens: number;
   wrong_count: number;
   wrong_tokens: number;
+  prior_pass_rate: number | null;
+  prior_samples: number | null;
 }
 
 const fromRow = (r: Row): PromptState => ({
@@ -50,6 +58,8 @@ const fromRow = (r: Row): PromptState => ({
   correctTokens: r.correct_tokens,
   wrongCount: r.wrong_count,
   wrongTokens: r.wrong_tokens,
+  ...(r.prior_pass_rate === null ? {} : { priorPassRate: r.prior_pass_rate }),
+  ...(r.prior_samples === null ? {} : { priorSamples: r.prior_samples }),
 });
 
 const toRow = (s: PromptState): Row => ({
@@ -64,7 +74,20 @@ const toRow = (s: PromptState): Row => ({
   correct_tokens: s.correctTokens,
   wrong_count: s.wrongCount,
   wrong_tokens: s.wrongTokens,
+  prior_pass_rate: s.priorPassRate ?? null,
+  prior_samples: s.priorSamples ?? null,
 });
+
+/** One prompt's row, whole (its state as withMeta or applyEvidence computed it). */
+const UPSERT = `INSERT INTO prompts (id, grp, successes, failures, last_step, rollouts, reward_sum, correct_count, correct_tokens,
+  wrong_count, wrong_tokens, prior_pass_rate, prior_samples)
+  VALUES (@id, @grp, @successes, @failures, @last_step, @rollouts, @reward_sum, @correct_count, @correct_tokens, @wrong_count,
+  @wrong_tokens, @prior_pass_rate, @prior_samples)
+  ON CONFLICT(id) DO UPDATE SET grp = excluded.grp, successes = excluded.successes, failures = excluded.failures,
+  last_step = excluded.last_step, rollouts = excluded.rollouts, reward_sum = excluded.reward_sum,
+  correct_count = excluded.correct_count, correct_tokens = excluded.correct_tokens,
+  wrong_count = excluded.wrong_count, wrong_tokens = excluded.wrong_tokens,
+  prior_pass_rate = excluded.prior_pass_rate, prior_samples = excluded.prior_samples`;
 
 /**
  * The state in one SQLite file (or ':memory:'). WAL journal with synchronous=FULL: a batch
@@ -80,6 +103,8 @@ export class SqliteStore implements Store {
       this.db.pragma('synchronous = FULL');
       this.db.pragma('busy_timeout = 10000');
       this.db.exec(SCHEMA);
+      const have = new Set((this.db.prepare('PRAGMA table_info(prompts)').all() as { name: string }[]).map((c) => c.name));
+      for (const [name, type] of ADDED_COLUMNS) if (!have.has(name)) this.db.exec(`ALTER TABLE prompts ADD COLUMN ${name} ${type}`);
     } catch (error) {
       throw new RolloutBudgetError('STATE_ERROR', `${path}: cannot open the state database (${(error as Error).message})`);
     }
@@ -95,8 +120,22 @@ export class SqliteStore implements Store {
     return row === undefined ? null : Number(row.value);
   }
 
+  /** Prompts with evidence (a prompt only planned, store/meta.ts, is not counted). */
   count(): number {
-    return (this.db.prepare('SELECT COUNT(*) AS n FROM prompts').get() as { n: number }).n;
+    return (this.db.prepare('SELECT COUNT(*) AS n FROM prompts WHERE rollouts > 0').get() as { n: number }).n;
+  }
+
+  /** Records prompts' group and hint (store/meta.ts): one transaction, evidence untouched, idempotent. O(changes). */
+  recordPrompts(meta: readonly PromptMeta[]): void {
+    if (meta.length === 0) return;
+    const select = this.db.prepare('SELECT * FROM prompts WHERE id = ?');
+    const upsert = this.db.prepare(UPSERT);
+    this.db.transaction(() => {
+      for (const m of meta) {
+        const row = select.get(m.id) as Row | undefined;
+        upsert.run(toRow(withMeta(row === undefined ? undefined : fromRow(row), m)));
+      }
+    }).immediate();
   }
 
   /**
@@ -114,12 +153,7 @@ export class SqliteStore implements Store {
   apply(batch: ResultBatch, decay: DecayOptions): ObserveSummary {
     const markSeen = this.db.prepare('INSERT OR IGNORE INTO seen (rollout_id) VALUES (?)');
     const select = this.db.prepare('SELECT * FROM prompts WHERE id = ?');
-    const upsert = this.db.prepare(`INSERT INTO prompts VALUES (@id, @grp, @successes, @failures, @last_step, @rollouts,
-      @reward_sum, @correct_count, @correct_tokens, @wrong_count, @wrong_tokens)
-      ON CONFLICT(id) DO UPDATE SET grp = excluded.grp, successes = excluded.successes, failures = excluded.failures,
-      last_step = excluded.last_step, rollouts = excluded.rollouts, reward_sum = excluded.reward_sum,
-      correct_count = excluded.correct_count, correct_tokens = excluded.correct_tokens,
-      wrong_count = excluded.wrong_count, wrong_tokens = excluded.wrong_tokens`);
+    const upsert = this.db.prepare(UPSERT);
     const setStep = this.db.prepare("INSERT INTO meta (key, value) VALUES ('last_step', ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value");
     const run = this.db.transaction((): ObserveSummary => {
       const before = this.lastStep();

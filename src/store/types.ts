@@ -1,6 +1,7 @@
 import type { ResultBatch } from '../io/formats.js';
 import type { DecayOptions } from '../posterior/decay.js';
 import type { PromptState, StateSnapshot } from '../posterior/state.js';
+import type { PromptMeta } from './meta.js';
 
 /** What one observe did. */
 export interface ObserveSummary {
@@ -24,7 +25,12 @@ export interface Store {
   lastStep(): number | null;
   /** Applies a batch atomically and idempotently: all of it or none of it. */
   apply(batch: ResultBatch, decay: DecayOptions): ObserveSummary;
-  /** Number of prompts with state. */
+  /**
+   * Records prompts' group and offline hint (store/meta.ts `withMeta`): one transaction that
+   * never touches evidence; recording the same metadata again changes nothing.
+   */
+  recordPrompts(meta: readonly PromptMeta[]): void;
+  /** Number of prompts with evidence (prompts only planned are not counted). */
   count(): number;
   close(): void;
 }
