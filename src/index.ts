@@ -78,7 +78,7 @@ export { asyncStoreOf } from './store/async.js';
 export type { AsyncStore } from './store/async.js';
 export { PostgresStore, redactUrl } from './store/postgres.js';
 export { createStoreRegistry, openAsyncStore, storeKindOf } from './store/open.js';
-export { hintOf, promptMetaFields, metaChanges, metaDiffers, metaOf, NO_STEP, snapshotWithMeta, withMeta } from './store/meta.js';
+export { hintOf, mergeMeta, promptMetaFields, metaChanges, metaDiffers, metaOf, NO_STEP, snapshotWithMeta, withMeta } from './store/meta.js';
 export type { PromptMeta } from './store/meta.js';
 export type { StoreOpener } from './store/open.js';
 

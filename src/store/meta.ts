@@ -81,6 +81,31 @@ export function withMeta(old: PromptState | undefined, m: PromptMeta): PromptSta
   return { ...rest, group: m.group ?? base.group, ...hint };
 }
 
+/**
+ * A list of records with each id once, as recording them in order would leave it: per id, the
+ * last group given and the last hint given (with its samples). For stores that write a list in
+ * one statement. O(N).
+ */
+export function mergeMeta(meta: readonly PromptMeta[]): PromptMeta[] {
+  const byId = new Map<string, PromptMeta>();
+  for (const m of meta) {
+    const before = byId.get(m.id);
+    if (before === undefined) {
+      byId.set(m.id, m);
+      continue;
+    }
+    const group = m.group ?? before.group;
+    const hint = m.priorPassRate === undefined ? before : m;
+    byId.set(m.id, {
+      id: m.id,
+      ...(group === undefined ? {} : { group }),
+      ...(hint.priorPassRate === undefined ? {} : { priorPassRate: hint.priorPassRate }),
+      ...(hint.priorPassRate === undefined || hint.priorSamples === undefined ? {} : { priorSamples: hint.priorSamples }),
+    });
+  }
+  return [...byId.values()];
+}
+
 /** A state's hint fields, for copying onto another state. */
 export function hintOf(s: PromptState | undefined): Pick<PromptState, 'priorPassRate' | 'priorSamples'> {
   if (s?.priorPassRate === undefined) return {};

@@ -5,7 +5,7 @@ import type { DecayOptions } from '../posterior/decay.js';
 import { snapshotOf, type PromptState, type StateSnapshot } from '../posterior/state.js';
 import { accumulate, type StepEvidence } from './accumulate.js';
 import type { AsyncStore } from './async.js';
-import { NO_STEP, type PromptMeta } from './meta.js';
+import { mergeMeta, NO_STEP, type PromptMeta } from './meta.js';
 import type { ObserveSummary } from './types.js';
 
 const COLUMNS = `id, grp, successes, failures, last_step::float8 AS last_step, rollouts::float8 AS rollouts, reward_sum,
@@ -190,7 +190,7 @@ export class PostgresStore implements AsyncStore {
   /** Records prompts' group and hint (store/meta.ts) in one statement: evidence untouched, idempotent. */
   async recordPrompts(meta: readonly PromptMeta[]): Promise<void> {
     if (meta.length === 0) return;
-    const last = [...new Map(meta.map((m) => [m.id, m])).values()];
+    const last = mergeMeta(meta);
     await this.transaction(async (c) => {
       await c.query(recordSql(this.schema), [
         last.map((m) => m.id), last.map((m) => m.group ?? null), last.map((m) => m.priorPassRate ?? null),
