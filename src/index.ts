@@ -20,8 +20,8 @@ export { defaultPriorOptions, fitPrior, flatPrior, priorFor } from './posterior/
 export type { Prior, PriorOptions } from './posterior/prior.js';
 export { defaultHintPool, fitHintPool, fitHints, hintLogit } from './posterior/hint-fit.js';
 export type { HintFit, HintPool } from './posterior/hint-fit.js';
-export { hintPriors, trustOf } from './posterior/hints.js';
-export type { HintCalibration, HintPriors } from './posterior/hints.js';
+export { calibrationSummary, hintPriors, trustOf } from './posterior/hints.js';
+export type { CalibrationSummary, HintCalibration, HintPriors } from './posterior/hints.js';
 export { defaultLengthOptions, expectedTokens } from './posterior/length.js';
 export type { LengthEstimate, LengthOptions } from './posterior/length.js';
 

@@ -144,3 +144,32 @@ describe('CLI: hints in the prompts file', () => {
     }
   });
 });
+
+describe('CLI inspect: the hint calibration', () => {
+  it('is the cautious default before any hinted prompt is observed, then fitted from observe\'s results', async () => {
+    const dir = tempDir();
+    const state = join(dir, 's.db');
+    const prompts = join(dir, 'p.jsonl');
+    const results = join(dir, 'r.jsonl');
+    // 60 prompts whose 8 rollouts follow their hint: k = round(8·h).
+    const lines = Array.from({ length: 60 }, (_, i) => ({ id: `q${i}`, group: i % 2 === 0 ? 'even' : 'odd', prior_pass_rate: (i % 9) / 8 > 1 ? 1 : (i % 9) / 8, prior_samples: 8 }));
+    writeFileSync(prompts, lines.map((l) => JSON.stringify(l)).join('\n') + '\n');
+    expect((await cli(['plan', '--prompts', prompts, '--state', state, '--budget-rollouts', '480'])).code).toBe(0);
+    const before = JSON.parse((await cli(['inspect', '--state', state])).stdout);
+    expect(before.prompts).toBe(0);
+    expect(before.hint_calibration).toEqual([{ group: null, source: 'default', prompts: 0, intercept: null, slope: null, slope_se: null, trust: 0, residual_strength: null }]);
+    writeFileSync(results, lines.map((l) => {
+      const k = Math.round(8 * l.prior_pass_rate);
+      return JSON.stringify({ prompt_id: l.id, step: 0, rewards: Array.from({ length: 8 }, (_, j) => (j < k ? 1 : 0)) });
+    }).join('\n') + '\n');
+    expect((await cli(['observe', '--state', state, '--results', results])).code).toBe(0);
+    const after = JSON.parse((await cli(['inspect', '--state', state])).stdout);
+    expect(after.prompts).toBe(60);
+    const pooled = after.hint_calibration.find((c: { group: string | null }) => c.group === null);
+    expect(pooled).toMatchObject({ source: 'all', prompts: 60 });
+    expect(pooled.slope).toBeGreaterThan(0.5);
+    expect(pooled.trust).toBeGreaterThan(0.9);
+    // 30 prompts a group: each has its own calibration (hintMinPrompts 30).
+    expect(after.hint_calibration.map((c: { group: string | null; source: string }) => `${c.group}:${c.source}`)).toEqual(['null:all', 'even:group', 'odd:group']);
+  });
+});

@@ -3,7 +3,8 @@ import { Allocator } from '../allocator.js';
 import { RolloutBudgetError, withFieldNames } from '../errors.js';
 import { parsePromptsAt, parseResults } from '../io/formats.js';
 import { DEFAULT_MAX_TOKENS, defaultLimitWarning, formatPlan, groupsWithoutLimit, PLAN_FORMATS } from '../plan/exports.js';
-import { defaultPlanOptions } from '../plan/options.js';
+import { defaultPlanOptions, resolvePlanOptions } from '../plan/options.js';
+import { calibrationSummary } from '../posterior/hints.js';
 import { registerDemoCommand } from './demo.js';
 import { registerExecutorCommands } from './executor.js';
 import { processIo, readInput, writeOutput, type CliIo } from './io.js';
@@ -112,6 +113,8 @@ export function buildProgram(io: CliIo): Command {
                 correct: snapshot.all.correctCount > 0 ? snapshot.all.correctTokens / snapshot.all.correctCount : null,
                 wrong: snapshot.all.wrongCount > 0 ? snapshot.all.wrongTokens / snapshot.all.wrongCount : null,
               },
+              // How offline hints map to observed pass rates, pooled and per group (posterior/hints.ts).
+              hint_calibration: calibrationSummary(snapshot, resolvePlanOptions().prior),
             },
             null,
             2,

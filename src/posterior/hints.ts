@@ -102,3 +102,42 @@ export function hintPriors(snapshot: StateSnapshot, opts: PriorOptions): HintPri
     },
   };
 }
+
+/** One calibration in words and numbers, for `inspect` and GET /v1/prompts. */
+export interface CalibrationSummary {
+  readonly group: string | null;
+  readonly source: HintCalibration['source'];
+  /** Observed hinted prompts fitted on (0 for the default). */
+  readonly prompts: number;
+  /** The fitted map: logit p ≈ intercept + slope·logit h̃, and its trust f. */
+  readonly intercept: number | null;
+  readonly slope: number | null;
+  readonly slope_se: number | null;
+  readonly trust: number;
+  /** Pseudo-rollouts the residual spread makes a hint worth (before the fit's own uncertainty and the clamp). */
+  readonly residual_strength: number | null;
+}
+
+/**
+ * The calibration of every group that has observed hinted prompts, and the pooled one (group
+ * null). O(N) for N observed hinted prompts.
+ */
+export function calibrationSummary(snapshot: StateSnapshot, opts: PriorOptions): CalibrationSummary[] {
+  const hp = hintPriors(snapshot, opts);
+  const groups = [...new Set((snapshot.hinted?.() ?? []).map((s) => s.group).filter((g): g is string => g !== null))].sort();
+  return [null, ...groups].map((group) => {
+    const c = hp.calibration(group);
+    const f = c.fit;
+    const round = (x: number) => Math.round(x * 1e4) / 1e4;
+    return {
+      group,
+      source: c.source,
+      prompts: f?.prompts ?? 0,
+      intercept: f === undefined ? null : round(f.a - f.b * f.center),
+      slope: f === undefined ? null : round(f.b),
+      slope_se: f === undefined ? null : round(Math.sqrt(f.varB)),
+      trust: round(c.trust),
+      residual_strength: f === undefined ? null : round(Math.min(f.strength, 1e6)),
+    };
+  });
+}
