@@ -35,7 +35,7 @@ __all__ = ["RolloutBudgetError", "HttpClient", "StdioClient", "connect", "PLAN_O
 
 #: Plan options the service takes (body.options), as keyword arguments of ``plan``.
 PLAN_OPTIONS = ("min_n", "max_n", "skip", "policy", "value", "seed", "step", "prefill_weight", "decay",
-                "reobserve_discount", "rounds_left", "multiple_of")
+                "reobserve_discount", "rounds_left", "multiple_of", "fresh_share")
 
 
 class RolloutBudgetError(Exception):

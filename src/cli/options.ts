@@ -29,6 +29,7 @@ export const flagOfField: Readonly<Record<string, string>> = {
   decay: '--decay',
   reobserve_discount: '--reobserve-discount',
   rounds_left: '--rounds-left',
+  fresh_share: '--fresh-share',
   rounds: '--rounds',
   steps: '--steps',
   multiple_of: '--multiple-of',
@@ -47,6 +48,7 @@ export interface SharedFlags {
   decay?: number;
   reobserveDiscount?: number;
   roundsLeft?: number;
+  freshShare?: number;
   multipleOf?: number;
 }
 
@@ -98,6 +100,10 @@ export function roundsLeftFlag(cmd: Command): Command {
     new Option('--rounds-left <int>', 'rounds left in this step, this one included: the budgets are what is left of the step, and this plan spends its share of them')
       .default(defaultPlanOptions.roundsLeft)
       .argParser(intArg(1)),
+  ).addOption(
+    new Option('--fresh-share <φ>', 'with rounds left: the part of the later rounds\' budget a round takes on top of its even share when its prompts are new to the state (× their share; 0: an even share)')
+      .default(defaultPlanOptions.freshShare)
+      .argParser(numberArg(0, 1)),
   );
 }
 
@@ -139,6 +145,7 @@ export function planOptionsFrom(opts: SharedFlags): PlanOptionsInput {
     ...(opts.value === undefined ? {} : { value: opts.value }),
     ...(opts.seed === undefined ? {} : { seed: opts.seed }),
     ...(opts.roundsLeft === undefined ? {} : { roundsLeft: opts.roundsLeft }),
+    ...(opts.freshShare === undefined ? {} : { freshShare: opts.freshShare }),
     ...(opts.multipleOf === undefined ? {} : { multipleOf: opts.multipleOf }),
     ...(Object.keys(decay).length === 0 ? {} : { decay }),
   };

@@ -115,8 +115,10 @@ export function planStep(
   const fixedTokens = options.prefillWeight > 0 ? new Float64Array(size) : undefined;
   const assumedLengths = { total: 0, withoutMaxTokens: 0 };
   let missingPromptTokens = 0;
+  let fresh = 0; // candidates new to the state: no evidence, no partial rewards (the round share's u)
   const { alpha, beta } = posteriors(snapshot, candidates, step, options, tieBreak, (i, s, a, b) => {
     const c = candidates[i]!;
+    if ((s === undefined || s.rollouts === 0) && (partials === undefined || partials.groups[i]!.rollouts === 0)) fresh++;
     const named = c.group ?? s?.group ?? null;
     const group = named === null ? undefined : snapshot.group(named);
     const pa = partials === undefined ? a : a + partials.successes[i]!;
@@ -164,7 +166,7 @@ export function planStep(
   const starts = startNeeds(input);
   const needs = { rollouts: multiple * Math.ceil(starts.rollouts / multiple), tokens: starts.tokens };
   const starting = startingCount(partials?.groups, size, options.skip);
-  const share = roundShare(budget, options.roundsLeft, needs);
+  const share = roundShare(budget, options.roundsLeft, needs, size === 0 ? 0 : fresh / size, options.freshShare);
   const spend = share.budget;
   const result = solver({ ...input, rollouts: spend.rollouts ?? Infinity, tokens: spend.tokens ?? Infinity });
   if (result.status === 'budget-infeasible') throw infeasible(needs, budget, options.minN, options.roundsLeft, starting, multiple);

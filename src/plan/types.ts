@@ -61,6 +61,11 @@ export interface PlanOptions {
    * the step, and this round spends its share of it (plan/rounds.ts). 1: the whole budget.
    */
   readonly roundsLeft: number;
+  /**
+   * φ of the round share (plan/rounds.ts): with rounds left, a round whose candidates are new to
+   * the state takes this part of the later rounds' budget on top of its even share (0: even).
+   */
+  readonly freshShare: number;
   /** The solver, by name in the solver registry (`greedy`; `dp` and `milp` are exact references). */
   readonly solver: string;
 }
