@@ -65,6 +65,7 @@ describe('cold start: the one-epoch pool (fixtures/scenarios/one-epoch-pool.json
     for (const seed of [0, 1, 2]) {
       const a = run(noise, seed, 2, 32);
       const b = run(withHints(null), seed, 2, 32);
+      console.log(`one-epoch, 32 steps, seed ${seed}: pure-noise hints ${show(a)}, none ${show(b)}`);
       for (const k of ['eff', 'inf', 'hard'] as const) {
         expect(Math.abs(a[k] / b[k] - 1), `seed ${seed}, ${k}: pure-noise ${show(a)} vs none ${show(b)}`).toBeLessThan(0.03);
         compared++;
