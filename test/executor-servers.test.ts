@@ -266,4 +266,18 @@ describe('server profiles', () => {
     expect(report.results.filter((r) => r.prompt_id === 'q0').map((r) => r.group)).toEqual(['algebra', 'algebra']);
     expect(report.results.filter((r) => r.prompt_id === 'q1').every((r) => !('group' in r))).toBe(true);
   });
+
+  it('writes each prompt\'s offline hint into its results lines when the prompt has one (issue 14)', async () => {
+    const { candidates, sim } = simPrompts(2);
+    const server = await serve({ prompts: sim });
+    const prompts = new Map(candidates.map((c, i) => [c.id, i === 0 ? { ...c, group: 'olympiad', prior_pass_rate: 0.25, prior_samples: 16 } : { ...c, prior_pass_rate: 0.5 }]));
+    const report = await executePlan(planOf({ q0: 2, q1: 1 }), prompts, options([server.url]));
+    const q0 = report.results.filter((r) => r.prompt_id === 'q0');
+    expect(q0.map((r) => [r.group, r.prior_pass_rate, r.prior_samples])).toEqual([['olympiad', 0.25, 16], ['olympiad', 0.25, 16]]);
+    const q1 = report.results.find((r) => r.prompt_id === 'q1')!;
+    expect([q1.prior_pass_rate, 'prior_samples' in q1, 'group' in q1]).toEqual([0.5, false, false]);
+    // observe takes them: the shared results check keeps the fields.
+    const batch = batchOf(report.results);
+    expect(batch.results[0]).toMatchObject({ prior_pass_rate: 0.25, prior_samples: 16, group: 'olympiad' });
+  });
 });

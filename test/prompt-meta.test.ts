@@ -3,7 +3,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { Allocator, MemoryState, SqliteStore, batchOf, metaChanges, snapshotOf, type Candidate } from '../src/index.js';
+import { Allocator, AsyncAllocator, MemoryState, Service, SqliteStore, asyncStoreOf, batchOf, metaChanges, snapshotOf, type Candidate } from '../src/index.js';
 import { cli } from './cli-helpers.js';
 
 const dirs: string[] = [];
@@ -171,5 +171,27 @@ describe('CLI inspect: the hint calibration', () => {
     expect(pooled.trust).toBeGreaterThan(0.9);
     // 30 prompts a group: each has its own calibration (hintMinPrompts 30).
     expect(after.hint_calibration.map((c: { group: string | null; source: string }) => `${c.group}:${c.source}`)).toEqual(['null:all', 'even:group', 'odd:group']);
+  });
+});
+
+describe('service: hints in a plan request', () => {
+  it('records them (GET /v1/prompts shows them), and a bad one is a 400 naming the candidate, the field and the value, with nothing recorded', async () => {
+    const service = new Service(new AsyncAllocator(asyncStoreOf(new SqliteStore(':memory:'))));
+    try {
+      const body = (candidates: unknown[]) => JSON.stringify({ candidates, budget: { rollouts: 16 } });
+      const ok = await service.handle({ method: 'POST', path: '/v1/plan', body: body([{ id: 'a', group: 'g', prior_pass_rate: 0.75, prior_samples: 8 }, { id: 'b' }]) });
+      expect(ok.status).toBe(200);
+      const a = JSON.parse((await service.handle({ method: 'GET', path: '/v1/prompts/a', body: '' })).body);
+      expect(a).toMatchObject({ group: 'g', prior_pass_rate: 0.75, prior_samples: 8, seen: false, rollouts: 0, last_step: null });
+      const bad = await service.handle({ method: 'POST', path: '/v1/plan', body: body([{ id: 'c', prior_pass_rate: 0.5 }, { id: 'd', prior_pass_rate: -0.25 }]) });
+      expect(bad.status).toBe(400);
+      expect(JSON.parse(bad.body).error).toMatchObject({ code: 'BAD_INPUT', field: 'body.candidates[1].prior_pass_rate', value: '-0.25' });
+      const c = JSON.parse((await service.handle({ method: 'GET', path: '/v1/prompts/c', body: '' })).body);
+      expect(c.prior_pass_rate).toBeNull();
+      const health = JSON.parse((await service.handle({ method: 'GET', path: '/healthz', body: '' })).body);
+      expect(health.prompts).toBe(0);
+    } finally {
+      await service.allocator.close();
+    }
   });
 });
