@@ -1,5 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { RolloutBudgetError, badInput, quote } from '../errors.js';
+import { checkHint } from '../posterior/hints.js';
 
 /** One parsed JSONL line with where it came from. */
 export interface Located<T> {
@@ -73,19 +74,8 @@ export const field = {
     });
     return v as number[];
   },
-  /**
-   * An offline difficulty hint: `prior_pass_rate` a number in [0, 1] and `prior_samples` a
-   * positive integer, which needs `prior_pass_rate`. Both optional (candidates and results).
-   */
-  hint(where: string, obj: Record<string, unknown>): { prior_pass_rate?: number; prior_samples?: number } {
-    const rate = obj.prior_pass_rate;
-    if (rate !== undefined && (typeof rate !== 'number' || !(rate >= 0 && rate <= 1))) {
-      throw badInput(where, `"prior_pass_rate" must be a number in [0, 1] (leave it out when there is no hint), got ${quote(rate)}`);
-    }
-    const samples = field.int(where, obj, 'prior_samples', 1);
-    if (samples !== undefined && rate === undefined) throw badInput(where, `"prior_samples" needs "prior_pass_rate", got prior_samples ${quote(samples)} alone`);
-    return { ...(rate === undefined ? {} : { prior_pass_rate: rate as number }), ...(samples === undefined ? {} : { prior_samples: samples }) };
-  },
+  /** An offline difficulty hint (`prior_pass_rate`, `prior_samples`): posterior/hints.ts checkHint. */
+  hint: checkHint,
   reward(where: string, key: string, v: unknown): number {
     if (typeof v === 'boolean') return v ? 1 : 0;
     if (typeof v !== 'number' || !Number.isFinite(v) || v < 0 || v > 1) {

@@ -1,9 +1,8 @@
 import { RolloutBudgetError, badInput, quote } from '../errors.js';
-import { field } from '../io/jsonl.js';
 import { fnv1a } from '../math/hash.js';
 import { forgetFactor } from '../posterior/decay.js';
 import { expectedTokens } from '../posterior/length.js';
-import { hintPriors, type HintPriors } from '../posterior/hints.js';
+import { checkHint, hintPriors, type HintPriors } from '../posterior/hints.js';
 import { priorFor, type Prior } from '../posterior/prior.js';
 import type { PromptState, StateSnapshot } from '../posterior/state.js';
 import type { Registry } from '../registry.js';
@@ -53,7 +52,7 @@ export function posteriors(
     let prior = priors.get(group);
     if (prior === undefined) priors.set(group, (prior = priorFor(snapshot, group, options.prior)));
     // Library callers' candidates are checked here (files and requests were when parsed).
-    if (c.prior_pass_rate !== undefined || c.prior_samples !== undefined) field.hint(`candidate ${i + 1}`, c);
+    if (c.prior_pass_rate !== undefined || c.prior_samples !== undefined) checkHint(`candidate ${i + 1}`, c);
     const hint = c.prior_pass_rate ?? s?.priorPassRate;
     if (hint !== undefined) {
       const samples = c.prior_pass_rate === undefined ? s?.priorSamples : c.prior_samples;

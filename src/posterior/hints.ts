@@ -1,3 +1,4 @@
+import { badInput, quote } from '../errors.js';
 import { defaultHintPool, fitHintPool, fitHints, hintLogit, type HintFit, type HintPool } from './hint-fit.js';
 import type { Prior, PriorOptions } from './prior.js';
 import type { PromptState, StateSnapshot } from './state.js';
@@ -46,6 +47,25 @@ export interface HintPriors {
 }
 
 const sigmoid = (z: number) => 1 / (1 + Math.exp(-z));
+
+/**
+ * Checks a candidate's (or results line's) hint fields and returns them: `prior_pass_rate` a
+ * number in [0, 1], `prior_samples` a positive integer that needs `prior_pass_rate`; both
+ * optional. Throws BAD_INPUT naming `where`, the field and the value. One check for prompts
+ * files, service requests, results and library callers (io/jsonl.ts `field.hint`, the planner).
+ */
+export function checkHint(where: string, obj: Record<string, unknown>): { prior_pass_rate?: number; prior_samples?: number } {
+  const rate = obj.prior_pass_rate;
+  if (rate !== undefined && (typeof rate !== 'number' || !(rate >= 0 && rate <= 1))) {
+    throw badInput(where, `"prior_pass_rate" must be a number in [0, 1] (leave it out when there is no hint), got ${quote(rate)}`);
+  }
+  const samples = obj.prior_samples;
+  if (samples !== undefined && (typeof samples !== 'number' || !Number.isSafeInteger(samples) || samples < 1)) {
+    throw badInput(where, `"prior_samples" must be a positive integer, got ${quote(samples)}`);
+  }
+  if (samples !== undefined && rate === undefined) throw badInput(where, `"prior_samples" needs "prior_pass_rate", got prior_samples ${quote(samples)} alone`);
+  return { ...(rate === undefined ? {} : { prior_pass_rate: rate as number }), ...(samples === undefined ? {} : { prior_samples: samples as number }) };
+}
 
 /** The trust f of a fit: positive-part shrinkage of the slope at two standard errors. */
 export function trustOf(fit: HintFit): number {
