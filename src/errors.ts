@@ -9,7 +9,9 @@ export type ErrorCode =
   | 'UNKNOWN_NAME'
   | 'DUPLICATE_NAME'
   | 'IO_ERROR'
-  | 'STATE_ERROR';
+  | 'STATE_ERROR'
+  /** A plan ran past the service's deadline (--plan-timeout-s); HTTP 503. */
+  | 'PLAN_TIMEOUT';
 
 export class RolloutBudgetError extends Error {
   readonly code: ErrorCode;
@@ -50,7 +52,12 @@ const escape = (text: string) => text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
 export function quote(value: unknown): string {
   if (typeof value === 'number' && !Number.isFinite(value)) return String(value);
   if (value === undefined) return 'nothing';
-  const text = JSON.stringify(value);
+  let text: string;
+  try {
+    text = JSON.stringify(value) ?? String(value);
+  } catch {
+    text = Array.isArray(value) ? '[...]' : typeof value === 'object' ? '{...}' : String(value); // too deep, or circular
+  }
   return text.length > 80 ? `${text.slice(0, 77)}...` : text;
 }
 

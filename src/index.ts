@@ -14,7 +14,7 @@ export { fnv1a } from './math/hash.js';
 // Posterior: prompt state, decay, learned prior, expected response length.
 export { addToGroupStats, emptyGroupStats, snapshotOf } from './posterior/state.js';
 export type { GroupStats, PromptState, StateSnapshot } from './posterior/state.js';
-export { addEvidence, defaultDecay, forgetFactor } from './posterior/decay.js';
+export { addEvidence, decayedTerm, defaultDecay, EVIDENCE_FLOOR, forgetFactor } from './posterior/decay.js';
 export type { DecayOptions } from './posterior/decay.js';
 export { defaultPriorOptions, fitPrior, flatPrior, priorFor } from './posterior/prior.js';
 export type { Prior, PriorOptions } from './posterior/prior.js';
@@ -51,6 +51,8 @@ export type {
   Policy, PolicyInput, PolicyOutput, PosteriorPolicy, PosteriorPolicyInput, PosteriorPolicyOutput,
 } from './plan/policies.js';
 export { planStep, posteriors } from './plan/planner.js';
+export { MAX_N_LIMIT, planLimits } from './plan/limits.js';
+export type { PlanLimits } from './plan/limits.js';
 export type { Registries } from './plan/planner.js';
 export { grownShareWarning, roundShare } from './plan/rounds.js';
 export type { RoundNeeds, RoundShare } from './plan/rounds.js';
@@ -71,8 +73,11 @@ export type { AllocatorOptions, PosteriorView } from './allocator.js';
 // File formats and stores.
 export { batchOf, digestOf, parsePrompts, parsePromptsAt, parseResults } from './io/formats.js';
 export type { ResultBatch, RolloutResult } from './io/formats.js';
-export { parseJsonl, readText } from './io/jsonl.js';
+export { MAX_JSON_DEPTH, nestedDeeperThan, parseJson, parseJsonl, readText, storedTextProblem } from './io/jsonl.js';
+export { decodeUtf8, invalidUtf8At } from './io/utf8.js';
 export { SqliteStore } from './store/sqlite.js';
+export type { SqliteStoreOptions } from './store/sqlite.js';
+export { DEFAULT_LOCK_WAIT_MS, LOCK_WAIT_ENV, isBusy, lockWaitMs } from './store/busy.js';
 export type { ObserveSummary, Store } from './store/types.js';
 export { asyncStoreOf } from './store/async.js';
 export type { AsyncStore } from './store/async.js';
@@ -84,11 +89,16 @@ export type { StoreOpener } from './store/open.js';
 
 // Service: HTTP and stdio on an async allocator.
 export { AsyncAllocator } from './service/async-allocator.js';
-export { Service, statusOf } from './service/router.js';
+export { Service, statusOf, targetOf } from './service/router.js';
 export type { ServiceRequest, ServiceResponse } from './service/router.js';
 export { startHttpService } from './service/http.js';
 export type { HttpOptions, HttpService } from './service/http.js';
 export { serveStdio } from './service/stdio.js';
+export { PlanWorkers } from './service/plan-worker.js';
+export type { PlanWorkersOptions } from './service/plan-worker.js';
+export type { PlanRunner } from './service/plan-runner.js';
+export { RequestGuard, isLoopback } from './service/guard.js';
+export type { GuardOptions, Refusal } from './service/guard.js';
 export { ServiceMetrics, PLAN_SECONDS_BUCKETS } from './service/metrics.js';
 export { checkNames, errorBody, observeRequestOf, planRequestOf, promptQueryOf } from './service/requests.js';
 export type { ObserveRequest, PlanRequest } from './service/requests.js';

@@ -41,8 +41,11 @@ export interface Child {
 }
 
 /** Starts `rollout-budget serve --port 0 ...` and waits for its "listening" line. */
-export async function startService(args: readonly string[], timeoutMs = 15_000): Promise<Child> {
-  const proc = spawn(process.execPath, [CLI, 'serve', '--host', '127.0.0.1', '--port', '0', ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+export async function startService(args: readonly string[], timeoutMs = 15_000, env?: NodeJS.ProcessEnv): Promise<Child> {
+  const proc = spawn(process.execPath, [CLI, 'serve', '--host', '127.0.0.1', '--port', '0', ...args], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+    ...(env === undefined ? {} : { env: { ...process.env, ...env } }),
+  });
   let err = '';
   const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => proc.on('exit', (code, signal) => resolve({ code, signal })));
   const port = await new Promise<number>((resolve, reject) => {
@@ -63,14 +66,32 @@ export async function startService(args: readonly string[], timeoutMs = 15_000):
   return { proc, port, stderr: () => err, exited };
 }
 
-export async function stopService(child: Child): Promise<{ code: number | null; signal: NodeJS.Signals | null }> {
+/** SIGTERM, then SIGKILL if the service has not stopped within `graceMs` (no process outlives a failed test). */
+export async function stopService(child: Child, graceMs = 30_000): Promise<{ code: number | null; signal: NodeJS.Signals | null }> {
   if (child.proc.exitCode === null && child.proc.signalCode === null) child.proc.kill('SIGTERM');
-  return child.exited;
+  const timer = setTimeout(() => child.proc.kill('SIGKILL'), graceMs);
+  try {
+    return await child.exited;
+  } finally {
+    clearTimeout(timer);
+  }
 }
 
-export async function call(port: number, method: string, path: string, body?: unknown): Promise<{ status: number; json: any; text: string }> {
+/**
+ * One HTTP request as a client library sends it: a body goes with `Content-Type:
+ * application/json` unless `headers` says otherwise.
+ */
+export async function call(
+  port: number,
+  method: string,
+  path: string,
+  body?: unknown,
+  headers: Record<string, string> = {},
+): Promise<{ status: number; json: any; text: string; headers: Headers }> {
   const res = await fetch(`http://127.0.0.1:${port}${path}`, {
     method,
+    signal: AbortSignal.timeout(30_000), // a frozen service fails the test, it does not hang it
+    headers: { ...(body === undefined ? {} : { 'content-type': 'application/json' }), ...headers },
     ...(body === undefined ? {} : { body: typeof body === 'string' || body instanceof Uint8Array ? body : JSON.stringify(body) }),
   });
   const text = await res.text();
@@ -80,7 +101,7 @@ export async function call(port: number, method: string, path: string, body?: un
   } catch {
     json = undefined;
   }
-  return { status: res.status, json, text };
+  return { status: res.status, json, text, headers: res.headers };
 }
 
 /** p-th percentile (0..100) of values, nearest rank. */
@@ -88,3 +109,73 @@ export function percentile(values: readonly number[], p: number): number {
   const sorted = [...values].sort((a, b) => a - b);
   return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1))]!;
 }
+
+export interface RawAnswer {
+  status: number;
+  headers: import('node:http').IncomingHttpHeaders;
+  text: string;
+  json: any;
+}
+
+/**
+ * One HTTP request with exactly the headers given (node:http sets nothing but Host, which a
+ * `host` header overrides, and Content-Length): for Host, Origin, Content-Type and token tests.
+ */
+export async function request(
+  port: number,
+  method: string,
+  path: string,
+  headers: Record<string, string> = {},
+  body?: string | Uint8Array,
+): Promise<RawAnswer> {
+  const { request: httpRequest } = await import('node:http');
+  return new Promise<RawAnswer>((resolve, reject) => {
+    const req = httpRequest({ host: '127.0.0.1', port, method, path, headers, agent: false }, (res) => {
+      const chunks: Buffer[] = [];
+      res.on('data', (c: Buffer) => chunks.push(c));
+      res.on('end', () => {
+        const text = Buffer.concat(chunks).toString('utf8');
+        let json: unknown;
+        try {
+          json = JSON.parse(text);
+        } catch {
+          json = undefined;
+        }
+        resolve({ status: res.statusCode ?? 0, headers: res.headers, text, json });
+      });
+      res.on('error', reject);
+    });
+    req.on('error', reject);
+    req.end(body);
+  });
+}
+
+/** Runs `rollout-budget serve ...` that should stop on its own; kills it after `timeoutMs`. */
+export async function runServe(args: readonly string[], timeoutMs = 15_000): Promise<{ code: number | null; stderr: string; stdout: string }> {
+  const proc = spawn(process.execPath, [CLI, 'serve', ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+  let stderr = '';
+  let stdout = '';
+  proc.stderr!.on('data', (d: Buffer) => (stderr += d.toString()));
+  proc.stdout!.on('data', (d: Buffer) => (stdout += d.toString()));
+  const timer = setTimeout(() => proc.kill('SIGKILL'), timeoutMs);
+  const code = await new Promise<number | null>((resolve) => proc.on('exit', (c) => resolve(c)));
+  clearTimeout(timer);
+  return { code, stderr, stdout };
+}
+
+/** Feeds NDJSON lines (strings or bytes) to `serve --stdio` and returns the parsed replies and the exit code. */
+export async function stdioSession(args: readonly string[], input: string | Uint8Array, timeoutMs = 30_000): Promise<{ code: number | null; replies: any[]; stderr: string }> {
+  const proc = spawn(process.execPath, [CLI, 'serve', '--stdio', ...args], { stdio: ['pipe', 'pipe', 'pipe'] });
+  let out = '';
+  let stderr = '';
+  proc.stdout!.on('data', (d: Buffer) => (out += d.toString()));
+  proc.stderr!.on('data', (d: Buffer) => (stderr += d.toString()));
+  proc.stdin!.end(input);
+  const timer = setTimeout(() => proc.kill('SIGKILL'), timeoutMs);
+  const code = await new Promise<number | null>((resolve) => proc.on('exit', (c) => resolve(c)));
+  clearTimeout(timer);
+  const replies = out.trim() === '' ? [] : out.trim().split('\n').map((l) => JSON.parse(l));
+  return { code, replies, stderr };
+}
+
+export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));

@@ -84,6 +84,8 @@ describe('HTTP service on SQLite', () => {
     const infeasible = await call(port, 'POST', '/v1/plan', { candidates: [{ id: 'a' }, { id: 'b' }], budget: { rollouts: 3 } });
     expect(infeasible.status).toBe(422);
     expect(infeasible.json.error.code).toBe('BUDGET_INFEASIBLE');
+    // The message names what the caller sent (body fields), also when the plan ran on a planning thread.
+    expect(infeasible.json.error.message).toMatch(/Raise budget\.rollouts, lower options\.min_n, or set options\.skip/);
     expect((await call(port, 'POST', '/v1/plan', '{"candidates": [')).status).toBe(400);
     expect((await call(port, 'GET', '/v1/plan')).status).toBe(405);
     expect((await call(port, 'GET', '/v2/nothing')).status).toBe(404);

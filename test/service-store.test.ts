@@ -1,6 +1,6 @@
 import seedrandom from 'seedrandom';
 import { afterAll, describe, expect, it } from 'vitest';
-import { asyncStoreOf, batchOf, NO_STEP, SqliteStore, type AsyncStore, type DecayOptions, type PromptState } from '../src/index.js';
+import { addEvidence, asyncStoreOf, batchOf, defaultDecay, NO_STEP, SqliteStore, type AsyncStore, type DecayOptions, type PromptState } from '../src/index.js';
 import { openPg, pgUrl } from './service-helpers.js';
 
 const decay: DecayOptions = { forgetPerStep: 0.9, reobserveDiscount: 0.8 };
@@ -146,6 +146,47 @@ function storeSuite(name: string, open: () => Promise<AsyncStore>, skip = false)
       const a = (await s.get('a'))!;
       expect(a.priorPassRate).toBe(0.6);
       expect(a.priorSamples).toBeUndefined();
+    });
+
+    it('decays across 200,000 steps, and at λ = 0.5 across 1,200, to what addEvidence gives (PostgreSQL raised "underflow")', async () => {
+      const s = await fresh();
+      const cases: [DecayOptions, [number, number][]][] = [
+        [defaultDecay, [[0, 1], [200_000, 0], [200_001, 1]]],
+        [{ forgetPerStep: 0.5, reobserveDiscount: 0.85 }, [[0, 1], [1_200, 1], [1_201, 0], [3_000, 1]]],
+        [{ forgetPerStep: 0.5, reobserveDiscount: 1e-300 }, [[0, 1e-300], [1, 1e-300], [2, 1], [3, 0.5]]],
+        [{ forgetPerStep: 0, reobserveDiscount: 0 }, [[5, 1], [3, 1], [9, 0.25]]],
+        [{ forgetPerStep: 0.9, reobserveDiscount: 0.8 }, [[5_000, 1], [0, 1], [1, 0]]], // late results far behind
+      ];
+      let checked = 0;
+      for (const [c, [d, seq]] of cases.entries()) {
+        let ref = { successes: 0, failures: 0, lastStep: seq[0]![0] };
+        for (const [step, reward] of seq) {
+          const summary = await s.apply(batchOf([{ prompt_id: `u${c}`, step, reward, rollout_id: `u${c}-${step}` }]), d);
+          expect(summary.applied).toBe(1);
+          ref = addEvidence(d, ref, step, reward, 1 - reward);
+        }
+        const got = (await s.get(`u${c}`))!;
+        expect(got.successes).toBeCloseTo(ref.successes, 12);
+        expect(got.failures).toBeCloseTo(ref.failures, 12);
+        checked++;
+      }
+      expect(checked).toBe(cases.length);
+      expect((await s.get('u0'))!.successes).toBe(1); // the step-0 success is gone, without an error
+    });
+
+    it('never sees a NUL or a lone surrogate (refused by the shared field checks), and keeps other text exactly', async () => {
+      const s = await fresh();
+      for (const bad of [{ prompt_id: 'a\u0000' }, { prompt_id: 'a', rollout_id: '\u0000' }, { prompt_id: 'a', group: 'g\udc00' }]) {
+        expect(() => batchOf([{ step: 0, reward: 1, ...bad }])).toThrow(/NUL|lone surrogate/);
+      }
+      const odd = ['tab\there', '\u0001ctl', 'emoji 🧮', 'rtl \u202e', 'quote\'s "x"', 'x'.repeat(5000)];
+      await s.apply(batchOf(odd.map((id, k) => ({ prompt_id: id, step: 0, reward: 1, rollout_id: `odd-${k}-\u0007`, group: id }))), decay);
+      for (const id of odd) {
+        const got = await s.get(id);
+        expect(got?.id).toBe(id);
+        expect(got?.group).toBe(id);
+      }
+      expect(await s.count()).toBe(odd.length);
     });
 
     it('applies a batch spanning several steps in step order whatever the line order', async () => {

@@ -1,6 +1,7 @@
 import { renameSync, writeFileSync } from 'node:fs';
 import { RolloutBudgetError } from '../errors.js';
 import { readText } from '../io/jsonl.js';
+import { decodeUtf8 } from '../io/utf8.js';
 
 /** Everything the CLI touches outside itself, so tests run it in-process. */
 export interface CliIo {
@@ -19,7 +20,7 @@ export const processIo: CliIo = {
   readStdin: async () => {
     const chunks: Buffer[] = [];
     for await (const chunk of process.stdin) chunks.push(chunk as Buffer);
-    return Buffer.concat(chunks).toString('utf8');
+    return decodeUtf8(Buffer.concat(chunks), '<stdin>');
   },
   stderrIsTty: Boolean(process.stderr.isTTY),
 };

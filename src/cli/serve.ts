@@ -3,7 +3,9 @@ import { RolloutBudgetError } from '../errors.js';
 import { redactUrl } from '../store/postgres.js';
 import { openAsyncStore, storeKindOf } from '../store/open.js';
 import { AsyncAllocator } from '../service/async-allocator.js';
+import { isLoopback } from '../service/guard.js';
 import { startHttpService } from '../service/http.js';
+import { PlanWorkers } from '../service/plan-worker.js';
 import { Service } from '../service/router.js';
 import { serveStdio } from '../service/stdio.js';
 import type { CliIo } from './io.js';
@@ -15,8 +17,25 @@ interface ServeOptions {
   port: number;
   stdio: boolean;
   bodyLimit: number;
+  token?: string;
+  allowedHosts?: string;
+  planTimeoutS: number;
+  planThreads: number;
   decay?: number;
   reobserveDiscount?: number;
+}
+
+/** The environment variable `serve` reads the token from when --token is not given. */
+export const TOKEN_ENV = 'ROLLOUT_BUDGET_TOKEN';
+
+/** The bearer token: --token, else $ROLLOUT_BUDGET_TOKEN; an empty one is a mistake, not "none". */
+function tokenOf(opts: ServeOptions): string | undefined {
+  const token = opts.token ?? process.env[TOKEN_ENV];
+  if (token === undefined) return undefined;
+  if (!/^[\x21-\x7e]+$/.test(token)) {
+    throw new RolloutBudgetError('BAD_OPTION', `${opts.token === undefined ? TOKEN_ENV : '--token'} must be printable ASCII without spaces, got ${token.length} characters`);
+  }
+  return token;
 }
 
 /** Resolves on the first SIGTERM or SIGINT; the handlers go away with it. */
@@ -46,10 +65,21 @@ export function registerServeCommands(program: Command, io: CliIo): void {
     .addOption(new Option('--port <int>', 'port (0: any free port)').default(8080).argParser(intArg(0)))
     .option('--stdio', 'NDJSON requests on stdin, responses on stdout, instead of HTTP', false)
     .addOption(new Option('--body-limit <bytes>', 'largest request body (413 above it)').default(8 * 1024 * 1024).argParser(intArg(1)))
+    .option('--token <token>', `require "Authorization: Bearer <token>" (default: $${TOKEN_ENV}); needed for a --host other than loopback`)
+    .option('--allowed-hosts <names>', 'comma-separated Host header names to accept besides IP addresses, localhost, --host and this machine\'s name ("*": any)')
+    .addOption(new Option('--plan-timeout-s <s>', 'a plan request not answered within this many seconds gets 503').default(10).argParser(numberArg(0.001, 86_400)))
+    .addOption(new Option('--plan-threads <n>', 'threads that plan, each with its own store connection').default(1).argParser(intArg(1)))
     .addOption(new Option('--decay <rate>', 'default per-step forgetting of evidence (λ)').argParser(numberArg(0, 1)))
     .addOption(new Option('--reobserve-discount <rate>', 'default discount of old evidence on re-observation (ρ)').argParser(numberArg(0, 1)))
     .action(async (opts: ServeOptions) => {
       if (opts.port > 65535) throw new RolloutBudgetError('BAD_OPTION', `--port must be at most 65535, got ${opts.port}`);
+      const token = tokenOf(opts);
+      if (!opts.stdio && token === undefined && !isLoopback(opts.host)) {
+        throw new RolloutBudgetError(
+          'BAD_OPTION',
+          `--host ${opts.host} is reachable from other machines: give --token <token> or set ${TOKEN_ENV} (clients send "Authorization: Bearer <token>"), or listen on 127.0.0.1`,
+        );
+      }
       const log = (line: string) => io.stderr(`rollout-budget serve: ${line}\n`);
       const signal = stopSignal();
       const store = await openAsyncStore(opts.state);
@@ -59,10 +89,16 @@ export function registerServeCommands(program: Command, io: CliIo): void {
           ...(opts.reobserveDiscount === undefined ? {} : { reobserveDiscount: opts.reobserveDiscount }),
         },
       };
-      const service = new Service(new AsyncAllocator(store, defaults), log);
       const where = storeKindOf(opts.state) === 'postgres' ? redactUrl(opts.state) : opts.state;
+      let planner: PlanWorkers | undefined;
+      let started = false;
       try {
+        // ':memory:' cannot be opened twice: its plans run on the event loop, without a deadline
+        if (opts.state === ':memory:') log('state :memory: is not shared with planning threads: plans run inline, without --plan-timeout-s');
+        else planner = new PlanWorkers({ state: opts.state, defaults, timeoutMs: opts.planTimeoutS * 1000, threads: opts.planThreads, log });
+        const service = new Service(new AsyncAllocator(store, defaults), log, planner);
         if (opts.stdio) {
+          started = true;
           log(`reading NDJSON requests on stdin (state: ${store.kind} ${where})`);
           const done = serveStdio(service, process.stdin, process.stdout, opts.bodyLimit);
           const why = await Promise.race([done.then(() => 'end of input'), signal.stopped]);
@@ -70,7 +106,15 @@ export function registerServeCommands(program: Command, io: CliIo): void {
           await done;
           log(`stopping (${why})`);
         } else {
-          const http = await startHttpService(service, { host: opts.host, port: opts.port, bodyLimit: opts.bodyLimit });
+          const http = await startHttpService(service, {
+            host: opts.host,
+            port: opts.port,
+            bodyLimit: opts.bodyLimit,
+            closeGraceMs: opts.planTimeoutS * 1000 + 2_000,
+            ...(token === undefined ? {} : { token }),
+            ...(opts.allowedHosts === undefined ? {} : { allowedHosts: opts.allowedHosts.split(',') }),
+          });
+          started = true;
           log(`listening on http://${opts.host}:${http.port} (state: ${store.kind} ${where})`);
           const why = await signal.stopped;
           log(`stopping (${why}): finishing in-flight requests`);
@@ -79,8 +123,9 @@ export function registerServeCommands(program: Command, io: CliIo): void {
         }
       } finally {
         signal.dispose();
+        await planner?.close();
         await store.close();
-        log('store closed');
+        if (started) log('store closed'); // a service that never started says only why
       }
     });
 }

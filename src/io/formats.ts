@@ -91,7 +91,13 @@ export function batchOf(items: readonly unknown[], name = 'results'): ResultBatc
     }
     return { where, line: i + 1, value: value as Record<string, unknown> };
   });
-  return validateResults(located, digestOf(JSON.stringify(items)));
+  let canonical: string;
+  try {
+    canonical = JSON.stringify(items);
+  } catch (error) {
+    throw badInput(name, `cannot be written as JSON (${(error as Error).message}): nested too deep, or circular`);
+  }
+  return validateResults(located, digestOf(canonical));
 }
 
 function validateResults(items: readonly Located<Record<string, unknown>>[], digest: string): ResultBatch {

@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { RolloutBudgetError, badInput, quote } from '../errors.js';
 import { checkHint } from '../posterior/hints.js';
+import { decodeUtf8 } from './utf8.js';
 
 /** One parsed JSONL line with where it came from. */
 export interface Located<T> {
@@ -9,14 +10,71 @@ export interface Located<T> {
   readonly value: T;
 }
 
-/** Reads a file as UTF-8 text, or throws IO_ERROR naming the path and the reason. */
+/**
+ * Reads a file as UTF-8 text, or throws IO_ERROR naming the path and the reason; bytes that
+ * are not UTF-8 are BAD_INPUT naming `path:line`.
+ */
 export function readText(path: string): string {
+  let bytes: Buffer;
   try {
-    return readFileSync(path, 'utf8');
+    bytes = readFileSync(path);
   } catch (error) {
     const reason = (error as NodeJS.ErrnoException).code ?? String(error);
     throw new RolloutBudgetError('IO_ERROR', `${path}: cannot read (${reason})`);
   }
+  return decodeUtf8(bytes, path);
+}
+
+/**
+ * How deep arrays and objects may nest in any JSON we read (files, request bodies, stdio
+ * lines). Our formats need 4 levels and a candidate's own fields a few more; deeper values
+ * would overflow the stack of every recursive reader and writer (JSON.stringify at ~5,000).
+ */
+export const MAX_JSON_DEPTH = 128;
+
+/** True when JSON text nests arrays/objects deeper than `limit` (strings skipped). O(length). */
+export function nestedDeeperThan(text: string, limit: number): boolean {
+  let depth = 0;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (c === 0x22) {
+      // a string: skip to its closing quote, past escapes
+      for (i++; i < text.length; i++) {
+        const d = text.charCodeAt(i);
+        if (d === 0x5c) i++;
+        else if (d === 0x22) break;
+      }
+    } else if (c === 0x5b || c === 0x7b) {
+      if (++depth > limit) return true;
+    } else if (c === 0x5d || c === 0x7d) depth--;
+  }
+  return false;
+}
+
+/**
+ * JSON.parse with the nesting limit; a malformed or too deep text is BAD_INPUT at `where`,
+ * quoting the start of the text.
+ */
+export function parseJson(text: string, where: string): unknown {
+  if (nestedDeeperThan(text, MAX_JSON_DEPTH)) {
+    throw badInput(where, `JSON nested deeper than ${MAX_JSON_DEPTH} levels of arrays and objects: ${quote(text)}`);
+  }
+  try {
+    return JSON.parse(text);
+  } catch (error) {
+    throw badInput(where, `malformed JSON (${(error as Error).message}): ${quote(text)}`);
+  }
+}
+
+/**
+ * What is wrong with text that a store keeps (ids, groups), or undefined: no NUL character
+ * (PostgreSQL text cannot hold it) and no lone surrogate (it has no UTF-8 form, so two such
+ * ids would be stored as one). Both backends refuse the same strings. O(length).
+ */
+export function storedTextProblem(v: string): string | undefined {
+  if (v.includes('\u0000')) return 'must not contain the NUL character \\u0000';
+  if (/\p{Cs}/u.test(v)) return 'must be well-formed Unicode (a lone surrogate \\ud800-\\udfff cannot be stored)';
+  return undefined;
 }
 
 /**
@@ -34,12 +92,7 @@ export function parseJsonl(text: string, name: string): Located<Record<string, u
     const raw = text.slice(start, end).trim();
     start = end + 1;
     if (raw === '') continue;
-    let value: unknown;
-    try {
-      value = JSON.parse(raw);
-    } catch (error) {
-      throw badInput(`${name}:${line}`, `malformed JSON (${(error as Error).message}): ${quote(raw)}`);
-    }
+    const value = parseJson(raw, `${name}:${line}`);
     if (value === null || typeof value !== 'object' || Array.isArray(value)) {
       throw badInput(`${name}:${line}`, `each line must be a JSON object, got ${quote(value)}`);
     }
@@ -54,6 +107,8 @@ export const field = {
     const v = obj[key];
     if (v === undefined && !required) return undefined;
     if (typeof v !== 'string' || v.length === 0) throw badInput(where, `"${key}" must be a non-empty string, got ${quote(v)}`);
+    const problem = storedTextProblem(v);
+    if (problem !== undefined) throw badInput(where, `"${key}" ${problem}, got ${quote(v)}`);
     return v;
   },
   int(where: string, obj: Record<string, unknown>, key: string, min: number): number | undefined {

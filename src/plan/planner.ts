@@ -9,6 +9,7 @@ import type { Registry } from '../registry.js';
 import { startNeeds } from '../solver/bounds.js';
 import type { Solver, SolverInput } from '../solver/types.js';
 import type { ValueFunction } from '../value/functions.js';
+import { planLimits } from './limits.js';
 import { resolvePlanOptions, validateBudget, type PlanOptionsInput } from './options.js';
 import { buildPartialCurves, partialBounds, readPartials, type Partials } from './partial.js';
 import type { PosteriorPolicy } from './policies.js';
@@ -142,17 +143,20 @@ export function planStep(
   if (assumedLengths.total > 0) warnings.push(assumedLengthsWarning(assumedLengths, options.length.defaultTokens));
   if (missingPromptTokens > 0) warnings.push(`${missingPromptTokens} prompts have no prompt_tokens: their prefill counts as 0`);
 
+  const limits = planLimits(size, budget, options.minN, options.maxN, tokensPerRollout, fixedTokens, options.multipleOf); // plan/limits.ts
+  warnings.push(...limits.warnings);
+
   const policyInput = { candidates, alpha, beta, snapshot, value, surplusValue, seed: options.seed, step };
   const built = partials === undefined ? policy.build(policyInput) : buildPartialCurves(policy, policyInput, partials.groups);
   const input: SolverInput = {
-    ...(partials === undefined ? {} : partialBounds(partials.groups, options.minN, options.maxN)),
+    ...(partials === undefined ? {} : partialBounds(partials.groups, options.minN, limits.maxN)),
     curves: built.curves,
     ...(built.surplus === undefined ? {} : { surplus: built.surplus }),
     tokensPerRollout,
     ...(fixedTokens === undefined ? {} : { fixedTokens }),
     tieBreak,
     minN: options.minN,
-    maxN: options.maxN,
+    maxN: limits.maxN,
     skip: options.skip,
     rollouts: Infinity,
     tokens: Infinity,
@@ -167,7 +171,13 @@ export function planStep(
   const starting = startingCount(partials?.groups, size, options.skip);
   const share = roundShare(budget, options.roundsLeft, needs, size === 0 ? 0 : fresh / size, options.freshShare);
   const spend = share.budget;
-  const result = solver({ ...input, rollouts: spend.rollouts ?? Infinity, tokens: spend.tokens ?? Infinity });
+  // The solver spends at most what the candidates can use (plan/limits.ts: a lone budget over
+  // N·max_n is clamped, which changes no allocation and bounds the work).
+  const result = solver({
+    ...input,
+    rollouts: Math.min(spend.rollouts ?? Infinity, limits.rollouts),
+    tokens: Math.min(spend.tokens ?? Infinity, limits.tokens),
+  });
   if (result.status === 'budget-infeasible') throw infeasible(needs, budget, options.minN, options.roundsLeft, starting, multiple);
   if (result.status !== 'optimal') {
     throw new RolloutBudgetError('BAD_OPTION', `solver ${quote(options.solver)} gave up on ${size} prompts (status ${result.status}); use the greedy solver`, 2, ['solver']);
@@ -190,7 +200,7 @@ export function planStep(
   }
   const leftR = spend.rollouts === undefined ? 0 : multiple * Math.floor(spend.rollouts / multiple) - result.usedRollouts;
   if (leftR > 0 && spend.tokens === undefined) {
-    warnings.push(`${leftR} rollouts of this plan's budget left unspent: every prompt is at max_n ${options.maxN} or has no value left` +
+    warnings.push(`${leftR} rollouts of this plan's budget left unspent: every prompt is at max_n ${limits.maxN} or has no value left` +
       (multiple > 1 ? `, or the next multiple of multiple_of ${multiple} does not fit` : ''));
   }
   const ub = result.upperBound;

@@ -29,12 +29,32 @@ export function forgetFactor(decay: DecayOptions, lastStep: number, step: number
   return step > lastStep ? Math.pow(decay.forgetPerStep, step - lastStep) : 1;
 }
 
+/** Decayed evidence below this counts as none (a pseudo-count of 1e-100 beside a prior of ~1). */
+export const EVIDENCE_FLOOR = 1e-100;
+/** ln EVIDENCE_FLOOR, the threshold decayedTerm compares against (the SQL store uses the same number). */
+export const LN_EVIDENCE_FLOOR = Math.log(EVIDENCE_FLOOR);
+/** Stand-in for 0 inside the logarithms of decayedTerm, so that ln never sees 0. */
+export const LN_GUARD = 1e-300;
+
+/**
+ * One decayed evidence term, x · (λ^gap · ρ), with a floor: 0 when
+ * ln max(x, 1e-300) + gap · ln max(λ, 1e-300) + ln max(ρ, 1e-300) < ln 1e-100.
+ * Domain: x ≥ 0, λ, ρ ∈ [0, 1], gap ≥ 0 (any size: 200,000 steps at λ = 0.5 is 0, not an
+ * underflow). Above the floor every factor is ≥ 1e-100 / x, so no product underflows; the
+ * PostgreSQL store evaluates the same expression in SQL (store/postgres.ts), where an
+ * underflow would be an error, so both backends store the same numbers. O(1).
+ */
+export function decayedTerm(x: number, forget: number, gap: number, discount: number): number {
+  const ln = Math.log(Math.max(x, LN_GUARD)) + gap * Math.log(Math.max(forget, LN_GUARD)) + Math.log(Math.max(discount, LN_GUARD));
+  return ln < LN_EVIDENCE_FLOOR ? 0 : x * (Math.pow(forget, gap) * discount);
+}
+
 /**
  * Evidence after adding (s, f) observed at `step`:
  * - step > last: (old · λ^(step−last) · ρ) + new, and last := step;
  * - step = last: old + new (one group may arrive in pieces);
  * - step < last (a late result): old + new · λ^(last−step).
- * O(1).
+ * Each decayed term goes through decayedTerm (below 1e-100 it is 0). O(1).
  */
 export function addEvidence(
   decay: DecayOptions,
@@ -43,10 +63,12 @@ export function addEvidence(
   s: number,
   f: number,
 ): { successes: number; failures: number; lastStep: number } {
+  const { forgetPerStep: λ, reobserveDiscount: ρ } = decay;
   if (step > state.lastStep) {
-    const k = forgetFactor(decay, state.lastStep, step) * decay.reobserveDiscount;
-    return { successes: state.successes * k + s, failures: state.failures * k + f, lastStep: step };
+    const gap = step - state.lastStep;
+    return { successes: decayedTerm(state.successes, λ, gap, ρ) + s, failures: decayedTerm(state.failures, λ, gap, ρ) + f, lastStep: step };
   }
-  const k = Math.pow(decay.forgetPerStep, state.lastStep - step);
-  return { successes: state.successes + s * k, failures: state.failures + f * k, lastStep: state.lastStep };
+  if (step === state.lastStep) return { successes: state.successes + s, failures: state.failures + f, lastStep: step };
+  const gap = state.lastStep - step;
+  return { successes: state.successes + decayedTerm(s, λ, gap, 1), failures: state.failures + decayedTerm(f, λ, gap, 1), lastStep: state.lastStep };
 }

@@ -1,6 +1,8 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { RolloutBudgetError } from '../errors.js';
+import { decodeUtf8 } from '../io/utf8.js';
+import { RequestGuard, type GuardOptions } from './guard.js';
 import type { Service, ServiceResponse } from './router.js';
 
 export interface HttpOptions {
@@ -9,16 +11,23 @@ export interface HttpOptions {
   readonly port: number;
   /** Largest request body in bytes; larger ones get 413 and are not read further. */
   readonly bodyLimit: number;
+  /** Bearer token required on every request but GET /healthz (guard.ts); none when undefined. */
+  readonly token?: string;
+  /** Host header names accepted besides IP addresses, localhost, `host` and this machine's name; `*`: any. */
+  readonly allowedHosts?: readonly string[];
+  /**
+   * After close(), how long connections still open (a request in flight, a client that sends
+   * slowly) may take before they are cut; default 10 s.
+   */
+  readonly closeGraceMs?: number;
 }
 
 export interface HttpService {
   readonly server: Server;
   readonly port: number;
-  /** Stops accepting, lets in-flight requests finish, then resolves. */
+  /** Stops accepting, lets in-flight requests finish (up to closeGraceMs), then resolves. */
   close(): Promise<void>;
 }
-
-const utf8 = new TextDecoder('utf-8', { fatal: true });
 
 function tooLarge(limit: number, got: string): RolloutBudgetError {
   return new RolloutBudgetError('BAD_INPUT', `body: larger than the limit of ${limit} bytes (--body-limit), got ${got}`);
@@ -26,6 +35,7 @@ function tooLarge(limit: number, got: string): RolloutBudgetError {
 
 function send(res: ServerResponse, r: ServiceResponse, close = false): void {
   res.writeHead(r.status, {
+    ...r.headers,
     'content-type': r.contentType,
     'content-length': Buffer.byteLength(r.body),
     ...(close ? { connection: 'close' } : {}),
@@ -56,11 +66,29 @@ function readBody(req: IncomingMessage, limit: number): Promise<Buffer | null> {
   });
 }
 
-/** Serves a Service over HTTP/1.1 on host:port (keep-alive, JSON bodies). */
+/**
+ * Serves a Service over HTTP/1.1 on host:port (keep-alive, JSON bodies). A request the guard
+ * refuses (Host, Origin, token, content type: guard.ts) is answered from its headers, its body
+ * never read.
+ */
 export async function startHttpService(service: Service, options: HttpOptions): Promise<HttpService> {
   let closing = false;
+  const guardOptions: GuardOptions = {
+    listenHost: options.host,
+    ...(options.token === undefined ? {} : { token: options.token }),
+    ...(options.allowedHosts === undefined ? {} : { allowedHosts: options.allowedHosts }),
+  };
+  const guard = new RequestGuard(guardOptions);
   const server = createServer((req, res) => {
     void (async () => {
+      const method = req.method ?? 'GET';
+      const path = req.url ?? '/';
+      const refusal = guard.check({ method, path, headers: req.headers });
+      if (refusal !== undefined) {
+        send(res, service.refuse(path, refusal.status, refusal.code, refusal.message, refusal.headers), true);
+        res.on('finish', () => req.destroy());
+        return;
+      }
       const declared = Number(req.headers['content-length'] ?? 0);
       if (declared > options.bodyLimit) {
         send(res, service.fail(tooLarge(options.bodyLimit, `${declared}`), 413), true);
@@ -80,16 +108,29 @@ export async function startHttpService(service: Service, options: HttpOptions): 
       }
       let body: string;
       try {
-        body = utf8.decode(raw);
-      } catch {
-        send(res, service.fail(new RolloutBudgetError('BAD_INPUT', `body: not valid UTF-8 text, got ${raw.length} bytes`), 400));
+        body = decodeUtf8(raw, 'body');
+      } catch (error) {
+        send(res, service.fail(error, 400));
         return;
       }
-      const answer = await service.handle({ method: req.method ?? 'GET', path: req.url ?? '/', body });
+      const answer = await service.handle({ method, path, body });
       send(res, answer, closing); // while stopping, a kept-alive connection ends with its last answer
     })().catch((error) => {
       if (!res.headersSent) send(res, service.fail(error));
     });
+  });
+  // A request Node's parser cannot read (not HTTP, headers too large, too slow): a JSON error too.
+  server.on('clientError', (error: NodeJS.ErrnoException, socket) => {
+    // (as Node's own handler does: a socket whose response has begun gets no second one)
+    const answering = (socket as { _httpMessage?: { headersSent?: boolean } })._httpMessage?.headersSent === true;
+    if (error.code === 'ECONNRESET' || !socket.writable || answering) {
+      socket.destroy();
+      return;
+    }
+    const status = error.code === 'HPE_HEADER_OVERFLOW' ? 431 : error.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? 408 : 400;
+    const reason = status === 431 ? 'Request Header Fields Too Large' : status === 408 ? 'Request Timeout' : 'Bad Request';
+    const r = service.refuse('', status, status === 400 ? 'BAD_REQUEST' : status === 431 ? 'HEADERS_TOO_LARGE' : 'REQUEST_TIMEOUT', `not a readable HTTP/1.1 request (${error.code ?? error.message})`);
+    socket.end(`HTTP/1.1 ${status} ${reason}\r\ncontent-type: ${r.contentType}\r\ncontent-length: ${Buffer.byteLength(r.body)}\r\nconnection: close\r\n\r\n${r.body}`);
   });
   server.keepAliveTimeout = 5_000;
   server.requestTimeout = 60_000;
@@ -105,7 +146,12 @@ export async function startHttpService(service: Service, options: HttpOptions): 
     close: () =>
       new Promise<void>((resolve) => {
         closing = true;
-        server.close(() => resolve());
+        const cut = setTimeout(() => server.closeAllConnections(), options.closeGraceMs ?? 10_000);
+        cut.unref();
+        server.close(() => {
+          clearTimeout(cut);
+          resolve();
+        });
         server.closeIdleConnections();
         void service.idle().then(() => server.closeIdleConnections());
       }),

@@ -1,5 +1,7 @@
 import { RolloutBudgetError, badInput, quote, withFieldNames } from '../errors.js';
 import { batchOf, checkCandidate, parseResults, type ResultBatch } from '../io/formats.js';
+import { MAX_JSON_DEPTH, nestedDeeperThan, parseJson, storedTextProblem } from '../io/jsonl.js';
+import { MAX_N_LIMIT } from '../plan/limits.js';
 import { resolvePlanOptions, type PlanOptionsInput } from '../plan/options.js';
 import type { Registries } from '../plan/planner.js';
 import type { Budget, Candidate } from '../plan/types.js';
@@ -35,13 +37,9 @@ function onlyKeys(where: string, obj: Json, allowed: readonly string[]): void {
   }
 }
 
-/** Parses a JSON body; a malformed one is a 400 quoting the start of the text. */
+/** Parses a JSON body; a malformed or too deeply nested one is a 400 quoting the start of the text. */
 export function parseJsonBody(text: string): unknown {
-  try {
-    return JSON.parse(text);
-  } catch (error) {
-    throw badInput('body', `malformed JSON (${(error as Error).message}): ${quote(text)}`);
-  }
+  return parseJson(text, 'body');
 }
 
 function int(where: string, v: unknown, min: number): number {
@@ -56,7 +54,23 @@ function num(where: string, v: unknown): number {
 
 function str(where: string, v: unknown): string {
   if (typeof v !== 'string' || v.length === 0) throw badInput(where, `must be a non-empty string, got ${quote(v)}`);
+  const problem = storedTextProblem(v);
+  if (problem !== undefined) throw badInput(where, `${problem}, got ${quote(v)}`);
   return v;
+}
+
+/** The prompt id of GET /v1/prompts/{id}, percent-decoded and checked like an id in a body. */
+export function promptIdOf(encoded: string): string {
+  let id: string;
+  try {
+    id = decodeURIComponent(encoded);
+  } catch {
+    throw badInput('path', `malformed percent-encoding in the prompt id, got ${quote(encoded)}`);
+  }
+  if (id === '') throw badInput('path', 'the prompt id is empty, got ""');
+  const problem = storedTextProblem(id);
+  if (problem !== undefined) throw badInput('path', `the prompt id ${problem}, got ${quote(id)}`);
+  return id;
 }
 
 const OPTION_KEYS = ['min_n', 'max_n', 'skip', 'policy', 'value', 'seed', 'step', 'prefill_weight', 'decay', 'reobserve_discount', 'multiple_of', 'rounds_left', 'fresh_share'] as const;
@@ -71,6 +85,9 @@ export function optionsOf(v: unknown, where = 'body.options', allowed: readonly 
   const out: { -readonly [K in keyof PlanOptionsInput]: PlanOptionsInput[K] } = {};
   if (o.min_n !== undefined) out.minN = int(at('min_n'), o.min_n, 1);
   if (o.max_n !== undefined) out.maxN = int(at('max_n'), o.max_n, 1);
+  if (out.minN !== undefined && out.minN > MAX_N_LIMIT) {
+    throw badInput(at('min_n'), `must be at most ${MAX_N_LIMIT} (the most rollouts one prompt can get in a plan), got ${out.minN}`);
+  }
   if (o.skip !== undefined) {
     if (typeof o.skip !== 'boolean') throw badInput(at('skip'), `must be true or false, got ${quote(o.skip)}`);
     out.skip = o.skip;
@@ -150,6 +167,7 @@ export function observeRequestOf(text: string): ObserveRequest {
     const items = parseJsonBody(text) as unknown[];
     return { batch: batchOf(items, 'body'), options: {} };
   }
+  if (nestedDeeperThan(text, MAX_JSON_DEPTH)) parseJson(text, 'body'); // throws, naming the limit
   let whole: unknown;
   try {
     whole = JSON.parse(text);

@@ -1,7 +1,8 @@
-import { RolloutBudgetError } from '../errors.js';
+import { RolloutBudgetError, quote } from '../errors.js';
 import type { AsyncAllocator } from './async-allocator.js';
 import { ServiceMetrics } from './metrics.js';
-import { checkNames, errorBody, observeRequestOf, planRequestOf, promptQueryOf } from './requests.js';
+import type { PlanRunner } from './plan-runner.js';
+import { checkNames, errorBody, observeRequestOf, planRequestOf, promptIdOf, promptQueryOf } from './requests.js';
 
 /** One request, transport-free: HTTP and stdio both end here. */
 export interface ServiceRequest {
@@ -16,6 +17,8 @@ export interface ServiceResponse {
   readonly contentType: string;
   /** JSON text (or Prometheus text for /metrics). */
   readonly body: string;
+  /** Extra HTTP headers (e.g. WWW-Authenticate on 401). */
+  readonly headers?: Readonly<Record<string, string>>;
 }
 
 const json = (status: number, value: unknown): ServiceResponse => ({
@@ -24,11 +27,25 @@ const json = (status: number, value: unknown): ServiceResponse => ({
   body: JSON.stringify(value),
 });
 
-/** HTTP status of a caller mistake: 422 when the budget cannot fit, 503 when the store is down, else 400. */
+/**
+ * HTTP status of a caller mistake: 422 when the budget cannot fit, 503 when the store is down
+ * or the plan ran past its deadline, else 400.
+ */
 export function statusOf(error: RolloutBudgetError): number {
   if (error.code === 'BUDGET_INFEASIBLE') return 422;
-  if (error.code === 'STATE_ERROR' || error.code === 'IO_ERROR') return 503;
+  if (error.code === 'STATE_ERROR' || error.code === 'IO_ERROR' || error.code === 'PLAN_TIMEOUT') return 503;
   return 400;
+}
+
+/** A request target split into path and query, without URL's host rules (`//x` is a path). */
+export interface Target {
+  readonly path: string;
+  readonly query: URLSearchParams;
+}
+
+export function targetOf(raw: string): Target {
+  const q = raw.indexOf('?');
+  return q < 0 ? { path: raw, query: new URLSearchParams() } : { path: raw.slice(0, q), query: new URLSearchParams(raw.slice(q + 1)) };
 }
 
 /**
@@ -41,9 +58,14 @@ export class Service {
   private inFlight = 0;
   private idleWaiters: (() => void)[] = [];
 
+  /**
+   * `planner`, when given, plans off this thread with a deadline (plan-worker.ts); without it
+   * plans run here, on the allocator, with none.
+   */
   constructor(
     readonly allocator: AsyncAllocator,
     private readonly log: (line: string) => void = () => undefined,
+    readonly planner?: PlanRunner,
   ) {}
 
   /** Resolves once no request is being handled. */
@@ -51,13 +73,15 @@ export class Service {
     return this.inFlight === 0 ? Promise.resolve() : new Promise((resolve) => this.idleWaiters.push(resolve));
   }
 
+  /** Answers one request; never throws, whatever the request holds. */
   async handle(req: ServiceRequest): Promise<ServiceResponse> {
     this.inFlight++;
-    const url = new URL(req.path, 'http://service.invalid');
-    const route = routeName(req.method, url.pathname);
+    let route = 'other';
     let response: ServiceResponse;
     try {
-      response = await this.dispatch(req.method, url, req.body);
+      const target = targetOf(req.path);
+      route = routeName(target.path);
+      response = await this.dispatch(req.method, target, req.body);
     } catch (error) {
       response = this.fail(error);
     } finally {
@@ -65,6 +89,13 @@ export class Service {
     }
     this.metrics.countRequest(route, response.status);
     return response;
+  }
+
+  /** A request the transport refused before reading it (401, 403, 415): counted, never dispatched. */
+  refuse(path: string, status: number, code: string, message: string, headers?: Record<string, string>): ServiceResponse {
+    this.metrics.countError(status, code);
+    this.metrics.countRequest(routeName(targetOf(path).path), status);
+    return { ...json(status, { error: { code, message } }), ...(headers === undefined ? {} : { headers }) };
   }
 
   /** An error answer counted in the metrics (also used by transports, e.g. for 413). */
@@ -79,8 +110,8 @@ export class Service {
     return json(500, { error: { code: 'INTERNAL', message: (error as Error).message ?? String(error) } });
   }
 
-  private async dispatch(method: string, url: URL, body: string): Promise<ServiceResponse> {
-    const path = url.pathname;
+  private async dispatch(method: string, target: Target, body: string): Promise<ServiceResponse> {
+    const path = target.path;
     const allow = (m: string) => {
       if (method !== m) throw new MethodError(m);
     };
@@ -90,10 +121,12 @@ export class Service {
         const r = planRequestOf(body);
         checkNames(r.options, this.allocator.registries);
         const started = process.hrtime.bigint();
-        const plan = await this.allocator.plan(r.candidates, r.budget, r.options);
+        const text = this.planner === undefined
+          ? JSON.stringify(await this.allocator.plan(r.candidates, r.budget, r.options))
+          : await this.planner.plan(body);
         this.metrics.observePlanSeconds(Number(process.hrtime.bigint() - started) / 1e9);
         this.metrics.plansServed++;
-        return json(200, plan);
+        return { status: 200, contentType: 'application/json', body: text };
       }
       if (path === '/v1/observe') {
         allow('POST');
@@ -106,9 +139,8 @@ export class Service {
       }
       if (path.startsWith('/v1/prompts/')) {
         allow('GET');
-        const id = decodeURIComponent(path.slice('/v1/prompts/'.length));
-        if (id === '') throw new RolloutBudgetError('BAD_INPUT', 'path: the prompt id is empty, got ""');
-        const q = promptQueryOf(url.searchParams);
+        const id = promptIdOf(path.slice('/v1/prompts/'.length));
+        const q = promptQueryOf(target.query);
         return json(200, await this.allocator.posterior(id, q.candidate, q.options));
       }
       if (path === '/healthz') {
@@ -123,13 +155,12 @@ export class Service {
     } catch (error) {
       if (error instanceof MethodError) {
         this.metrics.countError(405, 'METHOD_NOT_ALLOWED');
-        return json(405, { error: { code: 'METHOD_NOT_ALLOWED', message: `${path} takes ${error.allowed}, got ${method}` } });
+        return json(405, { error: { code: 'METHOD_NOT_ALLOWED', message: `${quote(path)} takes ${error.allowed}, got ${quote(method)}` } });
       }
-      if (error instanceof URIError) throw new RolloutBudgetError('BAD_INPUT', `path: malformed percent-encoding, got ${JSON.stringify(path)}`);
       throw error;
     }
     this.metrics.countError(404, 'NOT_FOUND');
-    return json(404, { error: { code: 'NOT_FOUND', message: `no route ${method} ${path}; routes: POST /v1/plan, POST /v1/observe, GET /v1/prompts/{id}, GET /healthz, GET /metrics` } });
+    return json(404, { error: { code: 'NOT_FOUND', message: `no route ${quote(method)} ${quote(path)}; routes: POST /v1/plan, POST /v1/observe, GET /v1/prompts/{id}, GET /healthz, GET /metrics` } });
   }
 }
 
@@ -139,7 +170,7 @@ class MethodError extends Error {
   }
 }
 
-function routeName(method: string, path: string): string {
+function routeName(path: string): string {
   if (path.startsWith('/v1/prompts/')) return '/v1/prompts/{id}';
   return ['/v1/plan', '/v1/observe', '/healthz', '/metrics'].includes(path) ? path : 'other';
 }

@@ -1,5 +1,7 @@
 import type { Readable, Writable } from 'node:stream';
-import { RolloutBudgetError } from '../errors.js';
+import { RolloutBudgetError, quote } from '../errors.js';
+import { parseJson } from '../io/jsonl.js';
+import { decodeUtf8 } from '../io/utf8.js';
 import type { Service, ServiceResponse } from './router.js';
 
 /**
@@ -7,77 +9,85 @@ import type { Service, ServiceResponse } from './router.js';
  * process. One request a line: `{"id": any, "method": "POST", "path": "/v1/plan", "body": ...}`
  * (body: a JSON value, or a string sent as is, e.g. NDJSON results). One response a line, in
  * request order: `{"id": ..., "status": 200, "body": ...}` (/metrics: body is the text).
- * Requests are handled one at a time. A line over `lineLimit` bytes gets 413 and is skipped.
+ * Requests are handled one at a time. A line over `lineLimit` bytes gets 413 and is skipped;
+ * a line that is not UTF-8, not JSON or nested too deep gets 400 (id null). No line stops the
+ * loop: only the end of input (or a destroyed stdin) does.
  */
 export async function serveStdio(service: Service, input: Readable, output: Writable, lineLimit: number): Promise<void> {
   const write = (id: unknown, r: ServiceResponse) => {
     const body = r.contentType.startsWith('application/json') ? (JSON.parse(r.body) as unknown) : r.body;
     output.write(`${JSON.stringify({ id: id ?? null, status: r.status, body })}\n`);
   };
-  const handleLine = async (line: string) => {
-    if (line.trim() === '') return;
+  const handleLine = async (bytes: Buffer, n: number) => {
+    const where = `request line ${n}`;
     let msg: unknown;
     try {
-      msg = JSON.parse(line);
+      const line = decodeUtf8(bytes, where, false);
+      if (line.trim() === '') return;
+      msg = parseJson(line, where);
     } catch (error) {
-      write(null, service.fail(new RolloutBudgetError('BAD_INPUT', `request: malformed JSON (${(error as Error).message}), got ${JSON.stringify(line.slice(0, 60))}`)));
+      write(null, service.fail(error));
       return;
     }
     if (msg === null || typeof msg !== 'object' || Array.isArray(msg)) {
-      write(null, service.fail(new RolloutBudgetError('BAD_INPUT', `request: must be a JSON object {"id", "method", "path", "body"}, got ${JSON.stringify(msg)}`)));
+      write(null, service.fail(new RolloutBudgetError('BAD_INPUT', `${where}: must be a JSON object {"id", "method", "path", "body"}, got ${quote(msg)}`)));
       return;
     }
     const { id, method, path, body } = msg as Record<string, unknown>;
     if (typeof path !== 'string' || !path.startsWith('/')) {
-      write(id, service.fail(new RolloutBudgetError('BAD_INPUT', `request: "path" must be a string starting with "/", got ${JSON.stringify(path) ?? 'nothing'}`)));
+      write(id, service.fail(new RolloutBudgetError('BAD_INPUT', `${where}: "path" must be a string starting with "/", got ${quote(path)}`)));
       return;
     }
     const m = method ?? (body === undefined ? 'GET' : 'POST');
     if (typeof m !== 'string') {
-      write(id, service.fail(new RolloutBudgetError('BAD_INPUT', `request: "method" must be a string, got ${JSON.stringify(m)}`)));
+      write(id, service.fail(new RolloutBudgetError('BAD_INPUT', `${where}: "method" must be a string, got ${quote(m)}`)));
       return;
     }
     const text = body === undefined ? '' : typeof body === 'string' ? body : JSON.stringify(body);
     write(id, await service.handle({ method: m, path, body: text }));
   };
 
-  let pending = '';
+  // Lines are split as bytes and decoded whole, so a character cut by a chunk boundary is fine.
+  let pending: Buffer[] = [];
   let pendingBytes = 0;
   let skipping = false;
   let chain = Promise.resolve();
-  const enqueue = (line: string) => {
-    chain = chain.then(() => handleLine(line));
+  let lineNo = 0; // counted as lines are read, so a number is right whatever the queue holds
+  const enqueue = (line: Buffer) => {
+    const n = ++lineNo;
+    chain = chain.then(() => handleLine(line, n));
   };
   const overLimit = () => {
-    chain = chain.then(() => write(null, service.fail(new RolloutBudgetError('BAD_INPUT', `request: line longer than the limit of ${lineLimit} bytes (--body-limit), got more`), 413)));
+    const where = `request line ${++lineNo}`;
+    chain = chain.then(() => write(null, service.fail(new RolloutBudgetError('BAD_INPUT', `${where}: longer than the limit of ${lineLimit} bytes (--body-limit), got more`), 413)));
   };
-  input.setEncoding('utf8');
   try {
     await readLoop();
   } catch {
     // stdin destroyed (SIGTERM) or broken: answer what was already read, then stop
   }
-  if (!skipping && pending.trim() !== '') enqueue(pending);
+  if (!skipping && pendingBytes > 0) enqueue(Buffer.concat(pending));
   await chain;
 
   async function readLoop(): Promise<void> {
-    for await (const chunk of input as AsyncIterable<string>) {
+    for await (const data of input as AsyncIterable<Buffer | string>) {
+      const chunk = typeof data === 'string' ? Buffer.from(data, 'utf8') : data;
       let start = 0;
       for (;;) {
-        const nl = chunk.indexOf('\n', start);
-        const piece = chunk.slice(start, nl < 0 ? chunk.length : nl);
+        const nl = chunk.indexOf(0x0a, start);
+        const piece = chunk.subarray(start, nl < 0 ? chunk.length : nl);
         if (!skipping) {
-          pending += piece;
-          pendingBytes += Buffer.byteLength(piece);
+          pending.push(piece);
+          pendingBytes += piece.length;
           if (pendingBytes > lineLimit) {
             skipping = true;
-            pending = '';
+            pending = [];
             overLimit();
           }
         }
         if (nl < 0) break;
-        if (!skipping) enqueue(pending);
-        pending = '';
+        if (!skipping) enqueue(Buffer.concat(pending));
+        pending = [];
         pendingBytes = 0;
         skipping = false;
         start = nl + 1;

@@ -36,8 +36,8 @@ export function asyncStoreOf(store: Store, kind = 'sqlite'): AsyncStore {
     snapshot: async () => store.snapshot(),
     get: async (id) => store.get(id),
     lastStep: async () => store.lastStep(),
-    apply: async (batch, decay) => store.apply(batch, decay),
-    recordPrompts: async (meta) => store.recordPrompts(meta),
+    apply: async (batch, decay) => (store.applyAsync === undefined ? store.apply(batch, decay) : store.applyAsync(batch, decay)),
+    recordPrompts: async (meta) => (store.recordPromptsAsync === undefined ? store.recordPrompts(meta) : store.recordPromptsAsync(meta)),
     count: async () => store.count(),
     close: async () => store.close(),
   };

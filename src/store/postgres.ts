@@ -1,7 +1,7 @@
 import pg from 'pg';
 import { RolloutBudgetError } from '../errors.js';
 import type { ResultBatch } from '../io/formats.js';
-import type { DecayOptions } from '../posterior/decay.js';
+import { LN_EVIDENCE_FLOOR, LN_GUARD, type DecayOptions } from '../posterior/decay.js';
 import { snapshotOf, type PromptState, type StateSnapshot } from '../posterior/state.js';
 import { accumulate, type StepEvidence } from './accumulate.js';
 import type { AsyncStore } from './async.js';
@@ -37,15 +37,27 @@ const HINT_SET = `prior_pass_rate = CASE WHEN excluded.prior_pass_rate IS NULL T
   prior_samples = CASE WHEN excluded.prior_pass_rate IS NULL THEN p.prior_samples ELSE excluded.prior_samples END`;
 
 /**
+ * `decayedTerm(x, λ, gap, ρ)` of posterior/decay.ts in SQL: the same guard, threshold and
+ * grouping, so the two backends store the same numbers and PostgreSQL never raises "value out
+ * of range: underflow" (its power() and * do, where JavaScript gives 0). The ln() arguments
+ * are guarded with GREATEST rather than by CASE order: PostgreSQL may fold ln($1) at planning.
+ */
+const term = (x: string, gap: string, rho: string) => {
+  const ln = (v: string) => `ln(GREATEST(${v}, ${LN_GUARD}::float8))`;
+  return `(CASE WHEN ${ln(x)} + ${gap} * ${ln('$1::float8')} + ${ln(rho)} < ${LN_EVIDENCE_FLOOR}::float8 THEN 0::float8
+    ELSE ${x} * (power($1::float8, ${gap}) * ${rho}) END)`;
+};
+
+/**
  * The decay rule of `addEvidence` (posterior/decay.ts) as one SQL expression over the old
  * row `p` and the incoming row `excluded` ($1 = λ, $2 = ρ):
- *   step > last: old·(λ^(step−last)·ρ) + new;  step = last: old + new;  step < last: old + new·λ^(last−step).
- * The grouping matches the TypeScript, so both backends round alike.
+ *   step > last: old·(λ^(step−last)·ρ) + new;  step = last: old + new;  step < last: old + new·λ^(last−step),
+ * each decayed term floored at 1e-100 as decayedTerm does.
  */
 const decayed = (col: string) => `CASE
-  WHEN excluded.last_step > p.last_step THEN p.${col} * (power($1::float8, (excluded.last_step - p.last_step)::float8) * $2::float8) + excluded.${col}
+  WHEN excluded.last_step > p.last_step THEN ${term(`p.${col}`, '(excluded.last_step - p.last_step)::float8', '$2::float8')} + excluded.${col}
   WHEN excluded.last_step = p.last_step THEN p.${col} + excluded.${col}
-  ELSE p.${col} + excluded.${col} * power($1::float8, (p.last_step - excluded.last_step)::float8) END`;
+  ELSE p.${col} + ${term(`excluded.${col}`, '(p.last_step - excluded.last_step)::float8', '1::float8')} END`;
 
 /** Evidence rows whose prompt ids are distinct, as column arrays for one unnest() upsert. */
 const upsertSql = (s: string) => `

@@ -4,6 +4,7 @@ import type { ResultBatch } from '../io/formats.js';
 import type { DecayOptions } from '../posterior/decay.js';
 import { snapshotOf, type PromptState, type StateSnapshot } from '../posterior/state.js';
 import { accumulate, applyEvidence } from './accumulate.js';
+import { ATTEMPT_MS, LOCK_WAIT_ENV, lockWaitMs, retryAsync, retrySync } from './busy.js';
 import { withMeta, type PromptMeta } from './meta.js';
 import type { ObserveSummary, Store } from './types.js';
 
@@ -89,54 +90,92 @@ const UPSERT = `INSERT INTO prompts (id, grp, successes, failures, last_step, ro
   wrong_count = excluded.wrong_count, wrong_tokens = excluded.wrong_tokens,
   prior_pass_rate = excluded.prior_pass_rate, prior_samples = excluded.prior_samples`;
 
+export interface SqliteStoreOptions {
+  /**
+   * Longest wait for another process's write lock before an operation fails with
+   * STATE_ERROR (store/busy.ts); default $ROLLOUT_BUDGET_LOCK_TIMEOUT_S, else 300 s.
+   */
+  readonly lockWaitMs?: number;
+}
+
 /**
  * The state in one SQLite file (or ':memory:'). WAL journal with synchronous=FULL: a batch
- * commits whole or not at all, also when the process is killed mid-write.
+ * commits whole or not at all, also when the process is killed mid-write. Several processes
+ * may write one file: each waits its turn for the write lock (store/busy.ts).
  */
 export class SqliteStore implements Store {
   private readonly db: Database.Database;
+  private readonly lockWaitMs: number;
 
-  constructor(readonly path: string) {
+  constructor(readonly path: string, options: SqliteStoreOptions = {}) {
+    this.lockWaitMs = options.lockWaitMs ?? lockWaitMs();
     try {
-      this.db = new Database(path);
-      if (path !== ':memory:') this.db.pragma('journal_mode = WAL');
-      this.db.pragma('synchronous = FULL');
-      this.db.pragma('busy_timeout = 10000');
-      this.db.exec(SCHEMA);
-      const have = new Set((this.db.prepare('PRAGMA table_info(prompts)').all() as { name: string }[]).map((c) => c.name));
-      for (const [name, type] of ADDED_COLUMNS) if (!have.has(name)) this.db.exec(`ALTER TABLE prompts ADD COLUMN ${name} ${type}`);
+      this.db = new Database(path, { timeout: ATTEMPT_MS });
+      this.sync(() => {
+        if (path !== ':memory:') this.db.pragma('journal_mode = WAL');
+        this.db.pragma('synchronous = FULL');
+        this.db.exec(SCHEMA);
+        const have = new Set((this.db.prepare('PRAGMA table_info(prompts)').all() as { name: string }[]).map((c) => c.name));
+        for (const [name, type] of ADDED_COLUMNS) if (!have.has(name)) this.db.exec(`ALTER TABLE prompts ADD COLUMN ${name} ${type}`);
+      });
     } catch (error) {
+      if (error instanceof RolloutBudgetError) throw error;
       throw new RolloutBudgetError('STATE_ERROR', `${path}: cannot open the state database (${(error as Error).message})`);
     }
   }
 
+  private busy = (waitedMs: number) =>
+    new RolloutBudgetError(
+      'STATE_ERROR',
+      `${this.path}: another process held the state's write lock for ${(waitedMs / 1000).toFixed(1)} s, longer than the limit of ` +
+        `${this.lockWaitMs / 1000} s (${LOCK_WAIT_ENV}); nothing was applied. Wait for the other observe or service to finish, or raise the limit`,
+    );
+
+  /** Runs one operation, waiting (this thread asleep) while another process holds the lock. */
+  private sync<T>(work: () => T): T {
+    return retrySync(work, this.lockWaitMs, this.busy);
+  }
+
   get(id: string): PromptState | undefined {
-    const row = this.db.prepare('SELECT * FROM prompts WHERE id = ?').get(id) as Row | undefined;
+    const row = this.sync(() => this.db.prepare('SELECT * FROM prompts WHERE id = ?').get(id) as Row | undefined);
     return row === undefined ? undefined : fromRow(row);
   }
 
   lastStep(): number | null {
-    const row = this.db.prepare("SELECT value FROM meta WHERE key = 'last_step'").get() as { value: string } | undefined;
+    const row = this.sync(() => this.db.prepare("SELECT value FROM meta WHERE key = 'last_step'").get() as { value: string } | undefined);
     return row === undefined ? null : Number(row.value);
   }
 
   /** Prompts with evidence (a prompt only planned, store/meta.ts, is not counted). */
   count(): number {
-    return (this.db.prepare('SELECT COUNT(*) AS n FROM prompts WHERE rollouts > 0').get() as { n: number }).n;
+    return this.sync(() => (this.db.prepare('SELECT COUNT(*) AS n FROM prompts WHERE rollouts > 0').get() as { n: number }).n);
   }
 
-  /** Records prompts' group and hint (store/meta.ts): one transaction, evidence untouched, idempotent. O(changes). */
+  /**
+   * Records prompts' group and hint (store/meta.ts) in one BEGIN IMMEDIATE transaction, waiting
+   * (asleep) for the write lock as apply() does: evidence untouched, idempotent. O(changes).
+   */
   recordPrompts(meta: readonly PromptMeta[]): void {
     if (meta.length === 0) return;
+    this.sync(this.recorder(meta));
+  }
+
+  /** The same, waiting for the write lock on timers. */
+  async recordPromptsAsync(meta: readonly PromptMeta[]): Promise<void> {
+    if (meta.length === 0) return;
+    await retryAsync(this.recorder(meta), this.lockWaitMs, this.busy);
+  }
+
+  private recorder(meta: readonly PromptMeta[]): () => void {
     const select = this.db.prepare('SELECT * FROM prompts WHERE id = ?');
     const upsert = this.db.prepare(UPSERT);
-    this.db.transaction(() => {
+    const run = this.db.transaction(() => {
       for (const m of meta) {
         const row = select.get(m.id) as Row | undefined;
         upsert.run(toRow(withMeta(row === undefined ? undefined : fromRow(row), m)));
       }
-    }).immediate();
-  }
+    });
+    return () => run.immediate();  }
 
   /**
    * Loads every prompt (group figures need them all) and keeps those asked for plus the
@@ -147,10 +186,21 @@ export class SqliteStore implements Store {
       const rows = this.db.prepare('SELECT * FROM prompts').all() as Row[];
       return snapshotOf(rows.map(fromRow), this.lastStep());
     });
-    return read();
+    return this.sync(() => read());
   }
 
+  /** Applies a batch in one BEGIN IMMEDIATE transaction, waiting (asleep) for the write lock. */
   apply(batch: ResultBatch, decay: DecayOptions): ObserveSummary {
+    const run = this.applier(batch, decay);
+    return this.sync(run);
+  }
+
+  /** The same, waiting for the write lock on timers: the event loop keeps serving meanwhile. */
+  applyAsync(batch: ResultBatch, decay: DecayOptions): Promise<ObserveSummary> {
+    return retryAsync(this.applier(batch, decay), this.lockWaitMs, this.busy);
+  }
+
+  private applier(batch: ResultBatch, decay: DecayOptions): () => ObserveSummary {
     const markSeen = this.db.prepare('INSERT OR IGNORE INTO seen (rollout_id) VALUES (?)');
     const select = this.db.prepare('SELECT * FROM prompts WHERE id = ?');
     const upsert = this.db.prepare(UPSERT);
@@ -169,7 +219,7 @@ export class SqliteStore implements Store {
       if (last !== null && last !== before) setStep.run(String(last));
       return { applied: acc.applied, duplicates: acc.duplicates, aborted: acc.aborted, prompts: touched.size, last_step: last };
     });
-    return run.immediate();
+    return () => run.immediate();
   }
 
   close(): void {

@@ -25,11 +25,15 @@ export interface Store {
   lastStep(): number | null;
   /** Applies a batch atomically and idempotently: all of it or none of it. */
   apply(batch: ResultBatch, decay: DecayOptions): ObserveSummary;
+  /** apply() without blocking the thread while it waits for another writer (optional). */
+  applyAsync?(batch: ResultBatch, decay: DecayOptions): Promise<ObserveSummary>;
   /**
    * Records prompts' group and offline hint (store/meta.ts `withMeta`): one transaction that
    * never touches evidence; recording the same metadata again changes nothing.
    */
   recordPrompts(meta: readonly PromptMeta[]): void;
+  /** recordPrompts() without blocking the thread while it waits for another writer (optional). */
+  recordPromptsAsync?(meta: readonly PromptMeta[]): Promise<void>;
   /** Number of prompts with evidence (prompts only planned are not counted). */
   count(): number;
   close(): void;

@@ -1,0 +1,33 @@
+import type { PlanOptionsInput } from '../plan/options.js';
+
+/**
+ * Where the service's plans run. The service validates a plan request first (a bad one is a
+ * 400 without reaching the runner), then hands the runner the request body.
+ */
+export interface PlanRunner {
+  /**
+   * The plan for a validated `POST /v1/plan` body, as JSON text. Rejects with a
+   * RolloutBudgetError (BUDGET_INFEASIBLE, STATE_ERROR, PLAN_TIMEOUT, ...) or an Error.
+   */
+  plan(body: string): Promise<string>;
+  /** Lets the running plans finish, then stops the runner and closes its store. */
+  close(): Promise<void>;
+}
+
+/** What a planning thread needs to plan as the service would: its own store and the defaults. */
+export interface PlanThreadInit {
+  /** The `--state` location; the thread opens its own connection to it. */
+  readonly state: string;
+  /** The service's default plan options (e.g. `--decay`). */
+  readonly defaults: PlanOptionsInput;
+}
+
+/** Service → planning thread. */
+export type PlanThreadRequest = { readonly kind: 'plan'; readonly id: number; readonly body: string } | { readonly kind: 'close' };
+
+/** Planning thread → service: the plan's JSON text, a caller mistake, an internal error, or closed. */
+export type PlanThreadReply =
+  | { readonly kind: 'plan'; readonly id: number; readonly text: string }
+  | { readonly kind: 'error'; readonly id: number; readonly code: string; readonly message: string; readonly exitCode: number; readonly fields: readonly string[] }
+  | { readonly kind: 'internal'; readonly id: number; readonly message: string; readonly stack: string }
+  | { readonly kind: 'closed' };

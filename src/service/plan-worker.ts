@@ -1,0 +1,174 @@
+import { existsSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { Worker } from 'node:worker_threads';
+import { RolloutBudgetError } from '../errors.js';
+import type { PlanRunner, PlanThreadInit, PlanThreadReply, PlanThreadRequest } from './plan-runner.js';
+
+export interface PlanWorkersOptions extends PlanThreadInit {
+  /** Longest a plan request may take, from arrival to answer (waiting for a thread included), in ms. */
+  readonly timeoutMs: number;
+  /** Planning threads, each with its own store connection; default 1. */
+  readonly threads?: number;
+  readonly log?: (line: string) => void;
+}
+
+interface Job {
+  readonly id: number;
+  readonly body: string;
+  readonly resolve: (text: string) => void;
+  readonly reject: (error: unknown) => void;
+  timer?: NodeJS.Timeout;
+  slot?: Slot;
+}
+
+interface Slot {
+  readonly worker: Worker;
+  job?: Job;
+  /** Terminated on purpose (deadline, crash, close): its exit is expected. */
+  retired?: boolean;
+}
+
+/**
+ * The compiled thread body next to this file; from the TypeScript sources (tests), the one
+ * `npm run build` wrote under dist/.
+ */
+function threadEntry(): URL {
+  const here = new URL('./plan-thread.js', import.meta.url);
+  if (existsSync(fileURLToPath(here))) return here;
+  const built = new URL('../../dist/src/service/plan-thread.js', import.meta.url);
+  if (existsSync(fileURLToPath(built))) return built;
+  throw new RolloutBudgetError('IO_ERROR', `${fileURLToPath(here)}: the planning thread is missing (run npm run build)`);
+}
+
+/**
+ * Plans in worker threads so that the service's event loop stays free (health checks,
+ * observes, SIGTERM) while a large plan runs, and with a deadline: a request not answered
+ * within `timeoutMs` of its arrival gets PLAN_TIMEOUT (HTTP 503); if its plan is running, the
+ * thread is terminated (the only way to stop synchronous code) and a fresh one takes its
+ * place. Plans only read, so stopping one mid-way leaves nothing half-done. Requests wait in
+ * arrival order for a free thread. Each thread opens its own store connection (SQLite: a
+ * second connection to the file, WAL; PostgreSQL: its own pool), so only the request text and
+ * the plan text cross threads.
+ */
+export class PlanWorkers implements PlanRunner {
+  private readonly slots: Slot[] = [];
+  private readonly queue: Job[] = [];
+  private nextId = 1;
+  private closing = false;
+
+  constructor(private readonly options: PlanWorkersOptions) {
+    const threads = options.threads ?? 1;
+    if (!Number.isSafeInteger(threads) || threads < 1) throw new RolloutBudgetError('BAD_OPTION', `plan threads must be an integer ≥ 1, got ${threads}`);
+    if (!(options.timeoutMs > 0)) throw new RolloutBudgetError('BAD_OPTION', `plan timeout must be > 0 ms, got ${options.timeoutMs}`);
+    for (let k = 0; k < threads; k++) this.slots.push(this.spawn());
+  }
+
+  plan(body: string): Promise<string> {
+    if (this.closing) return Promise.reject(new RolloutBudgetError('STATE_ERROR', 'the service is stopping: plan not started'));
+    return new Promise<string>((resolve, reject) => {
+      const job: Job = { id: this.nextId++, body, resolve, reject };
+      job.timer = setTimeout(() => this.expire(job), this.options.timeoutMs);
+      this.queue.push(job);
+      this.pump();
+    });
+  }
+
+  async close(): Promise<void> {
+    this.closing = true;
+    for (const job of this.queue.splice(0)) this.settle(job, undefined, new RolloutBudgetError('STATE_ERROR', 'the service is stopping: plan not started'));
+    await Promise.all(this.slots.map((slot) => this.stop(slot)));
+    this.slots.length = 0;
+  }
+
+  /** Asks a thread to close its store, then ends it (at once when it is busy or silent). */
+  private async stop(slot: Slot): Promise<void> {
+    slot.retired = true;
+    if (slot.job === undefined) {
+      const closed = new Promise<void>((resolve) => {
+        slot.worker.on('message', (m: PlanThreadReply) => m.kind === 'closed' && resolve());
+        slot.worker.once('exit', () => resolve());
+      });
+      slot.worker.postMessage({ kind: 'close' } satisfies PlanThreadRequest);
+      await Promise.race([closed, new Promise((r) => setTimeout(r, 5_000).unref())]);
+    }
+    await slot.worker.terminate();
+  }
+
+  private spawn(): Slot {
+    const init: PlanThreadInit = { state: this.options.state, defaults: this.options.defaults };
+    const slot: Slot = { worker: new Worker(threadEntry(), { workerData: init }) };
+    slot.worker.unref(); // a forgotten close() never keeps the process alive
+    slot.worker.on('message', (reply: PlanThreadReply) => this.onReply(slot, reply));
+    slot.worker.on('error', (error) => this.onCrash(slot, error));
+    slot.worker.on('exit', (code) => this.onCrash(slot, new Error(`the planning thread exited with code ${code}`)));
+    return slot;
+  }
+
+  private pump(): void {
+    for (const slot of this.slots) {
+      if (slot.job !== undefined || slot.retired === true) continue;
+      const job = this.queue.shift();
+      if (job === undefined) return;
+      slot.job = job;
+      job.slot = slot;
+      slot.worker.postMessage({ kind: 'plan', id: job.id, body: job.body } satisfies PlanThreadRequest);
+    }
+  }
+
+  private settle(job: Job, text: string | undefined, error?: unknown): void {
+    clearTimeout(job.timer);
+    if (job.slot !== undefined) job.slot.job = undefined;
+    job.slot = undefined;
+    if (error === undefined) job.resolve(text!);
+    else job.reject(error);
+  }
+
+  private onReply(slot: Slot, reply: PlanThreadReply): void {
+    const job = slot.job;
+    if (reply.kind === 'closed' || job === undefined || reply.id !== job.id) return;
+    if (reply.kind === 'plan') this.settle(job, reply.text);
+    else if (reply.kind === 'error') this.settle(job, undefined, new RolloutBudgetError(reply.code as RolloutBudgetError['code'], reply.message, reply.exitCode, reply.fields));
+    else {
+      const error = new Error(reply.message);
+      error.stack = reply.stack;
+      this.settle(job, undefined, error);
+    }
+    this.pump();
+  }
+
+  /** A thread that died on its own (an uncaught error, out of memory): its plan fails, a new thread takes its place. */
+  private onCrash(slot: Slot, error: Error): void {
+    if (slot.retired === true) return;
+    const job = slot.job;
+    this.options.log?.(`planning thread failed (${error.message}); starting a new one`);
+    this.replace(slot);
+    if (job !== undefined) this.settle(job, undefined, error);
+  }
+
+  /** The deadline passed: a queued request leaves the queue, a running plan's thread is ended. */
+  private expire(job: Job): void {
+    const seconds = this.options.timeoutMs / 1000;
+    const error = new RolloutBudgetError(
+      'PLAN_TIMEOUT',
+      `plan: not done within the limit of ${seconds} s (--plan-timeout-s) and stopped; ` +
+        'fewer candidates or a smaller max_n plan faster, or raise the limit',
+    );
+    const slot = job.slot;
+    if (slot === undefined) {
+      const k = this.queue.indexOf(job);
+      if (k >= 0) this.queue.splice(k, 1);
+    } else this.replace(slot);
+    this.settle(job, undefined, error);
+  }
+
+  private replace(slot: Slot): void {
+    slot.retired = true;
+    void slot.worker.terminate();
+    const k = this.slots.indexOf(slot);
+    if (k >= 0) {
+      if (this.closing) this.slots.splice(k, 1);
+      else this.slots[k] = this.spawn();
+    }
+    queueMicrotask(() => this.pump());
+  }
+}

@@ -1,0 +1,367 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { Allocator, MAX_JSON_DEPTH, MAX_N_LIMIT, addEvidence, defaultDecay, openAsyncStore } from '../src/index.js';
+import { call, freshPgUrl, pgUrl, request, runServe, sleep, startService, stopService, stdioSession } from './service-helpers.js';
+
+// Regression tests for issue 12 (items 1, 2, 4, 5, 8, 9), each named after what broke.
+const dir = mkdtempSync(join(tmpdir(), 'rb-hard-'));
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+const PG = pgUrl();
+let files = 0;
+const db = () => join(dir, `s${files++}.db`);
+
+const MAX = Number.MAX_SAFE_INTEGER;
+const deep = (depth: number) => `${'['.repeat(depth)}${']'.repeat(depth)}`;
+/**
+ * Candidates whose plan takes many seconds even within the limits: 6,000 · 4,096 heap moves
+ * (~10 s on the development machine; below the 6,144 prompts where linear passes take over).
+ */
+const slowPlan = { candidates: Array.from({ length: 6000 }, (_, i) => ({ id: `p${i}` })), budget: { rollouts: 6000 * MAX_N_LIMIT }, options: { max_n: MAX_N_LIMIT } };
+
+describe('item 1: one request froze the service', () => {
+  it('budget and max_n of 2^53−1 for one prompt: answered at once, clamped to max_n 4,096 with warnings', async () => {
+    const child = await startService(['--state', db()]);
+    try {
+      const plan = call(child.port, 'POST', '/v1/plan', { candidates: [{ id: 'a' }], budget: { rollouts: MAX }, options: { max_n: MAX } });
+      const health = await call(child.port, 'GET', '/healthz');
+      expect(health.status).toBe(200);
+      const p = await plan;
+      expect(p.status).toBe(200);
+      expect(p.json.allocations[0].n).toBe(MAX_N_LIMIT);
+      expect(p.json.warnings.join('\n')).toContain(`max_n ${MAX} is above the limit of ${MAX_N_LIMIT} rollouts a prompt`);
+      expect(p.json.warnings.join('\n')).toContain(`a budget of ${MAX} rollouts is more than 1 prompts × max_n ${MAX_N_LIMIT} can use`);
+    } finally {
+      expect((await stopService(child)).code).toBe(0);
+    }
+  }, 90_000);
+
+  it('a plan past --plan-timeout-s gets 503 PLAN_TIMEOUT; /healthz and observe answer while it runs; the next plan works', async () => {
+    const child = await startService(['--state', db(), '--plan-timeout-s', '4']);
+    try {
+      const order: string[] = [];
+      const slow = call(child.port, 'POST', '/v1/plan', slowPlan).then((r) => {
+        order.push('plan');
+        return r;
+      });
+      await sleep(200);
+      expect((await call(child.port, 'GET', '/healthz')).status).toBe(200);
+      order.push('healthz');
+      const o = await call(child.port, 'POST', '/v1/observe', [{ prompt_id: 'p1', step: 0, reward: 1, rollout_id: 'during' }]);
+      expect(o.json).toMatchObject({ applied: 1 });
+      order.push('observe');
+      const p = await slow;
+      expect(order).toEqual(['healthz', 'observe', 'plan']);
+      expect(p.status).toBe(503);
+      expect(p.json.error.code).toBe('PLAN_TIMEOUT');
+      expect(p.json.error.message).toContain('--plan-timeout-s');
+      const next = await call(child.port, 'POST', '/v1/plan', { candidates: [{ id: 'p1' }, { id: 'p2' }], budget: { rollouts: 8 } });
+      expect(next.status).toBe(200);
+      expect(next.json.totals.rollouts).toBe(8);
+      const metrics = (await call(child.port, 'GET', '/metrics')).text;
+      expect(metrics).toMatch(/^rollout_budget_errors_total\{status="503",code="PLAN_TIMEOUT"\} 1$/m);
+    } finally {
+      expect((await stopService(child)).code).toBe(0);
+    }
+  }, 60_000);
+
+  it('SIGTERM while a long plan runs: the plan ends at its deadline, the store is closed, exit 0', async () => {
+    const child = await startService(['--state', db(), '--plan-timeout-s', '2']);
+    const slow = call(child.port, 'POST', '/v1/plan', slowPlan).catch((error: Error) => ({ status: -1, json: { error: { code: error.message } } }));
+    await sleep(300);
+    const exit = await stopService(child);
+    const p = await slow;
+    expect(p.status).toBe(503);
+    expect(p.json.error.code).toBe('PLAN_TIMEOUT');
+    expect(exit.code).toBe(0);
+    expect(child.stderr()).toContain('stopping (SIGTERM)');
+    expect(child.stderr()).toContain('store closed');
+  }, 60_000);
+});
+
+describe('item 2: a path of "//" killed the stdio service and leaked the HTTP in-flight counter', () => {
+  it('stdio: "//" is a 404 and the requests after it are answered', async () => {
+    const lines = [{ id: 1, path: '//' }, { id: 2, path: '//host/v1/prompts/x' }, { id: 3, path: '/healthz' }].map((l) => JSON.stringify(l)).join('\n');
+    const { code, replies } = await stdioSession(['--state', db()], `${lines}\n`);
+    expect(replies.map((r) => [r.id, r.status])).toEqual([[1, 404], [2, 404], [3, 200]]);
+    expect(code).toBe(0);
+  }, 60_000);
+
+  it('HTTP: "//" is a 404, not a 500; SIGTERM afterwards closes the store and exits 0', async () => {
+    const child = await startService(['--state', db()]);
+    try {
+      const r = await request(child.port, 'GET', '//');
+      expect(r.status).toBe(404);
+      // a path is a path: "//x/v1/plan" is not routed as /v1/plan
+      expect((await request(child.port, 'POST', '//x/v1/plan', { 'content-type': 'application/json' }, '{}')).status).toBe(404);
+      expect((await call(child.port, 'GET', '/healthz')).status).toBe(200);
+    } catch (error) {
+      await stopService(child, 1_000);
+      throw error;
+    }
+    const exit = await stopService(child);
+    expect(exit.code).toBe(0);
+    expect(child.stderr()).toContain('store closed');
+    expect(child.stderr()).not.toContain('internal error');
+  }, 60_000);
+});
+
+/** Both store backends, as the service runs them. */
+const backends: [string, () => string][] = [['sqlite', db], ...(PG === undefined ? [] : [['postgres', () => freshPgUrl(PG)] as [string, () => string]])];
+
+describe.each(backends)('item 4: backends differed (%s)', (_name, location) => {
+  it('a prompt observed at step 0 and at step 200,000, and with decay 0.5 across 1,200 steps, is applied (PostgreSQL: underflow)', async () => {
+    const state = location();
+    const child = await startService(['--state', state]);
+    try {
+      const send = (body: unknown) => call(child.port, 'POST', '/v1/observe', body);
+      expect((await send([{ prompt_id: 'far', step: 0, reward: 1, rollout_id: 'f0' }])).status).toBe(200);
+      const far = await send([{ prompt_id: 'far', step: 200_000, reward: 0, rollout_id: 'f1' }, { prompt_id: 'other', step: 200_000, reward: 1, rollout_id: 'o1' }]);
+      expect(far.status).toBe(200);
+      expect(far.json.applied).toBe(2);
+      const half = { forgetPerStep: 0.5, reobserveDiscount: defaultDecay.reobserveDiscount };
+      for (const [k, step] of [0, 1_200, 2_500].entries()) {
+        const r = await send({ results: [{ prompt_id: 'half', step, reward: k % 2, rollout_id: `h${k}` }], options: { decay: 0.5 } });
+        expect(r.status, JSON.stringify(r.json)).toBe(200);
+      }
+      // the same prompt keeps accepting batches: it is not poisoned
+      expect((await send([{ prompt_id: 'far', step: 200_001, reward: 1, rollout_id: 'f2' }])).status).toBe(200);
+    } finally {
+      expect((await stopService(child)).code).toBe(0);
+    }
+    const store = await openAsyncStore(state);
+    try {
+      let ref = addEvidence(defaultDecay, { successes: 0, failures: 0, lastStep: 0 }, 0, 1, 0);
+      ref = addEvidence(defaultDecay, ref, 200_000, 0, 1);
+      ref = addEvidence(defaultDecay, ref, 200_001, 1, 0);
+      const far = (await store.get('far'))!;
+      expect([far.successes, far.failures, far.rollouts]).toEqual([ref.successes, ref.failures, 3]);
+      expect(far.successes).toBe(1); // the step-0 success decayed to nothing, no error
+      const half = (await store.get('half'))!;
+      let h = { successes: 0, failures: 0, lastStep: 0 };
+      for (const [k, step] of [0, 1_200, 2_500].entries()) h = addEvidence({ forgetPerStep: 0.5, reobserveDiscount: defaultDecay.reobserveDiscount }, h, step, k % 2, 1 - (k % 2));
+      expect([half.successes, half.failures]).toEqual([h.successes, h.failures]);
+    } finally {
+      await store.close();
+    }
+  }, 60_000);
+
+  it('NUL characters and lone surrogates in ids are refused with 400 on both, and nothing is applied', async () => {
+    const state = location();
+    const child = await startService(['--state', state]);
+    try {
+      const bad: [unknown, string][] = [
+        [[{ prompt_id: 'a\u0000b', step: 0, reward: 1 }], 'body[0].prompt_id'],
+        [[{ prompt_id: 'ok', step: 0, reward: 1, rollout_id: 'r\u0000' }], 'body[0].rollout_id'],
+        [[{ prompt_id: 'ok', step: 0, reward: 1, group: '\ud800' }], 'body[0].group'],
+      ];
+      for (const [body, field] of bad) {
+        const r = await call(child.port, 'POST', '/v1/observe', body);
+        expect(r.status, JSON.stringify(body)).toBe(400);
+        expect(r.json.error.field).toBe(field);
+      }
+      const plan = await call(child.port, 'POST', '/v1/plan', { candidates: [{ id: 'x\u0000' }], budget: { rollouts: 4 } });
+      expect(plan.status).toBe(400);
+      expect(plan.json.error.field).toBe('body.candidates[0].id');
+      const view = await call(child.port, 'GET', '/v1/prompts/a%00b');
+      expect(view.status).toBe(400);
+      expect((await call(child.port, 'GET', '/healthz')).json.prompts).toBe(0);
+    } finally {
+      expect((await stopService(child)).code).toBe(0);
+    }
+  }, 60_000);
+});
+
+describe('item 5: deeply nested JSON crashed plan and observe', () => {
+  it('HTTP: 400 naming the limit, for JSON arrays, {results}, NDJSON and plan bodies', async () => {
+    const child = await startService(['--state', db()]);
+    try {
+      const bodies: [string, string][] = [
+        ['/v1/observe', `[{"prompt_id":"a","reward":1,"x":${deep(6000)}}]`],
+        ['/v1/observe', `{"results":[{"prompt_id":"a","reward":1,"x":${deep(6000)}}]}`],
+        ['/v1/observe', `{"prompt_id":"a","reward":1}\n{"prompt_id":"a","reward":${deep(6000)}}\n`],
+        ['/v1/plan', `{"candidates":[{"id":${deep(6000)}}],"budget":{"rollouts":4}}`],
+        ['/v1/plan', `{"candidates":[{"id":"a","meta":${deep(MAX_JSON_DEPTH)}}],"budget":{"rollouts":4}}`],
+      ];
+      for (const [path, body] of bodies) {
+        const r = await call(child.port, 'POST', path, body);
+        expect(r.status, body.slice(0, 60)).toBe(400);
+        expect(r.json.error.message).toContain(`nested deeper than ${MAX_JSON_DEPTH} levels`);
+      }
+      // within the limit is fine
+      const ok = await call(child.port, 'POST', '/v1/plan', `{"candidates":[{"id":"a","meta":${deep(MAX_JSON_DEPTH - 3)}}],"budget":{"rollouts":4}}`);
+      expect(ok.status).toBe(200);
+      expect((await call(child.port, 'GET', '/healthz')).json.prompts).toBe(0);
+      const metrics = (await call(child.port, 'GET', '/metrics')).text;
+      expect(metrics).not.toContain('code="INTERNAL"');
+    } finally {
+      expect((await stopService(child)).code).toBe(0);
+    }
+  }, 60_000);
+
+  it('stdio: a deep request line is a 400 and the next line is answered', async () => {
+    const input = `{"id":1,"path":"/v1/observe","body":${deep(6000)}}\n{"id":2,"path":"/healthz"}\n`;
+    const { code, replies } = await stdioSession(['--state', db()], input);
+    expect(replies.map((r) => [r.id, r.status])).toEqual([[null, 400], [2, 200]]);
+    expect(replies[0].body.error.message).toContain('request line 1: JSON nested deeper than 128 levels');
+    expect(code).toBe(0);
+  }, 60_000);
+});
+
+describe('item 8: any web page could write the state', () => {
+  it('a browser "simple request" (text/plain, form) to /v1/observe is 415 and applies nothing', async () => {
+    const child = await startService(['--state', db()]);
+    try {
+      const body = '[{"prompt_id":"web","step":0,"reward":1}]';
+      for (const type of ['text/plain', 'text/plain;charset=UTF-8', 'application/x-www-form-urlencoded', 'multipart/form-data; boundary=x']) {
+        const r = await request(child.port, 'POST', '/v1/observe', { 'content-type': type }, body);
+        expect(r.status, type).toBe(415);
+        expect(r.json.error.code).toBe('UNSUPPORTED_MEDIA_TYPE');
+      }
+      expect((await request(child.port, 'POST', '/v1/observe', {}, body)).status).toBe(415);
+      expect((await request(child.port, 'POST', '/v1/plan', { 'content-type': 'application/x-ndjson' }, '{}')).status).toBe(415);
+      expect((await request(child.port, 'POST', '/v1/observe', { 'content-type': 'application/json; charset=latin1' }, body)).status).toBe(415);
+      expect((await call(child.port, 'GET', '/v1/prompts/web')).json.seen).toBe(false);
+      // the JSON and NDJSON types are served
+      expect((await request(child.port, 'POST', '/v1/observe', { 'content-type': 'application/json; charset=utf-8' }, body)).status).toBe(200);
+      expect((await request(child.port, 'POST', '/v1/observe', { 'content-type': 'application/x-ndjson' }, '{"prompt_id":"nd","step":0,"reward":1}\n')).status).toBe(200);
+    } finally {
+      expect((await stopService(child)).code).toBe(0);
+    }
+  }, 60_000);
+
+  it('a foreign Host (DNS rebinding) or Origin is 403; IP addresses, localhost and --allowed-hosts are served; no CORS headers ever', async () => {
+    const child = await startService(['--state', db(), '--allowed-hosts', 'budget.internal']);
+    try {
+      const json = { 'content-type': 'application/json' };
+      const body = '[{"prompt_id":"x","step":0,"reward":1}]';
+      const rebound = await request(child.port, 'POST', '/v1/observe', { ...json, host: `attacker.example:${child.port}` }, body);
+      expect(rebound.status).toBe(403);
+      expect(rebound.json.error.code).toBe('FORBIDDEN_HOST');
+      expect((await request(child.port, 'GET', '/v1/prompts/x', { host: 'attacker.example' })).status).toBe(403);
+      const cross = await request(child.port, 'POST', '/v1/observe', { ...json, origin: 'http://attacker.example' }, body);
+      expect(cross.status).toBe(403);
+      expect(cross.json.error.code).toBe('FORBIDDEN_ORIGIN');
+      for (const host of [`127.0.0.1:${child.port}`, `localhost:${child.port}`, `[::1]:${child.port}`, 'budget.internal', 'BUDGET.internal.']) {
+        expect((await request(child.port, 'GET', '/healthz', { host })).status, host).toBe(200);
+      }
+      expect((await request(child.port, 'POST', '/v1/observe', { ...json, origin: `http://localhost:${child.port}`, host: `localhost:${child.port}` }, body)).status).toBe(200);
+      const preflight = await request(child.port, 'OPTIONS', '/v1/observe', {
+        origin: 'http://attacker.example',
+        'access-control-request-method': 'POST',
+        'access-control-request-headers': 'content-type',
+      });
+      for (const answer of [rebound, cross, preflight, await request(child.port, 'GET', '/healthz')]) {
+        expect(Object.keys(answer.headers).filter((h) => h.startsWith('access-control-'))).toEqual([]);
+      }
+      expect(preflight.status).toBeGreaterThanOrEqual(400);
+    } finally {
+      expect((await stopService(child)).code).toBe(0);
+    }
+  }, 60_000);
+
+  it('--token (or ROLLOUT_BUDGET_TOKEN): 401 without or with a wrong bearer token, served with it; /healthz stays open', async () => {
+    for (const [args, env] of [[['--token', 's3cret-token'], undefined], [[], { ROLLOUT_BUDGET_TOKEN: 's3cret-token' }]] as const) {
+      const child = await startService(['--state', db(), ...args], 15_000, env);
+      try {
+        const body = [{ prompt_id: 'auth', step: 0, reward: 1 }];
+        const none = await call(child.port, 'POST', '/v1/observe', body);
+        expect(none.status).toBe(401);
+        expect(none.headers.get('www-authenticate')).toContain('Bearer');
+        expect((await call(child.port, 'POST', '/v1/observe', body, { authorization: 'Bearer wrong' })).status).toBe(401);
+        expect((await call(child.port, 'GET', '/metrics')).status).toBe(401);
+        expect((await call(child.port, 'GET', '/healthz')).status).toBe(200);
+        const ok = await call(child.port, 'POST', '/v1/observe', body, { authorization: 'Bearer s3cret-token' });
+        expect(ok.status).toBe(200);
+        expect(ok.json.applied).toBe(1);
+      } finally {
+        expect((await stopService(child)).code).toBe(0);
+      }
+    }
+  }, 60_000);
+
+  it('a --host other than loopback needs a token: exit 2 with one line', async () => {
+    const r = await runServe(['--host', '0.0.0.0', '--port', '0', '--state', db()], 20_000);
+    expect(r.code).toBe(2);
+    expect(r.stderr.trim().split('\n')).toHaveLength(1);
+    expect(r.stderr).toContain('--host 0.0.0.0 is reachable from other machines: give --token');
+  }, 60_000);
+});
+
+describe('item 9: invalid UTF-8 became U+FFFD silently; a bad --host printed two lines', () => {
+  it('HTTP: a body that is not UTF-8 is a 400 naming the NDJSON line and byte', async () => {
+    const child = await startService(['--state', db()]);
+    try {
+      const body = Buffer.concat([Buffer.from('{"prompt_id":"a","step":0,"reward":1}\n{"prompt_id":"b'), Buffer.from([0xff]), Buffer.from('","step":0,"reward":1}\n')]);
+      const r = await request(child.port, 'POST', '/v1/observe', { 'content-type': 'application/x-ndjson' }, body);
+      expect(r.status).toBe(400);
+      expect(r.json.error.message).toMatch(/^body:2: not valid UTF-8 text: byte 16 of the line \(0xFF\)/);
+      expect((await call(child.port, 'GET', '/healthz')).json.prompts).toBe(0);
+    } finally {
+      expect((await stopService(child)).code).toBe(0);
+    }
+  }, 60_000);
+
+  it('stdio: a line that is not UTF-8 is a 400 naming the line, and is not applied', async () => {
+    const input = Buffer.concat([
+      Buffer.from('{"id":1,"path":"/v1/observe","body":[{"prompt_id":"\xe9t\xe9","step":0,"reward":1}]}\n', 'latin1'),
+      Buffer.from('{"id":2,"path":"/healthz"}\n'),
+    ]);
+    const { code, replies } = await stdioSession(['--state', db()], input);
+    expect(replies.map((r) => [r.id, r.status])).toEqual([[null, 400], [2, 200]]);
+    expect(replies[0].body.error.message).toContain('request line 1: not valid UTF-8 text: byte 52 of the line (0xE9)');
+    expect(replies[1].body.prompts).toBe(0);
+    expect(code).toBe(0);
+  }, 60_000);
+
+  it('stdio: line numbers stay right after a line over the limit', async () => {
+    const input = Buffer.concat([
+      Buffer.from('not json\n'),
+      Buffer.from(`{"id":2,"path":"/v1/observe","body":"${'x'.repeat(400)}"}\n`),
+      Buffer.from([0x7b, 0xff, 0x7d, 0x0a]),
+      Buffer.from('\n{"id":5,"path":"/healthz"}\n'),
+    ]);
+    const { replies } = await stdioSession(['--state', db(), '--body-limit', '200'], input);
+    expect(replies.map((r) => [r.id, r.status])).toEqual([[null, 400], [null, 413], [null, 400], [5, 200]]);
+    expect(replies[0].body.error.message).toMatch(/^request line 1: malformed JSON/);
+    expect(replies[1].body.error.message).toMatch(/^request line 2: longer than the limit of 200 bytes/);
+    expect(replies[2].body.error.message).toMatch(/^request line 3: not valid UTF-8 text: byte 2 of the line \(0xFF\)/);
+  }, 60_000);
+
+  it('a bad --host prints one line, not "store closed" first', async () => {
+    const r = await runServe(['--host', '300.1.1.1', '--port', '0', '--token', 't', '--state', db()], 20_000);
+    expect(r.code).toBe(2);
+    expect(r.stderr.trim().split('\n')).toEqual([expect.stringContaining('cannot listen on 300.1.1.1:0')]);
+  }, 60_000);
+});
+
+describe('library: the in-thread Service keeps planning as before', () => {
+  it('a plan over HTTP equals the library plan (worker thread), warnings included', async () => {
+    const state = db();
+    const child = await startService(['--state', state]);
+    try {
+      await call(child.port, 'POST', '/v1/observe', [{ prompt_id: 'e', step: 0, rewards: [1, 1, 0] }]);
+      const body = { candidates: [{ id: 'e' }, { id: 'n', max_tokens: 300 }], budget: { rollouts: 10 }, options: { max_n: 4 } };
+      const p = await call(child.port, 'POST', '/v1/plan', body);
+      const lib = new Allocator({ state });
+      try {
+        expect(p.json).toEqual(JSON.parse(JSON.stringify(lib.plan(body.candidates, { rollouts: 10 }, { maxN: 4 }))));
+        expect(p.json.warnings.join('\n')).toContain('a budget of 10 rollouts is more than 2 prompts × max_n 4 can use: planned with 8');
+      } finally {
+        lib.close();
+      }
+    } finally {
+      expect((await stopService(child)).code).toBe(0);
+    }
+  }, 60_000);
+
+  it('an infeasible plan answered from a planning thread names the body fields (budget.rollouts, options.min_n), as in-thread planning does', async () => {
+    const line = JSON.stringify({ id: 1, method: 'POST', path: '/v1/plan', body: { candidates: [{ id: 'a' }, { id: 'b' }, { id: 'c' }], budget: { rollouts: 5 } } });
+    const { code, replies } = await stdioSession(['--state', db()], `${line}\n`);
+    expect(replies.map((r) => r.status)).toEqual([422]);
+    const message = (replies[0]!.body as { error: { message: string } }).error.message;
+    expect(message).toContain('Raise budget.rollouts, lower options.min_n, or set options.skip');
+    expect(code).toBe(0);
+  }, 60_000);
+});
