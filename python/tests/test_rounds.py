@@ -44,7 +44,8 @@ class RunRoundsBookkeepingTest(support.ServiceCase):
     def test_two_rounds_share_the_budget_top_up_groups_and_observe_once(self):
         with rb.HttpClient(self.url) as client:
             wrapper = RecordingClient(client)
-            done = rb.run_rounds(wrapper, PROMPTS, simulated_generate, budget_rollouts=40, rounds=2, multiple_of=4, seed=3)
+            # fresh_share=0: the even rule (the share for prompts new to the state is tested below).
+            done = rb.run_rounds(wrapper, PROMPTS, simulated_generate, budget_rollouts=40, rounds=2, multiple_of=4, seed=3, fresh_share=0)
             first, second, observe = wrapper.calls
             self.assertEqual((first["budget_rollouts"], first["rounds_left"]), (40, 2))
             spent1 = sum(a["n"] for a in done.plans[0]["allocations"])
@@ -67,6 +68,20 @@ class RunRoundsBookkeepingTest(support.ServiceCase):
             for pid in PASS:
                 view = client.prompt(pid)
                 self.assertEqual(view["rollouts"], sum(1 for r in done.results if r["prompt_id"] == pid))
+
+
+class RunRoundsFreshShareTest(support.ServiceCase):
+    """Issue 14: a round whose prompts are new to the service's state takes more than half."""
+
+    def test_new_prompts_take_more_than_an_even_share_first(self):
+        with rb.HttpClient(self.url) as client:
+            done = rb.run_rounds(client, PROMPTS, simulated_generate, budget_rollouts=40, rounds=2, seed=3)
+            # Six prompts new to the state: an even 20 plus 0.7 of the other 20.
+            self.assertEqual(done.plans[0]["budget"]["rollouts"], 34)
+            self.assertLessEqual(len(done.results), 40)
+            # The same prompts at the next step are not new: an even share.
+            again = rb.run_rounds(client, PROMPTS, simulated_generate, budget_rollouts=40, rounds=2, seed=3)
+            self.assertEqual(again.plans[0]["budget"]["rollouts"], 20)
 
 
 class RunRoundsAgainstServiceTest(support.ServiceCase):
