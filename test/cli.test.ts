@@ -1,15 +1,15 @@
-import { mkdtempSync, readFileSync, writeFileSync, existsSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync, writeFileSync, existsSync } from 'node:fs';
 import { join } from 'node:path';
 import seedrandom from 'seedrandom';
 import { describe, expect, it } from 'vitest';
 import { LoggedRun, drawOutcomes, parseVisits, readText, type Plan } from '../src/index.js';
 import { cli } from './cli-helpers.js';
+import { tempDir } from './temp.js';
 
 const fixture = (...p: string[]) => join(import.meta.dirname, '..', 'fixtures', ...p);
 
 function workdir() {
-  const dir = mkdtempSync(join(tmpdir(), 'rb-cli-'));
+  const dir = tempDir('rb-cli-');
   const state = join(dir, 'state.db');
   const prompts = join(dir, 'prompts.jsonl');
   writeFileSync(prompts, '{"id":"a","prompt_tokens":10}\n{"id":"b","max_tokens":4096}\n{"id":"c","group":"g","extra":{"kept":true}}\n');
