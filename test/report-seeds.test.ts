@@ -78,7 +78,7 @@ describe('--seeds a..b', () => {
     expect(backwards.stderr).toContain('the seed range "4..1" ends before it starts');
     const bad = await cli(['replay', '--log', fixture, '--seeds', '0-4']);
     expect(bad.code).toBe(2);
-    expect(bad.stderr).toContain('expected seeds "a..b"');
+    expect(bad.stderr).toContain('--seeds must be a range of seeds "a..b"');
   });
 });
 

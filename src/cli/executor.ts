@@ -1,6 +1,6 @@
 import { InvalidArgumentError, Option, type Command } from 'commander';
 import { Allocator } from '../allocator.js';
-import { RolloutBudgetError, badOption } from '../errors.js';
+import { badOption } from '../errors.js';
 import { defaultRetry } from '../executor/dispatcher.js';
 import { normalizeEndpoint } from '../executor/endpoint.js';
 import { commitPartials, executePlan } from '../executor/execute.js';
@@ -24,24 +24,20 @@ import {
 } from './options.js';
 import { intArg, numberArg } from './parse.js';
 
-/** Endpoints are checked when the command starts (endpoint.ts): a URL that cannot be sent is never retried. */
-const collect = (value: string, previous: string[]) => {
-  try {
-    return [...previous, normalizeEndpoint(value)];
-  } catch (error) {
-    if (error instanceof RolloutBudgetError) throw new InvalidArgumentError(`${error.message.replace(/^--endpoint /, '')}`);
-    throw error;
-  }
-};
+/**
+ * Endpoints are checked when the command starts (endpoint.ts): a URL that cannot be sent is
+ * never retried. Its error names --endpoint itself, so it is not commander's to wrap.
+ */
+const collect = (value: string, previous: string[]) => [...previous, normalizeEndpoint(value)];
 
 const jsonObjectArg = (value: string): Record<string, unknown> => {
   let parsed: unknown;
   try {
     parsed = JSON.parse(value);
   } catch {
-    throw new InvalidArgumentError(`expected a JSON object, got "${value}"`);
+    throw new InvalidArgumentError(`must be a JSON object, got "${value}"`);
   }
-  if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed)) throw new InvalidArgumentError(`expected a JSON object, got "${value}"`);
+  if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed)) throw new InvalidArgumentError(`must be a JSON object, got "${value}"`);
   return parsed as Record<string, unknown>;
 };
 

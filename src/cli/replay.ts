@@ -19,7 +19,7 @@ import { defaultDetail, replaySettings, simulateSettings } from './report-settin
 /** `a:b` (inclusive; either side may be left out) → [from, to]. */
 export function stepRange(value: string): [number, number] {
   const m = /^\s*(\d*)\s*:\s*(\d*)\s*$/.exec(value);
-  if (m === null || (m[1] === '' && m[2] === '')) throw new InvalidArgumentError(`expected a step range "a:b" (inclusive, e.g. 0:99 or 100:), got "${value}"`);
+  if (m === null || (m[1] === '' && m[2] === '')) throw new InvalidArgumentError(`must be a step range "a:b" (inclusive, e.g. 0:99 or 100:), got "${value}"`);
   const from = m[1] === '' ? 0 : Number(m[1]);
   const to = m[2] === '' ? Number.MAX_SAFE_INTEGER : Number(m[2]);
   if (to < from) throw new InvalidArgumentError(`the step range "${value}" ends before it starts`);
@@ -60,7 +60,7 @@ function ourPlanOptions(opts: { rounds: number; skip?: boolean }): Record<string
 
 function policyList(value: string): string[] {
   const names = value.split(',').map((s) => s.trim()).filter((s) => s !== '');
-  if (names.length === 0) throw new InvalidArgumentError(`expected a comma-separated list of policies, got "${value}"`);
+  if (names.length === 0) throw new InvalidArgumentError(`must be a comma-separated list of policies, got "${value}"`);
   return names;
 }
 
