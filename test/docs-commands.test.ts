@@ -105,6 +105,8 @@ for (const doc of docs.filter((d) => d.steps.length > 0)) {
     let outside = '';
     let env: NodeJS.ProcessEnv = {};
     let ports = new Map<number, number>();
+    /** Why the pip commands cannot run here (no venv module outside CI): they skip with it. */
+    let noVenv: string | undefined;
 
     beforeAll(async () => {
       if (!runnable) return;
@@ -115,8 +117,13 @@ for (const doc of docs.filter((d) => d.steps.length > 0)) {
       const path = [cliShim(join(work, 'bin'), join(cwd, 'bin', 'rollout-budget.js'))];
       if (doc.steps.some((s) => s.kind === 'run' && /^pip\b/.test(s.command.bare))) {
         const venv = await runShell(`python3 -m venv '${join(work, 'venv')}'`, { cwd: work, env: process.env, timeoutMs: 120_000 });
-        if (venv.code !== 0) throw new Error(`cannot make a virtual environment for the pip commands (python3 -m venv: ${venv.stderr}); on Debian: apt-get install python3-venv`);
-        path.push(join(work, 'venv', 'bin'));
+        if (venv.code === 0) path.push(join(work, 'venv', 'bin'));
+        else {
+          // As the PostgreSQL and Chromium tests do: a skip with a message here, a failure in CI.
+          noVenv = `cannot make a virtual environment for the pip commands (python3 -m venv: ${venv.stderr.trim()}); on Debian: apt-get install python3-venv, or bash .ci/setup-python.sh`;
+          if (process.env.CI === 'true') throw new Error(`${noVenv}; CI=true, so this fails instead of skipping`);
+          console.warn(`docs-commands: SKIPPING the pip commands of ${doc.file}: ${noVenv}`);
+        }
       }
       env = { ...process.env, PATH: [...path, process.env.PATH].join(':'), PIP_NO_CACHE_DIR: '1', PIP_DISABLE_PIP_VERSION_CHECK: '1' };
       const named = [...new Set(doc.steps.flatMap((s) => (s.kind === 'run' ? portsIn(s.command.bare) : s.kind === 'output' ? portsIn(s.command) : [])))];
@@ -135,7 +142,8 @@ for (const doc of docs.filter((d) => d.steps.length > 0)) {
         it.skip(`${step.label} — not run: ${step.reason}`, () => undefined);
         continue;
       }
-      it(step.label, async () => {
+      it(step.label, async (ctx) => {
+        if (noVenv !== undefined && step.kind === 'run' && /^pip\b/.test(step.command.bare)) ctx.skip();
         if (step.kind === 'output') {
           const run = await shell(step.command);
           expect(run.code, shown(run)).toBe(0);
