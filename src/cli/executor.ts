@@ -28,7 +28,7 @@ import { intArg, numberArg } from './parse.js';
  * Endpoints are checked when the command starts (endpoint.ts): a URL that cannot be sent is
  * never retried. Its error names --endpoint itself, so it is not commander's to wrap.
  */
-const collect = (value: string, previous: string[]) => [...previous, normalizeEndpoint(value)];
+const collect = (value: string, previous: string[] | undefined) => [...(previous ?? []), normalizeEndpoint(value)];
 
 const jsonObjectArg = (value: string): Record<string, unknown> => {
   let parsed: unknown;
@@ -45,7 +45,7 @@ const jsonObjectArg = (value: string): Record<string, unknown> => {
 function executorOptions(cmd: Command): Command {
   return cmd
     .requiredOption('--prompts <path|->', 'prompts JSONL: id, prompt (or messages), ground_truth for --verifier math')
-    .option('--endpoint <url>', 'OpenAI-compatible server base URL, http://host:port or http://host:port/v1 (repeat for several)', collect, [])
+    .option('--endpoint <url>', 'OpenAI-compatible server base URL, http://host:port or http://host:port/v1 (repeat for several)', collect)
     .requiredOption('--model <name>', 'served model name')
     .addOption(new Option('--server <kind>', 'how requests are shaped for the server, or auto (asks GET /v1/models)').choices(['auto', ...Object.keys(SERVER_PROFILES)]).default('auto'))
     .option('--prompt-field <name>', 'prompts field holding the text to send (e.g. problem)', 'prompt')
@@ -64,7 +64,7 @@ function executorOptions(cmd: Command): Command {
 }
 
 interface ExecFlags {
-  endpoint: string[];
+  endpoint?: string[];
   model: string;
   server: string;
   promptField: string;
@@ -83,13 +83,14 @@ interface ExecFlags {
 
 /** The library's execute options from the flags; with `--server auto`, asks the endpoints who they are. */
 async function toExecuteOptions(io: CliIo, o: ExecFlags, partials: PartialStore, origin: ExecuteOptions['origin'] = {}): Promise<ExecuteOptions> {
-  if (o.endpoint.length === 0) throw badOption('give at least one --endpoint <url>');
+  const endpoints = o.endpoint ?? [];
+  if (endpoints.length === 0) throw badOption('give at least one --endpoint <url>');
   const verifier = verifierFrom(o.verifier, undefined, { timeoutMs: o.verifierTimeout * 1000 });
   const retry = { retries: o.retries, backoffMs: defaultRetry.backoffMs, maxBackoffMs: defaultRetry.maxBackoffMs };
-  const { profile, note } = await resolveServer(o.server, o.endpoint, retry, Math.min(o.timeoutS * 1000, 30_000));
+  const { profile, note } = await resolveServer(o.server, endpoints, retry, Math.min(o.timeoutS * 1000, 30_000));
   if (note !== null) io.stderr(`rollout-budget: ${note}\n`);
   return {
-    endpoints: o.endpoint,
+    endpoints,
     model: o.model,
     server: profile,
     promptField: o.promptField,
