@@ -1,5 +1,5 @@
 import { Command, InvalidArgumentError, Option } from 'commander';
-import { badOption } from '../errors.js';
+import { RolloutBudgetError, badOption, withFieldNames } from '../errors.js';
 import { readText } from '../io/jsonl.js';
 import { defaultPlanOptions } from '../plan/options.js';
 import { replayStreams, runPolicies, type ReplayStream } from '../replay/engine.js';
@@ -76,6 +76,19 @@ function resolvePolicies(names: readonly string[]): void {
   for (const n of names) registry.get(n);
 }
 
+/**
+ * `simulate` has no budget flags: the scenario sets the budgets, so an error naming them (an
+ * infeasible budget under --no-skip) names the scenario's fields, not --budget-rollouts.
+ */
+function scenarioBudgetNames<T>(run: () => T): T {
+  try {
+    return run();
+  } catch (error) {
+    if (!(error instanceof RolloutBudgetError)) throw error;
+    throw withFieldNames(error, { budget_rollouts: 'the scenario\'s budget.rollouts_per_prompt', budget_tokens: 'the scenario\'s budget.tokens_per_prompt' });
+  }
+}
+
 /** Registers `replay` and `simulate` on the program. */
 export function registerReplayCommands(program: Command, io: CliIo): void {
   const replay = program
@@ -146,9 +159,9 @@ export function registerReplayCommands(program: Command, io: CliIo): void {
       const parsed = parseScenario(readText(opts.scenario), opts.scenario);
       const scenario = opts.steps === undefined ? parsed : { ...parsed, steps: opts.steps };
       const seeds = seedsOf(cmd, opts, scenario.seed);
-      const runs = runSeeds(io, opts.quiet, 'simulating', seeds, (seed, onProgress) => runPolicies(simulatedEnvironment(scenario), {
+      const runs = scenarioBudgetNames(() => runSeeds(io, opts.quiet, 'simulating', seeds, (seed, onProgress) => runPolicies(simulatedEnvironment(scenario), {
         policies: opts.policies, registry: createReplayPolicyRegistry(), minN: opts.minN, maxN: opts.maxN, seed, plan: ourPlanOptions(opts), stream: opts.stream as ReplayStream, onProgress,
-      }));
+      })));
       emitReport(io, opts.out, {
         kind: 'simulate',
         title: `Simulation: ${scenario.name}`,
