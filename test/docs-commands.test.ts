@@ -14,12 +14,13 @@
 //   way in every command of a doc: other jobs on the machine may hold the documented ones.
 // - `pip` installs into a fresh virtual environment (the doc's "trainer's environment"),
 //   never into the Python the tests run with.
-// Figures the docs quote from a command's output are checked by test/docs-figures.ts.
+// Figures the docs quote from a command's output are checked by test/docs-figures.ts, and so are
+// figures quoted in prose from commands named inline that take seconds (after the doc's commands).
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { COMMAND_LANGS, blocksOf, commandsOf, type DocBlock, type DocCommand } from './docs-blocks.js';
-import { figureChecks } from './docs-figures.js';
+import { figureChecks, figureRuns, type CheckContext } from './docs-figures.js';
 import { cliShim, copyClone, freePort, portsIn, runShell, startBackground, withPorts, type Background, type ShellRun } from './docs-run.js';
 import { tempDir } from './temp.js';
 
@@ -30,6 +31,11 @@ const NOT_RUN_HERE: readonly { command: RegExp; reason: string }[] = [
   { command: /^npm test$/, reason: 'the test suite itself, which runs this test' },
 ];
 const COMMAND_TIMEOUT_MS = 8 * 60_000;
+/**
+ * Figure runs of the same command (a replay two docs quote) run once: their output does not
+ * depend on which doc's copy of the clone they run in.
+ */
+const figureRunCache = new Map<string, Promise<ShellRun>>();
 
 type Step =
   | { kind: 'run'; label: string; command: DocCommand }
@@ -92,14 +98,19 @@ describe('the documented commands are found', () => {
     }
   });
 
+  it('every doc a figure run belongs to is read', () => {
+    for (const run of figureRuns) expect(DOCS, run.command).toContain(run.doc);
+  });
+
   it('CI runs the README\'s test command', () => {
     expect(readFileSync(join(ROOT, '.ci', 'run'), 'utf8')).toMatch(/^npm test$/m);
   });
 });
 
-for (const doc of docs.filter((d) => d.steps.length > 0)) {
+for (const doc of docs.filter((d) => d.steps.length > 0 || figureRuns.some((f) => f.doc === d.file))) {
   describe(doc.file, () => {
-    const runnable = doc.steps.some((s) => s.kind !== 'skip');
+    const extra = figureRuns.filter((f) => f.doc === doc.file);
+    const runnable = doc.steps.some((s) => s.kind !== 'skip') || extra.length > 0;
     const background: Background[] = [];
     let cwd = '';
     let outside = '';
@@ -135,6 +146,7 @@ for (const doc of docs.filter((d) => d.steps.length > 0)) {
     });
 
     const shell = (command: string, at = cwd) => runShell(withPorts(command, ports), { cwd: at, env, timeoutMs: COMMAND_TIMEOUT_MS });
+    const context = (): CheckContext => ({ cwd, doc: doc.text, shell, outside, text: (file) => docs.find((d) => d.file === file)!.text });
     const shown = (r: ShellRun) => `exit ${r.code} after ${r.ms} ms\nstdout:\n${r.stdout.slice(-3000)}\nstderr:\n${r.stderr.slice(-3000)}`;
 
     for (const step of doc.steps) {
@@ -164,8 +176,17 @@ for (const doc of docs.filter((d) => d.steps.length > 0)) {
         const run = await shell(command.bare);
         expect(run.code, shown(run)).toBe(command.exit);
         for (const check of figureChecks.filter((c) => c.doc === doc.file && c.command.test(command.bare))) {
-          await check.check(run, { cwd, doc: doc.text, shell, outside });
+          await check.check(run, context());
         }
+      }, COMMAND_TIMEOUT_MS + 60_000);
+    }
+
+    for (const figures of extra) {
+      it(`${doc.file}: ${figures.what} (\`${figures.command}\`)`, async () => {
+        if (!figureRunCache.has(figures.command)) figureRunCache.set(figures.command, shell(figures.command));
+        const run = await figureRunCache.get(figures.command)!;
+        expect(run.code, shown(run)).toBe(0);
+        figures.check(run, context());
       }, COMMAND_TIMEOUT_MS + 60_000);
     }
   });

@@ -25,7 +25,23 @@ export interface CheckContext {
   shell(command: string, cwd?: string): Promise<ShellRun>;
   /** A folder outside the clone. */
   readonly outside: string;
+  /** Another doc's text (README.md, docs/replay.md, ...). */
+  text(file: string): string;
 }
+
+/**
+ * Figures a doc quotes in its prose from a command it names inline (not in a commands block):
+ * the test runs `command` at the end of the doc's commands, from the clone's root, and checks.
+ * Only commands that take seconds: the seeds 0–4 tables (minutes) are not re-run here.
+ */
+export interface FigureRun {
+  readonly doc: string;
+  readonly command: string;
+  readonly what: string;
+  check(run: ShellRun, at: CheckContext): void;
+}
+
+const unbold = (cell: string) => cell.replace(/\*\*/g, '').trim();
 
 /** A doc's text with every run of whitespace made one space (quoted output may wrap). */
 const flat = (text: string) => text.replace(/\s+/g, ' ');
@@ -37,18 +53,53 @@ function quoted(doc: string, pattern: RegExp, what: string): string {
   return m[1]!;
 }
 
-/** The rows of the first Markdown table whose header matches, as column → cell. */
-export function markdownTable(doc: string, header: RegExp): Map<string, string>[] {
+/** The rows of every Markdown table whose header matches, in order, as column → cell. */
+export function markdownTables(doc: string, header: RegExp): Map<string, string>[][] {
   const lines = doc.split('\n');
-  const start = lines.findIndex((l) => header.test(l));
-  if (start < 0) throw new Error(`no table with a header like ${header}`);
   const cells = (l: string) => l.trim().replace(/^\||\|$/g, '').split('|').map((c) => c.trim());
-  const names = cells(lines[start]!);
-  const rows: Map<string, string>[] = [];
-  for (let i = start + 2; i < lines.length && lines[i]!.trim().startsWith('|'); i++) {
-    rows.push(new Map(cells(lines[i]!).map((c, k) => [names[k]!, c])));
+  const tables: Map<string, string>[][] = [];
+  lines.forEach((line, start) => {
+    if (!header.test(line)) return;
+    const names = cells(line);
+    const rows: Map<string, string>[] = [];
+    for (let i = start + 2; i < lines.length && lines[i]!.trim().startsWith('|'); i++) {
+      rows.push(new Map(cells(lines[i]!).map((c, k) => [names[k]!, c])));
+    }
+    tables.push(rows);
+  });
+  if (tables.length === 0) throw new Error(`no table with a header like ${header}`);
+  return tables;
+}
+
+/** The first such table. */
+export const markdownTable = (doc: string, header: RegExp) => markdownTables(doc, header)[0]!;
+
+/**
+ * Every cell of a doc's table equals the printed one (a printed cell may go on after it: the
+ * README leaves out the rollouts' ratio); wall-clock columns are left out. Returns the count.
+ */
+function sameTable(rows: readonly Map<string, string>[], printed: Map<string, Map<string, string>>, where: string): number {
+  let cells = 0;
+  for (const row of rows) {
+    const policy = unbold(row.get('policy')!).split(' ')[0]!;
+    const got = printed.get(policy);
+    expect(got, `${where}: row "${policy}" is not in the printed table`).toBeDefined();
+    for (const [column, cell] of row) {
+      if (column === 'policy' || column === 'plan ms/step') continue;
+      const escaped = unbold(cell).replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+      expect(got!.get(column), `${where}, ${policy}, "${column}": printed ${got!.get(column)}`).toMatch(new RegExp(`^${escaped}`));
+      cells++;
+    }
   }
-  return rows;
+  return cells;
+}
+
+/** The ratio to uniform in a printed cell, "0.681 (1.35×)" → "1.35". */
+const ratioIn = (cell: string | undefined) => /\(([\d.]+)×\)/.exec(cell ?? '')?.[1];
+
+/** The ratios of the printed demo's rows ("informative groups ...   2439   2282   1.07×") and their two values. */
+function demoRows(stdout: string): Map<string, string[]> {
+  return new Map(stdout.split('\n').map((l) => /^(.+?)\s{2,}(\S+)\s+(\S+)\s+([\d.]+)×$/.exec(l.trim())).filter((m) => m !== null).map((m) => [m![1]!, [m![2]!, m![3]!, m![4]!]]));
 }
 
 /** The table `replay`/`simulate` print: the header line starting "policy", columns 2+ spaces apart. */
@@ -65,7 +116,6 @@ export function printedTable(stdout: string): Map<string, Map<string, string>> {
   return rows;
 }
 
-const unbold = (cell: string) => cell.replace(/\*\*/g, '').trim();
 
 export const figureChecks: readonly FigureCheck[] = [
   {
@@ -73,19 +123,7 @@ export const figureChecks: readonly FigureCheck[] = [
     command: /^npm start$/,
     what: "the replay table's every cell, the one-line result, the headline ratios and the report files",
     check(run, { cwd, doc }) {
-      const printed = printedTable(run.stdout);
-      const rows = markdownTable(doc, /^\| policy \| effective ratio \|/);
-      let cells = 0;
-      for (const row of rows) {
-        const policy = unbold(row.get('policy')!).split(' ')[0]!;
-        const got = printed.get(policy);
-        expect(got, `README row "${policy}" is not in the printed table`).toBeDefined();
-        for (const [column, cell] of row) {
-          if (column === 'policy') continue;
-          expect(got!.get(column), `README replay table, ${policy}, "${column}": printed ${got!.get(column)}`).toMatch(new RegExp(`^${unbold(cell).replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}`));
-          cells++;
-        }
-      }
+      const cells = sameTable(markdownTable(doc, /^\| policy \| effective ratio \|/), printedTable(run.stdout), 'README replay table');
       expect(cells).toBeGreaterThanOrEqual(7 * 8);
       expect(run.stdout).toMatch(/^Our default \(.*\) against uniform: .*×.*$/m);
       const m = JSON.parse(readFileSync(join(cwd, 'out', 'replay', 'metrics.json'), 'utf8')) as { default_policy: string; policies: { name: string; totals: Record<string, number> }[] };
@@ -151,4 +189,99 @@ export const figureChecks: readonly FigureCheck[] = [
       expect(file!.startsWith(`${prefix!}/`), `${file} under ${prefix}`).toBe(true);
     },
   },
+];
+
+const LOG = 'fixtures/oneshot-rlvr-dsr-sub/visits.jsonl';
+const SCENARIOS = ['long-cot-competition', 'rl-math-pool', 'easy-pool'];
+
+/** The text of a doc's section, from its "## title..." heading to the next "## ". */
+function section(text: string, title: string): string {
+  const start = text.indexOf(`\n## ${title}`);
+  if (start < 0) throw new Error(`no section "## ${title}"; update test/docs-figures.ts`);
+  const end = text.indexOf('\n## ', start + 1);
+  return text.slice(start, end < 0 ? undefined : end);
+}
+
+const FULL_TABLE = /^\| policy \| effective ratio \| informative groups \| informative \/ 1k rollouts \| all-correct /;
+/** docs/replay.md's simulation tables, in the order of SCENARIOS. */
+const simulationTables = (text: string) => markdownTables(section(text, 'Measured: simulations'), FULL_TABLE);
+/** docs/replay.md's replay tables: the default stream, then --stream shared. */
+const replayTables = (text: string) => markdownTables(section(text, 'Measured: replay of the shipped real fixture'), FULL_TABLE);
+
+export const figureRuns: readonly FigureRun[] = [
+  {
+    doc: 'README.md',
+    command: 'rollout-budget demo --steps 20',
+    what: "the demo's first 20 steps, as the prose quotes them",
+    check(run, { doc }) {
+      const [ours, logged, informative, hard] = quoted(doc, /below uniform-8's \(([\d.]+ vs [\d.]+; informative groups [\d.]+×, hard positives [\d.]+×)\)/, 'the first 20 steps').match(/[\d.]+(?=[ ;×,]|$)/g)!;
+      const rows = demoRows(run.stdout);
+      expect(rows.get('effective ratio')!.slice(0, 2)).toEqual([ours, logged]);
+      expect(rows.get('informative groups (reward variance)')![2]).toBe(informative);
+      expect(rows.get('hard-prompt positives (p ≤ 0.2)')![2]).toBe(hard);
+    },
+  },
+  {
+    doc: 'README.md',
+    command: 'rollout-budget demo --steps 498',
+    what: "the demo over all steps, as the prose quotes it, and that one step more is refused",
+    check(run, { doc }) {
+      const all = quoted(doc, /\(all (\d+ steps: [\d.]+×, [\d.]+×, [\d.]+×)\)/, 'the demo over all steps');
+      const rows = demoRows(run.stdout);
+      expect(all).toBe(`498 steps: ${rows.get('informative groups (reward variance)')![2]}×, ${rows.get('hard-prompt positives (p ≤ 0.2)')![2]}×, ${rows.get('effective ratio')![2]}×`);
+      expect(flat(doc)).toContain('More steps than the fixture has (498) is an error');
+    },
+  },
+  {
+    doc: 'README.md',
+    command: `rollout-budget replay --log ${LOG} --stream shared --quiet`,
+    what: 'the shared-stream figures the replay section quotes',
+    check(run, { doc }) {
+      const t = printedTable(run.stdout);
+      const r = (p: string, c: string) => ratioIn(t.get(p)?.get(c));
+      const text = quoted(doc, /(`greso` then reaches .*?\([\d.]+×, [\d.]+×, [\d.]+×\))/, 'the shared-stream sentence');
+      expect(text).toBe(`\`greso\` then reaches ${r('greso', 'effective ratio')}× \`uniform\` on ratio and informative groups and ${r('greso', 'hard positives')}× on hard positives, \`mopps\` ${r('mopps', 'effective ratio')}× and ${r('mopps', 'hard positives')}×, ours unchanged (${r('bayes', 'effective ratio')}×, ${r('bayes', 'informative groups')}×, ${r('bayes', 'hard positives')}×)`);
+      expect(r('greso', 'informative groups')).toBe(r('greso', 'effective ratio'));
+    },
+  },
+  ...(['consumed', 'shared'] as const).map((stream, k): FigureRun => ({
+    doc: 'docs/replay.md',
+    command: `rollout-budget replay --log ${LOG}${stream === 'shared' ? ' --stream shared' : ''} --quiet`,
+    what: `the replay table of the ${stream} stream, every cell but the planning time`,
+    check(run, { doc }) {
+      expect(sameTable(replayTables(doc)[k]!, printedTable(run.stdout), `docs/replay.md, replay, ${stream}`)).toBeGreaterThanOrEqual(7 * 15);
+    },
+  })),
+  {
+    doc: 'README.md',
+    command: `rollout-budget replay --log ${LOG} --rounds 1 --policies uniform,bayes --quiet`,
+    what: 'our default in one round a step',
+    check(run, { doc }) {
+      const t = printedTable(run.stdout);
+      const r = (c: string) => ratioIn(t.get('bayes')?.get(c));
+      expect(quoted(doc, /the same defaults give ([\d.]+× \/ [\d.]+× \/ [\d.]+×)/, 'the one-round figures')).toBe(`${r('effective ratio')}× / ${r('informative groups')}× / ${r('hard positives')}×`);
+    },
+  },
+  ...SCENARIOS.map((name, k): FigureRun => ({
+    doc: 'docs/replay.md',
+    command: `rollout-budget simulate --scenario fixtures/scenarios/${name}.json --quiet`,
+    what: `the ${name} table (seed 0), every cell but the planning time, and the README's figures from it`,
+    check(run, { doc, text }) {
+      const printed = printedTable(run.stdout);
+      expect(sameTable(simulationTables(doc)[k]!, printed, `docs/replay.md, ${name}`)).toBeGreaterThanOrEqual(8 * 15);
+      const r = (p: string, c: string) => ratioIn(printed.get(p)?.get(c));
+      const readme = text('README.md');
+      if (name === 'long-cot-competition') {
+        expect(quoted(readme, /million tokens reaches \*\*([\d.]+)×\*\* `uniform`/, 'long-CoT informative / Mtok')).toBe(r('bayes', 'informative / Mtok'));
+        expect(quoted(readme, /(with [\d.]+× informative groups and [\d.]+× hard positives\. The planner with the true pass rates \(`oracle`\) reaches [\d.]+×)/, 'long-CoT figures'))
+          .toBe(`with ${r('bayes', 'informative groups')}× informative groups and ${r('bayes', 'hard positives')}× hard positives. The planner with the true pass rates (\`oracle\`) reaches ${r('oracle', 'informative / Mtok')}×`);
+      } else if (name === 'rl-math-pool') {
+        expect(quoted(readme, /\*\*RL math pool:\*\* ([\d.]+× ratio, [\d.]+× informative, [\d.]+× hard)/, 'RL math pool figures'))
+          .toBe(`${r('bayes', 'effective ratio')}× ratio, ${r('bayes', 'informative groups')}× informative, ${r('bayes', 'hard positives')}× hard`);
+      } else {
+        expect(quoted(readme, /\*\*Easy pool:\*\* ([\d.]+×, [\d.]+×, [\d.]+×)/, 'easy pool figures'))
+          .toBe(`${r('bayes', 'effective ratio')}×, ${r('bayes', 'informative groups')}×, ${r('bayes', 'hard positives')}×`);
+      }
+    },
+  })),
 ];
