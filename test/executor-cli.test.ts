@@ -165,6 +165,13 @@ describe('execute, observe and loop on the command line', () => {
     const badUrl = await cli(['execute', '--plan', planPath, '--prompts', prompts, '--endpoint', 'localhost', '--model', 'sim']);
     expect(badUrl.code).toBe(2);
     expect(badUrl.err).toMatch(/"localhost" is not a URL; expected http:\/\/host:port or http:\/\/host:port\/v1/);
+
+    // A plan file nested 20,000 levels deep: exit 2 naming the file and the depth limit (issue 12 item 5).
+    writeFileSync(planPath, `${'['.repeat(20_000)}${']'.repeat(20_000)}`);
+    const deep = await cli(['execute', '--plan', planPath, '--prompts', prompts, '--endpoint', url, '--model', 'sim', '--state', join(dir, 's.db'), '--out', out]);
+    expect(deep.code).toBe(2);
+    expect(deep.err).toMatch(/plan\.json: JSON nested deeper than 128 levels/);
+    expect(existsSync(out)).toBe(false);
   });
 });
 
