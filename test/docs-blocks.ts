@@ -106,7 +106,7 @@ export function commandsOf(block: DocBlock): DocCommand[] {
 }
 
 function command(file: string, line: number, text: string): DocCommand {
-  const joined = text.replace(/\\\n\s*/g, ' ');
+  const joined = text.replace(/\s*\\\n\s*/g, ' ');
   const hash = commentStart(joined);
   const comment = hash < 0 ? '' : joined.slice(hash + 1).trim();
   let bare = (hash < 0 ? joined : joined.slice(0, hash)).trim();

@@ -1,7 +1,7 @@
 import { connect } from 'node:net';
 import { join } from 'node:path';
 import seedrandom from 'seedrandom';
-import { expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { MAX_N_LIMIT, openAsyncStore } from '../src/index.js';
 import { call, freshPgUrl, pgUrl, request, startService, stopService } from './service-helpers.js';
 import { tempDir } from './temp.js';
