@@ -1,10 +1,11 @@
 // Issue 16 (item 8, and the docs as a whole): what the docs say about commands and flags is
 // what the CLI has. Every `rollout-budget <command> ...` the docs write — inline, in a synopsis,
 // in a commands block — and every inline `<command> --flag` names a command and flags it has;
-// and every flag table (`| flag | default | meaning |`) gives the default `--help` shows.
+// and every flag table (`| flag | default | meaning |`) gives the default `--help` shows; and every
+// file the docs name (`src/plan/rounds.ts`, a link, a link's #anchor) is there.
 // test/docs-commands.test.ts runs the commands; this checks what is only mentioned.
-import { readdirSync, readFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { dirname, join, normalize } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { blocksOf, inlineSpans } from './docs-blocks.js';
 import { cli } from './cli-helpers.js';
@@ -122,6 +123,31 @@ describe('what the docs say about the CLI', () => {
       });
     }
     expect(checked).toBeGreaterThanOrEqual(20);
+    expect(wrong).toEqual([]);
+  });
+
+  it('every file and anchor the docs name exists', () => {
+    /** GitHub's anchors: the heading in lower case, punctuation dropped, spaces as hyphens. */
+    const anchors = (file: string) => new Set([...readFileSync(join(ROOT, file), 'utf8').matchAll(/^#{1,6}\s+(.*)$/gm)]
+      .map((m) => m[1]!.trim().toLowerCase().replace(/[^\p{L}\p{N}_\- ]/gu, '').replace(/ /g, '-')));
+    let checked = 0;
+    const wrong: string[] = [];
+    for (const [file, text] of texts) {
+      for (const span of inlineSpans(text)) {
+        const m = /^((?:src|test|python|scripts|fixtures|schemas|docs|bin|\.ci)\/[^\s<>*:]+?)[/.,]?$/.exec(span.code);
+        if (m === null) continue;
+        checked++;
+        if (!existsSync(join(ROOT, m[1]!))) wrong.push(`${file}:${span.line}: \`${span.code}\` does not exist`);
+      }
+      for (const [, target, anchor] of text.matchAll(/\]\(([^)#\s]*)(?:#([^)\s]+))?\)/g)) {
+        if (/^[a-z]+:/.test(target!)) continue;
+        const to = target === '' ? file : normalize(join(dirname(file), target!));
+        checked++;
+        if (!existsSync(join(ROOT, to))) wrong.push(`${file}: the link to ${target} goes nowhere`);
+        else if (anchor !== undefined && to.endsWith('.md') && !anchors(to).has(anchor)) wrong.push(`${file}: ${to} has no heading for #${anchor}`);
+      }
+    }
+    expect(checked).toBeGreaterThanOrEqual(60);
     expect(wrong).toEqual([]);
   });
 });
