@@ -174,7 +174,8 @@ for (const doc of docs.filter((d) => d.steps.length > 0 || figureRuns.some((f) =
           return;
         }
         const run = await shell(command.bare);
-        expect(run.code, shown(run)).toBe(command.exit);
+        const synopsis = /<[\w|.-]+>|\[--/.test(command.bare) ? '\n(it reads like a synopsis, with <placeholders> or [--options]: make its block ```text)' : '';
+        expect(run.code, `${shown(run)}${synopsis}`).toBe(command.exit);
         for (const check of figureChecks.filter((c) => c.doc === doc.file && c.command.test(command.bare))) {
           await check.check(run, context());
         }
