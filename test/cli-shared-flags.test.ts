@@ -1,18 +1,15 @@
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { beforeEach, describe, expect, it } from 'vitest';
 import { AsyncAllocator, Service, SqliteStore, asyncStoreOf, type Plan } from '../src/index.js';
 import { cli } from './cli-helpers.js';
+import { tempDir } from './temp.js';
 
 const fixture = (...p: string[]) => join(import.meta.dirname, '..', 'fixtures', ...p);
 
 let dir: string;
 beforeEach(() => {
-  dir = mkdtempSync(join(tmpdir(), 'rb-shared-'));
-});
-afterEach(() => {
-  rmSync(dir, { recursive: true, force: true });
+  dir = tempDir('rb-shared-');
 });
 
 /** Each flag's help text, whitespace collapsed: flag → text. */

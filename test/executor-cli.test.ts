@@ -1,22 +1,21 @@
 import { spawn } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { runCli } from '../src/cli/main.js';
 import type { CliIo } from '../src/cli/io.js';
 import { SimServer, groupSeed, parseResults, type Plan } from '../src/index.js';
 import { simPrompts } from './executor-helpers.js';
+import { tempDir } from './temp.js';
 
 let dir: string;
 let server: SimServer | undefined;
 beforeEach(() => {
-  dir = mkdtempSync(join(tmpdir(), 'rb-cli4-'));
+  dir = tempDir('rb-cli4-');
 });
 afterEach(async () => {
   await server?.close();
   server = undefined;
-  rmSync(dir, { recursive: true, force: true });
 });
 
 async function cli(args: string[]): Promise<{ code: number; out: string; err: string }> {

@@ -85,6 +85,25 @@ describe('endpoints', () => {
     await expect(run).rejects.toMatchObject({ exitCode: 2, message: expect.stringMatching(/ENOTFOUND/) });
     await expect(run).rejects.not.toThrow(/gave up/);
   });
+
+  it('port 0 is refused when the command starts (it passed validation and was retried as "connection refused")', () => {
+    expect(() => normalizeEndpoint('http://127.0.0.1:0/v1')).toThrow(/port 0 cannot be connected to/);
+  });
+
+  // Issue 16, item 8: a URL that passes validation but can never be sent was retried. Node's fetch
+  // refuses the Fetch standard's bad ports (6000, 6666, ...) with a cause of just "bad port".
+  it('a port fetch refuses (6000) fails at once with exit 2, in server detection and in requests, never retried', async () => {
+    // Retried, detection would end in "cannot reach ... (exit 1)" and a request in "gave up".
+    const slow = { retries: 4, backoffMs: 2000, maxBackoffMs: 2000 };
+    await expect(resolveServer('auto', ['http://127.0.0.1:6000'], slow, 2000)).rejects.toMatchObject({
+      exitCode: 2,
+      message: expect.stringMatching(/--endpoint http:\/\/127\.0\.0\.1:6000: cannot send to .*bad port: Node's fetch never connects to port 6000/),
+    });
+    const { candidates } = simPrompts(1);
+    const run = executePlan(planOf({ q0: 2 }), new Map(candidates.map((c) => [c.id, c])), options(['http://127.0.0.1:6000'], { retry: slow }));
+    await expect(run).rejects.toMatchObject({ exitCode: 2, message: expect.stringMatching(/bad port.*another port/) });
+    await expect(run).rejects.not.toThrow(/gave up/);
+  });
 });
 
 describe('finish reasons, mapped on purpose', () => {

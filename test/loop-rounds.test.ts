@@ -1,20 +1,19 @@
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { SimServer } from '../src/index.js';
 import { cli } from './cli-helpers.js';
 import { simPrompts } from './executor-helpers.js';
+import { tempDir } from './temp.js';
 
 let dir: string;
 let server: SimServer | undefined;
 beforeEach(() => {
-  dir = mkdtempSync(join(tmpdir(), 'rb-loop-rounds-'));
+  dir = tempDir('rb-loop-rounds-');
 });
 afterEach(async () => {
   await server?.close();
   server = undefined;
-  rmSync(dir, { recursive: true, force: true });
 });
 
 describe('loop in rounds against the sim-server (a test double of an OpenAI-compatible server)', () => {

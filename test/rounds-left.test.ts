@@ -1,23 +1,20 @@
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import seedrandom from 'seedrandom';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { beforeEach, describe, expect, it } from 'vitest';
 import {
   RolloutBudgetError, createRegistries, grownShareWarning, parseScenario, planStep, roundShare, simulatedEnvironment, snapshotOf, type Candidate, type Plan,
   type PromptState,
 } from '../src/index.js';
 import { cli } from './cli-helpers.js';
+import { tempDir } from './temp.js';
 
 const registries = createRegistries();
 const empty = snapshotOf([], null);
 
 let dir: string;
 beforeEach(() => {
-  dir = mkdtempSync(join(tmpdir(), 'rb-rounds-left-'));
-});
-afterEach(() => {
-  rmSync(dir, { recursive: true, force: true });
+  dir = tempDir('rb-rounds-left-');
 });
 
 describe('the round share rule (plan/rounds.ts)', () => {

@@ -1,9 +1,9 @@
-import { readFileSync, writeFileSync, mkdtempSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import { describe, expect, it } from 'vitest';
 import { cli } from './cli-helpers.js';
+import { tempDir } from './temp.js';
 
 const root = join(import.meta.dirname, '..');
 const schema = (name: string) => JSON.parse(readFileSync(join(root, 'schemas', `${name}.schema.json`), 'utf8'));
@@ -56,7 +56,7 @@ describe('published JSON Schemas', () => {
   });
 
   it('plans the CLI writes validate against plan.schema.json', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'rb-schema-'));
+    const dir = tempDir('rb-schema-');
     const prompts = join(dir, 'p.jsonl');
     writeFileSync(prompts, '{"id":"a","max_tokens":512}\n{"id":"b"}\n{"id":"c","prompt_tokens":20}\n');
     const check = validator('plan');

@@ -11,7 +11,7 @@ import { processIo, readInput, writeOutput, type CliIo } from './io.js';
 import {
   boundFlags, budgetFlags, budgetFrom, decayFlags, flagOfField, multipleOfFlag, planOptionsFrom, policyFlags, roundsLeftFlag, seedFlag, skipFlag,
 } from './options.js';
-import { intArg, numberArg } from './parse.js';
+import { flagValueMessage, intArg, numberArg } from './parse.js';
 import { registerReplayCommands } from './replay.js';
 import { registerServeCommands } from './serve.js';
 
@@ -144,7 +144,7 @@ export async function runCli(argv: readonly string[], io: CliIo = processIo): Pr
   } catch (error) {
     if (error instanceof CommanderError) {
       if (error.code === 'commander.helpDisplayed' || error.code === 'commander.version' || error.exitCode === 0) return 0;
-      io.stderr(`rollout-budget: ${error.message.replace(/^error: /, '')}\n`);
+      io.stderr(`rollout-budget: ${flagValueMessage(error.message)}\n`);
       return 2;
     }
     if (error instanceof RolloutBudgetError) {

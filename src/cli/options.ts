@@ -86,12 +86,15 @@ export function seedFlag(cmd: Command, help = 'run seed', withDefault = true): C
   return cmd.addOption(withDefault ? option.default(defaultPlanOptions.seed) : option);
 }
 
-/** `--decay` and `--reobserve-discount`, the two forgetting rates. */
-export function decayFlags(cmd: Command): Command {
+/**
+ * `--decay` and `--reobserve-discount`, the two forgetting rates, with the library's defaults
+ * (`serve` passes a prefix: there they are the defaults of every request).
+ */
+export function decayFlags(cmd: Command, prefix = ''): Command {
   const d = defaultPlanOptions.decay;
   return cmd
-    .addOption(new Option('--decay <rate>', 'per-step forgetting of evidence toward the prior (λ)').default(d.forgetPerStep).argParser(numberArg(0, 1)))
-    .addOption(new Option('--reobserve-discount <rate>', 'discount of old evidence when a prompt is re-observed (ρ)').default(d.reobserveDiscount).argParser(numberArg(0, 1)));
+    .addOption(new Option('--decay <rate>', `${prefix}per-step forgetting of evidence toward the prior (λ)`).default(d.forgetPerStep).argParser(numberArg(0, 1)))
+    .addOption(new Option('--reobserve-discount <rate>', `${prefix}discount of old evidence when a prompt is re-observed (ρ)`).default(d.reobserveDiscount).argParser(numberArg(0, 1)));
 }
 
 /** `--rounds-left` of `plan`: one call is one round, and the budgets are what is left of the step. */
