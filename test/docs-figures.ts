@@ -215,7 +215,7 @@ export const figureRuns: readonly FigureRun[] = [
     command: 'rollout-budget demo --steps 20',
     what: "the demo's first 20 steps, as the prose quotes them",
     check(run, { doc }) {
-      const [ours, logged, informative, hard] = quoted(doc, /below uniform-8's \(([\d.]+ vs [\d.]+; informative groups [\d.]+×, hard positives [\d.]+×)\)/, 'the first 20 steps').match(/[\d.]+(?=[ ;×,]|$)/g)!;
+      const [ours, logged, informative, hard] = quoted(doc, /(?:below|above) uniform-8's \(([\d.]+ vs [\d.]+; informative groups [\d.]+×, hard positives [\d.]+×)\)/, 'the first 20 steps').match(/[\d.]+(?=[ ;×,]|$)/g)!;
       const rows = demoRows(run.stdout);
       expect(rows.get('effective ratio')!.slice(0, 2)).toEqual([ours, logged]);
       expect(rows.get('informative groups (reward variance)')![2]).toBe(informative);
@@ -263,6 +263,21 @@ export const figureRuns: readonly FigureRun[] = [
       expect(quoted(doc, /the same defaults give ([\d.]+× \/ [\d.]+× \/ [\d.]+×)/, 'the one-round figures')).toBe(`${r('effective ratio')}× / ${r('informative groups')}× / ${r('hard positives')}×`);
     },
   },
+  // docs/cold-start.md's hint-quality table: the rows a shipped scenario gives as it is (issue 14).
+  ...([['shipped', 'shipped', ''], ['none', 'none', ' --no-hints']] as const).map(([row, out, flag]): FigureRun => ({
+    doc: 'docs/cold-start.md',
+    command: `rollout-budget simulate --scenario fixtures/scenarios/one-epoch-pool.json --steps 32 --policies uniform,bayes${flag} --out out/cold-${out} --quiet`,
+    what: `the hint-quality table's "${row}" row (one-epoch pool, 32 steps, seed 0)`,
+    check(_run, { cwd, doc }) {
+      const m = JSON.parse(readFileSync(join(cwd, 'out', `cold-${out}`, 'metrics.json'), 'utf8')) as { policies: { name: string; totals: Record<string, number> }[] };
+      const totals = (name: string) => m.policies.find((p) => p.name === name)!.totals;
+      const ratio = (key: string) => `${(totals('bayes')[key]! / totals('uniform')[key]!).toFixed(3)}×`;
+      const found = markdownTable(doc, /^\| hints \| effective ratio \|/).find((r) => unbold(r.get('hints')!).startsWith(row));
+      expect(found, `a "${row}" row`).toBeDefined();
+      expect(['effective ratio', 'informative groups', 'hard positives'].map((c) => unbold(found!.get(c)!)))
+        .toEqual([ratio('effective_ratio'), ratio('informative_groups'), ratio('hard_positives')]);
+    },
+  })),
   ...SCENARIOS.map((name, k): FigureRun => ({
     doc: 'docs/replay.md',
     command: `rollout-budget simulate --scenario fixtures/scenarios/${name}.json --quiet`,
