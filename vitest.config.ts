@@ -6,5 +6,8 @@ export default defineConfig({
     testTimeout: 60_000,
     hookTimeout: 60_000,
     pool: 'forks',
+    // Tests leave nothing in the temp dir: a folder per run and per file, checked empty (test/setup/).
+    globalSetup: ['test/setup/temp-run.ts'],
+    setupFiles: ['test/setup/temp-check.ts'],
   },
 });

@@ -6,6 +6,7 @@ import { posteriorView, type PosteriorView } from './plan/posterior-view.js';
 import type { Budget, Candidate, Plan } from './plan/types.js';
 import type { StateSnapshot } from './posterior/state.js';
 import { createSolverRegistry } from './solver/registry.js';
+import { metaChanges, snapshotWithMeta } from './store/meta.js';
 import { SqliteStore } from './store/sqlite.js';
 import type { ObserveSummary, Store } from './store/types.js';
 import { createValueRegistry } from './value/functions.js';
@@ -50,8 +51,17 @@ export class Allocator {
     return this.store.snapshot();
   }
 
+  /**
+   * Plans from the state, then records the candidates' group and hint that the state does not
+   * hold yet (store/meta.ts: evidence untouched, idempotent, nothing when planning fails). The
+   * plan is the one planStep gives on the state after that record.
+   */
   plan(candidates: readonly Candidate[], budget: Budget, options: PlanOptionsInput = {}): Plan {
-    return planStep(this.store.snapshot(), candidates, budget, this.merged(options), this.registries);
+    const snapshot = this.store.snapshot();
+    const changes = metaChanges(snapshot, candidates);
+    const plan = planStep(snapshotWithMeta(snapshot, changes), candidates, budget, this.merged(options), this.registries);
+    this.store.recordPrompts(changes);
+    return plan;
   }
 
   /** Applies results (objects as in the results JSONL, or a parsed batch) in one transaction. */

@@ -19,6 +19,10 @@ export { addEvidence, decayedTerm, defaultDecay, EVIDENCE_FLOOR, forgetFactor } 
 export type { DecayOptions } from './posterior/decay.js';
 export { defaultPriorOptions, fitPrior, flatPrior, priorFor } from './posterior/prior.js';
 export type { Prior, PriorOptions } from './posterior/prior.js';
+export { defaultHintPool, fitHintPool, fitHints, hintLogit } from './posterior/hint-fit.js';
+export type { HintFit, HintPool } from './posterior/hint-fit.js';
+export { calibrationSummary, hintPriors, trustOf } from './posterior/hints.js';
+export type { CalibrationSummary, HintCalibration, HintPriors } from './posterior/hints.js';
 export { defaultLengthOptions, expectedTokens } from './posterior/length.js';
 export type { LengthEstimate, LengthOptions } from './posterior/length.js';
 
@@ -84,6 +88,8 @@ export { asyncStoreOf } from './store/async.js';
 export type { AsyncStore } from './store/async.js';
 export { PostgresStore, redactUrl } from './store/postgres.js';
 export { createStoreRegistry, openAsyncStore, storeKindOf } from './store/open.js';
+export { hintOf, mergeMeta, promptMetaFields, metaChanges, metaDiffers, metaOf, NO_STEP, snapshotWithMeta, withMeta } from './store/meta.js';
+export type { PromptMeta } from './store/meta.js';
 export type { StoreOpener } from './store/open.js';
 
 // Service: HTTP and stdio on an async allocator.
@@ -175,7 +181,7 @@ export type {
   Decision, Environment, GroupDrawer, GroupOutcome, PolicyConfig, PolicyRun, ReplayPolicy, StepContext, World,
 } from './replay/types.js';
 export { defaultScenario, parseScenario } from './simulate/scenario.js';
-export type { Scenario } from './simulate/scenario.js';
+export type { HintModel, Scenario, ScenarioGroup } from './simulate/scenario.js';
 export { simulatedEnvironment } from './simulate/world.js';
 
 // Reports.

@@ -1,18 +1,15 @@
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { beforeEach, describe, expect, it } from 'vitest';
 import { AsyncAllocator, Service, SqliteStore, asyncStoreOf, type Plan } from '../src/index.js';
 import { cli } from './cli-helpers.js';
+import { tempDir } from './temp.js';
 
 const fixture = (...p: string[]) => join(import.meta.dirname, '..', 'fixtures', ...p);
 
 let dir: string;
 beforeEach(() => {
-  dir = mkdtempSync(join(tmpdir(), 'rb-shared-'));
-});
-afterEach(() => {
-  rmSync(dir, { recursive: true, force: true });
+  dir = tempDir('rb-shared-');
 });
 
 /** Each flag's help text, whitespace collapsed: flag → text. */
@@ -121,12 +118,18 @@ describe('service: options.rounds_left, and errors in body fields', () => {
     const service = new Service(new AsyncAllocator(asyncStoreOf(new SqliteStore(':memory:'))));
     try {
       const candidates = Array.from({ length: 32 }, (_, i) => ({ id: `p${i}` }));
-      const ok = await service.handle({ method: 'POST', path: '/v1/plan', body: JSON.stringify({ candidates, budget: { rollouts: 120 }, options: { rounds_left: 2 } }) });
+      const ok = await service.handle({ method: 'POST', path: '/v1/plan', body: JSON.stringify({ candidates, budget: { rollouts: 120 }, options: { rounds_left: 2, fresh_share: 0 } }) });
       expect(ok.status).toBe(200);
       const plan = JSON.parse(ok.body) as Plan;
       expect(plan.rounds_left).toBe(2);
       expect(plan.budget_left).toEqual({ rollouts: 120, tokens: null });
       expect(plan.totals.rollouts).toBe(64);
+      // The default fresh_share (0.7) for 32 prompts new to the state: ⌊60 + 0.7·60⌋ = 102.
+      const fresh = await service.handle({ method: 'POST', path: '/v1/plan', body: JSON.stringify({ candidates, budget: { rollouts: 120 }, options: { rounds_left: 2 } }) });
+      expect((JSON.parse(fresh.body) as Plan).budget.rollouts).toBe(102);
+      const badShare = await service.handle({ method: 'POST', path: '/v1/plan', body: JSON.stringify({ candidates, budget: { rollouts: 120 }, options: { rounds_left: 2, fresh_share: 2 } }) });
+      expect(badShare.status).toBe(400);
+      expect(JSON.parse(badShare.body).error.message).toMatch(/body\.options\.fresh_share: must be in \[0, 1\], got 2/);
       const bad = await service.handle({ method: 'POST', path: '/v1/plan', body: JSON.stringify({ candidates, budget: { rollouts: 63 }, options: { rounds_left: 2 } }) });
       expect(bad.status).toBe(422);
       const error = JSON.parse(bad.body).error as { code: string; message: string };

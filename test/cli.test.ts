@@ -1,15 +1,15 @@
-import { mkdtempSync, readFileSync, writeFileSync, existsSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync, writeFileSync, existsSync } from 'node:fs';
 import { join } from 'node:path';
 import seedrandom from 'seedrandom';
 import { describe, expect, it } from 'vitest';
 import { LoggedRun, drawOutcomes, parseVisits, readText, type Plan } from '../src/index.js';
 import { cli } from './cli-helpers.js';
+import { tempDir } from './temp.js';
 
 const fixture = (...p: string[]) => join(import.meta.dirname, '..', 'fixtures', ...p);
 
 function workdir() {
-  const dir = mkdtempSync(join(tmpdir(), 'rb-cli-'));
+  const dir = tempDir('rb-cli-');
   const state = join(dir, 'state.db');
   const prompts = join(dir, 'prompts.jsonl');
   writeFileSync(prompts, '{"id":"a","prompt_tokens":10}\n{"id":"b","max_tokens":4096}\n{"id":"c","group":"g","extra":{"kept":true}}\n');
@@ -64,7 +64,7 @@ describe('CLI bad input: exit 2, one message with file:line, field and value, st
     const w = workdir();
     const runs = [
       [['plan', '--prompts', w.prompts, '--budget-rollouts', '8', '--bogus'], /unknown option '--bogus'/],
-      [['plan', '--prompts', w.prompts, '--budget-rollouts', '8.5'], /--budget-rollouts.*expected an integer ≥ 0, got "8\.5"/],
+      [['plan', '--prompts', w.prompts, '--budget-rollouts', '8.5'], /^rollout-budget: --budget-rollouts must be an integer ≥ 0, got "8\.5"$/m],
       [['plan', '--prompts', w.prompts, '--state', w.state], /a budget is required/],
       [['plan', '--prompts', join(w.dir, 'missing.jsonl'), '--budget-rollouts', '8'], /missing\.jsonl: cannot read \(ENOENT\)/],
       [['plan', '--prompts', w.prompts, '--state', w.state, '--budget-rollouts', '8', '--policy', 'nope'], /unknown policy "nope"; registered: bayes, thompson, mean/],
@@ -136,5 +136,22 @@ describe('CLI plan / observe / inspect', () => {
     // Sanity, not a target: the plans keep at least 80% of the logged uniform groups' signal.
     expect(informativePlan).toBeGreaterThan(0.8 * informativeLogged);
     console.log(`20-step CLI round trip: ${totalRollouts} rollouts, informative groups ${informativePlan} (logged uniform-8: ${informativeLogged})`);
+  });
+});
+
+// Issue 16, item 3: errors that doubled their subject. Commander wrapped every refused flag value
+// as `option '--decay <rate>' argument '2' is invalid. expected a number in [0, 1], got "2"`.
+describe('a refused flag value is named once, with its flag', () => {
+  it.each([
+    [['plan', '--prompts', 'p.jsonl', '--budget-rollouts', '4', '--decay', '2'], '--decay must be a number in [0, 1], got "2"'],
+    [['plan', '--prompts', 'p.jsonl', '--budget-rollouts', '4', '--format', 'xml'], '--format must be one of json, jsonl, vllm-batch, sglang, got "xml"'],
+    [['execute', '--plan', 'plan.json', '--prompts', 'p.jsonl', '--model', 'm', '--endpoint', 'ftp://x'], '--endpoint "ftp://x" must use http or https, got "ftp"'],
+    [['execute', '--plan', 'plan.json', '--prompts', 'p.jsonl', '--model', 'm', '--endpoint', 'http://h', '--extra-body', '[1]'], '--extra-body must be a JSON object, got "[1]"'],
+    [['replay', '--log', 'x.jsonl', '--seeds', '3..1'], '--seeds: the seed range "3..1" ends before it starts'],
+    [['demo', '--steps', '0'], '--steps must be an integer ≥ 1, got "0"'],
+  ])('%j', async (argv, message) => {
+    const r = await cli([...argv]);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toBe(`rollout-budget: ${message}\n`);
   });
 });

@@ -3,14 +3,14 @@
 // SGLang-profile sim-server (a TEST DOUBLE of SGLang's /generate, src/simserver/sglang.ts), and
 // the command verifier's timeout.
 import { spawn, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { CliIo } from '../src/cli/io.js';
 import { runCli } from '../src/cli/main.js';
 import { SimModel, SimServer, defaultSimModel, groupSeed, type Plan } from '../src/index.js';
 import { simPrompts } from './executor-helpers.js';
+import { tempDir } from './temp.js';
 
 const shipped = join(import.meta.dirname, '..', 'fixtures', 'oneshot-rlvr-dsr-sub', 'prompts.jsonl');
 const bin = join(import.meta.dirname, '..', 'bin', 'rollout-budget.js');
@@ -18,12 +18,11 @@ let dir: string;
 const servers: SimServer[] = [];
 const children: ChildProcess[] = [];
 beforeEach(() => {
-  dir = mkdtempSync(join(tmpdir(), 'rb-cli11-'));
+  dir = tempDir('rb-cli11-');
 });
 afterEach(async () => {
   await Promise.all(servers.splice(0).map((s) => s.close()));
   for (const c of children.splice(0)) if (c.exitCode === null) c.kill('SIGTERM');
-  rmSync(dir, { recursive: true, force: true });
 });
 
 async function cli(args: string[]): Promise<{ code: number; out: string; err: string }> {

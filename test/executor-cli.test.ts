@@ -1,22 +1,21 @@
 import { spawn } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { runCli } from '../src/cli/main.js';
 import type { CliIo } from '../src/cli/io.js';
 import { SimServer, groupSeed, parseResults, type Plan } from '../src/index.js';
 import { simPrompts } from './executor-helpers.js';
+import { tempDir } from './temp.js';
 
 let dir: string;
 let server: SimServer | undefined;
 beforeEach(() => {
-  dir = mkdtempSync(join(tmpdir(), 'rb-cli4-'));
+  dir = tempDir('rb-cli4-');
 });
 afterEach(async () => {
   await server?.close();
   server = undefined;
-  rmSync(dir, { recursive: true, force: true });
 });
 
 async function cli(args: string[]): Promise<{ code: number; out: string; err: string }> {
@@ -166,6 +165,13 @@ describe('execute, observe and loop on the command line', () => {
     const badUrl = await cli(['execute', '--plan', planPath, '--prompts', prompts, '--endpoint', 'localhost', '--model', 'sim']);
     expect(badUrl.code).toBe(2);
     expect(badUrl.err).toMatch(/"localhost" is not a URL; expected http:\/\/host:port or http:\/\/host:port\/v1/);
+
+    // A plan file nested 20,000 levels deep: exit 2 naming the file and the depth limit (issue 12 item 5).
+    writeFileSync(planPath, `${'['.repeat(20_000)}${']'.repeat(20_000)}`);
+    const deep = await cli(['execute', '--plan', planPath, '--prompts', prompts, '--endpoint', url, '--model', 'sim', '--state', join(dir, 's.db'), '--out', out]);
+    expect(deep.code).toBe(2);
+    expect(deep.err).toMatch(/plan\.json: JSON nested deeper than 128 levels/);
+    expect(existsSync(out)).toBe(false);
   });
 });
 

@@ -2,8 +2,7 @@
 // that `observe` takes. The fixture is built from the shipped real responses
 // (scripts/make-batch-fixture.ts); a second output is produced by POSTing the exported batch
 // lines to the sim-server (a TEST DOUBLE answering as vLLM's /v1/chat/completions does).
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
@@ -11,17 +10,17 @@ import type { CliIo } from '../src/cli/io.js';
 import { runCli } from '../src/cli/main.js';
 import { SimModel, SimServer, defaultSimModel, groupSeed, parseResults, type Plan } from '../src/index.js';
 import { expected, simPrompts } from './executor-helpers.js';
+import { tempDir } from './temp.js';
 
 const fixture = join(import.meta.dirname, '..', 'fixtures', 'qwen-math100-k8');
 let dir: string;
 let server: SimServer | undefined;
 beforeEach(() => {
-  dir = mkdtempSync(join(tmpdir(), 'rb-grade-'));
+  dir = tempDir('rb-grade-');
 });
 afterEach(async () => {
   await server?.close();
   server = undefined;
-  rmSync(dir, { recursive: true, force: true });
 });
 
 async function cli(args: string[]): Promise<{ code: number; out: string; err: string }> {

@@ -85,6 +85,25 @@ describe('endpoints', () => {
     await expect(run).rejects.toMatchObject({ exitCode: 2, message: expect.stringMatching(/ENOTFOUND/) });
     await expect(run).rejects.not.toThrow(/gave up/);
   });
+
+  it('port 0 is refused when the command starts (it passed validation and was retried as "connection refused")', () => {
+    expect(() => normalizeEndpoint('http://127.0.0.1:0/v1')).toThrow(/port 0 cannot be connected to/);
+  });
+
+  // Issue 16, item 8: a URL that passes validation but can never be sent was retried. Node's fetch
+  // refuses the Fetch standard's bad ports (6000, 6666, ...) with a cause of just "bad port".
+  it('a port fetch refuses (6000) fails at once with exit 2, in server detection and in requests, never retried', async () => {
+    // Retried, detection would end in "cannot reach ... (exit 1)" and a request in "gave up".
+    const slow = { retries: 4, backoffMs: 2000, maxBackoffMs: 2000 };
+    await expect(resolveServer('auto', ['http://127.0.0.1:6000'], slow, 2000)).rejects.toMatchObject({
+      exitCode: 2,
+      message: expect.stringMatching(/--endpoint http:\/\/127\.0\.0\.1:6000: cannot send to .*bad port: Node's fetch never connects to port 6000/),
+    });
+    const { candidates } = simPrompts(1);
+    const run = executePlan(planOf({ q0: 2 }), new Map(candidates.map((c) => [c.id, c])), options(['http://127.0.0.1:6000'], { retry: slow }));
+    await expect(run).rejects.toMatchObject({ exitCode: 2, message: expect.stringMatching(/bad port.*another port/) });
+    await expect(run).rejects.not.toThrow(/gave up/);
+  });
 });
 
 describe('finish reasons, mapped on purpose', () => {
@@ -265,5 +284,19 @@ describe('server profiles', () => {
     const report = await executePlan(planOf({ q0: 2, q1: 2 }), prompts, options([server.url]));
     expect(report.results.filter((r) => r.prompt_id === 'q0').map((r) => r.group)).toEqual(['algebra', 'algebra']);
     expect(report.results.filter((r) => r.prompt_id === 'q1').every((r) => !('group' in r))).toBe(true);
+  });
+
+  it('writes each prompt\'s offline hint into its results lines when the prompt has one (issue 14)', async () => {
+    const { candidates, sim } = simPrompts(2);
+    const server = await serve({ prompts: sim });
+    const prompts = new Map(candidates.map((c, i) => [c.id, i === 0 ? { ...c, group: 'olympiad', prior_pass_rate: 0.25, prior_samples: 16 } : { ...c, prior_pass_rate: 0.5 }]));
+    const report = await executePlan(planOf({ q0: 2, q1: 1 }), prompts, options([server.url]));
+    const q0 = report.results.filter((r) => r.prompt_id === 'q0');
+    expect(q0.map((r) => [r.group, r.prior_pass_rate, r.prior_samples])).toEqual([['olympiad', 0.25, 16], ['olympiad', 0.25, 16]]);
+    const q1 = report.results.find((r) => r.prompt_id === 'q1')!;
+    expect([q1.prior_pass_rate, 'prior_samples' in q1, 'group' in q1]).toEqual([0.5, false, false]);
+    // observe takes them: the shared results check keeps the fields.
+    const batch = batchOf(report.results);
+    expect(batch.results[0]).toMatchObject({ prior_pass_rate: 0.25, prior_samples: 16, group: 'olympiad' });
   });
 });

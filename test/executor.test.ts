@@ -1,5 +1,3 @@
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import {
@@ -7,12 +5,11 @@ import {
   type ExecuteOptions, type ExecutedRollout, type Plan, type SimServerOptions,
 } from '../src/index.js';
 import { expected, planOf, simPrompts } from './executor-helpers.js';
+import { tempDir } from './temp.js';
 
 const servers: SimServer[] = [];
-const dirs: string[] = [];
 afterEach(async () => {
   await Promise.all(servers.splice(0).map((s) => s.close()));
-  for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
 });
 
 async function serve(options: SimServerOptions): Promise<SimServer> {
@@ -23,9 +20,7 @@ async function serve(options: SimServerOptions): Promise<SimServer> {
 }
 
 function tempState(): string {
-  const dir = mkdtempSync(join(tmpdir(), 'rb-exec-'));
-  dirs.push(dir);
-  return join(dir, 'state.db');
+  return join(tempDir('rb-exec-'), 'state.db');
 }
 
 function options(endpoints: string[], extra: Partial<ExecuteOptions> = {}): ExecuteOptions {

@@ -1,19 +1,18 @@
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import fc from 'fast-check';
-import { afterAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import {
   MAX_JSON_DEPTH, RolloutBudgetError, batchOf, decodeUtf8, invalidUtf8At, nestedDeeperThan, parseJson, parsePrompts, quote, readText,
 } from '../src/index.js';
 import { cli } from './cli-helpers.js';
 import { CLI } from './service-helpers.js';
+import { tempDir } from './temp.js';
 
 // Issue 12, items 5 and 9 for files and stdin: deep JSON crashed plan/observe (exit 1 and a
 // stack), bytes that are not UTF-8 became U+FFFD silently.
-const dir = mkdtempSync(join(tmpdir(), 'rb-input-'));
-afterAll(() => rmSync(dir, { recursive: true, force: true }));
+const dir = tempDir('rb-input-');
 const file = (name: string, content: string | Buffer) => {
   const path = join(dir, name);
   writeFileSync(path, content);

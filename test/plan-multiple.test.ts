@@ -1,18 +1,17 @@
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Allocator, SimServer, type Plan } from '../src/index.js';
 import { cli } from './cli-helpers.js';
 import { simPrompts } from './executor-helpers.js';
 import { call, startService, stopService, type Child } from './service-helpers.js';
+import { tempDir } from './temp.js';
 
 // `plan --multiple-of k`, service option `multiple_of`, library `multipleOf`: Σ n a multiple
 // of k, on the real One-Shot-RLVR fixture (steps 0–4 observed, step 5's 43 prompts planned).
 
 const fixture = (...p: string[]) => join(import.meta.dirname, '..', 'fixtures', 'oneshot-rlvr-dsr-sub', ...p);
-const dir = mkdtempSync(join(tmpdir(), 'rb-multiple-'));
-afterAll(() => rmSync(dir, { recursive: true, force: true }));
+const dir = tempDir('rb-multiple-');
 const state = join(dir, 'state.db');
 const promptsPath = join(dir, 'prompts.jsonl');
 let candidates: { id: string; prompt_tokens: number; max_tokens: number }[] = [];

@@ -1,10 +1,10 @@
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { afterAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { runCli } from '../src/cli/main.js';
 import type { CliIo } from '../src/cli/io.js';
 import { createProgress } from '../src/cli/progress.js';
+import { tempDir } from './temp.js';
 
 function capture(tty = false, progressAfterMs?: number): CliIo & { out: string; err: string } {
   const io = {
@@ -25,15 +25,7 @@ function capture(tty = false, progressAfterMs?: number): CliIo & { out: string; 
 
 const fixture = new URL('../fixtures/oneshot-rlvr-dsr-sub/visits.jsonl', import.meta.url).pathname;
 const scenario = new URL('../fixtures/scenarios/long-cot-competition.json', import.meta.url).pathname;
-const made: string[] = [];
-const tmp = () => {
-  const dir = mkdtempSync(join(tmpdir(), 'rb-cli-'));
-  made.push(dir);
-  return dir;
-};
-afterAll(() => {
-  for (const dir of made) rmSync(dir, { recursive: true, force: true });
-});
+const tmp = () => tempDir('rb-cli-');
 
 /** metrics.json without the wall-clock planning times, which no seed fixes. */
 function numbers(dir: string): unknown {
@@ -143,5 +135,13 @@ describe('replay CLI', () => {
     expect(await runCli(['simulate', '--scenario', file], io)).toBe(2);
     expect(io.err).toContain('"alpha"');
     expect(io.err).toContain('-1');
+  });
+
+  it('regression (simulate --no-skip told you to raise --budget-rollouts, a flag simulate does not have): the infeasible budget names the scenario\'s fields', async () => {
+    const io = capture();
+    expect(await runCli(['simulate', '--scenario', scenario, '--no-skip', '--steps', '2', '--policies', 'bayes', '--quiet'], io)).toBe(2);
+    expect(io.err).toMatch(/^rollout-budget: step 0: budget infeasible: 64 prompts × 2 rollouts \(--min-n\) need 128 rollouts/);
+    expect(io.err).toContain("Raise the scenario's budget.rollouts_per_prompt or the scenario's budget.tokens_per_prompt, lower --min-n, or set --skip");
+    expect(io.err).not.toContain('--budget-');
   });
 });

@@ -1,11 +1,11 @@
 import { createHash } from 'node:crypto';
-import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { RolloutBudgetError, loadLog } from '../src/index.js';
+import { tempDir } from './temp.js';
 
-const dir = () => mkdtempSync(join(tmpdir(), 'rb-formats-'));
+const dir = () => tempDir('rb-formats-');
 
 async function rejection(promise: Promise<unknown>): Promise<RolloutBudgetError> {
   try {

@@ -1,24 +1,16 @@
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { reportHtml } from '../src/index.js';
 import { cli } from './cli-helpers.js';
 import { chromiumOrSkip, renderedDom } from './chromium.js';
+import { tempDir } from './temp.js';
 
 const fixture = new URL('../fixtures/oneshot-rlvr-dsr-sub/visits.jsonl', import.meta.url).pathname;
 const scenario = new URL('../fixtures/scenarios/long-cot-competition.json', import.meta.url).pathname;
 const chromium = chromiumOrSkip();
 
-const dirs: string[] = [];
-const tmp = () => {
-  const d = mkdtempSync(join(tmpdir(), 'rb-report-'));
-  dirs.push(d);
-  return d;
-};
-afterAll(() => {
-  for (const d of dirs) rmSync(d, { recursive: true, force: true });
-});
+const tmp = () => tempDir('rb-report-');
 
 interface Policy {
   name: string;

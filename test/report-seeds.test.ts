@@ -1,21 +1,13 @@
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { afterAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { cli } from './cli-helpers.js';
+import { tempDir } from './temp.js';
 
 const fixture = new URL('../fixtures/oneshot-rlvr-dsr-sub/visits.jsonl', import.meta.url).pathname;
 const scenario = new URL('../fixtures/scenarios/rl-math-pool.json', import.meta.url).pathname;
 
-const dirs: string[] = [];
-const tmp = () => {
-  const d = mkdtempSync(join(tmpdir(), 'rb-seeds-'));
-  dirs.push(d);
-  return d;
-};
-afterAll(() => {
-  for (const d of dirs) rmSync(d, { recursive: true, force: true });
-});
+const tmp = () => tempDir('rb-seeds-');
 
 interface Policy {
   name: string;
@@ -86,7 +78,7 @@ describe('--seeds a..b', () => {
     expect(backwards.stderr).toContain('the seed range "4..1" ends before it starts');
     const bad = await cli(['replay', '--log', fixture, '--seeds', '0-4']);
     expect(bad.code).toBe(2);
-    expect(bad.stderr).toContain('expected seeds "a..b"');
+    expect(bad.stderr).toContain('--seeds must be a range of seeds "a..b"');
   });
 });
 

@@ -70,8 +70,10 @@ describe('one round loop: the replay (sync, ctx.generate) and `loop` (async, exe
       state.observe(s, [...groups.values()]);
     }
     expect(compared).toBe(6);
-    // The first step's first round had to grow its share: 12 prompts × min_n 2 × 1000 assumed tokens > 40000 / 2.
-    expect(rows[0]!.plans[0]!.warnings, JSON.stringify(rows[0]!.plans[0]!.warnings)).toContainEqual(expect.stringMatching(/^this round spends 24 of the 40 rollouts left \(an even share is 20\) and 24000 of the 40000 tokens left/));
+    // The first step's prompts are new: its first round takes ⌊20 + 0.7·20⌋ = 34 rollouts, no growing needed.
+    expect(rows[0]!.plans[0]!.budget.rollouts).toBe(34);
+    // The second step's had to grow its even share: 12 prompts × min_n 2 (24 rollouts) > 40 / 2.
+    expect(rows[1]!.plans[0]!.warnings, JSON.stringify(rows[1]!.plans[0]!.warnings)).toContainEqual(expect.stringMatching(/^this round spends 24 of the 40 rollouts left \(an even share is 20\)/));
   });
 });
 

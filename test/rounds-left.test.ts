@@ -1,22 +1,20 @@
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import seedrandom from 'seedrandom';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { beforeEach, describe, expect, it } from 'vitest';
 import {
-  RolloutBudgetError, createRegistries, parseScenario, planStep, roundShare, simulatedEnvironment, snapshotOf, type Candidate, type Plan,
+  RolloutBudgetError, createRegistries, grownShareWarning, parseScenario, planStep, roundShare, simulatedEnvironment, snapshotOf, type Candidate, type Plan,
+  type PromptState,
 } from '../src/index.js';
 import { cli } from './cli-helpers.js';
+import { tempDir } from './temp.js';
 
 const registries = createRegistries();
 const empty = snapshotOf([], null);
 
 let dir: string;
 beforeEach(() => {
-  dir = mkdtempSync(join(tmpdir(), 'rb-rounds-left-'));
-});
-afterEach(() => {
-  rmSync(dir, { recursive: true, force: true });
+  dir = tempDir('rb-rounds-left-');
 });
 
 describe('the round share rule (plan/rounds.ts)', () => {
@@ -27,17 +25,47 @@ describe('the round share rule (plan/rounds.ts)', () => {
   });
 
   it('grows a share to what the lower bounds need, never past what is left', () => {
-    expect(roundShare({ rollouts: 120, tokens: 1000 }, 2, { rollouts: 64, tokens: 400.2 })).toEqual({ budget: { rollouts: 64, tokens: 500 }, grown: ['rollouts'] });
-    expect(roundShare({ rollouts: 120, tokens: 1000 }, 2, { rollouts: 10, tokens: 700.2 })).toEqual({ budget: { rollouts: 60, tokens: 701 }, grown: ['tokens'] });
-    expect(roundShare({ rollouts: 50 }, 2, { rollouts: 64, tokens: 0 })).toEqual({ budget: { rollouts: 50 }, grown: ['rollouts'] });
+    expect(roundShare({ rollouts: 120, tokens: 1000 }, 2, { rollouts: 64, tokens: 400.2 })).toEqual({ budget: { rollouts: 64, tokens: 500 }, grown: ['rollouts'], shares: { rollouts: 60, tokens: 500 } });
+    expect(roundShare({ rollouts: 120, tokens: 1000 }, 2, { rollouts: 10, tokens: 700.2 })).toEqual({ budget: { rollouts: 60, tokens: 701 }, grown: ['tokens'], shares: { rollouts: 60, tokens: 500 } });
+    expect(roundShare({ rollouts: 50 }, 2, { rollouts: 64, tokens: 0 })).toEqual({ budget: { rollouts: 50 }, grown: ['rollouts'], shares: { rollouts: 25 } });
+  });
+
+  it('gives a round of prompts new to the state φ·u of the later rounds\' budget on top of its even share', () => {
+    const none = { rollouts: 0, tokens: 0 };
+    // u = 1, φ = 0.7: ⌊60 + 0.7·60⌋ = 102 of 120; ⌊500 + 0.7·500⌋ = 850 of 1000.
+    expect(roundShare({ rollouts: 120, tokens: 1000 }, 2, none, 1, 0.7)).toEqual({ budget: { rollouts: 102, tokens: 850 }, grown: [] });
+    // u = 0.5, three rounds: E = 30, ⌊30 + 0.7·0.5·60⌋ = 51 of 90.
+    expect(roundShare({ rollouts: 90 }, 3, none, 0.5, 0.7)).toEqual({ budget: { rollouts: 51 }, grown: [] });
+    // The last round takes what is left whatever u is; φ = 0 is the even rule.
+    expect(roundShare({ rollouts: 90 }, 1, none, 1, 0.7)).toEqual({ budget: { rollouts: 90 }, grown: [] });
+    expect(roundShare({ rollouts: 121 }, 2, none, 1, 0)).toEqual({ budget: { rollouts: 60 }, grown: [] });
+    // A fresh share below what min_n needs still grows, and the warning gives both shares.
+    const share = roundShare({ rollouts: 120 }, 2, { rollouts: 110, tokens: 0 }, 1, 0.7);
+    expect(share).toEqual({ budget: { rollouts: 110 }, grown: ['rollouts'], shares: { rollouts: 102 } });
+    expect(grownShareWarning(share, { rollouts: 120 }, 2, 55, 2)).toBe('this round spends 110 of the 120 rollouts left (an even share is 60, its share with new prompts 102): 55 prompts without partial_rewards need min_n 2 each; the last round gets the rest');
   });
 });
 
 describe('plan with rounds left: the budget given is what is left of the step', () => {
   const fresh = (n: number): Candidate[] => Array.from({ length: n }, (_, i) => ({ id: `p${i}`, max_tokens: 1000 }));
 
-  it('spends an even share, and says what was left and how many rounds', () => {
-    const plan = planStep(empty, fresh(8), { rollouts: 64 }, { step: 0, roundsLeft: 2 }, registries);
+  it('spends its share: prompts new to the state take φ·u of the later rounds\' budget on top of an even share', () => {
+    // 8 new prompts, u = 1: ⌊32 + 0.7·32⌋ = 54 of 64.
+    expect(planStep(empty, fresh(8), { rollouts: 64 }, { step: 0, roundsLeft: 2 }, registries).budget.rollouts).toBe(54);
+    // 4 of 8 observed before: u = 0.5, ⌊32 + 0.7·0.5·32⌋ = 43.
+    const seen: PromptState[] = fresh(4).map((c) => ({ id: c.id, group: null, successes: 3, failures: 5, lastStep: 0, rollouts: 8, rewardSum: 3, correctCount: 0, correctTokens: 0, wrongCount: 0, wrongTokens: 0 }));
+    const half = fresh(8);
+    expect(planStep(snapshotOf(seen), half, { rollouts: 64 }, { step: 1, roundsLeft: 2 }, registries).budget.rollouts).toBe(43);
+    // Partial rewards count as evidence: a later round's prompts are not new.
+    const later = half.map((c, i) => (i < 4 ? c : { ...c, partial_rewards: [1, 0] }));
+    expect(planStep(empty, later, { rollouts: 64 }, { step: 0, roundsLeft: 2 }, registries).budget.rollouts).toBe(43);
+    // φ = 0: the even rule.
+    expect(planStep(empty, fresh(8), { rollouts: 64 }, { step: 0, roundsLeft: 2, freshShare: 0 }, registries).budget.rollouts).toBe(32);
+    expect(() => planStep(empty, fresh(8), { rollouts: 64 }, { roundsLeft: 2, freshShare: 1.5 }, registries)).toThrow(/fresh_share must be in \[0, 1\], got 1\.5/);
+  });
+
+  it('spends an even share (φ = 0), and says what was left and how many rounds', () => {
+    const plan = planStep(empty, fresh(8), { rollouts: 64 }, { step: 0, roundsLeft: 2, freshShare: 0 }, registries);
     expect(plan.budget).toEqual({ rollouts: 32, tokens: null });
     expect(plan.rounds_left).toBe(2);
     expect(plan.budget_left).toEqual({ rollouts: 64, tokens: null });
@@ -49,7 +77,7 @@ describe('plan with rounds left: the budget given is what is left of the step', 
   });
 
   it('regression (loop reported half the budget as the budget): 32 prompts, 120 rollouts left, 2 rounds → the first round gets the 64 min_n needs', () => {
-    const plan = planStep(empty, fresh(32), { rollouts: 120 }, { step: 0, roundsLeft: 2 }, registries);
+    const plan = planStep(empty, fresh(32), { rollouts: 120 }, { step: 0, roundsLeft: 2, freshShare: 0 }, registries);
     expect(plan.totals.rollouts).toBe(64);
     expect(plan.budget.rollouts).toBe(64);
     expect(plan.allocations.every((a) => a.n === 2)).toBe(true);
@@ -59,7 +87,7 @@ describe('plan with rounds left: the budget given is what is left of the step', 
   it('grows the token share to the expected tokens min_n needs, prefill included', () => {
     const candidates = fresh(10).map((c) => ({ ...c, prompt_tokens: 50 }));
     // 10 prompts × 2 × 1000 tokens (assumed max_tokens) + 10 × 0.5 × 50 prefill = 20250 > 30000 / 2.
-    const plan = planStep(empty, candidates, { tokens: 30000 }, { step: 0, roundsLeft: 2, prefillWeight: 0.5 }, registries);
+    const plan = planStep(empty, candidates, { tokens: 30000 }, { step: 0, roundsLeft: 2, prefillWeight: 0.5, freshShare: 0 }, registries);
     expect(plan.budget.tokens).toBe(20250);
     expect(plan.totals.expected_tokens).toBeLessThanOrEqual(20250);
     expect(plan.warnings.some((w) => w.includes('20250 of the 30000 tokens left'))).toBe(true);
@@ -87,7 +115,7 @@ describe('plan with rounds left: the budget given is what is left of the step', 
 
   it('with multiple_of, a grown share is the multiple at or above what min_n needs, and each round is a multiple', () => {
     // 43 prompts × min_n 2 = 86 > 120 / 2: the share grows to 88, the multiple of 8 above 86.
-    const first = planStep(empty, fresh(43), { rollouts: 120 }, { step: 0, roundsLeft: 2, multipleOf: 8 }, registries);
+    const first = planStep(empty, fresh(43), { rollouts: 120 }, { step: 0, roundsLeft: 2, multipleOf: 8, freshShare: 0 }, registries);
     expect(first.budget.rollouts).toBe(88);
     expect(first.totals.rollouts).toBe(88);
     const later = fresh(43).map((c) => ({ ...c, partial_rewards: [0, 1] }));
@@ -139,7 +167,8 @@ describe('plan --rounds-left 2, then --rounds-left 1 with partial rewards, on th
       const groups = new Map<string, { reward: number; tokens: number | null }[]>();
       // The independent check: can the whole budget give every prompt min_n in one plan?
       const whole = await cli([...common, ...flags(budget)]);
-      const first = await cli([...common, ...flags(budget), '--rounds-left', '2']);
+      // Odd steps with the even rule (--fresh-share 0), so shares that must grow occur also while prompts are new.
+      const first = await cli([...common, ...flags(budget), '--rounds-left', '2', ...(step % 2 === 1 ? ['--fresh-share', '0'] : [])]);
       if (whole.code !== 0) {
         expect(whole.stderr).toMatch(/budget infeasible/);
         expect(first.code, `step ${step}: ${first.stderr}`).toBe(2);

@@ -1,5 +1,3 @@
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { PassThrough } from 'node:stream';
 import Database from 'better-sqlite3';
@@ -9,6 +7,7 @@ import {
   AsyncAllocator, PlanWorkers, Service, SqliteStore, asyncStoreOf, serveStdio, startHttpService, type HttpService,
 } from '../src/index.js';
 import { request } from './service-helpers.js';
+import { tempDir } from './temp.js';
 
 /**
  * Issue 12, item 2: property-based fuzzing of the service over routes, paths, bodies and
@@ -16,8 +15,7 @@ import { request } from './service-helpers.js';
  * rejected request leaves the state as it was. fast-check prints the seed and the shrunk
  * request of a failure; FC_SEED=<seed> replays it.
  */
-const dir = mkdtempSync(join(tmpdir(), 'rb-fuzz-'));
-afterAll(() => rmSync(dir, { recursive: true, force: true }));
+const dir = tempDir('rb-fuzz-');
 const seedOf = (name: string) => (process.env.FC_SEED === undefined ? [...name].reduce((h, c) => (Math.imul(h, 31) + c.charCodeAt(0)) | 0, 5) : Number(process.env.FC_SEED));
 const TOKEN = 'fuzz-token';
 

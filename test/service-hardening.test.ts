@@ -1,13 +1,11 @@
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { Allocator, MAX_JSON_DEPTH, MAX_N_LIMIT, addEvidence, defaultDecay, openAsyncStore } from '../src/index.js';
 import { call, freshPgUrl, pgUrl, request, runServe, sleep, startService, stopService, stdioSession } from './service-helpers.js';
+import { tempDir } from './temp.js';
 
 // Regression tests for issue 12 (items 1, 2, 4, 5, 8, 9), each named after what broke.
-const dir = mkdtempSync(join(tmpdir(), 'rb-hard-'));
-afterAll(() => rmSync(dir, { recursive: true, force: true }));
+const dir = tempDir('rb-hard-');
 const PG = pgUrl();
 let files = 0;
 const db = () => join(dir, `s${files++}.db`);

@@ -1,13 +1,11 @@
-import { mkdtempSync, rmSync } from 'node:fs';
 import { connect } from 'node:net';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Allocator, AsyncAllocator, asyncStoreOf, Service, SqliteStore, startHttpService, type HttpService } from '../src/index.js';
 import { call, startService, stopService } from './service-helpers.js';
+import { tempDir } from './temp.js';
 
-const dir = mkdtempSync(join(tmpdir(), 'rb-http-'));
-afterAll(() => rmSync(dir, { recursive: true, force: true }));
+const dir = tempDir('rb-http-');
 
 describe('HTTP service on SQLite', () => {
   const db = join(dir, 'state.db');

@@ -1,14 +1,12 @@
-import { mkdtempSync, rmSync } from 'node:fs';
 import { connect } from 'node:net';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import seedrandom from 'seedrandom';
-import { afterAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { defaultDecay, asyncStoreOf, batchOf, openAsyncStore, SqliteStore, type AsyncStore, type PromptState } from '../src/index.js';
 import { call, freshPgUrl, percentile, pgUrl, startService, stopService } from './service-helpers.js';
+import { tempDir } from './temp.js';
 
-const dir = mkdtempSync(join(tmpdir(), 'rb-rel-'));
-afterAll(() => rmSync(dir, { recursive: true, force: true }));
+const dir = tempDir('rb-rel-');
 const PG = pgUrl();
 
 /**

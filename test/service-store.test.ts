@@ -1,6 +1,6 @@
 import seedrandom from 'seedrandom';
 import { afterAll, describe, expect, it } from 'vitest';
-import { addEvidence, asyncStoreOf, batchOf, defaultDecay, SqliteStore, type AsyncStore, type DecayOptions, type PromptState } from '../src/index.js';
+import { addEvidence, asyncStoreOf, batchOf, defaultDecay, NO_STEP, SqliteStore, type AsyncStore, type DecayOptions, type PromptState } from '../src/index.js';
 import { openPg, pgUrl } from './service-helpers.js';
 
 const decay: DecayOptions = { forgetPerStep: 0.9, reobserveDiscount: 0.8 };
@@ -92,6 +92,62 @@ function storeSuite(name: string, open: () => Promise<AsyncStore>, skip = false)
       expect(await s.count()).toBe(1);
     });
 
+    it('records a prompt\'s group and hint without touching evidence, idempotently (store/meta.ts)', async () => {
+      const s = await fresh();
+      await s.apply(batchOf([{ prompt_id: 'old', step: 3, reward: 1, tokens: 40, rollout_id: 'o1' }]), decay);
+      const before = (await s.get('old'))!;
+      await s.recordPrompts([
+        { id: 'old', group: 'g', priorPassRate: 0.25, priorSamples: 16 },
+        { id: 'new', group: 'h', priorPassRate: 0.5 },
+      ]);
+      const old = (await s.get('old'))!;
+      expect(old).toMatchObject({ group: 'g', priorPassRate: 0.25, priorSamples: 16 });
+      for (const k of ['successes', 'failures', 'lastStep', 'rollouts', 'rewardSum', 'correctCount', 'correctTokens'] as const) expect(old[k]).toBe(before[k]);
+      const fresh1 = (await s.get('new'))!;
+      expect(fresh1).toMatchObject({ group: 'h', priorPassRate: 0.5, successes: 0, failures: 0, rollouts: 0, lastStep: NO_STEP });
+      expect(fresh1.priorSamples).toBeUndefined();
+      // A planned-only prompt is no observed prompt: not counted, not in the pooled figures, no step.
+      expect(await s.count()).toBe(1);
+      const snap = await s.snapshot();
+      expect(snap.lastStep).toBe(3);
+      expect(snap.group('h')?.count ?? 0).toBe(0);
+      expect(snap.hinted?.().map((x) => x.id)).toEqual(['old']);
+      // Again: nothing changes. Without a hint or group: the stored ones stay.
+      await s.recordPrompts([{ id: 'old', group: 'g', priorPassRate: 0.25, priorSamples: 16 }, { id: 'new' }]);
+      expect(await s.get('old')).toEqual(old);
+      expect(await s.get('new')).toEqual(fresh1);
+      // A new hint replaces the old one with its samples (none given: none kept).
+      await s.recordPrompts([{ id: 'old', priorPassRate: 0.75 }]);
+      expect((await s.get('old'))!).toMatchObject({ group: 'g', priorPassRate: 0.75 });
+      expect((await s.get('old'))!.priorSamples).toBeUndefined();
+    });
+
+    it('applies the first results of a planned-only prompt undiscounted, keeping its group and hint', async () => {
+      const s = await fresh();
+      await s.apply(batchOf([{ prompt_id: 'other', step: 7, reward: 1, rollout_id: 'x' }]), decay);
+      await s.recordPrompts([{ id: 'p', group: 'g', priorPassRate: 0.1, priorSamples: 8 }]);
+      // A late result (step 2, below the state's last step 7) for the planned prompt: no decay applies.
+      const summary = await s.apply(batchOf([{ prompt_id: 'p', step: 2, rewards: [1, 0, 0] }]), decay);
+      expect(summary).toMatchObject({ applied: 3, prompts: 1, last_step: 7 });
+      const p = (await s.get('p'))!;
+      expect(p).toMatchObject({ group: 'g', priorPassRate: 0.1, priorSamples: 8, lastStep: 2, rollouts: 3 });
+      expect(p.successes).toBeCloseTo(1, 12);
+      expect(p.failures).toBeCloseTo(2, 12);
+      expect(await s.count()).toBe(2);
+    });
+
+    it('learns a hint from results lines; a line without one keeps it', async () => {
+      const s = await fresh();
+      await s.apply(batchOf([{ prompt_id: 'a', step: 1, reward: 1, group: 'g', prior_pass_rate: 0.3, prior_samples: 4, rollout_id: 'r1' }]), decay);
+      expect((await s.get('a'))!).toMatchObject({ group: 'g', priorPassRate: 0.3, priorSamples: 4 });
+      await s.apply(batchOf([{ prompt_id: 'a', step: 2, reward: 0, rollout_id: 'r2' }]), decay);
+      expect((await s.get('a'))!).toMatchObject({ group: 'g', priorPassRate: 0.3, priorSamples: 4, rollouts: 2 });
+      await s.apply(batchOf([{ prompt_id: 'a', step: 3, reward: 0, prior_pass_rate: 0.6, rollout_id: 'r3' }]), decay);
+      const a = (await s.get('a'))!;
+      expect(a.priorPassRate).toBe(0.6);
+      expect(a.priorSamples).toBeUndefined();
+    });
+
     it('decays across 200,000 steps, and at λ = 0.5 across 1,200, to what addEvidence gives (PostgreSQL raised "underflow")', async () => {
       const s = await fresh();
       const cases: [DecayOptions, [number, number][]][] = [
@@ -165,7 +221,16 @@ describe.runIf(PG !== undefined)('PostgreSQL store under concurrent writers', ()
         tokens: 10 + Math.floor(rng() * 500),
         rollout_id: rng() < 0.1 ? `dup${j}` : `b${b}-${j}`,
         ...(rng() < 0.3 ? { group: `g${Math.floor(rng() * 2)}` } : {}),
+        ...(rng() < 0.2 ? { prior_pass_rate: Math.round(rng() * 8) / 8, ...(rng() < 0.5 ? { prior_samples: 8 } : {}) } : {}),
       }));
+      if (rng() < 0.3) {
+        // A plan's metadata record between batches, for prompts seen or not.
+        const meta = Array.from({ length: 3 }, () => ({
+          id: `p${Math.floor(rng() * 8)}`, ...(rng() < 0.5 ? { group: `g${Math.floor(rng() * 2)}` } : {}), ...(rng() < 0.7 ? { priorPassRate: rng() } : {}),
+        }));
+        await pg.recordPrompts(meta);
+        await lite.recordPrompts(meta);
+      }
       const batch = batchOf(results);
       const x = await pg.apply(batch, decay);
       const y = await lite.apply(batch, decay);
@@ -176,11 +241,13 @@ describe.runIf(PG !== undefined)('PostgreSQL store under concurrent writers', ()
     const b = await lite.snapshot();
     expect(a.lastStep).toBe(b.lastStep);
     expect(await pg.count()).toBe(await lite.count());
-    for (let i = 0; i < 6; i++) {
-      const p = a.get(`p${i}`)!;
-      const q = b.get(`p${i}`)!;
+    for (let i = 0; i < 8; i++) {
+      const p = a.get(`p${i}`);
+      const q = b.get(`p${i}`);
+      expect(p === undefined).toBe(q === undefined);
+      if (p === undefined || q === undefined) continue;
       for (const k of ['successes', 'failures', 'rewardSum', 'correctTokens', 'wrongTokens'] as const) expect(p[k]).toBeCloseTo(q[k], 9);
-      for (const k of ['lastStep', 'rollouts', 'correctCount', 'wrongCount', 'group'] as const) expect(p[k]).toBe(q[k]);
+      for (const k of ['lastStep', 'rollouts', 'correctCount', 'wrongCount', 'group', 'priorPassRate', 'priorSamples'] as const) expect(p[k]).toBe(q[k]);
     }
     console.log(`pg vs sqlite: 30 random batches, ${applied} rollouts applied, states equal`);
     expect(applied).toBeGreaterThan(50);

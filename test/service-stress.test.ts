@@ -1,11 +1,10 @@
-import { mkdtempSync, rmSync } from 'node:fs';
 import { connect } from 'node:net';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import seedrandom from 'seedrandom';
-import { afterAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { MAX_N_LIMIT, openAsyncStore } from '../src/index.js';
 import { call, freshPgUrl, pgUrl, request, startService, stopService } from './service-helpers.js';
+import { tempDir } from './temp.js';
 
 /**
  * Issue 12: N clients plan and observe against one service while faulty requests arrive
@@ -14,8 +13,7 @@ import { call, freshPgUrl, pgUrl, request, startService, stopService } from './s
  * bytes that are not HTTP). Afterwards the evidence in the state sums exactly to what the good
  * clients sent, and the service stops cleanly on SIGTERM. Bounded: 3 s of traffic.
  */
-const dir = mkdtempSync(join(tmpdir(), 'rb-stress-'));
-afterAll(() => rmSync(dir, { recursive: true, force: true }));
+const dir = tempDir('rb-stress-');
 const PG = pgUrl();
 const TOKEN = 'stress-token';
 const auth = { authorization: `Bearer ${TOKEN}` };

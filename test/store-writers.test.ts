@@ -1,18 +1,17 @@
 import { spawn } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import seedrandom from 'seedrandom';
-import { afterAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { LOCK_WAIT_ENV, SqliteStore } from '../src/index.js';
 import { CLI, sleep } from './service-helpers.js';
+import { tempDir } from './temp.js';
 
 // Issue 12, item 3: 8 `observe` processes on one state file; 9 of 16 died with
 // "SqliteError: database is locked" and a stack. Sized for CI (25k rollouts a writer);
 // RB_WRITERS_ROLLOUTS=200000 runs the issue's size (docs/service.md gives the figures).
-const dir = mkdtempSync(join(tmpdir(), 'rb-writers-'));
-afterAll(() => rmSync(dir, { recursive: true, force: true }));
+const dir = tempDir('rb-writers-');
 
 interface Exit {
   code: number | null;

@@ -1,12 +1,12 @@
 import { spawn } from 'node:child_process';
-import { existsSync, mkdtempSync, statSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { existsSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { describe, expect, it } from 'vitest';
 import { SqliteStore, addEvidence, batchOf, createAllocator, defaultDecay, parseResults } from '../src/index.js';
+import { tempDir } from './temp.js';
 
-const tmp = () => mkdtempSync(join(tmpdir(), 'rb-store-'));
+const tmp = () => tempDir('rb-store-');
 
 /** Everything in the state as text, for before/after comparisons. */
 function dump(path: string): string {

@@ -13,7 +13,8 @@ Per training step::
     ...generate rows, grade them...
     client.observe(rollout_budget.results_rows(rows, rewards, tokens))
 
-``prompts`` are dicts ``{"id", "max_tokens"?, "prompt_tokens"?, "group"?, "partial_rewards"?}``
+``prompts`` are dicts ``{"id", "max_tokens"?, "prompt_tokens"?, "group"?, "partial_rewards"?,
+"prior_pass_rate"?, "prior_samples"?}`` (the last two an offline difficulty hint, passed through)
 with a stable id (`stable_prompt_id`); results as the CLI's results JSONL. Errors raise
 :class:`RolloutBudgetError` with the service's status, code, field and value. With a token
 (`token=`, else $ROLLOUT_BUDGET_TOKEN) every HTTP request carries ``Authorization: Bearer``.
@@ -34,7 +35,7 @@ __all__ = ["RolloutBudgetError", "HttpClient", "StdioClient", "connect", "PLAN_O
 
 #: Plan options the service takes (body.options), as keyword arguments of ``plan``.
 PLAN_OPTIONS = ("min_n", "max_n", "skip", "policy", "value", "seed", "step", "prefill_weight", "decay",
-                "reobserve_discount", "rounds_left", "multiple_of")
+                "reobserve_discount", "rounds_left", "multiple_of", "fresh_share")
 
 
 class RolloutBudgetError(Exception):

@@ -59,12 +59,26 @@ def _is_int(v):
     return isinstance(v, int) and not isinstance(v, bool)
 
 
-def _groups_of(prompts):
-    """prompt id → its `group` field, from a list of candidates or a mapping id → candidate."""
+_META = ("group", "prior_pass_rate", "prior_samples")
+
+
+def _meta_of(prompts):
+    """prompt id → the fields a results line repeats so the state learns them: ``group`` and the
+    offline hint ``prior_pass_rate`` (with ``prior_samples``), from a list of candidates or a
+    mapping id → candidate."""
     if prompts is None:
         return {}
     items = prompts.values() if isinstance(prompts, dict) else prompts
-    return {str(c["id"]): c["group"] for c in items if isinstance(c, dict) and c.get("group") is not None}
+    out = {}
+    for c in items:
+        if not isinstance(c, dict):
+            continue
+        meta = {k: c[k] for k in _META if c.get(k) is not None}
+        if "prior_pass_rate" not in meta:
+            meta.pop("prior_samples", None)
+        if meta:
+            out[str(c["id"])] = meta
+    return out
 
 
 def expand_plan(plan, prompts=None):
@@ -72,8 +86,9 @@ def expand_plan(plan, prompts=None):
 
     Each row: ``prompt_id``, ``group_id``, ``rollout_index`` (from the allocation's
     ``first_rollout``, 0 in a first round), ``rollout_id``, ``seed`` (group seed + rollout
-    index), ``max_tokens`` (None when the prompt has none), ``step``, and ``group`` when
-    `prompts` (the candidates, a list or a mapping id → candidate) gives the prompt one.
+    index), ``max_tokens`` (None when the prompt has none), ``step``, and ``group``,
+    ``prior_pass_rate`` and ``prior_samples`` when `prompts` (the candidates, a list or a mapping
+    id → candidate) gives the prompt them.
     Prompts the plan leaves out (n = 0) are simply absent. Raises ValueError naming the field
     of a malformed plan. O(Σ n).
     """
@@ -82,7 +97,7 @@ def expand_plan(plan, prompts=None):
     step = _plan_field(plan, "step", lambda v: _is_int(v) and v >= 0, "an integer ≥ 0")
     seed = _plan_field(plan, "seed", lambda v: _is_int(v) and v >= 0, "an integer ≥ 0")
     allocations = _plan_field(plan, "allocations", lambda v: isinstance(v, list), "a list")
-    groups = _groups_of(prompts)
+    meta = _meta_of(prompts)
     rows = []
     for k, a in enumerate(allocations):
         where = "plan.allocations[%d]" % k
@@ -108,8 +123,7 @@ def expand_plan(plan, prompts=None):
                 "max_tokens": a.get("max_tokens"),
                 "step": step,
             }
-            if pid in groups:
-                row["group"] = groups[pid]
+            row.update(meta.get(pid, {}))
             rows.append(row)
     return rows
 
@@ -161,7 +175,8 @@ def results_rows(rows, rewards, tokens=None, finish_reasons=None):
     `rewards[k]` is rollout k's reward in [0, 1] (or a bool); `tokens[k]` its generated tokens
     (optional); `finish_reasons[k]` "stop", "length" or "abort" (optional; aborted rollouts do
     not update pass rates). Each result keeps the row's ``rollout_id`` (observe is idempotent),
-    ``step``, and ``group`` when the row has one. Raises ValueError naming the rollout.
+    ``step``, and ``group``, ``prior_pass_rate``, ``prior_samples`` when the row has them (so the
+    state learns the prompt's group and hint). Raises ValueError naming the rollout.
     """
     rows = list(rows)
     rewards = list(_as_plain(rewards))
@@ -190,7 +205,8 @@ def results_rows(rows, rewards, tokens=None, finish_reasons=None):
             if f not in _FINISH:
                 raise ValueError('results_rows: finish_reason of rollout %s must be "stop", "length" or "abort", got %r' % (row["rollout_id"], f))
             result["finish_reason"] = f
-        if row.get("group") is not None:
-            result["group"] = row["group"]
+        for key in _META:
+            if row.get(key) is not None:
+                result[key] = row[key]
         out.append(result)
     return out

@@ -4,13 +4,17 @@ Round r plans with what is LEFT of the step's budgets and ``rounds_left`` = roun
 round included): the planner takes this round's share (the service's rule, issue 9's
 `rounds_left`). After the first round each prompt carries its rewards so far as
 ``partial_rewards``, so the next plan tops groups up by what they showed; new rollouts join the
-same group (``first_rollout``: same group id, later indices and seeds). Rounds stop when they
-are all planned, a budget is spent, or a plan adds no rollout. The step's results are observed
-once, after its last round.
+same group (``first_rollout``: same group id, later indices and seeds). The rule is the
+library's round loop (src/plan/round-loop.ts), mirrored here: rounds stop after the last one, or
+as soon as a budget left is spent (≤ 0); a round that plans nothing generates nothing, and the
+next round plans again (its share is larger). The step's results are observed once, after its
+last round.
 
-Tokens a rollout used come from the generate function; where it reports none, the plan's
-expected tokens per rollout are charged (allocation expected_tokens / n), so a token budget is
-never overspent by rollouts of unknown length.
+What is left is counted from what was generated: one rollout per finished rollout (aborted
+ones are resumed at a later step, so they are not charged), and its tokens when generate
+reports them, else the plan's expected tokens per rollout (allocation expected_tokens / n), so
+a token budget is never overspent by rollouts of unknown length; a plan's prefill (its expected
+tokens beyond Σ n × tokens per rollout) is charged once.
 """
 
 from __future__ import annotations
@@ -66,24 +70,30 @@ def run_rounds(client, prompts, generate, budget_rollouts=None, budget_tokens=No
         options["step"] = plan["step"]
         rows = expand_plan(plan, prompts)
         if not rows:
-            break
+            continue  # nothing this round: the next round plans again, with a larger share
         outcomes = list(generate(rows))
         if len(outcomes) != len(rows):
             raise ValueError("generate returned %d outcomes for %d rollouts" % (len(outcomes), len(rows)))
         rewards, tokens, finish = zip(*(_outcome(o) for o in outcomes))
         batch = results_rows(rows, rewards, tokens, finish)
-        per_rollout = {a["prompt_id"]: a["expected_tokens"] / a["n"] for a in plan["allocations"] if a["n"] > 0}
-        spent_t = 0.0
+        planned = [a for a in plan["allocations"] if a["n"] > 0]
+        per_rollout = {a["prompt_id"]: a["expected_tokens"] / a["n"] for a in planned}
+        # Prefill: expected tokens beyond Σ n × tokens per rollout (within rounding: none).
+        beyond = plan["totals"]["expected_tokens"] - sum(a["expected_tokens"] for a in planned)
+        spent_t = beyond if beyond > 0.5 * (len(planned) + 1) else 0.0
+        spent_r = 0
         for row, res in zip(rows, batch):
+            if res.get("finish_reason") == "abort":
+                continue  # resumed at a later step: not charged to this one
+            spent_r += 1
             spent_t += res["tokens"] if "tokens" in res else per_rollout[row["prompt_id"]]
-            if res.get("finish_reason") != "abort":
-                partial.setdefault(row["prompt_id"], []).append(res["reward"])
+            partial.setdefault(row["prompt_id"], []).append(res["reward"])
         results.extend(batch)
         if left_r is not None:
-            left_r = max(0, left_r - len(rows))
+            left_r = max(0, left_r - spent_r)
         if left_t is not None:
             left_t = max(0, int(left_t - spent_t))
-        if left_r == 0 or left_t == 0:
+        if r + 1 < rounds and (left_r == 0 or left_t == 0):
             break
     summary = client.observe(results) if observe and results else None
     return RoundsResult(plans, results, summary)

@@ -88,6 +88,18 @@ class ExpandPlanTest(unittest.TestCase):
         self.assertTrue(any("group" in r for r in rows))
         self.assertTrue(all("group" not in r for r in expand_plan(self.plan)))
 
+    def test_rows_carry_the_prompts_hint(self):
+        # Issue 14: the offline hint travels with the rows, so results_rows can repeat it.
+        plan = {"version": 1, "step": 2, "seed": 0, "allocations": [{"prompt_id": "h", "n": 2, "max_tokens": None}, {"prompt_id": "s", "n": 1, "max_tokens": None}]}
+        prompts = [{"id": "h", "group": "olympiad", "prior_pass_rate": 0.125, "prior_samples": 16},
+                   {"id": "s", "prior_samples": 8}]
+        rows = expand_plan(plan, prompts)
+        self.assertEqual([(r.get("group"), r.get("prior_pass_rate"), r.get("prior_samples")) for r in rows],
+                         [("olympiad", 0.125, 16), ("olympiad", 0.125, 16), (None, None, None)])
+        out = results_rows(rows, [1, 0, 1])
+        self.assertEqual(out[0], {"prompt_id": "h", "step": 2, "reward": 1.0, "rollout_id": "2/h#0", "group": "olympiad", "prior_pass_rate": 0.125, "prior_samples": 16})
+        self.assertEqual(out[2], {"prompt_id": "s", "step": 2, "reward": 1.0, "rollout_id": "2/s#0"})
+
     def test_a_later_round_numbers_from_first_rollout(self):
         plan = {"version": 1, "step": 3, "seed": 0, "allocations": [{"prompt_id": "p", "n": 2, "max_tokens": None, "first_rollout": 4}]}
         rows = expand_plan(plan)

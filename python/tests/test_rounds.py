@@ -1,11 +1,8 @@
 """run_rounds: one step in rounds around a generate function, against a real service.
 
-`RunRoundsAgainstServiceTest` needs the service's `rounds_left` option (issue 9); on a service
-without it, it is skipped with that message (and fails under CI=true only if the service has
-it but the test breaks). `RunRoundsBookkeepingTest` runs on any service: its client wrapper
-forwards every plan to the real service with `rounds_left` taken out and the budgets cut to
-issue 9's share ⌊left / rounds_left⌋ (a labelled stand-in for the service's rule), and records
-what run_rounds sent.
+The service applies its own round rule (`rounds_left`, issue 9); `RecordingClient` forwards
+every call to it unchanged and records what run_rounds sent, so the tests check both the
+bookkeeping and what the real service planned.
 """
 
 import random
@@ -27,9 +24,8 @@ def simulated_generate(rows):
     return out
 
 
-class ShareWrapper:
-    """Forwards to the real client; takes `rounds_left` out and applies issue 9's share
-    ⌊left / rounds_left⌋ to each budget itself (the service's rule once issue 9 is merged)."""
+class RecordingClient:
+    """Forwards every call to the real client unchanged and records what run_rounds sent."""
 
     def __init__(self, client):
         self.client = client
@@ -37,8 +33,7 @@ class ShareWrapper:
 
     def plan(self, prompts, budget_rollouts=None, budget_tokens=None, rounds_left=None, **options):
         self.calls.append({"prompts": [dict(p) for p in prompts], "budget_rollouts": budget_rollouts, "budget_tokens": budget_tokens, "rounds_left": rounds_left, "options": dict(options)})
-        share = lambda b: None if b is None else b // rounds_left  # noqa: E731
-        return self.client.plan(prompts, budget_rollouts=share(budget_rollouts), budget_tokens=share(budget_tokens), **options)
+        return self.client.plan(prompts, budget_rollouts=budget_rollouts, budget_tokens=budget_tokens, rounds_left=rounds_left, **options)
 
     def observe(self, results):
         self.calls.append({"observe": len(results)})
@@ -48,8 +43,9 @@ class ShareWrapper:
 class RunRoundsBookkeepingTest(support.ServiceCase):
     def test_two_rounds_share_the_budget_top_up_groups_and_observe_once(self):
         with rb.HttpClient(self.url) as client:
-            wrapper = ShareWrapper(client)
-            done = rb.run_rounds(wrapper, PROMPTS, simulated_generate, budget_rollouts=40, rounds=2, multiple_of=4, seed=3)
+            wrapper = RecordingClient(client)
+            # fresh_share=0: the even rule (the share for prompts new to the state is tested below).
+            done = rb.run_rounds(wrapper, PROMPTS, simulated_generate, budget_rollouts=40, rounds=2, multiple_of=4, seed=3, fresh_share=0)
             first, second, observe = wrapper.calls
             self.assertEqual((first["budget_rollouts"], first["rounds_left"]), (40, 2))
             spent1 = sum(a["n"] for a in done.plans[0]["allocations"])
@@ -74,17 +70,25 @@ class RunRoundsBookkeepingTest(support.ServiceCase):
                 self.assertEqual(view["rollouts"], sum(1 for r in done.results if r["prompt_id"] == pid))
 
 
+class RunRoundsFreshShareTest(support.ServiceCase):
+    """Issue 14: a round whose prompts are new to the service's state takes more than half."""
+
+    def test_new_prompts_take_more_than_an_even_share_first(self):
+        with rb.HttpClient(self.url) as client:
+            done = rb.run_rounds(client, PROMPTS, simulated_generate, budget_rollouts=40, rounds=2, seed=3)
+            # Six prompts new to the state: an even 20 plus 0.7 of the other 20.
+            self.assertEqual(done.plans[0]["budget"]["rollouts"], 34)
+            self.assertLessEqual(len(done.results), 40)
+            # The same prompts at the next step are not new: an even share.
+            again = rb.run_rounds(client, PROMPTS, simulated_generate, budget_rollouts=40, rounds=2, seed=3)
+            self.assertEqual(again.plans[0]["budget"]["rollouts"], 20)
+
+
 class RunRoundsAgainstServiceTest(support.ServiceCase):
     """End to end with the service's own `rounds_left` (issue 9)."""
 
     def test_rounds_left_on_the_service(self):
         with rb.HttpClient(self.url) as client:
-            try:
-                client.plan(PROMPTS, budget_rollouts=12, rounds_left=2)
-            except rb.RolloutBudgetError as e:
-                if e.field == "body.options.rounds_left" or "rounds_left" in str(e):
-                    raise unittest.SkipTest("the service does not take rounds_left yet (issue 9): %s" % e)
-                raise
             done = rb.run_rounds(client, PROMPTS, simulated_generate, budget_rollouts=40, rounds=2, seed=3)
             self.assertEqual(len(done.plans), 2)
             total = len(done.results)
@@ -94,6 +98,28 @@ class RunRoundsAgainstServiceTest(support.ServiceCase):
             self.assertEqual(done.summary["applied"], total)
             ids = [r["rollout_id"] for r in done.results]
             self.assertEqual(len(ids), len(set(ids)))
+
+    def test_aborted_rollouts_are_not_charged_to_the_step(self):
+        """As the library's round loop: an aborted rollout is resumed at a later step, so the
+        next round still has its budget (src/plan/round-loop.ts)."""
+
+        with rb.HttpClient(self.url) as client:
+            wrapper = RecordingClient(client)
+            calls = {"n": 0}
+
+            def generate(rows):
+                calls["n"] += 1
+                out = simulated_generate(rows)
+                if calls["n"] == 1:  # the first round: every other rollout is aborted
+                    out = [dict(o, finish_reason="abort") if i % 2 == 0 else o for i, o in enumerate(out)]
+                return out
+
+            done = rb.run_rounds(wrapper, PROMPTS, generate, budget_rollouts=40, rounds=2, seed=5)
+            first = sum(a["n"] for a in done.plans[0]["allocations"])
+            aborted = sum(1 for r in done.results[:first] if r.get("finish_reason") == "abort")
+            self.assertGreater(aborted, 0)
+            self.assertEqual(wrapper.calls[1]["budget_rollouts"], 40 - (first - aborted))
+            self.assertEqual(done.summary["aborted"], aborted)
 
 
 if __name__ == "__main__":

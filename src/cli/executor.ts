@@ -1,6 +1,6 @@
 import { InvalidArgumentError, Option, type Command } from 'commander';
 import { Allocator } from '../allocator.js';
-import { RolloutBudgetError, badOption } from '../errors.js';
+import { badOption } from '../errors.js';
 import { defaultRetry } from '../executor/dispatcher.js';
 import { normalizeEndpoint } from '../executor/endpoint.js';
 import { commitPartials, executePlan } from '../executor/execute.js';
@@ -25,24 +25,20 @@ import {
 } from './options.js';
 import { intArg, numberArg } from './parse.js';
 
-/** Endpoints are checked when the command starts (endpoint.ts): a URL that cannot be sent is never retried. */
-const collect = (value: string, previous: string[]) => {
-  try {
-    return [...previous, normalizeEndpoint(value)];
-  } catch (error) {
-    if (error instanceof RolloutBudgetError) throw new InvalidArgumentError(`${error.message.replace(/^--endpoint /, '')}`);
-    throw error;
-  }
-};
+/**
+ * Endpoints are checked when the command starts (endpoint.ts): a URL that cannot be sent is
+ * never retried. Its error names --endpoint itself, so it is not commander's to wrap.
+ */
+const collect = (value: string, previous: string[] | undefined) => [...(previous ?? []), normalizeEndpoint(value)];
 
 const jsonObjectArg = (value: string): Record<string, unknown> => {
   let parsed: unknown;
   try {
     parsed = JSON.parse(value);
   } catch {
-    throw new InvalidArgumentError(`expected a JSON object, got "${value}"`);
+    throw new InvalidArgumentError(`must be a JSON object, got "${value}"`);
   }
-  if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed)) throw new InvalidArgumentError(`expected a JSON object, got "${value}"`);
+  if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed)) throw new InvalidArgumentError(`must be a JSON object, got "${value}"`);
   return parsed as Record<string, unknown>;
 };
 
@@ -50,7 +46,7 @@ const jsonObjectArg = (value: string): Record<string, unknown> => {
 function executorOptions(cmd: Command): Command {
   return cmd
     .requiredOption('--prompts <path|->', 'prompts JSONL: id, prompt (or messages), ground_truth for --verifier math')
-    .option('--endpoint <url>', 'OpenAI-compatible server base URL, http://host:port or http://host:port/v1 (repeat for several)', collect, [])
+    .option('--endpoint <url>', 'OpenAI-compatible server base URL, http://host:port or http://host:port/v1 (repeat for several)', collect)
     .requiredOption('--model <name>', 'served model name')
     .addOption(new Option('--server <kind>', 'how requests are shaped for the server, or auto (asks GET /v1/models)').choices(['auto', ...Object.keys(SERVER_PROFILES)]).default('auto'))
     .option('--prompt-field <name>', 'prompts field holding the text to send (e.g. problem)', 'prompt')
@@ -69,7 +65,7 @@ function executorOptions(cmd: Command): Command {
 }
 
 interface ExecFlags {
-  endpoint: string[];
+  endpoint?: string[];
   model: string;
   server: string;
   promptField: string;
@@ -88,13 +84,14 @@ interface ExecFlags {
 
 /** The library's execute options from the flags; with `--server auto`, asks the endpoints who they are. */
 async function toExecuteOptions(io: CliIo, o: ExecFlags, partials: PartialStore, origin: ExecuteOptions['origin'] = {}): Promise<ExecuteOptions> {
-  if (o.endpoint.length === 0) throw badOption('give at least one --endpoint <url>');
+  const endpoints = o.endpoint ?? [];
+  if (endpoints.length === 0) throw badOption('give at least one --endpoint <url>');
   const verifier = verifierFrom(o.verifier, undefined, { timeoutMs: o.verifierTimeout * 1000 });
   const retry = { retries: o.retries, backoffMs: defaultRetry.backoffMs, maxBackoffMs: defaultRetry.maxBackoffMs };
-  const { profile, note } = await resolveServer(o.server, o.endpoint, retry, Math.min(o.timeoutS * 1000, 30_000));
+  const { profile, note } = await resolveServer(o.server, endpoints, retry, Math.min(o.timeoutS * 1000, 30_000));
   if (note !== null) io.stderr(`rollout-budget: ${note}\n`);
   return {
-    endpoints: o.endpoint,
+    endpoints,
     model: o.model,
     server: profile,
     promptField: o.promptField,

@@ -16,6 +16,7 @@ export const flagOfField: Readonly<Record<string, string>> = {
   decay: '--decay',
   reobserve_discount: '--reobserve-discount',
   rounds_left: '--rounds-left',
+  fresh_share: '--fresh-share',
   rounds: '--rounds',
   steps: '--steps',
   multiple_of: '--multiple-of',

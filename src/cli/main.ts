@@ -3,6 +3,7 @@ import { RolloutBudgetError, withFieldNames } from '../errors.js';
 import { commandOf, COMMANDS, type CommandGroup } from './catalog.js';
 import { processIo, type CliIo } from './io.js';
 import { flagOfField } from './flags.js';
+import { flagValueMessage } from './parse.js';
 
 export type { CliIo };
 
@@ -55,7 +56,7 @@ export async function runCli(argv: readonly string[], io: CliIo = processIo): Pr
   } catch (error) {
     if (error instanceof CommanderError) {
       if (error.code === 'commander.helpDisplayed' || error.code === 'commander.version' || error.exitCode === 0) return 0;
-      io.stderr(`rollout-budget: ${error.message.replace(/^error: /, '')}\n`);
+      io.stderr(`rollout-budget: ${flagValueMessage(error.message)}\n`);
       return 2;
     }
     if (error instanceof RolloutBudgetError) {

@@ -26,6 +26,7 @@ export interface SharedFlags {
   decay?: number;
   reobserveDiscount?: number;
   roundsLeft?: number;
+  freshShare?: number;
   multipleOf?: number;
 }
 
@@ -63,12 +64,15 @@ export function seedFlag(cmd: Command, help = 'run seed', withDefault = true): C
   return cmd.addOption(withDefault ? option.default(defaultPlanOptions.seed) : option);
 }
 
-/** `--decay` and `--reobserve-discount`, the two forgetting rates. */
-export function decayFlags(cmd: Command): Command {
+/**
+ * `--decay` and `--reobserve-discount`, the two forgetting rates, with the library's defaults
+ * (`serve` passes a prefix: there they are the defaults of every request).
+ */
+export function decayFlags(cmd: Command, prefix = ''): Command {
   const d = defaultPlanOptions.decay;
   return cmd
-    .addOption(new Option('--decay <rate>', 'per-step forgetting of evidence toward the prior (λ)').default(d.forgetPerStep).argParser(numberArg(0, 1)))
-    .addOption(new Option('--reobserve-discount <rate>', 'discount of old evidence when a prompt is re-observed (ρ)').default(d.reobserveDiscount).argParser(numberArg(0, 1)));
+    .addOption(new Option('--decay <rate>', `${prefix}per-step forgetting of evidence toward the prior (λ)`).default(d.forgetPerStep).argParser(numberArg(0, 1)))
+    .addOption(new Option('--reobserve-discount <rate>', `${prefix}discount of old evidence when a prompt is re-observed (ρ)`).default(d.reobserveDiscount).argParser(numberArg(0, 1)));
 }
 
 /** `--rounds-left` of `plan`: one call is one round, and the budgets are what is left of the step. */
@@ -77,6 +81,10 @@ export function roundsLeftFlag(cmd: Command): Command {
     new Option('--rounds-left <int>', 'rounds left in this step, this one included: the budgets are what is left of the step, and this plan spends its share of them')
       .default(defaultPlanOptions.roundsLeft)
       .argParser(intArg(1)),
+  ).addOption(
+    new Option('--fresh-share <φ>', 'with rounds left: the part of the later rounds\' budget a round takes on top of its even share when its prompts are new to the state (× their share; 0: an even share)')
+      .default(defaultPlanOptions.freshShare)
+      .argParser(numberArg(0, 1)),
   );
 }
 
@@ -118,6 +126,7 @@ export function planOptionsFrom(opts: SharedFlags): PlanOptionsInput {
     ...(opts.value === undefined ? {} : { value: opts.value }),
     ...(opts.seed === undefined ? {} : { seed: opts.seed }),
     ...(opts.roundsLeft === undefined ? {} : { roundsLeft: opts.roundsLeft }),
+    ...(opts.freshShare === undefined ? {} : { freshShare: opts.freshShare }),
     ...(opts.multipleOf === undefined ? {} : { multipleOf: opts.multipleOf }),
     ...(Object.keys(decay).length === 0 ? {} : { decay }),
   };

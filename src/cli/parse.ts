@@ -5,7 +5,7 @@ export function intArg(min: number): (value: string) => number {
   return (value) => {
     const n = Number(value);
     if (!/^-?\d+$/.test(value.trim()) || !Number.isSafeInteger(n) || n < min) {
-      throw new InvalidArgumentError(`expected an integer ≥ ${min}, got "${value}"`);
+      throw new InvalidArgumentError(`must be an integer ≥ ${min}, got "${value}"`);
     }
     return n;
   };
@@ -15,8 +15,25 @@ export function numberArg(min: number, max: number): (value: string) => number {
   return (value) => {
     const n = Number(value);
     if (value.trim() === '' || !Number.isFinite(n) || n < min || n > max) {
-      throw new InvalidArgumentError(`expected a number in [${min}, ${max}], got "${value}"`);
+      throw new InvalidArgumentError(`must be a number in [${min}, ${max}], got "${value}"`);
     }
     return n;
   };
+}
+
+/**
+ * A refused flag value, said once. Commander wraps a parser's message as
+ * `option '--decay <rate>' argument '2' is invalid. must be a number in [0, 1], got "2"`, which
+ * names the value twice and the flag with its placeholder; this gives
+ * `--decay must be a number in [0, 1], got "2"`, and commander's own choice check ("Allowed
+ * choices are json, jsonl.") `--format must be one of json, jsonl, got "xml"`. Other messages
+ * pass through without commander's "error: " prefix.
+ */
+export function flagValueMessage(message: string): string {
+  const m = /^(?:error: )?option '(--[\w-]+)[^']*' argument '([\s\S]*)' is invalid\. ([\s\S]*)$/.exec(message);
+  if (m === null) return message.replace(/^error: /, '');
+  const [, flag, value, why] = m as unknown as [string, string, string, string];
+  const choices = /^Allowed choices are ([\s\S]*)\.$/.exec(why);
+  if (choices !== null) return `${flag} must be one of ${choices[1]}, got ${JSON.stringify(value)}`;
+  return /^(must |")/.test(why) ? `${flag} ${why}` : `${flag}: ${why}`;
 }

@@ -1,5 +1,5 @@
 import { Command, InvalidArgumentError, Option } from 'commander';
-import { badOption } from '../errors.js';
+import { RolloutBudgetError, badOption, withFieldNames } from '../errors.js';
 import { readText } from '../io/jsonl.js';
 import { defaultPlanOptions } from '../plan/options.js';
 import { replayStreams, runPolicies, type ReplayStream } from '../replay/engine.js';
@@ -20,7 +20,7 @@ import { defaultDetail, replaySettings, simulateSettings } from './report-settin
 /** `a:b` (inclusive; either side may be left out) → [from, to]. */
 export function stepRange(value: string): [number, number] {
   const m = /^\s*(\d*)\s*:\s*(\d*)\s*$/.exec(value);
-  if (m === null || (m[1] === '' && m[2] === '')) throw new InvalidArgumentError(`expected a step range "a:b" (inclusive, e.g. 0:99 or 100:), got "${value}"`);
+  if (m === null || (m[1] === '' && m[2] === '')) throw new InvalidArgumentError(`must be a step range "a:b" (inclusive, e.g. 0:99 or 100:), got "${value}"`);
   const from = m[1] === '' ? 0 : Number(m[1]);
   const to = m[2] === '' ? Number.MAX_SAFE_INTEGER : Number(m[2]);
   if (to < from) throw new InvalidArgumentError(`the step range "${value}" ends before it starts`);
@@ -61,7 +61,7 @@ function ourPlanOptions(opts: { rounds: number; skip?: boolean }): Record<string
 
 function policyList(value: string): string[] {
   const names = value.split(',').map((s) => s.trim()).filter((s) => s !== '');
-  if (names.length === 0) throw new InvalidArgumentError(`expected a comma-separated list of policies, got "${value}"`);
+  if (names.length === 0) throw new InvalidArgumentError(`must be a comma-separated list of policies, got "${value}"`);
   return names;
 }
 
@@ -75,6 +75,19 @@ export const replayNotes = [
 function resolvePolicies(names: readonly string[]): void {
   const registry = createReplayPolicyRegistry();
   for (const n of names) registry.get(n);
+}
+
+/**
+ * `simulate` has no budget flags: the scenario sets the budgets, so an error naming them (an
+ * infeasible budget under --no-skip) names the scenario's fields, not --budget-rollouts.
+ */
+function scenarioBudgetNames<T>(run: () => T): T {
+  try {
+    return run();
+  } catch (error) {
+    if (!(error instanceof RolloutBudgetError)) throw error;
+    throw withFieldNames(error, { budget_rollouts: 'the scenario\'s budget.rollouts_per_prompt', budget_tokens: 'the scenario\'s budget.tokens_per_prompt' });
+  }
 }
 
 /** Registers `replay` and `simulate` on the program. */
@@ -139,17 +152,18 @@ export function registerReplayCommands(program: Command, io: CliIo): void {
   roundsFlag(simulate, ourRoundsHelp);
   simulate.addOption(new Option('--stream <mode>', 'consumed: prompts a policy pulls from later batches are gone from them for it; shared: every policy gets every step\'s whole batch').choices(replayStreams).default('consumed'));
   ourSkipFlags(simulate)
+    .option('--no-hints', 'candidates carry no offline hints (prior_pass_rate), whatever the scenario says: the same pool and groups')
     .option('--out <dir>', 'write metrics.json, summary.md and report.html here')
     .option('--quiet', 'no progress bar', false)
     .action((opts, cmd: Command) => {
       if (opts.maxN < opts.minN) throw badOption(`max_n must be ≥ min_n ${opts.minN}, got ${opts.maxN}`, ['max_n', 'min_n']);
       resolvePolicies(opts.policies);
       const parsed = parseScenario(readText(opts.scenario), opts.scenario);
-      const scenario = opts.steps === undefined ? parsed : { ...parsed, steps: opts.steps };
+      const scenario = { ...parsed, ...(opts.steps === undefined ? {} : { steps: opts.steps }), ...(opts.hints === false ? { hints: null } : {}) };
       const seeds = seedsOf(cmd, opts, scenario.seed);
-      const runs = runSeeds(io, opts.quiet, 'simulating', seeds, (seed, onProgress) => runPolicies(simulatedEnvironment(scenario), {
+      const runs = scenarioBudgetNames(() => runSeeds(io, opts.quiet, 'simulating', seeds, (seed, onProgress) => runPolicies(simulatedEnvironment(scenario), {
         policies: opts.policies, registry: createReplayPolicyRegistry(), minN: opts.minN, maxN: opts.maxN, seed, plan: ourPlanOptions(opts), stream: opts.stream as ReplayStream, onProgress,
-      }));
+      })));
       emitReport(io, opts.out, {
         kind: 'simulate',
         title: `Simulation: ${scenario.name}`,

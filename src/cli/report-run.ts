@@ -14,10 +14,10 @@ import { createProgress } from './progress.js';
 /** `a..b` (inclusive, a ≤ b) or a single `a` → the seeds a, a+1, …, b. */
 export function seedRange(value: string): number[] {
   const m = /^\s*(\d+)\s*(?:\.\.\s*(\d+)\s*)?$/.exec(value);
-  if (m === null) throw new InvalidArgumentError(`expected seeds "a..b" (inclusive, e.g. 0..4), got "${value}"`);
+  if (m === null) throw new InvalidArgumentError(`must be a range of seeds "a..b" (inclusive, e.g. 0..4), got "${value}"`);
   const from = Number(m[1]);
   const to = m[2] === undefined ? from : Number(m[2]);
-  if (!Number.isSafeInteger(from) || !Number.isSafeInteger(to)) throw new InvalidArgumentError(`seeds must be safe integers, got "${value}"`);
+  if (!Number.isSafeInteger(from) || !Number.isSafeInteger(to)) throw new InvalidArgumentError(`must be a range of safe integers, got "${value}"`);
   if (to < from) throw new InvalidArgumentError(`the seed range "${value}" ends before it starts`);
   return Array.from({ length: to - from + 1 }, (_, k) => from + k);
 }

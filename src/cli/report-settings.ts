@@ -53,6 +53,12 @@ export function replaySettings(c: Common & {
   ];
 }
 
+/** A scenario's hint model in words. */
+function hintLabel(h: NonNullable<Scenario['hints']>): string {
+  const from = h.samples === null ? 'exact reference pass rates' : `pass rates over ${h.samples} reference rollouts`;
+  return `${Math.round(h.share * 100)}% of prompts; ${from}, logit shift ${h.shift}, slope ${h.slope}, noise sd ${h.noise}`;
+}
+
 /** The simulation report's settings box. */
 export function simulateSettings(c: Common & { file: string; scenario: Scenario }): Rows {
   const s = c.scenario;
@@ -62,6 +68,8 @@ export function simulateSettings(c: Common & { file: string; scenario: Scenario 
     ['rollout budget a step', `${int(s.budget.rollouts_per_prompt * s.batch)} (${s.budget.rollouts_per_prompt} a prompt)`],
     ['token budget a step', s.budget.tokens_per_prompt === null ? 'none' : `${int(s.budget.tokens_per_prompt * s.batch)} (${int(s.budget.tokens_per_prompt)} a prompt)`],
     ['length cap', s.length.cap === null ? 'none' : `${int(s.length.cap)} tokens`],
+    ...(s.groups.length === 0 ? [] : [['groups (sources)', s.groups.map((g) => g.name).join(', ')] as [string, string]]),
+    ['offline hints', s.hints === null ? 'none' : hintLabel(s.hints)],
     ...common(c),
   ];
 }

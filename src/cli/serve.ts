@@ -10,6 +10,7 @@ import { Service } from '../service/router.js';
 import { serveStdio } from '../service/stdio.js';
 import { describe } from './catalog.js';
 import type { CliIo } from './io.js';
+import { decayFlags } from './options.js';
 import { intArg, numberArg } from './parse.js';
 
 interface ServeOptions {
@@ -58,7 +59,7 @@ function stopSignal(): { stopped: Promise<string>; dispose(): void } {
 
 /** `rollout-budget serve`: the allocator as a long-running HTTP or stdio service. */
 export function registerServeCommands(program: Command, io: CliIo): void {
-  program
+  const command = program
     .command('serve')
     .description(describe('serve'))
     .option('--state <path|url>', 'SQLite file, or postgres://user@host:port/db[?schema=name]', './rollout-budget.db')
@@ -69,9 +70,9 @@ export function registerServeCommands(program: Command, io: CliIo): void {
     .option('--token <token>', `require "Authorization: Bearer <token>" (default: $${TOKEN_ENV}); needed for a --host other than loopback`)
     .option('--allowed-hosts <names>', 'comma-separated Host header names to accept besides IP addresses, localhost, --host and this machine\'s name ("*": any)')
     .addOption(new Option('--plan-timeout-s <s>', 'a plan request not answered within this many seconds gets 503').default(10).argParser(numberArg(0.001, 86_400)))
-    .addOption(new Option('--plan-threads <n>', 'threads that plan, each with its own store connection').default(1).argParser(intArg(1)))
-    .addOption(new Option('--decay <rate>', 'default per-step forgetting of evidence (λ)').argParser(numberArg(0, 1)))
-    .addOption(new Option('--reobserve-discount <rate>', 'default discount of old evidence on re-observation (ρ)').argParser(numberArg(0, 1)))
+    .addOption(new Option('--plan-threads <n>', 'threads that plan, each with its own store connection').default(1).argParser(intArg(1)));
+  decayFlags(command, 'every request\'s default ');
+  command
     .action(async (opts: ServeOptions) => {
       if (opts.port > 65535) throw new RolloutBudgetError('BAD_OPTION', `--port must be at most 65535, got ${opts.port}`);
       const token = tokenOf(opts);

@@ -5,6 +5,7 @@ import { parsePromptsAt } from '../io/formats.js';
 import type { ResultSource } from '../io/results.js';
 import { DEFAULT_MAX_TOKENS, defaultLimitWarning, groupsWithoutLimit, planChunks, type PlanFormat } from '../plan/exports.js';
 import { resolvePlanOptions } from '../plan/options.js';
+import { calibrationSummary } from '../posterior/hints.js';
 import type { DecayOptions } from '../posterior/decay.js';
 import { SqliteStore } from '../store/sqlite.js';
 import type { ObserveSummary } from '../store/types.js';
@@ -116,6 +117,8 @@ export function inspectCommand(io: CliIo, opts: { state: string; prompt?: string
             correct: snapshot.all.correctCount > 0 ? snapshot.all.correctTokens / snapshot.all.correctCount : null,
             wrong: snapshot.all.wrongCount > 0 ? snapshot.all.wrongTokens / snapshot.all.wrongCount : null,
           },
+          // How offline hints map to observed pass rates, pooled and per group (posterior/hints.ts).
+          hint_calibration: calibrationSummary(snapshot, resolvePlanOptions().prior),
         },
         null,
         2,

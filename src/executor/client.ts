@@ -50,6 +50,25 @@ const MAX_EVENT_CHARS = 16 * 1024 * 1024;
  */
 const FATAL_CAUSES = new Set(['ERR_INVALID_URL', 'ENOTFOUND', 'ERR_INVALID_ARG_VALUE', 'ERR_INVALID_ARG_TYPE', 'UND_ERR_INVALID_ARG', 'ERR_UNSUPPORTED_PROTOCOL']);
 
+/**
+ * Why what `fetch` threw means the URL can never be sent as it is, or undefined when a retry
+ * may succeed. Besides the codes above: Node's fetch (undici) refuses the Fetch standard's
+ * "bad ports" (https://fetch.spec.whatwg.org/#port-blocking: 6000, 6665–6669, 10080, 22, ...)
+ * with a cause of just "bad port" and no code, before any connection.
+ */
+export function unsendable(error: unknown, url: string): string | undefined {
+  const cause = (error as { cause?: { code?: unknown; message?: unknown } }).cause;
+  const code = typeof cause?.code === 'string' ? cause.code : undefined;
+  const message = (error as Error).message ?? String(error);
+  if (cause?.message === 'bad port') {
+    return `bad port: Node's fetch never connects to port ${new URL(url).port}, one the Fetch standard blocks (https://fetch.spec.whatwg.org/#port-blocking); run the server on another port`;
+  }
+  if ((code !== undefined && FATAL_CAUSES.has(code)) || /Failed to parse URL|Invalid URL/i.test(message)) {
+    return `${code ?? message}${typeof cause?.message === 'string' ? ` (${cause.message})` : ''}`;
+  }
+  return undefined;
+}
+
 /** The token count a choice reports: its `token_ids`, else its logprob entries, else null. */
 export function tokensOf(choice: Record<string, unknown>, chat: boolean): number | null {
   if (Array.isArray(choice.token_ids)) return choice.token_ids.length;
@@ -67,13 +86,10 @@ function classify(error: unknown, req: StreamRequest, isTimeout: () => boolean):
   if (req.signal.aborted) {
     return isTimeout() ? new RequestError('request timed out', 'retryable') : new RequestError('cancelled', 'cancelled');
   }
-  const cause = (error as { cause?: { code?: unknown; message?: unknown } }).cause;
-  const code = typeof cause?.code === 'string' ? cause.code : undefined;
-  const message = (error as Error).message ?? String(error);
-  if ((code !== undefined && FATAL_CAUSES.has(code)) || /Failed to parse URL|Invalid URL/i.test(message)) {
-    return new RequestError(`cannot send to ${req.url}: ${code ?? message}${typeof cause?.message === 'string' ? ` (${cause.message})` : ''}`, 'fatal');
-  }
-  return new RequestError(`connection error (${code ?? message})`, 'retryable');
+  const why = unsendable(error, req.url);
+  if (why !== undefined) return new RequestError(`cannot send to ${req.url}: ${why}`, 'fatal');
+  const code = (error as { cause?: { code?: unknown } }).cause?.code;
+  return new RequestError(`connection error (${typeof code === 'string' ? code : (error as Error).message ?? String(error)})`, 'retryable');
 }
 
 /**

@@ -5,7 +5,7 @@ import { badOption, quote } from '../errors.js';
  * `http://host:8000`, `http://host:8000/v1` (vLLM's docs and every OpenAI client's base_url),
  * either with a trailing slash, or a proxy path before `/v1` (`https://gw.example/vllm/v1`).
  * All of them are cut to the part before `/v1`, and requests go to `<base>/v1/completions` etc.
- * A URL that cannot be sent (no http(s) scheme, no host, a bad port, a query or fragment)
+ * A URL that cannot be sent (no http(s) scheme, no host, a port out of range or 0, a query or fragment)
  * is refused when the command starts, with one message, so it is never retried.
  */
 export function normalizeEndpoint(raw: string): string {
@@ -20,6 +20,7 @@ export function normalizeEndpoint(raw: string): string {
     throw badOption(`--endpoint ${quote(raw)} must use http or https, got ${quote(url.protocol.replace(/:$/, ''))}`);
   }
   if (url.hostname === '') throw badOption(`--endpoint ${quote(raw)} has no host; expected http://host:port`);
+  if (url.port === '0') throw badOption(`--endpoint ${quote(raw)}: port 0 cannot be connected to; give the port the server listens on`);
   if (url.username !== '' || url.password !== '') throw badOption(`--endpoint ${quote(raw)}: credentials in the URL are not sent; remove "user:password@"`);
   if (url.search !== '' || url.hash !== '') throw badOption(`--endpoint ${quote(raw)} must not have a query or fragment, got ${quote(url.search + url.hash)}`);
   let path = url.pathname.replace(/\/+$/, '');

@@ -1,6 +1,7 @@
 import { RolloutBudgetError, badInput, quote } from '../errors.js';
 import { groupId, groupSeed } from '../plan/exports.js';
 import type { Candidate, Plan } from '../plan/types.js';
+import { promptMetaFields } from '../store/meta.js';
 import { RequestError, streamRequest } from './client.js';
 import { Dispatcher, backoff } from './dispatcher.js';
 import { endpointUrl, normalizeEndpoint } from './endpoint.js';
@@ -254,7 +255,7 @@ export async function executePlan(plan: Plan, prompts: ReadonlyMap<string, Candi
   const consumed = groups.flatMap((g) => g.units.filter((u) => u.resumed && (u.state === 'done' || u.state === 'aborted')).map((u) => u.rollout_id));
   const keep: PartialRollout[] = [];
   for (const g of groups) {
-    const group = typeof g.prompt.group === 'string' ? { group: g.prompt.group } : {};
+    const group = promptMetaFields(g.prompt);
     for (const u of g.units) {
       if (u.state !== 'done' && u.state !== 'aborted') continue;
       const aborted = u.state === 'aborted';

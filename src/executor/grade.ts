@@ -2,6 +2,7 @@ import { badInput, quote } from '../errors.js';
 import { parseJsonl } from '../io/jsonl.js';
 import { planGroups, type PlanGroup } from '../plan/exports.js';
 import type { Candidate, Plan } from '../plan/types.js';
+import { promptMetaFields } from '../store/meta.js';
 import { tokensOf } from './client.js';
 import { describeFinishCounts, finishOutcome, isPlainFinish } from './finish.js';
 import { promptText } from './requests.js';
@@ -82,7 +83,7 @@ export async function gradeBatchOutput(text: string, name: string, plan: Plan, p
     return {
       prompt_id: g.prompt_id, step: plan.step, rollout_id: `${g.group_id}#${(g.first_rollout ?? 0) + index}`, reward: 0,
       ...(tokens === null ? {} : { tokens }), finish_reason: finish, ...(serverReason === null ? {} : { server_finish_reason: serverReason }),
-      ...(typeof prompt.group === 'string' ? { group: prompt.group } : {}), seed: (g.seed + index) | 0,
+      ...promptMetaFields(prompt), seed: (g.seed + index) | 0,
     };
   };
   const abortAll = (g: PlanGroup, from: Set<number>) => {

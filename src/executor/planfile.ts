@@ -1,14 +1,10 @@
 import { badInput, quote } from '../errors.js';
+import { parseJson } from '../io/jsonl.js';
 import type { Plan } from '../plan/types.js';
 
 /** Parses a plan file (version 1, as `plan` writes it), checking the fields `execute` uses. */
 export function parsePlan(text: string, name: string): Plan {
-  let value: unknown;
-  try {
-    value = JSON.parse(text);
-  } catch (error) {
-    throw badInput(name, `malformed JSON (${(error as Error).message})`);
-  }
+  const value = parseJson(text, name); // nesting depth limited, as every input file
   if (value === null || typeof value !== 'object' || Array.isArray(value)) throw badInput(name, `a plan must be a JSON object, got ${quote(value)}`);
   const plan = value as Record<string, unknown>;
   if (plan.version !== 1) throw badInput(name, `"version" must be 1, got ${quote(plan.version)}`);

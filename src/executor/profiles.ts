@@ -1,5 +1,6 @@
 import { RolloutBudgetError, badOption } from '../errors.js';
 import { createRegistry, type Registry } from '../registry.js';
+import { unsendable } from './client.js';
 import { backoff, type RetryPolicy } from './dispatcher.js';
 import { endpointUrl } from './endpoint.js';
 import type { Api } from './types.js';
@@ -74,6 +75,8 @@ export async function detectServer(endpoint: string, retry: RetryPolicy, timeout
       const code = (error as { cause?: { code?: unknown } }).cause?.code;
       last = String(code ?? (error as Error).message);
       if (code === 'ENOTFOUND') throw badOption(`--endpoint ${endpoint}: host not found (ENOTFOUND)`);
+      const why = unsendable(error, url);
+      if (why !== undefined) throw badOption(`--endpoint ${endpoint}: cannot send to ${url}: ${why}`);
       continue;
     }
     if (response.status >= 500 || response.status === 429) {

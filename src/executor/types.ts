@@ -74,6 +74,9 @@ export interface ExecutedRollout {
   /** The server's own finish_reason when it was neither "stop" nor "length" (finish.ts). */
   server_finish_reason?: string;
   group?: string;
+  /** The prompt's offline hint, when its candidate has one (so observe remembers it). */
+  prior_pass_rate?: number;
+  prior_samples?: number;
   seed: number;
   latency_ms?: number;
 }

@@ -13,6 +13,7 @@ export function checkCandidate(where: string, value: Record<string, unknown>): s
   field.int(where, value, 'max_tokens', 1);
   field.string(where, value, 'group', false);
   field.rewards(where, value, 'partial_rewards');
+  field.hint(where, value);
   return id;
 }
 

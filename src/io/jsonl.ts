@@ -1,5 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { RolloutBudgetError, badInput, quote } from '../errors.js';
+import { checkHint } from '../posterior/hints.js';
 import { decodeUtf8 } from './utf8.js';
 
 /** One parsed JSONL line with where it came from. */
@@ -153,6 +154,8 @@ export const field = {
     });
     return v as number[];
   },
+  /** An offline difficulty hint (`prior_pass_rate`, `prior_samples`): posterior/hints.ts checkHint. */
+  hint: checkHint,
   reward(where: string, key: string, v: unknown): number {
     if (typeof v === 'boolean') return v ? 1 : 0;
     if (typeof v !== 'number' || !Number.isFinite(v) || v < 0 || v > 1) {

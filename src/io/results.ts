@@ -15,6 +15,9 @@ export interface RolloutResult {
   readonly rollout_id?: string;
   /** Optional prompt group (extension), used by the learned prior. */
   readonly group?: string;
+  /** Optional offline hint of the prompt (as in the prompts file), remembered by the state. */
+  readonly prior_pass_rate?: number;
+  readonly prior_samples?: number;
 }
 
 /** A batch of results with a stable identity, for idempotent observe. */
@@ -155,6 +158,7 @@ function validateResult(where: string, line: number, value: Record<string, unkno
   const prompt_id = field.string(where, value, 'prompt_id', true)!;
   const step = field.int(where, value, 'step', 0);
   const group = field.string(where, value, 'group', false);
+  const hint = field.hint(where, value);
   if (value.rewards !== undefined) {
     if (value.reward !== undefined) throw badInput(where, 'give "reward" (one rollout) or "rewards" (a group), not both');
     const rewards = value.rewards;
@@ -169,7 +173,7 @@ function validateResult(where: string, line: number, value: Record<string, unkno
       if (t !== undefined && (typeof t !== 'number' || !Number.isSafeInteger(t) || t < 0)) {
         throw badInput(where, `"tokens[${j}]" must be a non-negative integer, got ${quote(t)}`);
       }
-      sink(result(prompt_id, step, group, reward, t as number | undefined, undefined, undefined), line, j);
+      sink(result(prompt_id, step, group, reward, t as number | undefined, undefined, undefined, hint), line, j);
     }
     return;
   }
@@ -181,7 +185,7 @@ function validateResult(where: string, line: number, value: Record<string, unkno
     throw badInput(where, `"finish_reason" must be "stop", "length" or "abort", got ${quote(finish)}`);
   }
   const rollout_id = field.string(where, value, 'rollout_id', false);
-  sink(result(prompt_id, step, group, reward, tokens, finish as RolloutResult['finish_reason'], rollout_id), line, 0);
+  sink(result(prompt_id, step, group, reward, tokens, finish as RolloutResult['finish_reason'], rollout_id, hint), line, 0);
 }
 
 /**
@@ -191,8 +195,9 @@ function validateResult(where: string, line: number, value: Record<string, unkno
 function result(
   prompt_id: string, step: number | undefined, group: string | undefined, reward: number, tokens: number | undefined,
   finish_reason: RolloutResult['finish_reason'], rollout_id: string | undefined,
+  hint: { prior_pass_rate?: number; prior_samples?: number },
 ): RolloutResult {
-  return { prompt_id, step, group, reward, tokens, finish_reason, rollout_id };
+  return { prompt_id, step, group, reward, tokens, finish_reason, rollout_id, prior_pass_rate: hint.prior_pass_rate, prior_samples: hint.prior_samples };
 }
 
 /**

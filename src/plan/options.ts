@@ -19,6 +19,7 @@ export const defaultPlanOptions: PlanOptions = {
   prior: defaultPriorOptions,
   length: defaultLengthOptions,
   roundsLeft: 1,
+  freshShare: 0.7,
   solver: 'greedy',
 };
 
@@ -69,12 +70,16 @@ export function resolvePlanOptions(input: PlanOptionsInput = {}): PlanOptions {
       minPrompts: input.prior?.minPrompts ?? d.prior.minPrompts,
       minStrength: input.prior?.minStrength ?? d.prior.minStrength,
       maxStrength: input.prior?.maxStrength ?? d.prior.maxStrength,
+      hintMinPrompts: input.prior?.hintMinPrompts ?? d.prior.hintMinPrompts,
+      hintMaxStrength: input.prior?.hintMaxStrength ?? d.prior.hintMaxStrength,
+      hintDefaultStrength: input.prior?.hintDefaultStrength ?? d.prior.hintDefaultStrength,
     },
     length: {
       shrinkage: input.length?.shrinkage ?? d.length.shrinkage,
       defaultTokens: input.length?.defaultTokens ?? d.length.defaultTokens,
     },
     roundsLeft: input.roundsLeft ?? d.roundsLeft,
+    freshShare: input.freshShare ?? d.freshShare,
     solver: input.solver ?? d.solver,
     ...(input.step === undefined ? {} : { step: input.step }),
     ...(input.multipleOf === undefined ? {} : { multipleOf: input.multipleOf }),
@@ -90,6 +95,10 @@ export function resolvePlanOptions(input: PlanOptionsInput = {}): PlanOptions {
   requireRange('decay', options.decay.forgetPerStep, 0, 1, true);
   requireRange('reobserve_discount', options.decay.reobserveDiscount, 0, 1, true);
   requireInt('rounds_left', options.roundsLeft, 1);
+  requireRange('fresh_share', options.freshShare, 0, 1, true);
+  requireInt('prior.hint_min_prompts', options.prior.hintMinPrompts, 3);
+  requireRange('prior.hint_max_strength', options.prior.hintMaxStrength, options.prior.minStrength, Infinity);
+  requireRange('prior.hint_default_strength', options.prior.hintDefaultStrength, 0, Infinity);
   return options;
 }
 

@@ -2,6 +2,7 @@ import { RolloutBudgetError, badInput, quote } from '../errors.js';
 import { firstRepeat, fnv1a } from '../math/hash.js';
 import { forgetFactor } from '../posterior/decay.js';
 import { expectedTokens } from '../posterior/length.js';
+import { checkHint, hintPriors, type HintPriors } from '../posterior/hints.js';
 import { priorFor, type Prior } from '../posterior/prior.js';
 import type { PromptState, StateSnapshot } from '../posterior/state.js';
 import type { Registry } from '../registry.js';
@@ -25,7 +26,9 @@ export interface Registries {
 }
 
 /**
- * The posterior Beta(α, β) of each candidate at `step`: learned prior + decayed evidence.
+ * The posterior Beta(α, β) of each candidate at `step`: learned prior (moved toward the
+ * calibrated hint for a candidate with `prior_pass_rate`, posterior/hints.ts) + decayed evidence.
+ * A candidate without `group` or hint takes the ones its state remembers.
  * `hashes[i]`, when given, is fnv1a of candidate i's id (passed on to the state lookup);
  * `each(i, state, α_i, β_i)`, when given, runs for every candidate in order. O(N).
  */
@@ -40,13 +43,22 @@ export function posteriors(
   const alpha = new Float64Array(candidates.length);
   const beta = new Float64Array(candidates.length);
   const priors = new Map<string | null, Prior>();
+  let hints: HintPriors | undefined;
   const forget = new Float64Array(256).fill(NaN);
   for (let i = 0; i < candidates.length; i++) {
     const c = candidates[i]!;
-    const group = c.group ?? null;
+    const s = hashes === undefined ? snapshot.get(c.id) : snapshot.get(c.id, hashes[i]!);
+    // The candidate's group and hint, else what the state learned of them (store/meta.ts).
+    const group = c.group ?? s?.group ?? null;
     let prior = priors.get(group);
     if (prior === undefined) priors.set(group, (prior = priorFor(snapshot, group, options.prior)));
-    const s = hashes === undefined ? snapshot.get(c.id) : snapshot.get(c.id, hashes[i]!);
+    // Library callers' candidates are checked here (files and requests were when parsed).
+    if (c.prior_pass_rate !== undefined || c.prior_samples !== undefined) checkHint(`candidate ${i + 1}`, c);
+    const hint = c.prior_pass_rate ?? s?.priorPassRate;
+    if (hint !== undefined) {
+      const samples = c.prior_pass_rate === undefined ? s?.priorSamples : c.prior_samples;
+      prior = (hints ??= hintPriors(snapshot, options.prior)).prior(group, hint, samples, prior);
+    }
     let k = 0;
     if (s !== undefined) {
       const gap = step - s.lastStep;
@@ -103,9 +115,12 @@ export function planStep(
   const fixedTokens = options.prefillWeight > 0 ? new Float64Array(size) : undefined;
   const assumedLengths = { total: 0, withoutMaxTokens: 0 };
   let missingPromptTokens = 0;
+  let fresh = 0; // candidates new to the state: no evidence, no partial rewards (the round share's u)
   const { alpha, beta } = posteriors(snapshot, candidates, step, options, tieBreak, (i, s, a, b) => {
     const c = candidates[i]!;
-    const group = c.group === undefined ? undefined : snapshot.group(c.group);
+    if ((s === undefined || s.rollouts === 0) && (partials === undefined || partials.groups[i]!.rollouts === 0)) fresh++;
+    const named = c.group ?? s?.group ?? null;
+    const group = named === null ? undefined : snapshot.group(named);
     const pa = partials === undefined ? a : a + partials.successes[i]!;
     const pb = partials === undefined ? b : b + partials.failures[i]!;
     const est = expectedTokens(s, group, snapshot.all, pa / (pa + pb), c.max_tokens, options.length);
@@ -154,7 +169,7 @@ export function planStep(
   const starts = startNeeds(input);
   const needs = { rollouts: multiple * Math.ceil(starts.rollouts / multiple), tokens: starts.tokens };
   const starting = startingCount(partials?.groups, size, options.skip);
-  const share = roundShare(budget, options.roundsLeft, needs);
+  const share = roundShare(budget, options.roundsLeft, needs, size === 0 ? 0 : fresh / size, options.freshShare);
   const spend = share.budget;
   // The solver spends at most what the candidates can use (plan/limits.ts: a lone budget over
   // N·max_n is clamped, which changes no allocation and bounds the work).

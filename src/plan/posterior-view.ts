@@ -18,7 +18,11 @@ export interface PosteriorView {
   reward_sum: number;
   last_step: number | null;
   expected_tokens: number;
+  /** Whether the prompt has been observed (a prompt only planned has a state, store/meta.ts, but is not seen). */
   seen: boolean;
+  /** The offline hint the state remembers (or the candidate gives), else null. */
+  prior_pass_rate: number | null;
+  prior_samples: number | null;
 }
 
 /**
@@ -45,8 +49,10 @@ export function posteriorView(snapshot: StateSnapshot, id: string, candidate: Pa
     p_high: betaQuantile(1 - lo, a, b),
     rollouts: state?.rollouts ?? 0,
     reward_sum: state?.rewardSum ?? 0,
-    last_step: state?.lastStep ?? null,
+    last_step: state === undefined || state.rollouts === 0 ? null : state.lastStep,
     expected_tokens: expectedTokens(state, group, snapshot.all, a / (a + b), c.max_tokens, resolved.length).tokens,
-    seen: state !== undefined,
+    seen: (state?.rollouts ?? 0) > 0,
+    prior_pass_rate: c.prior_pass_rate ?? state?.priorPassRate ?? null,
+    prior_samples: (c.prior_pass_rate === undefined ? state?.priorSamples : c.prior_samples) ?? null,
   };
 }

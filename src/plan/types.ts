@@ -13,6 +13,14 @@ export interface Candidate {
    * then gives the rollouts to add (plan/partial.ts).
    */
   readonly partial_rewards?: readonly number[];
+  /**
+   * An offline difficulty hint: the prompt's pass rate under a reference model (a dataset's
+   * solve rate, pass@k filtering), in [0, 1]. Calibrated against observed pass rates before it
+   * counts (posterior/hints.ts).
+   */
+  readonly prior_pass_rate?: number;
+  /** How many reference rollouts `prior_pass_rate` came from (optional; absent: taken as exact). */
+  readonly prior_samples?: number;
   readonly [extra: string]: unknown;
 }
 
@@ -53,6 +61,11 @@ export interface PlanOptions {
    * the step, and this round spends its share of it (plan/rounds.ts). 1: the whole budget.
    */
   readonly roundsLeft: number;
+  /**
+   * φ of the round share (plan/rounds.ts): with rounds left, a round whose candidates are new to
+   * the state takes this part of the later rounds' budget on top of its even share (0: even).
+   */
+  readonly freshShare: number;
   /** The solver, by name in the solver registry (`greedy`; `dp` and `milp` are exact references). */
   readonly solver: string;
 }

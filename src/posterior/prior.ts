@@ -13,20 +13,29 @@ import type { GroupStats, StateSnapshot } from './state.js';
  * inside the clamp.
  *
  * Per `group` when the candidate has one with at least `minPrompts` observed prompts; else all
- * prompts; else Beta(1, 1).
+ * prompts; else Beta(1, 1). A candidate with an offline hint (`prior_pass_rate`) starts from
+ * this prior moved toward its calibrated hint (posterior/hints.ts; the `hint*` options).
  */
 export interface PriorOptions {
   readonly minPrompts: number;
   readonly minStrength: number;
   readonly maxStrength: number;
+  /** Observed hinted prompts a calibration needs (a group's own, else the pooled one). */
+  readonly hintMinPrompts: number;
+  /** The most pseudo-rollouts a calibrated hint may be worth. */
+  readonly hintMaxStrength: number;
+  /** What a hint is worth before any calibration, in pseudo-rollouts. */
+  readonly hintDefaultStrength: number;
 }
 
-export const defaultPriorOptions: PriorOptions = { minPrompts: 5, minStrength: 0.5, maxStrength: 2 };
+export const defaultPriorOptions: PriorOptions = {
+  minPrompts: 5, minStrength: 0.5, maxStrength: 2, hintMinPrompts: 30, hintMaxStrength: 16, hintDefaultStrength: 2,
+};
 
 export interface Prior {
   readonly alpha: number;
   readonly beta: number;
-  readonly source: 'group' | 'all' | 'flat';
+  readonly source: 'group' | 'all' | 'flat' | 'hint';
 }
 
 export const flatPrior: Prior = { alpha: 1, beta: 1, source: 'flat' };

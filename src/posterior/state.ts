@@ -23,6 +23,12 @@ export interface PromptState {
   /** Rollouts with reward < 0.5 that reported tokens, and their summed tokens. */
   readonly wrongCount: number;
   readonly wrongTokens: number;
+  /**
+   * The prompt's offline hint, as its candidates or results last gave it (store/meta.ts):
+   * a reference pass rate in [0, 1] and how many rollouts it came from. Absent: none known.
+   */
+  readonly priorPassRate?: number;
+  readonly priorSamples?: number;
 }
 
 /**
@@ -78,6 +84,14 @@ export interface StateSnapshot {
   /** Pooled figures of a group (null: prompts without a group are pooled only in `all`). */
   group(name: string): GroupStats | undefined;
   readonly all: GroupStats;
+  /**
+   * Every observed prompt (with evidence) that carries an offline hint (`priorPassRate`): what
+   * the hint calibration is fitted on (posterior/hints.ts). Optional: a snapshot without it
+   * has no calibration data, and hinted candidates get the cautious default.
+   */
+  hinted?(): readonly PromptState[];
+  /** Every prompt state, when the snapshot holds them in memory (store/meta.ts rebuilds from it). */
+  states?(): readonly PromptState[];
 }
 
 /** A snapshot over prompt states held in memory, indexed by id (StateIndex). O(N) to build. */
@@ -92,5 +106,14 @@ export function snapshotOf(states: Iterable<PromptState>, lastStep?: number | nu
     if (s.group !== null) groups.set(s.group, addToGroupStats(groups.get(s.group) ?? emptyGroupStats, s));
     if (s.rollouts > 0 && (latest === null || s.lastStep > latest)) latest = s.lastStep;
   }
-  return { lastStep: lastStep ?? latest, get: (id, hash) => byId.get(id, hash), group: (g) => groups.get(g), all };
+  let hinted: PromptState[] | undefined;
+  return {
+    lastStep: lastStep ?? latest,
+    get: (id, hash) => byId.get(id, hash),
+    group: (g) => groups.get(g),
+    all,
+    // Built on first use: plans without hinted candidates never pay for it.
+    hinted: () => (hinted ??= list.filter((s) => s.priorPassRate !== undefined && s.successes + s.failures > 0)),
+    states: () => list,
+  };
 }

@@ -7,17 +7,27 @@ import type { PosteriorPolicy } from '../plan/policies.js';
 import type { PromptState } from '../posterior/state.js';
 import { snapshotOf } from '../posterior/state.js';
 import { addRollout, applyEvidence, emptyEvidence } from '../store/accumulate.js';
+import { metaDiffers, metaOf, withMeta } from '../store/meta.js';
 import { MonomialCurves } from '../value/curves.js';
 import type { Candidate, Plan } from '../plan/types.js';
 import type { Decision, GroupOutcome, PolicyConfig, PolicyRun, ReplayPolicy, StepContext } from './types.js';
 
 /**
  * Prompt states kept in memory exactly as the SQLite store keeps them (decayed evidence,
- * raw counts, length sums), so a replayed policy sees what the allocator would have seen.
+ * raw counts, length sums, and the group and hint a plan's candidates give, store/meta.ts),
+ * so a replayed policy sees what the allocator would have seen.
  */
 export class MemoryState {
   readonly states = new Map<string, PromptState>();
   constructor(private readonly decay: PlanOptionsInput['decay']) {}
+
+  /** What Allocator.plan records of its candidates: their group and hint, where they differ. */
+  record(candidates: readonly Candidate[]): void {
+    for (const c of candidates) {
+      const m = metaOf(c);
+      if (m !== undefined && metaDiffers(this.states.get(c.id), m)) this.states.set(c.id, withMeta(this.states.get(c.id), m));
+    }
+  }
 
   observe(step: number, groups: readonly GroupOutcome[]): void {
     const decay = resolvePlanOptions({ decay: this.decay ?? {} }).decay;
@@ -53,6 +63,8 @@ export function planWithState(
   options: ReplayPlanOptions,
   registries: Registries,
 ): OurDecision {
+  // Recorded before the snapshot: the plan equals one made on the state after the record (store/meta.ts).
+  state.record(ctx.candidates);
   const snapshot = snapshotOf(state.states.values());
   const { rounds = defaultRounds, ...planOptions } = options;
   const input: PlanOptionsInput = {

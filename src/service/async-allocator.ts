@@ -5,6 +5,7 @@ import { planStep, type Registries } from '../plan/planner.js';
 import { posteriorView, type PosteriorView } from '../plan/posterior-view.js';
 import type { Budget, Candidate, Plan } from '../plan/types.js';
 import type { AsyncStore } from '../store/async.js';
+import { metaChanges, snapshotWithMeta } from '../store/meta.js';
 import type { ObserveSummary } from '../store/types.js';
 
 /** The candidates' ids and groups: what a plan reads of the state (store snapshot with ids). */
@@ -35,7 +36,13 @@ export class AsyncAllocator {
   async plan(candidates: readonly Candidate[], budget: Budget, options: PlanOptionsInput = {}): Promise<Plan> {
     const merged = mergePlanOptions(this.defaults, options);
     resolvePlanOptions(merged); // reject bad options before touching the store
-    return planStep(await this.store.snapshot(...idsAndGroups(candidates)), candidates, budget, merged, this.registries);
+    // As Allocator.plan: plan on the state as it reads once the candidates' metadata is recorded, then record it.
+    const [ids, groups] = idsAndGroups(candidates);
+    const snapshot = await this.store.snapshot(ids, groups, candidates.some((c) => c.prior_pass_rate !== undefined));
+    const changes = metaChanges(snapshot, candidates);
+    const plan = planStep(snapshotWithMeta(snapshot, changes), candidates, budget, merged, this.registries);
+    await this.store.recordPrompts(changes);
+    return plan;
   }
 
   async observe(results: readonly unknown[] | ResultBatch, options: PlanOptionsInput = {}): Promise<ObserveSummary> {

@@ -31,6 +31,37 @@ export interface Scenario {
     readonly sd_e: number;
     readonly cap: number | null;
   };
+  /**
+   * Sources of different difficulty (empty: one pool with `difficulty`). Each prompt belongs to
+   * one, drawn by `share`; its candidates carry the name as `group`.
+   */
+  readonly groups: readonly ScenarioGroup[];
+  /** Offline difficulty hints the candidates carry (`prior_pass_rate`), or null for none. */
+  readonly hints: HintModel | null;
+}
+
+export interface ScenarioGroup {
+  readonly name: string;
+  /** Share of the pool (the shares are normalised to sum to 1). */
+  readonly share: number;
+  readonly difficulty: Scenario['difficulty'];
+  /** Added to the hints' logit shift for this source (a reference model better or worse on it). */
+  readonly hint_shift: number;
+}
+
+/**
+ * How hints are made: a reference model, different from the trained one, has pass rate
+ * p_ref = σ(shift + slope·z + noise·ε), ε ~ N(0, 1), with z the prompt's initial logit (an
+ * unsolvable prompt counts as p = 0.001); the hint is its pass rate over `samples` rollouts
+ * (k/samples, k ~ Binomial(samples, p_ref)), or p_ref itself when `samples` is null. A share
+ * `share` of the prompts carry one. slope 0 is a hint of pure noise.
+ */
+export interface HintModel {
+  readonly share: number;
+  readonly samples: number | null;
+  readonly shift: number;
+  readonly slope: number;
+  readonly noise: number;
 }
 
 /** One-Shot-RLVR first visits (CALIBRATION.md): α = 0.349, β = 0.693. */
@@ -55,6 +86,8 @@ export const defaultScenario: Scenario = {
   difficulty: rlMathDifficulty,
   drift: defaultDrift,
   length: shortCot,
+  groups: [],
+  hints: null,
 };
 
 function num(where: string, obj: Record<string, unknown>, key: string, fallback: number, lo: number, hi: number, int = false): number {
@@ -116,5 +149,45 @@ export function parseScenario(text: string, name: string): Scenario {
       sd_e: num(`${name}: length`, len, 'sd_e', d.length.sd_e, 0, 10),
       cap,
     },
+    groups: groupsOf(name, o.groups),
+    hints: o.hints === undefined || o.hints === null ? null : hintsOf(`${name}: hints`, section(name, o, 'hints')),
+  };
+}
+
+function groupsOf(name: string, value: unknown): ScenarioGroup[] {
+  if (value === undefined) return [];
+  if (!Array.isArray(value) || value.length === 0) throw badInput(name, `"groups" must be a non-empty array of sources, got ${quote(value)}`);
+  const seen = new Set<string>();
+  return value.map((g, i) => {
+    const where = `${name}: groups[${i}]`;
+    if (g === null || typeof g !== 'object' || Array.isArray(g)) throw badInput(where, `each group must be an object, got ${quote(g)}`);
+    const o = g as Record<string, unknown>;
+    if (typeof o.name !== 'string' || o.name === '') throw badInput(where, `"name" must be a non-empty string, got ${quote(o.name)}`);
+    if (seen.has(o.name)) throw badInput(where, `"name" ${quote(o.name)} repeats an earlier group`);
+    seen.add(o.name);
+    if (o.share === undefined) throw badInput(where, '"share" is required (the share of the pool), got nothing');
+    const diff = section(where, o, 'difficulty');
+    const d = defaultScenario.difficulty;
+    return {
+      name: o.name,
+      share: num(where, o, 'share', 1, 1e-6, 1e6),
+      difficulty: {
+        alpha: num(`${where}: difficulty`, diff, 'alpha', d.alpha, 1e-3, 1e3),
+        beta: num(`${where}: difficulty`, diff, 'beta', d.beta, 1e-3, 1e3),
+        unsolvable: num(`${where}: difficulty`, diff, 'unsolvable', d.unsolvable, 0, 1),
+      },
+      hint_shift: num(where, o, 'hint_shift', 0, -20, 20),
+    };
+  });
+}
+
+function hintsOf(where: string, o: Record<string, unknown>): HintModel {
+  const samples = o.samples === null ? null : num(where, o, 'samples', 16, 1, 1e6, true);
+  return {
+    share: num(where, o, 'share', 1, 0, 1),
+    samples,
+    shift: num(where, o, 'shift', 0, -20, 20),
+    slope: num(where, o, 'slope', 1, -20, 20),
+    noise: num(where, o, 'noise', 0, 0, 20),
   };
 }

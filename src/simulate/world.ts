@@ -20,6 +20,8 @@ interface Pool {
   z0: Float64Array;
   /** Per-prompt length offset u_prompt. */
   u: Float64Array;
+  /** What the data loader offers for each prompt: id, and group, hint and cap when the scenario has them. */
+  candidates: Candidate[];
 }
 
 /** The initial pool, a pure function of the scenario (and its seed). */
@@ -28,12 +30,51 @@ function makePool(s: Scenario): Pool {
   const ids = Array.from({ length: s.prompts }, (_, i) => `s${i}`);
   const z0 = new Float64Array(s.prompts);
   const u = new Float64Array(s.prompts);
+  const groups = s.groups;
+  const total = groups.reduce((t, g) => t + g.share, 0);
+  const groupOf = new Int32Array(s.prompts).fill(-1);
   for (let i = 0; i < s.prompts; i++) {
-    const p = Math.min(0.999, Math.max(0.001, betaDraw(s.difficulty.alpha, s.difficulty.beta, random)));
-    z0[i] = random() < s.difficulty.unsolvable ? -Infinity : logit(p);
+    let difficulty = s.difficulty;
+    if (groups.length > 0) {
+      // By share, as a data set's sources are mixed (a seeded draw per prompt).
+      let at = random() * total;
+      let g = 0;
+      while (g < groups.length - 1 && at >= groups[g]!.share) at -= groups[g++]!.share;
+      groupOf[i] = g;
+      difficulty = groups[g]!.difficulty;
+    }
+    const p = Math.min(0.999, Math.max(0.001, betaDraw(difficulty.alpha, difficulty.beta, random)));
+    z0[i] = random() < difficulty.unsolvable ? -Infinity : logit(p);
     u[i] = s.length.sd_u * normal(random);
   }
-  return { ids, z0, u };
+  const hints = hintsOf(s, z0, groupOf);
+  const candidates = ids.map((id, i): Candidate => ({
+    id,
+    ...(s.length.cap === null ? {} : { max_tokens: s.length.cap }),
+    ...(groupOf[i]! < 0 ? {} : { group: groups[groupOf[i]!]!.name }),
+    ...(hints[i] === undefined ? {} : hints[i]),
+  }));
+  return { ids, z0, u, candidates };
+}
+
+/**
+ * Each prompt's offline hint (scenario.ts HintModel), from its own seeded stream so that a
+ * scenario's pool does not depend on its hints: a reference model's pass rate
+ * σ(shift + group shift + slope·z + noise·ε) measured over `samples` rollouts.
+ */
+function hintsOf(s: Scenario, z0: Float64Array, groupOf: Int32Array): ({ prior_pass_rate: number; prior_samples?: number } | undefined)[] {
+  const h = s.hints;
+  if (h === null) return [];
+  const random = seedrandom(`hints/${s.seed}`);
+  return Array.from(z0, (z, i) => {
+    const carries = random() < h.share;
+    const shift = h.shift + (groupOf[i]! < 0 ? 0 : s.groups[groupOf[i]!]!.hint_shift);
+    const ref = sigmoid(shift + h.slope * (z === -Infinity ? logit(0.001) : z) + h.noise * normal(random));
+    if (h.samples === null) return carries ? { prior_pass_rate: ref } : undefined;
+    let k = 0;
+    for (let j = 0; j < h.samples; j++) if (random() < ref) k++;
+    return carries ? { prior_pass_rate: k / h.samples, prior_samples: h.samples } : undefined;
+  });
 }
 
 /**
@@ -41,7 +82,9 @@ function makePool(s: Scenario): Pool {
  * scenario seed and epoch) and cut into batches. Each policy gets its own world (fork), where
  * the pass rate p = σ(z) of a prompt rises by `learning_rate` on the logit for each group with
  * reward variance it is trained on and every prompt's by `transfer` a step; unsolvable prompts
- * stay at 0. A rollout is correct with probability p; its length is
+ * stay at 0. With `groups`, each prompt's difficulty comes from its source, and its candidate
+ * carries the source as `group`; with `hints`, candidates carry `prior_pass_rate` (and
+ * `prior_samples`). A rollout is correct with probability p; its length is
  * L = exp(a + b·p + c·correct + u_prompt + e), e ~ N(0, sd_e²), clipped at the cap, and a
  * clipped rollout is wrong (CALIBRATION.md).
  */
@@ -73,7 +116,7 @@ export function simulatedEnvironment(s: Scenario): Environment {
       const at = (step % perEpoch) * s.batch;
       return orderOf(epoch)
         .slice(at, at + s.batch)
-        .map((i) => (cap === null ? { id: pool.ids[i]! } : { id: pool.ids[i]!, max_tokens: cap }));
+        .map((i) => pool.candidates[i]!);
     },
     defaultBudget: () => ({
       rollouts: s.budget.rollouts_per_prompt * s.batch,

@@ -1,6 +1,7 @@
 import type { ResultBatch, RolloutResult } from '../io/formats.js';
 import { addEvidence, type DecayOptions } from '../posterior/decay.js';
 import type { PromptState } from '../posterior/state.js';
+import { hintOf } from './meta.js';
 
 /** Accepted rollouts of one prompt at one step, summed. */
 export interface StepEvidence {
@@ -14,6 +15,9 @@ export interface StepEvidence {
   correctTokens: number;
   wrongCount: number;
   wrongTokens: number;
+  /** The hint the results gave (the last line's that had one), if any (store/meta.ts). */
+  priorPassRate?: number;
+  priorSamples?: number;
 }
 
 export function emptyEvidence(prompt_id: string, step: number): StepEvidence {
@@ -42,6 +46,9 @@ export function addRollout(e: StepEvidence, reward: number, tokens: number | und
  */
 export function applyEvidence(old: PromptState | undefined, e: StepEvidence, decay: DecayOptions): PromptState {
   const next = addEvidence(decay, old ?? { successes: 0, failures: 0, lastStep: e.step }, e.step, e.successes, e.failures);
+  const hint = e.priorPassRate === undefined
+    ? hintOf(old)
+    : { priorPassRate: e.priorPassRate, ...(e.priorSamples === undefined ? {} : { priorSamples: e.priorSamples }) };
   return {
     id: e.prompt_id,
     group: e.group ?? old?.group ?? null,
@@ -54,6 +61,7 @@ export function applyEvidence(old: PromptState | undefined, e: StepEvidence, dec
     correctTokens: (old?.correctTokens ?? 0) + e.correctTokens,
     wrongCount: (old?.wrongCount ?? 0) + e.wrongCount,
     wrongTokens: (old?.wrongTokens ?? 0) + e.wrongTokens,
+    ...hint,
   };
 }
 
@@ -97,6 +105,10 @@ export class EvidenceAccumulator {
       this.last = e;
     }
     if (r.group !== undefined) e.group = r.group;
+    if (r.prior_pass_rate !== undefined) {
+      e.priorPassRate = r.prior_pass_rate;
+      e.priorSamples = r.prior_samples;
+    }
     addRollout(e, r.reward, r.tokens);
   }
 

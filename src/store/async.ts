@@ -1,6 +1,7 @@
 import type { ResultBatch, ResultSource } from '../io/results.js';
 import type { DecayOptions } from '../posterior/decay.js';
 import type { PromptState, StateSnapshot } from '../posterior/state.js';
+import type { PromptMeta } from './meta.js';
 import type { ObserveSummary, Store } from './types.js';
 
 /**
@@ -13,12 +14,15 @@ export interface AsyncStore {
   /** Which backend, for logs and /healthz: 'sqlite' or 'postgres'. */
   readonly kind: string;
   /** A consistent read view: every prompt, or `ids` and the pooled figures (Store.snapshot). */
-  snapshot(ids?: readonly string[], groups?: readonly string[]): Promise<StateSnapshot>;
+  snapshot(ids?: readonly string[], groups?: readonly string[], hinted?: boolean): Promise<StateSnapshot>;
   get(id: string): Promise<PromptState | undefined>;
   lastStep(): Promise<number | null>;
   apply(batch: ResultBatch, decay: DecayOptions): Promise<ObserveSummary>;
   /** apply() for a batch read chunk by chunk, in bounded memory (store/claims.ts). */
   applySource(source: ResultSource, decay: DecayOptions): Promise<ObserveSummary>;
+  /** Records prompts' group and hint: evidence untouched, idempotent (Store.recordPrompts). */
+  recordPrompts(meta: readonly PromptMeta[]): Promise<void>;
+  /** Prompts with evidence. */
   count(): Promise<number>;
   close(): Promise<void>;
 }
@@ -31,7 +35,7 @@ export interface AsyncStore {
 export function asyncStoreOf(store: Store, kind = 'sqlite'): AsyncStore {
   return {
     kind,
-    snapshot: async (ids, groups) => store.snapshot(ids, groups),
+    snapshot: async (ids, groups, hinted) => store.snapshot(ids, groups, hinted),
     get: async (id) => store.get(id),
     lastStep: async () => store.lastStep(),
     apply: async (batch, decay) => (store.applyAsync === undefined ? store.apply(batch, decay) : store.applyAsync(batch, decay)),
@@ -47,6 +51,7 @@ export function asyncStoreOf(store: Store, kind = 'sqlite'): AsyncStore {
       }
       return store.apply({ results, keys, digest: source.digest }, decay);
     },
+    recordPrompts: async (meta) => (store.recordPromptsAsync === undefined ? store.recordPrompts(meta) : store.recordPromptsAsync(meta)),
     count: async () => store.count(),
     close: async () => store.close(),
   };

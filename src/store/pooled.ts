@@ -75,10 +75,34 @@ export class PooledDeltas {
 
 /**
  * A snapshot of some prompts (those a plan's candidates name) with the pooled figures read
- * from the state: what the planner needs, without the other prompts.
+ * from the state: what the planner needs, without the other prompts. `hinted`, when read,
+ * is every observed prompt with an offline hint (StateSnapshot.hinted: the hint calibration's
+ * data); without it a hinted candidate gets the cautious default, so a store reads it
+ * whenever a candidate or its state carries a hint.
  */
-export function partialSnapshot(states: readonly PromptState[], pooled: ReadonlyMap<string, GroupStats>, lastStep: number | null): StateSnapshot {
+export function partialSnapshot(
+  states: readonly PromptState[], pooled: ReadonlyMap<string, GroupStats>, lastStep: number | null, hinted?: readonly PromptState[],
+): StateSnapshot {
   const byId = new StateIndex(states);
   const all = pooled.get(ALL_SCOPE) ?? emptyGroupStats;
-  return { lastStep, get: (id, hash) => byId.get(id, hash), group: (g) => pooled.get(groupScope(g)), all };
+  const snapshot: PartialSnapshot = {
+    lastStep, get: (id, hash) => byId.get(id, hash), group: (g) => pooled.get(groupScope(g)), all,
+    parts: { states, pooled, ...(hinted === undefined ? {} : { hinted }) },
+  };
+  return hinted === undefined ? snapshot : { ...snapshot, hinted: () => hinted };
+}
+
+/** A partial snapshot keeps what it was built from, so store/meta.ts can rebuild it after a metadata change. */
+export interface PartialSnapshot extends StateSnapshot {
+  readonly parts: { readonly states: readonly PromptState[]; readonly pooled: ReadonlyMap<string, GroupStats>; readonly hinted?: readonly PromptState[] };
+}
+
+/** The pooled figures `pooled` after adding the deltas' changes (scope by scope). */
+export function withDeltas(pooled: ReadonlyMap<string, GroupStats>, deltas: PooledDeltas): Map<string, GroupStats> {
+  const out = new Map(pooled);
+  for (const [scope, d] of deltas.entries()) {
+    const v = pooledValues(out.get(scope) ?? emptyGroupStats);
+    out.set(scope, statsOfValues(v.map((x, k) => x + d[k]!)));
+  }
+  return out;
 }

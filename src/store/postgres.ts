@@ -8,11 +8,13 @@ import { addPooled, buildPooled, pooledTableSql, readPooled } from './postgres-p
 import { EvidenceAccumulator, type StepEvidence } from './accumulate.js';
 import { BatchClaims } from './claims.js';
 import type { AsyncStore } from './async.js';
+import { mergeMeta, NO_STEP, type PromptMeta } from './meta.js';
 import type { ObserveSummary } from './types.js';
 import { redactUrl } from './url.js';
 
 const COLUMNS = `id, grp, successes, failures, last_step::float8 AS last_step, rollouts::float8 AS rollouts, reward_sum,
-  correct_count::float8 AS correct_count, correct_tokens, wrong_count::float8 AS wrong_count, wrong_tokens`;
+  correct_count::float8 AS correct_count, correct_tokens, wrong_count::float8 AS wrong_count, wrong_tokens,
+  prior_pass_rate, prior_samples::float8 AS prior_samples`;
 
 const schemaSql = (s: string) => `
 CREATE SCHEMA IF NOT EXISTS ${s};
@@ -30,8 +32,14 @@ CREATE TABLE IF NOT EXISTS ${s}.prompts (
   wrong_count BIGINT NOT NULL,
   wrong_tokens DOUBLE PRECISION NOT NULL
 );
+ALTER TABLE ${s}.prompts ADD COLUMN IF NOT EXISTS prior_pass_rate DOUBLE PRECISION;
+ALTER TABLE ${s}.prompts ADD COLUMN IF NOT EXISTS prior_samples BIGINT;
 CREATE TABLE IF NOT EXISTS ${s}.seen (rollout_id TEXT PRIMARY KEY);
 ${pooledTableSql(s)}`;
+
+/** withMeta's hint rule in SQL: a given hint replaces the stored one with its samples; none keeps it. */
+const HINT_SET = `prior_pass_rate = CASE WHEN excluded.prior_pass_rate IS NULL THEN p.prior_pass_rate ELSE excluded.prior_pass_rate END,
+  prior_samples = CASE WHEN excluded.prior_pass_rate IS NULL THEN p.prior_samples ELSE excluded.prior_samples END`;
 
 /**
  * `decayedTerm(x, λ, gap, ρ)` of posterior/decay.ts in SQL: the same guard, threshold and
@@ -58,8 +66,10 @@ const decayed = (col: string) => `CASE
 
 /** Evidence rows whose prompt ids are distinct, as column arrays for one unnest() upsert. */
 const upsertSql = (s: string) => `
-INSERT INTO ${s}.prompts AS p (id, grp, successes, failures, last_step, rollouts, reward_sum, correct_count, correct_tokens, wrong_count, wrong_tokens)
-SELECT * FROM unnest($3::text[], $4::text[], $5::float8[], $6::float8[], $7::bigint[], $8::bigint[], $9::float8[], $10::bigint[], $11::float8[], $12::bigint[], $13::float8[])
+INSERT INTO ${s}.prompts AS p (id, grp, successes, failures, last_step, rollouts, reward_sum, correct_count, correct_tokens, wrong_count, wrong_tokens,
+  prior_pass_rate, prior_samples)
+SELECT * FROM unnest($3::text[], $4::text[], $5::float8[], $6::float8[], $7::bigint[], $8::bigint[], $9::float8[], $10::bigint[], $11::float8[], $12::bigint[], $13::float8[],
+  $14::float8[], $15::bigint[])
 ON CONFLICT (id) DO UPDATE SET
   grp = COALESCE(excluded.grp, p.grp),
   successes = ${decayed('successes')},
@@ -70,17 +80,29 @@ ON CONFLICT (id) DO UPDATE SET
   correct_count = p.correct_count + excluded.correct_count,
   correct_tokens = p.correct_tokens + excluded.correct_tokens,
   wrong_count = p.wrong_count + excluded.wrong_count,
-  wrong_tokens = p.wrong_tokens + excluded.wrong_tokens`;
+  wrong_tokens = p.wrong_tokens + excluded.wrong_tokens,
+  ${HINT_SET}`;
+
+/** store/meta.ts's metadata upsert: a new prompt gets zero evidence and last_step −1; evidence is never touched. */
+const recordSql = (s: string) => `
+INSERT INTO ${s}.prompts AS p (id, grp, successes, failures, last_step, rollouts, reward_sum, correct_count, correct_tokens, wrong_count, wrong_tokens,
+  prior_pass_rate, prior_samples)
+SELECT t.id, t.grp, 0, 0, ${NO_STEP}, 0, 0, 0, 0, 0, 0, t.rate, t.samples
+FROM unnest($1::text[], $2::text[], $3::float8[], $4::bigint[]) AS t(id, grp, rate, samples) ORDER BY t.id
+ON CONFLICT (id) DO UPDATE SET grp = COALESCE(excluded.grp, p.grp), ${HINT_SET}`;
 
 interface Row {
   id: string; grp: string | null; successes: number; failures: number; last_step: number; rollouts: number;
   reward_sum: number; correct_count: number; correct_tokens: number; wrong_count: number; wrong_tokens: number;
+  prior_pass_rate: number | null; prior_samples: number | null;
 }
 
 const fromRow = (r: Row): PromptState => ({
   id: r.id, group: r.grp, successes: r.successes, failures: r.failures, lastStep: r.last_step, rollouts: r.rollouts,
   rewardSum: r.reward_sum, correctCount: r.correct_count, correctTokens: r.correct_tokens, wrongCount: r.wrong_count,
   wrongTokens: r.wrong_tokens,
+  ...(r.prior_pass_rate === null ? {} : { priorPassRate: r.prior_pass_rate }),
+  ...(r.prior_samples === null ? {} : { priorSamples: r.prior_samples }),
 });
 
 /** Splits evidence (sorted by prompt, then step) into rounds with one entry per prompt each. */
@@ -174,13 +196,38 @@ export class PostgresStore implements AsyncStore {
     return rows[0]?.v ?? null;
   }
 
+  /** Prompts with evidence (a prompt only planned, store/meta.ts, is not counted). */
   async count(): Promise<number> {
-    const { rows } = await this.pool.query<{ n: number }>(`SELECT COUNT(*)::float8 AS n FROM ${this.schema}.prompts`);
+    const { rows } = await this.pool.query<{ n: number }>(`SELECT COUNT(*)::float8 AS n FROM ${this.schema}.prompts WHERE rollouts > 0`);
     return rows[0]!.n;
   }
 
+  /**
+   * Records prompts' group and hint (store/meta.ts) in one statement: evidence untouched,
+   * idempotent. The rows are locked first (id order, as apply locks them), so an observed
+   * prompt whose group changes moves its share of the pooled rows in the same transaction.
+   */
+  async recordPrompts(meta: readonly PromptMeta[]): Promise<void> {
+    if (meta.length === 0) return;
+    const last = mergeMeta(meta);
+    const s = this.schema;
+    await this.transaction(async (c) => {
+      const ids = last.map((m) => m.id);
+      const old = new Map<string, PromptState>();
+      const locked = await c.query<Row>(`SELECT ${COLUMNS} FROM ${s}.prompts WHERE id = ANY($1::text[]) ORDER BY id FOR UPDATE`, [ids]);
+      for (const row of locked.rows) old.set(row.id, fromRow(row));
+      const { rows } = await c.query<Row>(`${recordSql(s)} RETURNING ${COLUMNS}`, [
+        ids, last.map((m) => m.group ?? null), last.map((m) => m.priorPassRate ?? null),
+        last.map((m) => (m.priorPassRate === undefined ? null : m.priorSamples ?? null)),
+      ]);
+      const deltas = new PooledDeltas();
+      for (const row of rows) deltas.change(old.get(row.id), fromRow(row));
+      await addPooled(c, s, deltas.entries().filter(([, d]) => d.some((v) => v !== 0)));
+    });
+  }
+
   /** Every prompt and the last step in one REPEATABLE READ transaction: a consistent view. */
-  async snapshot(ids?: readonly string[], groups: readonly string[] = []): Promise<StateSnapshot> {
+  async snapshot(ids?: readonly string[], groups: readonly string[] = [], hinted = false): Promise<StateSnapshot> {
     return this.transaction(async (c) => {
       const meta = await c.query<{ v: number }>(`SELECT value::float8 AS v FROM ${this.schema}.meta WHERE key = 'last_step'`);
       const lastStep = meta.rows[0]?.v ?? null;
@@ -192,7 +239,12 @@ export class PostgresStore implements AsyncStore {
       const states = rows.map(fromRow);
       const scopes = new Set([ALL_SCOPE, ...groups.map(groupScope)]);
       for (const st of states) if (st.group !== null) scopes.add(groupScope(st.group));
-      return partialSnapshot(states, await readPooled(c, this.schema, [...scopes]), lastStep);
+      let calibration: PromptState[] | undefined;
+      if (hinted || states.some((st) => st.priorPassRate !== undefined)) {
+        const h = await c.query<Row>(`SELECT ${COLUMNS} FROM ${this.schema}.prompts WHERE prior_pass_rate IS NOT NULL AND successes + failures > 0`);
+        calibration = h.rows.map(fromRow);
+      }
+      return partialSnapshot(states, await readPooled(c, this.schema, [...scopes]), lastStep, calibration);
     }, 'BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY');
   }
 
@@ -244,6 +296,7 @@ export class PostgresStore implements AsyncStore {
           round.map((e) => e.prompt_id), round.map((e) => e.group), round.map((e) => e.successes), round.map((e) => e.failures),
           round.map((e) => e.step), round.map((e) => e.rollouts), round.map((e) => e.successes), round.map((e) => e.correctCount),
           round.map((e) => e.correctTokens), round.map((e) => e.wrongCount), round.map((e) => e.wrongTokens),
+          round.map((e) => e.priorPassRate ?? null), round.map((e) => (e.priorPassRate === undefined ? null : e.priorSamples ?? null)),
         ]);
         for (const row of rows) after.set(row.id, fromRow(row));
       }

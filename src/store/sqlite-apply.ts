@@ -5,6 +5,7 @@ import type { PromptState } from '../posterior/state.js';
 import { applyEvidence, EvidenceAccumulator } from './accumulate.js';
 import { BatchClaims } from './claims.js';
 import { POOLED_COLUMNS, PooledDeltas } from './pooled.js';
+import { withMeta, type PromptMeta } from './meta.js';
 import { fromRow, type Row } from './sqlite-rows.js';
 import type { ObserveSummary } from './types.js';
 
@@ -12,10 +13,10 @@ import type { ObserveSummary } from './types.js';
 const CLAIM_ROWS = 500;
 /** Prompts read by one statement. */
 const READ_ROWS = 1000;
-/** Prompts written by one statement (11 values each, under SQLite's 32,766 bound values). */
+/** Prompts written by one statement (13 values each, under SQLite's 32,766 bound values). */
 const WRITE_ROWS = 500;
 
-const COLUMNS = ['id', 'grp', 'successes', 'failures', 'last_step', 'rollouts', 'reward_sum', 'correct_count', 'correct_tokens', 'wrong_count', 'wrong_tokens'] as const;
+const COLUMNS = ['id', 'grp', 'successes', 'failures', 'last_step', 'rollouts', 'reward_sum', 'correct_count', 'correct_tokens', 'wrong_count', 'wrong_tokens', 'prior_pass_rate', 'prior_samples'] as const;
 
 /**
  * Observe's writes to a SQLite state, run inside the store's one transaction: the source's
@@ -66,6 +67,31 @@ export class SqliteWriter {
     return statement;
   }
 
+  /**
+   * Records prompts' group and hint (store/meta.ts withMeta, inside a write transaction):
+   * evidence untouched; an observed prompt whose group changes moves its share of the pooled
+   * rows from the old group's scope to the new one's. O(changes).
+   */
+  record(meta: readonly PromptMeta[]): void {
+    const states = new Map<string, PromptState | undefined>();
+    for (const m of meta) states.set(m.id, undefined);
+    const ids = [...states.keys()];
+    for (let k = 0; k < ids.length; k += READ_ROWS) {
+      for (const row of this.read.all(JSON.stringify(ids.slice(k, k + READ_ROWS))) as Row[]) states.set(row.id, fromRow(row));
+    }
+    const old = new Map(states);
+    for (const m of meta) states.set(m.id, withMeta(states.get(m.id), m));
+    const deltas = new PooledDeltas();
+    for (const id of ids) deltas.change(old.get(id), states.get(id)!);
+    for (let k = 0; k < ids.length; k += WRITE_ROWS) {
+      const part = ids.slice(k, k + WRITE_ROWS);
+      const values: unknown[] = [];
+      for (const id of part) values.push(...rowValues(states.get(id)!));
+      this.write(part.length).run(values);
+    }
+    for (const [scope, delta] of deltas.entries()) if (delta.some((v) => v !== 0)) this.addPooled.run(scope, ...delta);
+  }
+
   /** Applies the source (inside a write transaction). */
   apply(source: ResultSource, decay: DecayOptions): ObserveSummary {
     const stored = this.lastStep.get() as string | undefined;
@@ -101,8 +127,7 @@ export class SqliteWriter {
       const part = ids.slice(k, k + WRITE_ROWS);
       const values: unknown[] = [];
       for (const id of part) {
-        const s = states.get(id)!;
-        values.push(s.id, s.group, s.successes, s.failures, s.lastStep, s.rollouts, s.rewardSum, s.correctCount, s.correctTokens, s.wrongCount, s.wrongTokens);
+        values.push(...rowValues(states.get(id)!));
       }
       this.write(part.length).run(values);
     }
@@ -110,4 +135,12 @@ export class SqliteWriter {
     if (last !== null && last !== before) this.setStep.run(String(last));
     return { applied: acc.applied, duplicates: acc.duplicates, aborted: acc.aborted, prompts: ids.length, last_step: last };
   }
+}
+
+/** A prompt's values in COLUMNS order. */
+function rowValues(s: PromptState): unknown[] {
+  return [
+    s.id, s.group, s.successes, s.failures, s.lastStep, s.rollouts, s.rewardSum, s.correctCount, s.correctTokens, s.wrongCount, s.wrongTokens,
+    s.priorPassRate ?? null, s.priorSamples ?? null,
+  ];
 }

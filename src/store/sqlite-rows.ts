@@ -13,6 +13,8 @@ export interface Row {
   correct_tokens: number;
   wrong_count: number;
   wrong_tokens: number;
+  prior_pass_rate: number | null;
+  prior_samples: number | null;
 }
 
 export const fromRow = (r: Row): PromptState => ({
@@ -27,6 +29,8 @@ export const fromRow = (r: Row): PromptState => ({
   correctTokens: r.correct_tokens,
   wrongCount: r.wrong_count,
   wrongTokens: r.wrong_tokens,
+  ...(r.prior_pass_rate === null ? {} : { priorPassRate: r.prior_pass_rate }),
+  ...(r.prior_samples === null ? {} : { priorSamples: r.prior_samples }),
 });
 
 export const toRow = (s: PromptState): Row => ({
@@ -41,13 +45,15 @@ export const toRow = (s: PromptState): Row => ({
   correct_tokens: s.correctTokens,
   wrong_count: s.wrongCount,
   wrong_tokens: s.wrongTokens,
+  prior_pass_rate: s.priorPassRate ?? null,
+  prior_samples: s.priorSamples ?? null,
 });
 
 /** The row's columns in the order fromRawRow reads them. */
-export const ROW_COLUMNS = 'id, grp, successes, failures, last_step, rollouts, reward_sum, correct_count, correct_tokens, wrong_count, wrong_tokens';
+export const ROW_COLUMNS = 'id, grp, successes, failures, last_step, rollouts, reward_sum, correct_count, correct_tokens, wrong_count, wrong_tokens, prior_pass_rate, prior_samples';
 
 /** A row read as an array (better-sqlite3 raw mode) of ROW_COLUMNS. */
-export type RawRow = [string, string | null, number, number, number, number, number, number, number, number, number];
+export type RawRow = [string, string | null, number, number, number, number, number, number, number, number, number, number | null, number | null];
 
 export const fromRawRow = (r: RawRow): PromptState => ({
   id: r[0],
@@ -61,4 +67,6 @@ export const fromRawRow = (r: RawRow): PromptState => ({
   correctTokens: r[8],
   wrongCount: r[9],
   wrongTokens: r[10],
+  ...(r[11] === null ? {} : { priorPassRate: r[11] }),
+  ...(r[12] === null ? {} : { priorSamples: r[12] }),
 });

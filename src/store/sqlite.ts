@@ -5,6 +5,7 @@ import { sourceOfBatch, type ResultBatch, type ResultSource } from '../io/result
 import type { DecayOptions } from '../posterior/decay.js';
 import { snapshotOf, type GroupStats, type PromptState, type StateSnapshot } from '../posterior/state.js';
 import { ATTEMPT_MS, LOCK_WAIT_ENV, lockWaitMs, retryAsync, retrySync } from './busy.js';
+import type { PromptMeta } from './meta.js';
 import { ALL_SCOPE, groupScope, partialSnapshot, POOLED_COLUMNS, POOLED_META_KEY, pooledOf, pooledValues, statsOfValues } from './pooled.js';
 import { SqliteWriter } from './sqlite-apply.js';
 import { fromRawRow, fromRow, ROW_COLUMNS, type RawRow, type Row } from './sqlite-rows.js';
@@ -30,12 +31,16 @@ CREATE TABLE IF NOT EXISTS prompts (
   correct_count INTEGER NOT NULL,
   correct_tokens REAL NOT NULL,
   wrong_count INTEGER NOT NULL,
-  wrong_tokens REAL NOT NULL
+  wrong_tokens REAL NOT NULL,
+  prior_pass_rate REAL,
+  prior_samples INTEGER
 );
 CREATE TABLE IF NOT EXISTS seen (rollout_id TEXT PRIMARY KEY) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS pooled (scope TEXT PRIMARY KEY, ${POOLED_COLUMNS.map((c) => `${c} REAL NOT NULL`).join(', ')}) WITHOUT ROWID;
 `;
 
+/** Columns added after the first release: a state file made before them gains them on open. */
+const ADDED_COLUMNS: readonly [string, string][] = [['prior_pass_rate', 'REAL'], ['prior_samples', 'INTEGER']];
 export interface SqliteStoreOptions {
   /**
    * Longest wait for another process's write lock before an operation fails with
@@ -64,6 +69,8 @@ export class SqliteStore implements Store {
         // memory access, not a read() each (4,096 lookups in a 10⁶-prompt state: ~80 → ~10 ms).
         this.db.pragma(`mmap_size = ${MMAP_BYTES}`);
         this.db.exec(SCHEMA);
+        const have = new Set((this.db.prepare('PRAGMA table_info(prompts)').all() as { name: string }[]).map((c) => c.name));
+        for (const [name, type] of ADDED_COLUMNS) if (!have.has(name)) this.db.exec(`ALTER TABLE prompts ADD COLUMN ${name} ${type}`);
       });
       this.sync(() => this.buildPooled());
     } catch (error) {
@@ -99,17 +106,40 @@ export class SqliteStore implements Store {
     return row === undefined ? null : Number(row.value);
   }
 
+  /** Prompts with evidence (a prompt only planned, store/meta.ts, is not counted). */
   count(): number {
-    return this.sync(() => (this.db.prepare('SELECT COUNT(*) AS n FROM prompts').get() as { n: number }).n);
+    return this.sync(() => (this.db.prepare('SELECT COUNT(*) AS n FROM prompts WHERE rollouts > 0').get() as { n: number }).n);
+  }
+
+  /**
+   * Records prompts' group and hint (store/meta.ts) in one BEGIN IMMEDIATE transaction, waiting
+   * (asleep) for the write lock as apply() does: evidence untouched, idempotent; the pooled rows
+   * follow an observed prompt whose group changes. O(changes).
+   */
+  recordPrompts(meta: readonly PromptMeta[]): void {
+    if (meta.length === 0) return;
+    this.sync(this.recorder(meta));
+  }
+
+  /** The same, waiting for the write lock on timers. */
+  async recordPromptsAsync(meta: readonly PromptMeta[]): Promise<void> {
+    if (meta.length === 0) return;
+    await retryAsync(this.recorder(meta), this.lockWaitMs, this.busy);
+  }
+
+  private recorder(meta: readonly PromptMeta[]): () => void {
+    const run = this.db.transaction(() => this.writer.record(meta));
+    return () => run.immediate();
   }
 
   /**
    * A consistent read view (one read transaction). Without `ids`: every prompt, the pooled
    * figures summed over them (the CLI's plan: the same numbers as ever). With `ids`: those
    * prompts and the pooled rows (store/pooled.ts), so the cost follows the ids, not the state
-   * (the service's plan).
+   * (the service's plan); and, when `hinted` is set or a prompt read carries a hint, every
+   * observed hinted prompt (the hint calibration is fitted on them, posterior/hints.ts).
    */
-  snapshot(ids?: readonly string[], groups: readonly string[] = []): StateSnapshot {
+  snapshot(ids?: readonly string[], groups: readonly string[] = [], hinted = false): StateSnapshot {
     const read = this.db.transaction(() => {
       if (ids === undefined) {
         // Row by row: each row's array dies young, where a list of a million of them lived
@@ -122,6 +152,7 @@ export class SqliteStore implements Store {
       const read = (this.reads ??= {
         prompts: this.db.prepare(`SELECT ${ROW_COLUMNS} FROM prompts WHERE id IN (SELECT value FROM json_each(?))`).raw(),
         pooled: this.db.prepare(`SELECT scope, ${POOLED_COLUMNS.join(', ')} FROM pooled WHERE scope IN (SELECT value FROM json_each(?))`).raw(),
+        hinted: this.db.prepare(`SELECT ${ROW_COLUMNS} FROM prompts WHERE prior_pass_rate IS NOT NULL AND successes + failures > 0`).raw(),
       });
       // Rows as arrays: making an object per row cost as much as finding it.
       for (let k = 0; k < ids.length; k += 1000) for (const row of read.prompts.all(JSON.stringify(ids.slice(k, k + 1000))) as RawRow[]) states.push(fromRawRow(row));
@@ -130,13 +161,18 @@ export class SqliteStore implements Store {
       const pooled = new Map<string, GroupStats>();
       const rows = read.pooled.all(JSON.stringify([...scopes])) as [string, ...number[]][];
       for (const [scope, ...values] of rows) pooled.set(scope, statsOfValues(values));
-      return partialSnapshot(states, pooled, this.lastStep());
+      let calibration: PromptState[] | undefined;
+      if (hinted || states.some((st) => st.priorPassRate !== undefined)) {
+        calibration = [];
+        for (const row of read.hinted.iterate() as IterableIterator<RawRow>) calibration.push(fromRawRow(row));
+      }
+      return partialSnapshot(states, pooled, this.lastStep(), calibration);
     });
     return this.sync(() => read());
   }
 
   /** snapshot(ids)'s statements, prepared on first use. */
-  private reads: { prompts: Database.Statement; pooled: Database.Statement } | undefined;
+  private reads: { prompts: Database.Statement; pooled: Database.Statement; hinted: Database.Statement } | undefined;
 
   /**
    * Fills the pooled rows from the prompts once, for a state written before they existed

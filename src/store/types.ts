@@ -1,6 +1,7 @@
 import type { ResultBatch, ResultSource } from '../io/results.js';
 import type { DecayOptions } from '../posterior/decay.js';
 import type { PromptState, StateSnapshot } from '../posterior/state.js';
+import type { PromptMeta } from './meta.js';
 
 /** What one observe did. */
 export interface ObserveSummary {
@@ -21,9 +22,10 @@ export interface Store {
   /**
    * A consistent read view. Without `ids`, every prompt; with `ids`, those prompts and the
    * pooled figures of every prompt and of `groups` and the prompts' groups (store/pooled.ts):
-   * a read that costs what the ids cost, not what the state holds.
+   * a read that costs what the ids cost, not what the state holds; and every observed hinted
+   * prompt when `hinted` is set or a prompt read carries a hint (the hint calibration's data).
    */
-  snapshot(ids?: readonly string[], groups?: readonly string[]): StateSnapshot;
+  snapshot(ids?: readonly string[], groups?: readonly string[], hinted?: boolean): StateSnapshot;
   get(id: string): PromptState | undefined;
   lastStep(): number | null;
   /** Applies a batch atomically and idempotently: all of it or none of it. */
@@ -35,7 +37,14 @@ export interface Store {
   applySource?(source: ResultSource, decay: DecayOptions): ObserveSummary;
   /** apply() without blocking the thread while it waits for another writer (optional). */
   applyAsync?(batch: ResultBatch, decay: DecayOptions): Promise<ObserveSummary>;
-  /** Number of prompts with state. */
+  /**
+   * Records prompts' group and offline hint (store/meta.ts `withMeta`): one transaction that
+   * never touches evidence; recording the same metadata again changes nothing.
+   */
+  recordPrompts(meta: readonly PromptMeta[]): void;
+  /** recordPrompts() without blocking the thread while it waits for another writer (optional). */
+  recordPromptsAsync?(meta: readonly PromptMeta[]): Promise<void>;
+  /** Number of prompts with evidence (prompts only planned are not counted). */
   count(): number;
   close(): void;
 }

@@ -1,0 +1,25 @@
+import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+
+/**
+ * Vitest global setup: one temp folder for this run (`rb-test-run-*` in the system temp dir),
+ * and TMPDIR pointed at it before the test workers start, so everything the tests and the
+ * processes they start put in `os.tmpdir()` lands there. Each test file works in its own
+ * subfolder and checks it is empty at the end (`temp-check.ts`); this teardown checks that
+ * nothing else was left, fails the run (exit code 1) naming what was, and removes the folder.
+ * Only this run's folder is looked at: other jobs on the machine may be running tests too.
+ */
+export default function setup(): () => void {
+  const root = mkdtempSync(join(tmpdir(), 'rb-test-run-'));
+  process.env.RB_TEST_TMP_ROOT = root;
+  process.env.TMPDIR = root;
+  return () => {
+    const left = readdirSync(root);
+    rmSync(root, { recursive: true, force: true, maxRetries: 3 });
+    if (left.length > 0) {
+      console.error(`tests left ${left.length} entries in the temp dir (${root}, now removed): ${left.join(', ')}`);
+      process.exitCode = 1;
+    }
+  };
+}
