@@ -42,6 +42,13 @@ describe('published JSON Schemas', () => {
     expect(hinted).toBe(128);
   });
 
+  it('a scenario file nested past the JSON depth limit is refused by name, as malformed JSON is', async () => {
+    const { parseScenario } = await import('../src/index.js');
+    const deep = `{"prompts": 8, "budget": ${'['.repeat(200)}${']'.repeat(200)}}`;
+    expect(() => parseScenario(deep, 'deep.json')).toThrow(/deep\.json: JSON nested deeper than 128 levels/);
+    expect(() => parseScenario('{"prompts": ', 'cut.json')).toThrow(/cut\.json: malformed JSON/);
+  });
+
   it('results lines of both shapes validate; mixed or out-of-range ones do not', () => {
     const check = validator('results');
     expect(check({ prompt_id: 'a', reward: 1, tokens: 3, finish_reason: 'stop', rollout_id: 'r' })).toBe(true);

@@ -1,4 +1,5 @@
 import { badInput, quote } from '../errors.js';
+import { parseJson } from '../io/jsonl.js';
 
 /**
  * A simulation scenario (fixtures/scenarios/*.json). Defaults come from measured public data
@@ -108,12 +109,8 @@ function section(where: string, obj: Record<string, unknown>, key: string): Reco
 
 /** Parses and validates a scenario file's text; missing fields take the defaults above. */
 export function parseScenario(text: string, name: string): Scenario {
-  let value: unknown;
-  try {
-    value = JSON.parse(text);
-  } catch (error) {
-    throw badInput(name, `malformed JSON (${(error as Error).message})`);
-  }
+  // The nesting limit of every file we read (io/jsonl.ts parseJson): a scenario is shallow.
+  const value = parseJson(text, name);
   if (value === null || typeof value !== 'object' || Array.isArray(value)) throw badInput(name, `a scenario must be a JSON object, got ${quote(value)}`);
   const o = value as Record<string, unknown>;
   const d = defaultScenario;
