@@ -8,6 +8,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import {
   asyncStoreOf, batchOf, createRegistries, planStep, SqliteStore, snapshotOf, type AsyncStore, type GroupStats, type PromptState,
 } from '../src/index.js';
+import { metaChanges, snapshotWithMeta, type PromptMeta } from '../src/store/meta.js';
 import { freshPgUrl, pgUrl } from './service-helpers.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'rb-pooled-'));
@@ -55,18 +56,28 @@ async function checkAgainstFullRead(store: AsyncStore, label: string): Promise<n
   return compared;
 }
 
+/** Metadata records (store/meta.ts) between batches: groups given to observed prompts (moving them), hints. */
+function records(random: () => number): PromptMeta[] {
+  return Array.from({ length: 5 + Math.floor(random() * 20) }, () => ({
+    id: `p${Math.floor(random() * 130)}`,
+    ...(random() < 0.6 ? { group: `g${Math.floor(random() * 4)}` } : {}),
+    ...(random() < 0.5 ? { priorPassRate: Math.floor(random() * 9) / 8, ...(random() < 0.5 ? { priorSamples: 8 } : {}) } : {}),
+  }));
+}
+
 async function randomBatches(store: AsyncStore, label: string): Promise<number> {
   const random = seedrandom(`pooled/${label}`);
   let compared = 0;
   for (let k = 0; k < 25; k++) {
     await store.apply(batchOf(batch(random, k)), { forgetPerStep: 0.97, reobserveDiscount: 0.8 });
+    await store.recordPrompts(records(random));
     if (k % 6 === 5 || k === 24) compared += await checkAgainstFullRead(store, `${label} batch ${k}`);
   }
   return compared;
 }
 
 describe('pooled rows kept by observe (store/pooled.ts)', () => {
-  it('SQLite: equal to the sums over every prompt after 25 random batches (groups moving, steps out of order)', async () => {
+  it('SQLite: equal to the sums over every prompt after 25 random batches and metadata records (groups moving, steps out of order)', async () => {
     const compared = await randomBatches(asyncStoreOf(new SqliteStore(':memory:')), 'sqlite');
     expect(compared).toBeGreaterThan(100);
   });
@@ -105,6 +116,39 @@ describe('pooled rows kept by observe (store/pooled.ts)', () => {
       planned++;
     }
     expect(planned).toBe(10);
+    store.close();
+  });
+
+  it('with offline hints and groups given to observed prompts: the partial read (hinted prompts read, rebuilt for the metadata) plans as the full read', () => {
+    const store = new SqliteStore(':memory:');
+    const random = seedrandom('pooled/hints');
+    for (let k = 0; k < 12; k++) {
+      store.apply(batchOf(batch(random, k)), { forgetPerStep: 0.97, reobserveDiscount: 0.8 });
+      store.recordPrompts(records(random));
+    }
+    const hinted = store.snapshot().hinted!().length;
+    expect(hinted).toBeGreaterThanOrEqual(30); // enough for the pooled hint calibration (hintMinPrompts)
+    const registries = createRegistries();
+    let regrouped = 0;
+    for (let t = 0; t < 10; t++) {
+      const candidates = Array.from({ length: 60 }, (_, i) => ({
+        id: `p${(i * 7 + t * 13) % 150}`,
+        ...(i % 3 === 0 ? { group: `g${(i + t) % 4}` } : {}),
+        ...(i % 4 === 1 ? { prior_pass_rate: ((i + t) % 9) / 8 } : {}),
+      }));
+      const groups = [...new Set(candidates.flatMap((c) => (c.group === undefined ? [] : [c.group])))];
+      const full = store.snapshot();
+      const partial = store.snapshot(candidates.map((c) => c.id), groups, true);
+      const changes = metaChanges(full, candidates);
+      regrouped += changes.filter((m) => (full.get(m.id)?.rollouts ?? 0) > 0 && m.group !== undefined && m.group !== full.get(m.id)!.group).length;
+      expect(metaChanges(partial, candidates)).toEqual(changes);
+      const a = planStep(snapshotWithMeta(full, changes), candidates, { rollouts: 480 }, { seed: t }, registries);
+      const b = planStep(snapshotWithMeta(partial, changes), candidates, { rollouts: 480 }, { seed: t }, registries);
+      expect(b.allocations.map((x) => x.n), `plan ${t}`).toEqual(a.allocations.map((x) => x.n));
+      b.allocations.forEach((x, j) => expect(x.p_mean, `plan ${t} ${x.id}`).toBeCloseTo(a.allocations[j]!.p_mean, 12));
+      store.recordPrompts(changes);
+    }
+    expect(regrouped).toBeGreaterThan(5); // the rebuild of the partial read was exercised
     store.close();
   });
 });
