@@ -73,14 +73,24 @@ export class SqliteWriter {
    * rows from the old group's scope to the new one's. O(changes).
    */
   record(meta: readonly PromptMeta[]): void {
-    const states = new Map<string, PromptState | undefined>();
-    for (const m of meta) states.set(m.id, undefined);
-    const ids = [...states.keys()];
+    const ids = [...new Set(meta.map((m) => m.id))];
+    const old = this.readStates(ids);
+    const states = new Map(old);
+    for (const m of meta) states.set(m.id, withMeta(states.get(m.id), m));
+    this.writeStates(ids, old, states);
+  }
+
+  /** The prompts `ids` as stored (undefined: none yet), read in batches. */
+  private readStates(ids: readonly string[]): Map<string, PromptState | undefined> {
+    const states = new Map<string, PromptState | undefined>(ids.map((id) => [id, undefined]));
     for (let k = 0; k < ids.length; k += READ_ROWS) {
       for (const row of this.read.all(JSON.stringify(ids.slice(k, k + READ_ROWS))) as Row[]) states.set(row.id, fromRow(row));
     }
-    const old = new Map(states);
-    for (const m of meta) states.set(m.id, withMeta(states.get(m.id), m));
+    return states;
+  }
+
+  /** Writes the prompts `ids` as `states` holds them, in batches, and adds their change from `old` to the pooled rows. */
+  private writeStates(ids: readonly string[], old: ReadonlyMap<string, PromptState | undefined>, states: ReadonlyMap<string, PromptState | undefined>): void {
     const deltas = new PooledDeltas();
     for (const id of ids) deltas.change(old.get(id), states.get(id)!);
     for (let k = 0; k < ids.length; k += WRITE_ROWS) {
@@ -109,29 +119,15 @@ export class SqliteWriter {
     }
     const evidence = acc.evidence();
     // Each touched prompt read once, its steps applied in order, written once.
-    const states = new Map<string, PromptState | undefined>();
-    for (const e of evidence) states.set(e.prompt_id, undefined);
-    const ids = [...states.keys()];
-    for (let k = 0; k < ids.length; k += READ_ROWS) {
-      for (const row of this.read.all(JSON.stringify(ids.slice(k, k + READ_ROWS))) as Row[]) states.set(row.id, fromRow(row));
-    }
-    const old = new Map(states);
+    const ids = [...new Set(evidence.map((e) => e.prompt_id))];
+    const old = this.readStates(ids);
+    const states = new Map(old);
     let last = before;
     for (const e of evidence) {
       states.set(e.prompt_id, applyEvidence(states.get(e.prompt_id), e, decay));
       if (last === null || e.step > last) last = e.step;
     }
-    const deltas = new PooledDeltas();
-    for (const id of ids) deltas.change(old.get(id), states.get(id)!);
-    for (let k = 0; k < ids.length; k += WRITE_ROWS) {
-      const part = ids.slice(k, k + WRITE_ROWS);
-      const values: unknown[] = [];
-      for (const id of part) {
-        values.push(...rowValues(states.get(id)!));
-      }
-      this.write(part.length).run(values);
-    }
-    for (const [scope, delta] of deltas.entries()) this.addPooled.run(scope, ...delta);
+    this.writeStates(ids, old, states);
     if (last !== null && last !== before) this.setStep.run(String(last));
     return { applied: acc.applied, duplicates: acc.duplicates, aborted: acc.aborted, prompts: ids.length, last_step: last };
   }
