@@ -6,8 +6,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import type { CliIo } from '../src/cli/io.js';
-import { runCli } from '../src/cli/main.js';
+import { cli } from './cli-helpers.js';
 import { SimModel, SimServer, defaultSimModel, groupSeed, type Plan } from '../src/index.js';
 import { simPrompts } from './executor-helpers.js';
 import { tempDir } from './temp.js';
@@ -24,14 +23,6 @@ afterEach(async () => {
   await Promise.all(servers.splice(0).map((s) => s.close()));
   for (const c of children.splice(0)) if (c.exitCode === null) c.kill('SIGTERM');
 });
-
-async function cli(args: string[]): Promise<{ code: number; out: string; err: string }> {
-  let out = '';
-  let err = '';
-  const io: CliIo = { stdout: (t) => void (out += t), stderr: (t) => void (err += t), readStdin: async () => '', stderrIsTty: false };
-  const code = await runCli(args, io);
-  return { code, out, err };
-}
 
 /** Starts `rollout-budget sim-server` as a process and resolves to its URL. */
 async function simServerProcess(args: string[]): Promise<string> {
@@ -54,29 +45,29 @@ describe('the shipped prompts fixture names its text "problem" (issue 16 item 2)
   it('without --prompt-field: one exit-2 message with file:line, the prompt named once, and the fix', async () => {
     const run = await cli(plan(['--format', 'vllm-batch', '--model', 'sim']));
     expect(run.code).toBe(2);
-    expect(run.err).toMatch(/oneshot-rlvr-dsr-sub\/prompts\.jsonl:\d+: prompt "\d+": needs a "prompt" string or a "messages" array to send, got neither; it has "problem": pass --prompt-field problem/);
-    expect(run.err).not.toMatch(/prompt "(\d+)": prompt "\1"/);
-    expect(run.err.trim().split('\n').length).toBe(1);
+    expect(run.stderr).toMatch(/oneshot-rlvr-dsr-sub\/prompts\.jsonl:\d+: prompt "\d+": needs a "prompt" string or a "messages" array to send, got neither; it has "problem": pass --prompt-field problem/);
+    expect(run.stderr).not.toMatch(/prompt "(\d+)": prompt "\1"/);
+    expect(run.stderr.trim().split('\n').length).toBe(1);
     // execute says the same, before any request, naming the prompts file's line.
     const planPath = join(dir, 'plan.json');
     expect((await cli(plan(['--out', planPath]))).code).toBe(0);
     const exec = await cli(['execute', '--plan', planPath, '--prompts', shipped, '--endpoint', 'http://127.0.0.1:9', '--server', 'vllm', '--model', 'sim', '--state', join(dir, 's.db')]);
     expect(exec.code).toBe(2);
-    expect(exec.err).toMatch(/^rollout-budget: .*oneshot-rlvr-dsr-sub\/prompts\.jsonl:\d+: prompt "\d+": needs a "prompt" string or a "messages" array to send, got neither; it has "problem": pass --prompt-field problem\n$/);
+    expect(exec.stderr).toMatch(/^rollout-budget: .*oneshot-rlvr-dsr-sub\/prompts\.jsonl:\d+: prompt "\d+": needs a "prompt" string or a "messages" array to send, got neither; it has "problem": pass --prompt-field problem\n$/);
   });
 
   it('plan --format vllm-batch and sglang take --prompt-field problem; sim-server and execute (SGLang detected) run on the file as is', async () => {
     const problems = new Map(readFileSync(shipped, 'utf8').trim().split('\n').map((l) => JSON.parse(l) as { id: string; problem: string }).map((p) => [p.id, p.problem]));
     const batch = await cli(plan(['--format', 'vllm-batch', '--model', 'sim', '--prompt-field', 'problem']));
     expect(batch.code).toBe(0);
-    const lines = batch.out.trim().split('\n').map((l) => JSON.parse(l));
+    const lines = batch.stdout.trim().split('\n').map((l) => JSON.parse(l));
     expect(lines.reduce((s, l) => s + l.body.n, 0)).toBe(24);
     for (const l of lines) expect(l.body.messages).toEqual([{ role: 'user', content: problems.get(l.custom_id.split('/')[1]) }]);
 
     const url = await simServerProcess(['--prompts', shipped, '--prompt-field', 'problem', '--profile', 'sglang']);
     const sg = await cli(plan(['--format', 'sglang', '--prompt-field', 'problem', '--max-tokens', '2048']));
     expect(sg.code).toBe(0);
-    const request = JSON.parse(sg.out);
+    const request = JSON.parse(sg.stdout);
     const res = await fetch(`${url}/generate`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(request) });
     expect(res.status).toBe(200);
     const outputs = (await res.json()) as { meta_info: { id: string; finish_reason: { type: string } } }[];
@@ -104,9 +95,9 @@ describe('the SGLang export against SGLang\'s /generate rules', () => {
     const prompts = join(dir, 'prompts.jsonl');
     writeFileSync(prompts, candidates.map((c, i) => JSON.stringify({ ...c, max_tokens: [300, 4000, 200][i] })).join('\n') + '\n');
     const planRun = await cli(['plan', '--prompts', prompts, '--state', join(dir, 's.db'), '--budget-rollouts', '9', '--min-n', '1', '--seed', '2']);
-    const plan = JSON.parse(planRun.out) as Plan;
+    const plan = JSON.parse(planRun.stdout) as Plan;
     expect(new Set(plan.allocations.map((a) => a.n)).size).toBeGreaterThan(0);
-    const request = JSON.parse((await cli(['plan', '--prompts', prompts, '--state', join(dir, 's.db'), '--budget-rollouts', '9', '--min-n', '1', '--seed', '2', '--format', 'sglang'])).out);
+    const request = JSON.parse((await cli(['plan', '--prompts', prompts, '--state', join(dir, 's.db'), '--budget-rollouts', '9', '--min-n', '1', '--seed', '2', '--format', 'sglang'])).stdout);
     const res = await fetch(`${server.url}/generate`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(request) });
     expect(res.status).toBe(200);
     const outputs = (await res.json()) as { text: string; meta_info: { id: string } }[];
@@ -136,11 +127,11 @@ describe('plan --max-tokens', () => {
     const base = ['plan', '--prompts', prompts, '--state', join(dir, 's.db'), '--budget-rollouts', '12'];
     const withLimit = await cli([...base, '--max-tokens', '2048']);
     expect(withLimit.code).toBe(0);
-    expect(withLimit.err).toBe('');
-    expect((JSON.parse(withLimit.out) as Plan).allocations.map((a) => [a.prompt_id, a.max_tokens])).toEqual([['q0', 512], ['q1', 2048], ['q2', 2048]]);
+    expect(withLimit.stderr).toBe('');
+    expect((JSON.parse(withLimit.stdout) as Plan).allocations.map((a) => [a.prompt_id, a.max_tokens])).toEqual([['q0', 512], ['q1', 2048], ['q2', 2048]]);
     const without = await cli(base);
-    expect((JSON.parse(without.out) as Plan).allocations.map((a) => a.max_tokens)).toEqual([512, null, null]);
-    expect(without.err).toMatch(/warning: 2 groups have no max_tokens .*vLLM 16 tokens on \/v1\/completions, SGLang 128/);
+    expect((JSON.parse(without.stdout) as Plan).allocations.map((a) => a.max_tokens)).toEqual([512, null, null]);
+    expect(without.stderr).toMatch(/warning: 2 groups have no max_tokens .*vLLM 16 tokens on \/v1\/completions, SGLang 128/);
     const bad = await cli([...base, '--max-tokens', '0']);
     expect(bad.code).toBe(2);
   });
@@ -156,8 +147,8 @@ describe('endpoint URLs on the command line (issue 16 item 8)', () => {
     for (const endpoint of ['http://127.0.0.1:99999', 'http://127.0.0.1:8000/v1?x=1', 'tcp://127.0.0.1:8000']) {
       const run = await cli(['execute', '--plan', planPath, '--prompts', prompts, '--endpoint', endpoint, '--model', 'sim', '--state', join(dir, 's.db')]);
       expect(run.code).toBe(2);
-      expect(run.err.trim().split('\n').length).toBe(1);
-      expect(run.err).not.toMatch(/gave up|connection error/);
+      expect(run.stderr.trim().split('\n').length).toBe(1);
+      expect(run.stderr).not.toMatch(/gave up|connection error/);
     }
   });
 });
@@ -178,7 +169,7 @@ describe('command verifier timeout (issue 12 item 7)', () => {
     const out = join(dir, 'results.jsonl');
     const run = await cli(['execute', '--plan', planPath, '--prompts', prompts, '--endpoint', server.url, '--model', 'sim', '--state', join(dir, 's.db'), '--verifier', cmd, '--verifier-timeout', '1', '--out', out]);
     expect(run.code).toBe(1);
-    expect(run.err).toMatch(/verifier "echo .* did not finish within 1 s \(--verifier-timeout\); its process group was killed and nothing was written/);
+    expect(run.stderr).toMatch(/verifier "echo .* did not finish within 1 s \(--verifier-timeout\); its process group was killed and nothing was written/);
     expect(existsSync(out)).toBe(false);
     const ids = readFileSync(pids, 'utf8').trim().split('\n').map(Number);
     expect(ids.length).toBe(2);

@@ -2,8 +2,7 @@ import { spawn } from 'node:child_process';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { runCli } from '../src/cli/main.js';
-import type { CliIo } from '../src/cli/io.js';
+import { cli } from './cli-helpers.js';
 import { SimServer, groupSeed, parseResults, type Plan } from '../src/index.js';
 import { simPrompts } from './executor-helpers.js';
 import { tempDir } from './temp.js';
@@ -17,14 +16,6 @@ afterEach(async () => {
   await server?.close();
   server = undefined;
 });
-
-async function cli(args: string[]): Promise<{ code: number; out: string; err: string }> {
-  let out = '';
-  let err = '';
-  const io: CliIo = { stdout: (t) => void (out += t), stderr: (t) => void (err += t), readStdin: async () => '', stderrIsTty: false };
-  const code = await runCli(args, io);
-  return { code, out, err };
-}
 
 function writePrompts(count: number, extra: (i: number) => Record<string, unknown> = () => ({})): string {
   const { candidates } = simPrompts(count);
@@ -46,12 +37,12 @@ describe('plan --format', () => {
     const plain = await cli(common);
     const json = await cli([...common, '--format', 'json']);
     expect(plain.code).toBe(0);
-    expect(json.out).toBe(plain.out);
-    const plan = JSON.parse(plain.out) as Plan;
+    expect(json.stdout).toBe(plain.stdout);
+    const plan = JSON.parse(plain.stdout) as Plan;
     const groups = plan.allocations.filter((a) => a.n > 0);
     expect(groups.length).toBe(6);
 
-    const lines = (await cli([...common, '--format', 'jsonl'])).out.trim().split('\n').map((l) => JSON.parse(l));
+    const lines = (await cli([...common, '--format', 'jsonl'])).stdout.trim().split('\n').map((l) => JSON.parse(l));
     expect(lines[0]).toMatchObject({ type: 'header', version: 1, step: plan.step, seed: 3 });
     expect(lines[0].allocations).toBeUndefined();
     // The prompts give no max_tokens: jsonl keeps null (a trainer applies its own response length);
@@ -64,8 +55,8 @@ describe('plan --format', () => {
 
     const texts = new Map(simPrompts(6).candidates.map((c) => [c.id, c.prompt as string]));
     const batchRun = await cli([...common, '--format', 'vllm-batch', '--model', 'Qwen/Qwen2.5-Math-1.5B']);
-    expect(batchRun.err).toMatch(/warning: 6 groups have no max_tokens .* uses 4096/);
-    const batch = batchRun.out.trim().split('\n').map((l) => JSON.parse(l));
+    expect(batchRun.stderr).toMatch(/warning: 6 groups have no max_tokens .* uses 4096/);
+    const batch = batchRun.stdout.trim().split('\n').map((l) => JSON.parse(l));
     expect(batch.length).toBe(6);
     for (const [i, b] of batch.entries()) {
       const a = groups[i]!;
@@ -76,7 +67,7 @@ describe('plan --format', () => {
       });
     }
 
-    const sg = JSON.parse((await cli([...common, '--format', 'sglang', '--max-tokens', '1000'])).out);
+    const sg = JSON.parse((await cli([...common, '--format', 'sglang', '--max-tokens', '1000'])).stdout);
     // One entry per rollout: every entry has n = 1 (SGLang's equal-n rule) and its own seed.
     expect(sg.text.length).toBe(plan.totals.rollouts);
     const rids = groups.flatMap((a) => Array.from({ length: a.n }, (_, j) => `${plan.step}/${a.prompt_id}#${j}`));
@@ -90,10 +81,10 @@ describe('plan --format', () => {
     const base = ['plan', '--prompts', prompts, '--state', join(dir, 's.db'), '--budget-rollouts', '8'];
     const noModel = await cli([...base, '--format', 'vllm-batch']);
     expect(noModel.code).toBe(2);
-    expect(noModel.err).toMatch(/--format vllm-batch needs --model/);
+    expect(noModel.stderr).toMatch(/--format vllm-batch needs --model/);
     const bad = await cli([...base, '--format', 'parquet']);
     expect(bad.code).toBe(2);
-    expect(bad.err).toMatch(/parquet/);
+    expect(bad.stderr).toMatch(/parquet/);
   });
 });
 
@@ -107,19 +98,19 @@ describe('execute, observe and loop on the command line', () => {
     const results = join(dir, 'results.jsonl');
     const exec = await cli(['execute', '--plan', planPath, '--prompts', prompts, '--endpoint', url, '--model', 'sim', '--state', state, '--out', results]);
     expect(exec.code).toBe(0);
-    expect(exec.err).toMatch(/rollouts 30\/30 .*tokens \d+.*wall .* tokens\/s, latency p50 \d+ ms p99 \d+ ms/);
+    expect(exec.stderr).toMatch(/rollouts 30\/30 .*tokens \d+.*wall .* tokens\/s, latency p50 \d+ ms p99 \d+ ms/);
     const batch = parseResults(readFileSync(results, 'utf8'), 'results.jsonl');
     expect(batch.results.length).toBe(30);
     expect(new Set(batch.keys).size).toBe(30);
     const rewardSum = batch.results.reduce((s, r) => s + r.reward, 0);
     const obs = await cli(['observe', '--results', results, '--state', state]);
-    expect(JSON.parse(obs.out)).toMatchObject({ applied: 30, duplicates: 0, aborted: 0, prompts: 5 });
+    expect(JSON.parse(obs.stdout)).toMatchObject({ applied: 30, duplicates: 0, aborted: 0, prompts: 5 });
     const again = await cli(['observe', '--results', results, '--state', state]);
-    expect(JSON.parse(again.out)).toMatchObject({ applied: 0, duplicates: 30 });
+    expect(JSON.parse(again.stdout)).toMatchObject({ applied: 0, duplicates: 30 });
     const inspect = await cli(['inspect', '--state', state]);
-    expect(JSON.parse(inspect.out).prompts).toBe(5);
+    expect(JSON.parse(inspect.stdout).prompts).toBe(5);
     let total = 0;
-    for (let i = 0; i < 5; i++) total += JSON.parse((await cli(['inspect', '--state', state, '--prompt', `q${i}`])).out).reward_sum;
+    for (let i = 0; i < 5; i++) total += JSON.parse((await cli(['inspect', '--state', state, '--prompt', `q${i}`])).stdout).reward_sum;
     expect(total).toBeCloseTo(rewardSum, 9);
   });
 
@@ -130,7 +121,7 @@ describe('execute, observe and loop on the command line', () => {
     const state = join(dir, 'state.db');
     const run = await cli(['loop', '--prompts', prompts, '--endpoint', url, '--model', 'sim', '--state', state, '--steps', '3', '--budget-rollouts', '24', '--over-provision', '0.5']);
     expect(run.code).toBe(0);
-    const rows = run.out.trim().split('\n').map((l) => JSON.parse(l));
+    const rows = run.stdout.trim().split('\n').map((l) => JSON.parse(l));
     expect(rows.map((r) => r.step)).toEqual([0, 1, 2]);
     for (const r of rows) {
       expect(r.rollouts).toBe(r.planned);
@@ -139,7 +130,7 @@ describe('execute, observe and loop on the command line', () => {
     }
     expect(rows[0].aborted).toBeGreaterThan(0);
     expect(rows[1].resumed + rows[2].resumed).toBeGreaterThan(0);
-    expect(JSON.parse((await cli(['inspect', '--state', state])).out).last_step).toBe(2);
+    expect(JSON.parse((await cli(['inspect', '--state', state])).stdout).last_step).toBe(2);
   });
 
   it('bad input: exit 2 with one message naming the file and field, and no output file', async () => {
@@ -150,27 +141,27 @@ describe('execute, observe and loop on the command line', () => {
     const out = join(dir, 'results.jsonl');
     const bad = await cli(['execute', '--plan', planPath, '--prompts', prompts, '--endpoint', url, '--model', 'sim', '--state', join(dir, 's.db'), '--out', out]);
     expect(bad.code).toBe(2);
-    expect(bad.err).toMatch(/plan\.json: allocations\[0\]: "n" must be a non-negative integer, got -2/);
-    expect(bad.err).not.toMatch(/at .*\.ts/);
+    expect(bad.stderr).toMatch(/plan\.json: allocations\[0\]: "n" must be a non-negative integer, got -2/);
+    expect(bad.stderr).not.toMatch(/at .*\.ts/);
     expect(existsSync(out)).toBe(false);
 
     const noTruth = writePrompts(2, () => ({ ground_truth: undefined }));
     writeFileSync(planPath, JSON.stringify({ version: 1, step: 0, seed: 0, budget: { rollouts: 4, tokens: null }, allocations: [{ prompt_id: 'q1', n: 2, max_tokens: null }] }));
     const gt = await cli(['execute', '--plan', planPath, '--prompts', noTruth, '--endpoint', url, '--model', 'sim', '--state', join(dir, 's.db'), '--out', out]);
     expect(gt.code).toBe(2);
-    expect(gt.err).toMatch(/prompt "q1": the math verifier needs "ground_truth"/);
+    expect(gt.stderr).toMatch(/prompt "q1": the math verifier needs "ground_truth"/);
     expect(existsSync(out)).toBe(false);
     expect(server!.stats.requests).toBe(0);
 
     const badUrl = await cli(['execute', '--plan', planPath, '--prompts', prompts, '--endpoint', 'localhost', '--model', 'sim']);
     expect(badUrl.code).toBe(2);
-    expect(badUrl.err).toMatch(/"localhost" is not a URL; expected http:\/\/host:port or http:\/\/host:port\/v1/);
+    expect(badUrl.stderr).toMatch(/"localhost" is not a URL; expected http:\/\/host:port or http:\/\/host:port\/v1/);
 
     // A plan file nested 20,000 levels deep: exit 2 naming the file and the depth limit (issue 12 item 5).
     writeFileSync(planPath, `${'['.repeat(20_000)}${']'.repeat(20_000)}`);
     const deep = await cli(['execute', '--plan', planPath, '--prompts', prompts, '--endpoint', url, '--model', 'sim', '--state', join(dir, 's.db'), '--out', out]);
     expect(deep.code).toBe(2);
-    expect(deep.err).toMatch(/plan\.json: JSON nested deeper than 128 levels/);
+    expect(deep.stderr).toMatch(/plan\.json: JSON nested deeper than 128 levels/);
     expect(existsSync(out)).toBe(false);
   });
 });

@@ -6,8 +6,7 @@ import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import type { CliIo } from '../src/cli/io.js';
-import { runCli } from '../src/cli/main.js';
+import { cli } from './cli-helpers.js';
 import { SimModel, SimServer, defaultSimModel, groupSeed, parseResults, type Plan } from '../src/index.js';
 import { expected, simPrompts } from './executor-helpers.js';
 import { tempDir } from './temp.js';
@@ -23,14 +22,6 @@ afterEach(async () => {
   server = undefined;
 });
 
-async function cli(args: string[]): Promise<{ code: number; out: string; err: string }> {
-  let out = '';
-  let err = '';
-  const io: CliIo = { stdout: (t) => void (out += t), stderr: (t) => void (err += t), readStdin: async () => '', stderrIsTty: false };
-  const code = await runCli(args, io);
-  return { code, out, err };
-}
-
 interface Real {
   problem_id: number;
   sample_idx: number;
@@ -44,7 +35,7 @@ describe('grade: a vllm run-batch output built from the real responses', () => {
     const out = join(dir, 'results.jsonl');
     const run = await cli(['grade', '--batch-output', join(fixture, 'batch-output.jsonl'), '--plan', join(fixture, 'plan.json'), '--prompts', join(fixture, 'prompts.jsonl'), '--verifier', 'math', '--out', out]);
     expect(run.code).toBe(0);
-    expect(run.err).toMatch(/graded 400\/400 rollouts \(aborted 0\), requests 50, tokens 0 \(\+400 rollouts unreported\)/);
+    expect(run.stderr).toMatch(/graded 400\/400 rollouts \(aborted 0\), requests 50, tokens 0 \(\+400 rollouts unreported\)/);
     const lines = readFileSync(out, 'utf8').trim().split('\n').map((l) => JSON.parse(l));
     expect(lines.length).toBe(400);
     const real = readFileSync(join(fixture, 'responses.jsonl'), 'utf8').trim().split('\n').map((l) => JSON.parse(l) as Real);
@@ -58,8 +49,8 @@ describe('grade: a vllm run-batch output built from the real responses', () => {
     console.log(`grade on the real batch output: ${agree}/400 rewards agree with the Qwen labels`);
     expect(agree / 400).toBeGreaterThanOrEqual(0.99);
     const state = join(dir, 'state.db');
-    expect(JSON.parse((await cli(['observe', '--results', out, '--state', state])).out)).toMatchObject({ applied: 400, duplicates: 0, aborted: 0, prompts: 50 });
-    expect(JSON.parse((await cli(['observe', '--results', out, '--state', state])).out)).toMatchObject({ applied: 0, duplicates: 400 });
+    expect(JSON.parse((await cli(['observe', '--results', out, '--state', state])).stdout)).toMatchObject({ applied: 400, duplicates: 0, aborted: 0, prompts: 50 });
+    expect(JSON.parse((await cli(['observe', '--results', out, '--state', state])).stdout)).toMatchObject({ applied: 0, duplicates: 400 });
     // The batch input the fixture answers is the plan's own export: same groups and seeds.
     const input = readFileSync(join(fixture, 'batch-input.jsonl'), 'utf8').trim().split('\n').map((l) => JSON.parse(l));
     expect(input.map((b) => [b.custom_id, b.body.seed, b.body.n])).toEqual(plan.allocations.map((a) => [`0/${a.prompt_id}`, groupSeed(plan.seed, 0, a.prompt_id), 8]));
@@ -94,8 +85,8 @@ describe('grade: outputs shaped as vLLM writes them', () => {
     writeFileSync(outputPath, await runBatch(inputPath));
     const run = await cli(['grade', '--batch-output', outputPath, '--plan', planPath, '--prompts', prompts]);
     expect(run.code).toBe(0);
-    expect(parseResults(run.out, 'results').results.length).toBe(20); // observe takes it
-    const results = run.out.trim().split('\n').map((l) => JSON.parse(l) as { prompt_id: string; rollout_id: string; seed: number; tokens: number; reward: number; finish_reason: string });
+    expect(parseResults(run.stdout, 'results').results.length).toBe(20); // observe takes it
+    const results = run.stdout.trim().split('\n').map((l) => JSON.parse(l) as { prompt_id: string; rollout_id: string; seed: number; tokens: number; reward: number; finish_reason: string });
     expect(results.length).toBe(20);
     const model = new SimModel(defaultSimModel);
     for (const r of results) {
@@ -103,7 +94,7 @@ describe('grade: outputs shaped as vLLM writes them', () => {
       expect([r.tokens, r.reward, r.finish_reason]).toEqual([want.tokens, want.reward, want.finish]);
       expect(r.seed).toBe(groupSeed(5, 0, r.prompt_id) + Number(r.rollout_id.split('#')[1]));
     }
-    expect(run.err).toMatch(/graded 20\/20 rollouts/);
+    expect(run.stderr).toMatch(/graded 20\/20 rollouts/);
   });
 
   it('a failed request writes its rollouts as aborted; abort and repetition choices are mapped as execute maps them', async () => {
@@ -117,16 +108,16 @@ describe('grade: outputs shaped as vLLM writes them', () => {
     writeFileSync(outputPath, lines.map((l) => JSON.stringify(l)).join('\n') + '\n');
     const run = await cli(['grade', '--batch-output', outputPath, '--plan', join(fixture, 'plan.json'), '--prompts', join(fixture, 'prompts.jsonl')]);
     expect(run.code).toBe(0);
-    const results = run.out.trim().split('\n').map((l) => JSON.parse(l));
+    const results = run.stdout.trim().split('\n').map((l) => JSON.parse(l));
     expect(results.length).toBe(392);
     const first = plan.allocations[0]!.prompt_id;
     const second = plan.allocations[1]!.prompt_id;
     expect(results.filter((r) => r.prompt_id === first).every((r) => r.finish_reason === 'abort' && r.reward === 0)).toBe(true);
     expect(results.find((r) => r.rollout_id === `0/${second}#0`)).toMatchObject({ finish_reason: 'abort', server_finish_reason: 'abort', reward: 0 });
     expect(results.find((r) => r.rollout_id === `0/${second}#1`)).toMatchObject({ finish_reason: 'length', server_finish_reason: 'repetition' });
-    expect(run.err).toMatch(/graded 383\/400 rollouts \(aborted 9\), requests 49 \(failed 1: their rollouts written as abort; first: .*out\.jsonl:1: "The model does not support/);
-    expect(run.err).toMatch(/1 plan groups have no line in the batch output/);
-    expect(run.err).toMatch(/server finish reasons: abort 1 \(aborted, resumable\), repetition 1 \(graded as length\)/);
+    expect(run.stderr).toMatch(/graded 383\/400 rollouts \(aborted 9\), requests 49 \(failed 1: their rollouts written as abort; first: .*out\.jsonl:1: "The model does not support/);
+    expect(run.stderr).toMatch(/1 plan groups have no line in the batch output/);
+    expect(run.stderr).toMatch(/server finish reasons: abort 1 \(aborted, resumable\), repetition 1 \(graded as length\)/);
     // Every line, server_finish_reason included, is a results line of the published schema.
     const check = new Ajv2020({ strict: false }).compile(JSON.parse(readFileSync(join(import.meta.dirname, '..', 'schemas', 'results.schema.json'), 'utf8')));
     for (const r of results) expect(check(r), JSON.stringify(check.errors)).toBe(true);
@@ -145,8 +136,8 @@ describe('grade: outputs shaped as vLLM writes them', () => {
     const results = join(dir, 'results.jsonl');
     const run = await cli(['grade', '--batch-output', outputPath, '--plan', join(fixture, 'plan.json'), '--prompts', join(fixture, 'prompts.jsonl'), '--out', results]);
     expect(run.code).toBe(2);
-    expect(run.err).toMatch(message);
-    expect(run.err.trim().split('\n').length).toBe(1);
+    expect(run.stderr).toMatch(message);
+    expect(run.stderr.trim().split('\n').length).toBe(1);
     expect(existsSync(results)).toBe(false);
   });
 
@@ -156,6 +147,6 @@ describe('grade: outputs shaped as vLLM writes them', () => {
     writeFileSync(outputPath, [lines[0], lines[1], lines[0]].join('\n') + '\n');
     const run = await cli(['grade', '--batch-output', outputPath, '--plan', join(fixture, 'plan.json'), '--prompts', join(fixture, 'prompts.jsonl')]);
     expect(run.code).toBe(2);
-    expect(run.err).toMatch(/out\.jsonl:3: "custom_id" "0\/0" repeats line 1/);
+    expect(run.stderr).toMatch(/out\.jsonl:3: "custom_id" "0\/0" repeats line 1/);
   });
 });
