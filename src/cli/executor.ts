@@ -6,13 +6,12 @@ import { normalizeEndpoint } from '../executor/endpoint.js';
 import { commitPartials, executePlan } from '../executor/execute.js';
 import { runLoop } from '../executor/loop.js';
 import { PartialStore } from '../executor/partials.js';
-import { parsePlan } from '../executor/planfile.js';
 import { SERVER_PROFILES, resolveServer } from '../executor/profiles.js';
 import { mergeSummaries, progressBar, summaryLine } from '../executor/summary.js';
 import type { ExecuteOptions, ExecutedRollout } from '../executor/types.js';
 import { DEFAULT_VERIFIER_TIMEOUT_S } from '../executor/verify/command.js';
 import { verifierFrom } from '../executor/verify/verifiers.js';
-import { parsePrompts, parsePromptsAt } from '../io/formats.js';
+import { parsePrompts } from '../io/formats.js';
 import { DEFAULT_MAX_TOKENS } from '../plan/exports.js';
 import { SimModel, SHORT_COT } from '../simserver/model.js';
 import { parseSimPrompts } from '../simserver/prompts.js';
@@ -20,6 +19,7 @@ import { SIM_PROFILES, SimServer } from '../simserver/server.js';
 import { describe } from './catalog.js';
 import { registerGradeCommand } from './grade.js';
 import { readInput, writeOutput, type CliIo } from './io.js';
+import { readPlanInputs } from './plan-inputs.js';
 import {
   boundFlags, budgetFlags, budgetFrom, multipleOfFlag, planOptionsFrom, policyFlags, roundsFlag, seedFlag, skipFlag, stepsFlag,
 } from './options.js';
@@ -123,14 +123,9 @@ export function registerExecutorCommands(program: Command, io: CliIo): void {
   )
     .option('--out <path|->', 'results JSONL, as `observe` takes it', '-')
     .action(async (opts) => {
-      const planInput = await readInput(io, opts.plan);
-      const plan = parsePlan(planInput.text, planInput.name);
-      const promptsInput = await readInput(io, opts.prompts);
-      const parsed = parsePromptsAt(promptsInput.text, promptsInput.name);
-      const prompts = new Map(parsed.candidates.map((c) => [c.id, c]));
+      const { plan, prompts, origin } = await readPlanInputs(io, opts.plan, opts.prompts);
       const partials = new PartialStore(opts.state);
       try {
-        const origin = { plan: planInput.name, prompts: promptsInput.name, promptLines: parsed.lines };
         const report = await executePlan(plan, prompts, await toExecuteOptions(io, opts, partials, origin));
         writeOutput(io, opts.out, jsonl(report.results));
         commitPartials(partials, report);

@@ -1,12 +1,11 @@
 import { Option, type Command } from 'commander';
 import { gradeBatchOutput, gradeSummaryLine } from '../executor/grade.js';
-import { parsePlan } from '../executor/planfile.js';
 import { DEFAULT_VERIFIER_TIMEOUT_S } from '../executor/verify/command.js';
 import { verifierFrom } from '../executor/verify/verifiers.js';
-import { parsePromptsAt } from '../io/formats.js';
 import { describe } from './catalog.js';
 import { readInput, writeOutput, type CliIo } from './io.js';
 import { numberArg } from './parse.js';
+import { readPlanInputs } from './plan-inputs.js';
 
 /** Registers `grade`: results JSONL from a `vllm run-batch` output file (issue 11). */
 export function registerGradeCommand(program: Command, io: CliIo): void {
@@ -21,15 +20,12 @@ export function registerGradeCommand(program: Command, io: CliIo): void {
     .option('--prompt-field <name>', 'prompts field that held the text (sent to a command: verifier)', 'prompt')
     .option('--out <path|->', 'results JSONL, as `observe` takes it', '-')
     .action(async (opts) => {
-      const planInput = await readInput(io, opts.plan);
-      const plan = parsePlan(planInput.text, planInput.name);
-      const promptsInput = await readInput(io, opts.prompts);
-      const parsed = parsePromptsAt(promptsInput.text, promptsInput.name);
+      const { plan, prompts, origin } = await readPlanInputs(io, opts.plan, opts.prompts);
       const batch = await readInput(io, opts.batchOutput);
-      const report = await gradeBatchOutput(batch.text, batch.name, plan, new Map(parsed.candidates.map((c) => [c.id, c])), {
+      const report = await gradeBatchOutput(batch.text, batch.name, plan, prompts, {
         verifier: verifierFrom(opts.verifier, undefined, { timeoutMs: opts.verifierTimeout * 1000 }),
         promptField: opts.promptField,
-        origin: { plan: planInput.name, prompts: promptsInput.name, promptLines: parsed.lines },
+        origin,
       });
       writeOutput(io, opts.out, report.results.map((r) => `${JSON.stringify(r)}\n`).join(''));
       io.stderr(`${gradeSummaryLine(report.summary)}\n`);
