@@ -45,18 +45,8 @@ export function untouchedColumns(plan: Plan): PlanColumns | undefined {
   return touched.has(plan) ? undefined : plan.columns;
 }
 
-/** One row's allocation fields; `first_rollout` 0 stands for absent. */
-export interface AllocationFields {
-  prompt_id: string;
-  n: number;
-  max_tokens: number | null;
-  expected_tokens: number;
-  p_mean: number;
-  p_low: number;
-  p_high: number;
-  value: number;
-  first_rollout: number;
-}
+/** One row's allocation fields (an Allocation's, `first_rollout` always present: 0 stands for absent). */
+export type AllocationFields = Required<Allocation>;
 
 /**
  * Reads row j of `columns` into `out` (reused between rows, so a writer makes no object per
