@@ -1,5 +1,6 @@
-import type { Candidate, Plan, SimPrompt } from '../src/index.js';
-import { SimModel, groupSeed } from '../src/index.js';
+import { afterEach } from 'vitest';
+import type { Candidate, Plan, SimPrompt, SimServerOptions } from '../src/index.js';
+import { SimModel, SimServer, groupSeed } from '../src/index.js';
 
 /** Prompts the executor sends and the sim-server knows, with fixed pass rates. */
 export function simPrompts(count: number, passRates: readonly number[] = [0.1, 0.5, 0.9, 0.3]): { candidates: Candidate[]; sim: SimPrompt[] } {
@@ -41,3 +42,20 @@ export function expected(model: SimModel, prompt: SimPrompt, seed: number, maxTo
 }
 
 export { groupSeed };
+
+/**
+ * A sim-server starter for one test file (a TEST DOUBLE of an inference server): every server
+ * it started is closed after each test.
+ */
+export function simServers(): (options: SimServerOptions) => Promise<SimServer> {
+  const started: SimServer[] = [];
+  afterEach(async () => {
+    await Promise.all(started.splice(0).map((s) => s.close()));
+  });
+  return async (options) => {
+    const server = new SimServer(options);
+    started.push(server);
+    await server.start();
+    return server;
+  };
+}

@@ -3,25 +3,15 @@
 // behaviour it reproduces in src/simserver/server.ts).
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import {
-  Allocator, PartialStore, SERVER_PROFILES, SimModel, SimServer, batchOf, commitPartials, defaultSimModel, executePlan, groupSeed, mathVerifier,
+  Allocator, PartialStore, SERVER_PROFILES, SimModel, batchOf, commitPartials, defaultSimModel, executePlan, groupSeed, mathVerifier,
   normalizeEndpoint, resolveServer, streamRequest, summaryLine,
-  type ExecuteOptions, type ExecutedRollout, type SimServerOptions, type Verifier, type VerifyItem,
+  type ExecuteOptions, type ExecutedRollout, type Verifier, type VerifyItem,
 } from '../src/index.js';
-import { expected, planOf, simPrompts } from './executor-helpers.js';
+import { expected, planOf, simPrompts, simServers } from './executor-helpers.js';
 
-const servers: SimServer[] = [];
-afterEach(async () => {
-  await Promise.all(servers.splice(0).map((s) => s.close()));
-});
-
-async function serve(options: SimServerOptions): Promise<SimServer> {
-  const server = new SimServer(options);
-  servers.push(server);
-  await server.start();
-  return server;
-}
+const serve = simServers();
 
 function options(endpoints: string[], extra: Partial<ExecuteOptions> = {}): ExecuteOptions {
   return {

@@ -1,23 +1,13 @@
 import { join } from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import {
-  Allocator, PartialStore, commitPartials, SimModel, SimServer, batchOf, defaultSimModel, executePlan, groupSeed, mathVerifier,
-  type ExecuteOptions, type ExecutedRollout, type Plan, type SimServerOptions,
+  Allocator, PartialStore, commitPartials, SimModel, batchOf, defaultSimModel, executePlan, groupSeed, mathVerifier,
+  type ExecuteOptions, type ExecutedRollout, type Plan,
 } from '../src/index.js';
-import { expected, planOf, simPrompts } from './executor-helpers.js';
+import { expected, planOf, simPrompts, simServers } from './executor-helpers.js';
 import { tempDir } from './temp.js';
 
-const servers: SimServer[] = [];
-afterEach(async () => {
-  await Promise.all(servers.splice(0).map((s) => s.close()));
-});
-
-async function serve(options: SimServerOptions): Promise<SimServer> {
-  const server = new SimServer(options);
-  servers.push(server);
-  await server.start();
-  return server;
-}
+const serve = simServers();
 
 function tempState(): string {
   return join(tempDir('rb-exec-'), 'state.db');
