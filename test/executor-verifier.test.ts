@@ -92,8 +92,9 @@ describe('math verifier', () => {
 describe('command verifier', () => {
   it('pipes rollouts as JSONL and reads one reward a line', async () => {
     // The external program gives reward 1 when the response contains the ground truth.
-    const script = "import sys,json\nfor l in sys.stdin:\n  r=json.loads(l); print(json.dumps({'reward': 1 if r['ground_truth'] in r['response'] else 0}))";
-    const v = verifierFrom(`command:python3 -c "${script.replace(/"/g, '\\"')}"`);
+    // Node, not python3: the test needs only a program reading stdin, and Node is always here.
+    const script = "require('readline').createInterface({input:process.stdin}).on('line',(l)=>{const r=JSON.parse(l);console.log(JSON.stringify({reward:r.response.includes(r.ground_truth)?1:0}))})";
+    const v = verifierFrom(`command:'${process.execPath}' -e "${script}"`);
     const rewards = await v.verify([
       { rollout_id: 'a', prompt_id: 'p', prompt: { id: 'p', prompt: 'q', ground_truth: '7' }, response: 'it is 7', finish_reason: 'stop' },
       { rollout_id: 'b', prompt_id: 'p', prompt: { id: 'p', prompt: 'q', ground_truth: '7' }, response: 'it is 8', finish_reason: 'stop' },

@@ -33,3 +33,16 @@ export function pythonWithNumpy(): string | undefined {
   console.warn('no python3 with numpy: skipping the tests that run published Python code (bash .ci/setup-python.sh installs it)');
   return undefined;
 }
+
+/**
+ * `python3` on PATH (any Python 3: the package python/ needs only its standard library), or
+ * undefined with a warning; in CI (CI=true) a missing one is a failure. A machine with only
+ * Node and npm runs `npm test` without it, skipping the Python tests.
+ */
+export function python3OnPath(purpose: string): string | undefined {
+  const r = spawnSync('python3', ['-c', 'import sys; assert sys.version_info >= (3, 8)'], { stdio: 'ignore' });
+  if (r.status === 0) return 'python3';
+  if (process.env.CI === 'true') throw new Error(`no python3 on PATH but CI=true: ${purpose} needs it`);
+  console.warn(`no python3 on PATH: skipping ${purpose} (install Python 3.8 or later to run it)`);
+  return undefined;
+}

@@ -1,4 +1,4 @@
-import type { ResultBatch, RolloutResult } from '../io/formats.js';
+import type { RolloutResult } from '../io/formats.js';
 import { addEvidence, type DecayOptions } from '../posterior/decay.js';
 import type { PromptState } from '../posterior/state.js';
 import { hintOf } from './meta.js';
@@ -118,23 +118,4 @@ export class EvidenceAccumulator {
     for (const step of [...this.bySteps.keys()].sort((a, b) => a - b)) for (const e of this.bySteps.get(step)!.values()) out.push(e);
     return out;
   }
-}
-
-/**
- * Sums a batch's accepted rollouts per (prompt, step), in step order (stable), so that a
- * batch spanning several steps applies its decay in time order whatever its line order.
- * `accept(key, result)` decides per rollout (idempotency); aborted rollouts never reach it.
- */
-export function accumulate(
-  batch: ResultBatch,
-  defaultStep: number,
-  accept: (key: string, result: RolloutResult) => boolean,
-): { evidence: StepEvidence[]; aborted: number; duplicates: number; applied: number } {
-  const acc = new EvidenceAccumulator(defaultStep);
-  batch.results.forEach((r, k) => {
-    if (r.finish_reason === 'abort') acc.abort();
-    else if (!accept(batch.keys[k]!, r)) acc.duplicate();
-    else acc.add(r);
-  });
-  return { evidence: acc.evidence(), aborted: acc.aborted, duplicates: acc.duplicates, applied: acc.applied };
 }

@@ -33,22 +33,6 @@ export const fromRow = (r: Row): PromptState => ({
   ...(r.prior_samples === null ? {} : { priorSamples: r.prior_samples }),
 });
 
-export const toRow = (s: PromptState): Row => ({
-  id: s.id,
-  grp: s.group,
-  successes: s.successes,
-  failures: s.failures,
-  last_step: s.lastStep,
-  rollouts: s.rollouts,
-  reward_sum: s.rewardSum,
-  correct_count: s.correctCount,
-  correct_tokens: s.correctTokens,
-  wrong_count: s.wrongCount,
-  wrong_tokens: s.wrongTokens,
-  prior_pass_rate: s.priorPassRate ?? null,
-  prior_samples: s.priorSamples ?? null,
-});
-
 /** The row's columns in the order fromRawRow reads them. */
 export const ROW_COLUMNS = 'id, grp, successes, failures, last_step, rollouts, reward_sum, correct_count, correct_tokens, wrong_count, wrong_tokens, prior_pass_rate, prior_samples';
 
