@@ -68,9 +68,12 @@ export class SqliteStore implements Store {
         // Reads through a memory map (up to 1 GiB of the file): a plan's row lookups cost a
         // memory access, not a read() each (4,096 lookups in a 10⁶-prompt state: ~80 → ~10 ms).
         this.db.pragma(`mmap_size = ${MMAP_BYTES}`);
-        this.db.exec(SCHEMA);
-        const have = new Set((this.db.prepare('PRAGMA table_info(prompts)').all() as { name: string }[]).map((c) => c.name));
-        for (const [name, type] of ADDED_COLUMNS) if (!have.has(name)) this.db.exec(`ALTER TABLE prompts ADD COLUMN ${name} ${type}`);
+        // One transaction for the whole schema: a new file commits (and syncs) once, not once a table.
+        this.db.transaction(() => {
+          this.db.exec(SCHEMA);
+          const have = new Set((this.db.prepare('PRAGMA table_info(prompts)').all() as { name: string }[]).map((c) => c.name));
+          for (const [name, type] of ADDED_COLUMNS) if (!have.has(name)) this.db.exec(`ALTER TABLE prompts ADD COLUMN ${name} ${type}`);
+        })();
       });
       this.sync(() => this.buildPooled());
     } catch (error) {
