@@ -1,4 +1,4 @@
-import type { Visit } from './visits.js';
+import { PackedRun } from './packed-run.js';
 
 /**
  * The rollouts of a results or verl log, packed while the log is read: per rollout its
@@ -13,12 +13,15 @@ export class RolloutStore {
   private rewards: Uint8Array | Float64Array = new Uint8Array(1 << 16);
   private tokens: Int32Array | Float64Array | undefined;
   private size = 0;
-  /** Group index by `${step}\u0000${prompt}`; per group its step, prompt, size and successes. */
+  /** Group index by `${step}\u0000${prompt}`; per group its step, prompt (an index), size and successes. */
   private readonly index = new Map<string, number>();
   private readonly steps: number[] = [];
-  private readonly prompts: string[] = [];
+  private readonly promptOf: number[] = [];
   private readonly counts: number[] = [];
   private readonly correct: number[] = [];
+  /** Each distinct prompt id once, and its index. */
+  private readonly promptIndex = new Map<string, number>();
+  private readonly promptNames: string[] = [];
   /** The group met last: a group's rollouts usually come together. */
   private lastKey = '';
   private lastStep = -1;
@@ -35,7 +38,9 @@ export class RolloutStore {
         found = this.steps.length;
         this.index.set(this.lastKey, found);
         this.steps.push(step);
-        this.prompts.push(prompt);
+        let p = this.promptIndex.get(prompt);
+        if (p === undefined) this.promptIndex.set(prompt, (p = this.promptNames.push(prompt) - 1));
+        this.promptOf.push(p);
         this.counts.push(0);
         this.correct.push(0);
       }
@@ -72,61 +77,51 @@ export class RolloutStore {
     }
   }
 
-  /** The groups as visits, in first-seen order, their rollouts ordered by group. O(rollouts). */
-  visits(): Visit[] {
-    const groups = this.steps.length;
-    const start = new Int32Array(groups + 1);
-    for (let k = 0; k < this.size; k++) start[this.groupOf[k]! + 1]!++;
-    for (let g = 0; g < groups; g++) start[g + 1]! += start[g]!;
-    const at = start.slice(0, groups);
+  /**
+   * The log as a PackedRun: groups in step order (first seen first within a step, as a stable
+   * sort of the first-seen order), their rollouts ordered by group (a counting sort, so a
+   * group's rollouts stay in log order). O(rollouts + groups log groups). The store is empty after.
+   */
+  run(): PackedRun {
+    const count = this.steps.length;
+    const steps = Float64Array.from(this.steps);
+    const order = new Int32Array(count);
+    for (let g = 0; g < count; g++) order[g] = g;
+    let sorted = true;
+    for (let g = 1; g < count && sorted; g++) sorted = steps[g - 1]! <= steps[g]!;
+    if (!sorted) order.sort((a, b) => steps[a]! - steps[b]! || a - b);
+    const rank = new Int32Array(count);
+    for (let i = 0; i < count; i++) rank[order[i]!] = i;
+    const start = new Float64Array(count + 1);
+    for (let k = 0; k < this.size; k++) start[rank[this.groupOf[k]!]! + 1]!++;
+    for (let i = 0; i < count; i++) start[i + 1]! += start[i]!;
+    const at = start.slice(0, count);
     const rewards = this.rewards instanceof Uint8Array ? new Uint8Array(this.size) : new Float64Array(this.size);
     const tokens = this.tokens === undefined ? undefined : this.tokens instanceof Int32Array ? new Int32Array(this.size) : new Float64Array(this.size);
     for (let k = 0; k < this.size; k++) {
-      const to = at[this.groupOf[k]!]!++;
+      const to = at[rank[this.groupOf[k]!]!]!++;
       rewards[to] = this.rewards[k]!;
       if (tokens !== undefined) tokens[to] = this.tokens![k]!;
     }
+    const pick = <T extends Int32Array | Float64Array>(into: T, from: ArrayLike<number>): T => {
+      for (let i = 0; i < count; i++) into[i] = from[order[i]!]!;
+      return into;
+    };
+    const groups = {
+      step: pick(new Float64Array(count), steps),
+      prompt: pick(new Int32Array(count), this.promptOf),
+      n: pick(new Int32Array(count), this.counts),
+      correct: pick(new Int32Array(count), this.correct),
+      start: start.subarray(0, count),
+      prompts: this.promptNames,
+      rollouts: { rewards, tokens },
+    };
     this.groupOf = new Int32Array(0);
+    this.rewards = new Uint8Array(0);
+    this.tokens = undefined;
+    this.size = 0;
     this.index.clear();
-    const packed = { rewards, tokens };
-    const out: Visit[] = new Array(groups);
-    for (let g = 0; g < groups; g++) out[g] = new PackedVisit(this.steps[g]!, this.prompts[g]!, this.counts[g]!, this.correct[g]!, packed, start[g]!);
-    return out;
-  }
-}
-
-/**
- * A visit whose rollouts live in the store's arrays: `rewards` and `tokens` are made as
- * arrays when read (a drawer reads them once), so a million visits hold no array each.
- */
-class PackedVisit implements Visit {
-  // Not own properties: a visit compares and prints as {step, prompt_id, n, correct}.
-  readonly #packed: { readonly rewards: Uint8Array | Float64Array; readonly tokens: Int32Array | Float64Array | undefined };
-  readonly #offset: number;
-
-  constructor(
-    readonly step: number,
-    readonly prompt_id: string,
-    readonly n: number,
-    readonly correct: number,
-    packed: { readonly rewards: Uint8Array | Float64Array; readonly tokens: Int32Array | Float64Array | undefined },
-    offset: number,
-  ) {
-    this.#packed = packed;
-    this.#offset = offset;
-  }
-
-  get rewards(): number[] {
-    return Array.from(this.#packed.rewards.subarray(this.#offset, this.#offset + this.n));
-  }
-
-  get tokens(): (number | undefined)[] {
-    const t = this.#packed.tokens;
-    const out: (number | undefined)[] = new Array(this.n);
-    for (let j = 0; j < this.n; j++) {
-      const v = t === undefined ? -1 : t[this.#offset + j]!;
-      out[j] = v < 0 ? undefined : v;
-    }
-    return out;
+    this.promptIndex.clear();
+    return new PackedRun(groups);
   }
 }
