@@ -45,16 +45,27 @@ describe('packed replay run', () => {
     const d = tempDir('rb-packed-');
     let ran = 0;
     await fc.assert(
-      fc.asyncProperty(fc.array(line, { minLength: 1, maxLength: 60 }), async (lines) => {
+      fc.asyncProperty(fc.array(line, { minLength: 1, maxLength: 60 }), fc.constantFrom('drawn', 'step', 'group'), async (drawn, order) => {
+        // In step order, groups split or together (the store moves nothing when they are together).
+        const lines = order === 'drawn' ? drawn : [...drawn].sort((a, b) => a.step - b.step || (order === 'group' ? a.prompt - b.prompt : 0));
         const path = join(d, 'log.jsonl');
         writeFileSync(path, text(lines));
         const { run } = await readLog(path);
         const { visits } = await loadLog(path);
         expectSameRun(run, new LoggedRun(visits));
-        // loadLog's visits: step order, log order (first rollout) within a step.
-        const firstSeen = [...new Map(lines.map((l) => [`${l.step}/${l.prompt}`, l] as const)).values()];
-        const expected = [...firstSeen].sort((a, b) => a.step - b.step).map((l) => [l.step, `p${l.prompt}`]);
-        expect(visits.map((v) => [v.step, v.prompt_id])).toEqual(expected);
+        // loadLog's visits, from the lines alone: step order, first seen first within a step,
+        // each group's rollouts in log order.
+        const groups = new Map<string, ReturnType<typeof plain>>();
+        for (const l of lines) {
+          const key = `${l.step}/${l.prompt}`;
+          const g = groups.get(key) ?? { step: l.step, prompt_id: `p${l.prompt}`, n: 0, correct: 0, rewards: [], tokens: [] };
+          groups.set(key, g);
+          g.n++;
+          if (l.reward >= 0.5) g.correct++;
+          (g.rewards as number[]).push(l.reward);
+          (g.tokens as (number | undefined)[]).push(l.tokens);
+        }
+        expect(visits.map(plain)).toEqual([...groups.values()].sort((a, b) => a.step - b.step));
         ran++;
       }),
       { numRuns: 150, seed: 15 },
