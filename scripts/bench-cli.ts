@@ -14,7 +14,7 @@ const rm = (path: string) => {
   for (const suffix of ['', '-wal', '-shm']) rmSync(`${path}${suffix}`, { force: true });
 };
 
-/** `--help` and a 100-prompt plan against `node -e 0`. */
+/** `--help` and a 100-prompt plan (fresh state each run) against `node -e 0`. */
 export async function startupBench(runs = 9): Promise<{ help: number; plan: number; node: number }> {
   const dir = benchDir();
   const prompts = await promptsFile(100);
@@ -22,7 +22,7 @@ export async function startupBench(runs = 9): Promise<{ help: number; plan: numb
   rm(state);
   const node = nodeStartReference(runs);
   const help = medianRun([CLI, '--help'], runs).seconds;
-  const plan = medianRun([CLI, 'plan', '--prompts', prompts, '--state', state, '--budget-rollouts', '800', '--out', join(dir, 'start-plan.json')], runs).seconds;
+  const plan = medianRun([CLI, 'plan', '--prompts', prompts, '--state', state, '--budget-rollouts', '800', '--out', join(dir, 'start-plan.json')], runs, () => rm(state)).seconds;
   console.log(`\nstart-up (median of ${runs}; target < 150 ms each):`);
   table(['command', 'time', 'node -e 0', 'ours beyond node'], [
     ['rollout-budget --help', fmtS(help), fmtS(node), fmtS(help - node)],

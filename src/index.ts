@@ -150,8 +150,8 @@ export { parseSimPrompts } from './simserver/prompts.js';
 
 // Replay and simulation: allocation strategies (the baselines and ours) scored on a logged run or a simulated pool.
 export { LoggedRun, drawOutcomes, parseVisits } from './replay/visits.js';
-export type { Visit } from './replay/visits.js';
-export { loadLog, detectFormat, logFiles, logFormats } from './replay/log.js';
+export type { ReplayRun, Visit } from './replay/visits.js';
+export { loadLog, readLog, detectFormat, logFiles, logFormats } from './replay/log.js';
 export type { LoadOptions, LogFormat } from './replay/log.js';
 export { replayEnvironment, visitDrawer } from './replay/env.js';
 export { epochsOf, replayStreams, runPolicies } from './replay/engine.js';

@@ -2,19 +2,25 @@ import { spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
 import { CLI, ROOT } from './service-helpers.js';
 
 /**
  * Start-up: a command loads what it uses (cli/catalog.ts, main.ts). The modules a process
  * loads are listed by a module hook (test/lazy/hooks.mjs); no timing is asserted here (the
- * start-up times are `npm run bench` figures).
+ * start-up times are `npm run bench` figures). The compiled ES modules are run as the bin
+ * runs them without its bundle (test/lazy/modules-cli.mjs); the bin itself runs the one-file
+ * bundle (scripts/bundle-cli.ts), where the same modules run on first import and only the
+ * CommonJS dependencies outside it are seen loading.
  */
 const dir = mkdtempSync(join(tmpdir(), 'rb-lazy-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
-function loaded(args: string[]): string[] {
-  const run = spawnSync(process.execPath, ['--import', join(ROOT, 'test', 'lazy', 'register.mjs'), CLI, ...args], { encoding: 'utf8', cwd: dir });
+const MODULES_CLI = join(ROOT, 'test', 'lazy', 'modules-cli.mjs');
+
+function loaded(args: string[], cli = MODULES_CLI): string[] {
+  const run = spawnSync(process.execPath, ['--import', join(ROOT, 'test', 'lazy', 'register.mjs'), cli, ...args], { encoding: 'utf8', cwd: dir });
   expect(run.status, run.stderr).toBe(0);
   return run.stderr.split('\n').filter((l) => l.startsWith('LOADED ')).map((l) => l.slice('LOADED '.length));
 }
@@ -36,5 +42,18 @@ describe('start-up loads what the command uses', () => {
     expect(mods.some((m) => m.includes('/plan/planner.js'))).toBe(true);
     expect(mods.some((m) => m.includes('/node_modules/better-sqlite3/')), 'CommonJS modules are listed too').toBe(true);
     for (const part of heavy) expect(mods.filter((m) => m.includes(part)), part).toEqual([]);
+  });
+
+  it('the bin runs the bundle (compiled by bin/load-bundle.js): no module of dist/ loaded, SQLite only for a plan', () => {
+    const fromDist = (mods: string[]) => mods.filter((m) => m.includes('/dist/'));
+    const help = loaded(['--help'], CLI);
+    expect(help).toContain(pathToFileURL(join(ROOT, 'bin', 'load-bundle.js')).href);
+    expect(fromDist(help)).toEqual([]);
+    expect(help.filter((m) => m.includes('/node_modules/'))).toEqual([]);
+    writeFileSync(join(dir, 'p.jsonl'), Array.from({ length: 100 }, (_, i) => `{"id":"p${i}"}`).join('\n'));
+    const plan = loaded(['plan', '--prompts', 'p.jsonl', '--state', join(dir, 's2.db'), '--budget-rollouts', '800', '--out', join(dir, 'plan2.json')], CLI);
+    expect(fromDist(plan)).toEqual([]);
+    expect(plan.some((m) => m.includes('/node_modules/better-sqlite3/'))).toBe(true);
+    for (const part of heavy.filter((p) => p.startsWith('/node_modules/'))) expect(plan.filter((m) => m.includes(part)), part).toEqual([]);
   });
 });

@@ -4,9 +4,9 @@ import { readText } from '../io/jsonl.js';
 import { defaultPlanOptions } from '../plan/options.js';
 import { replayStreams, runPolicies, type ReplayStream } from '../replay/engine.js';
 import { replayEnvironment } from '../replay/env.js';
-import { loadLog, logFormats, type LogFormat } from '../replay/log.js';
+import { logFormats, readLog, type LogFormat } from '../replay/log.js';
 import { baselineNames, createReplayPolicyRegistry, defaultPolicyList } from '../replay/policies.js';
-import { LoggedRun } from '../replay/visits.js';
+import type { ReplayRun, Visit } from '../replay/visits.js';
 import { parseScenario } from '../simulate/scenario.js';
 import { simulatedEnvironment } from '../simulate/world.js';
 import { describe } from './catalog.js';
@@ -72,6 +72,11 @@ export const replayNotes = [
   '"Hard" prompts have that pooled pass rate ≤ 0.2. Policies that refill or select from a pool (dapo, greso, mopps) consume later batches\' prompts, which are then missing from those batches for them (--stream consumed, the default); with --stream shared every policy gets every step\'s whole batch.',
 ];
 
+/** A run's visits, step by step (a packed run makes each step's when asked). */
+function* everyVisit(run: ReplayRun): Iterable<Visit> {
+  for (const step of run.steps) yield* run.at(step);
+}
+
 function resolvePolicies(names: readonly string[]): void {
   const registry = createReplayPolicyRegistry();
   for (const n of names) registry.get(n);
@@ -115,10 +120,9 @@ export function registerReplayCommands(program: Command, io: CliIo): void {
       resolvePolicies(opts.policies);
       const seeds = seedsOf(cmd, opts, 0);
       const reading = createProgress(io, opts.quiet, 'reading log');
-      const { visits, format } = await loadLog(opts.log, { format: opts.format as LogFormat | 'auto', onProgress: reading.update });
+      const { run, format } = await readLog(opts.log, { format: opts.format as LogFormat | 'auto', onProgress: reading.update });
       reading.finish();
-      const warnings = checkTokenBudget(visits, opts.log, format, opts.budgetTokens);
-      const run = new LoggedRun(visits);
+      const warnings = checkTokenBudget(everyVisit(run), opts.log, format, opts.budgetTokens);
       const steps = selectSteps(run.steps, opts.steps, opts.stepRange);
       const budget = budgetFrom(opts);
       const runs = runSeeds(io, opts.quiet, 'replaying', seeds, (seed, onProgress) => runPolicies(replayEnvironment(run), {

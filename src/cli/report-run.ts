@@ -47,7 +47,7 @@ export function runSeeds(io: CliIo, quiet: boolean, label: string, seeds: readon
  * the policies would be compared on assumed lengths); returns a warning when only some rollouts
  * have counts.
  */
-export function checkTokenBudget(visits: readonly Visit[], log: string, format: string, budgetTokens: number | undefined): string[] {
+export function checkTokenBudget(visits: Iterable<Visit>, log: string, format: string, budgetTokens: number | undefined): string[] {
   if (budgetTokens === undefined) return [];
   const { rollouts, withTokens } = tokenCoverage(visits);
   if (withTokens === 0) {

@@ -1,5 +1,5 @@
 import { defaultPlanOptions } from '../plan/options.js';
-import type { LoggedRun } from '../replay/visits.js';
+import type { ReplayRun } from '../replay/visits.js';
 import { median, seedLabel } from '../report/series.js';
 import type { Scenario } from '../simulate/scenario.js';
 import { VERSION } from '../version.js';
@@ -35,7 +35,7 @@ function common(c: Common): Rows {
 
 /** The replay report's settings box. */
 export function replaySettings(c: Common & {
-  log: string; format: string; run: LoggedRun; steps: readonly number[];
+  log: string; format: string; run: ReplayRun; steps: readonly number[];
   opts: { budgetRollouts?: number; budgetTokens?: number };
 }): Rows {
   const batch = c.steps.map((s) => c.run.at(s).length);

@@ -1,7 +1,7 @@
 import type { Random } from '../math/beta.js';
 import type { Budget, Candidate } from '../plan/types.js';
 import type { Environment, GroupDrawer, World } from './types.js';
-import { LoggedRun, type Visit } from './visits.js';
+import type { ReplayRun, Visit } from './visits.js';
 
 /**
  * Draws a logged visit's outcomes one at a time. The first `visit.n` come from the logged
@@ -56,32 +56,40 @@ export function visitDrawer(visit: Visit, pooledRate: number, random: Random): G
   };
 }
 
+/** How many steps' batches replayEnvironment keeps made. */
+const KEPT_BATCHES = 64;
+
 /**
  * A logged run as an environment. Each policy's world (fork) draws a logged visit's outcomes
  * at most once: a visit generated again at a later step (a prompt pulled ahead by a refill or
  * pool and then offered in its own batch, with `--stream shared`) continues the same draw,
  * so past the logged group it gets pooled-rate draws instead of reusing logged outcomes.
  */
-export function replayEnvironment(run: LoggedRun, promptTokens?: ReadonlyMap<string, number>): Environment {
+export function replayEnvironment(run: ReplayRun, promptTokens?: ReadonlyMap<string, number>): Environment {
   const visitAt = (step: number, id: string): Visit => {
     const v = run.visit(step, id);
     if (v === undefined) throw new Error(`no logged visit of ${id} at step ${step}`);
     return v;
   };
+  // A step's batch is made when asked for; the last KEPT_BATCHES steps' are kept (a replay
+  // asks for the step it plays and a few later ones), so a long log holds no batch per step.
   const batches = new Map<number, Candidate[]>();
-  for (const step of run.steps) {
-    batches.set(
-      step,
-      run.at(step).map((v) => {
+  const batchOf = (step: number): Candidate[] => {
+    let batch = batches.get(step);
+    if (batch === undefined) {
+      batch = run.at(step).map((v) => {
         const t = promptTokens?.get(v.prompt_id);
         return t === undefined ? { id: v.prompt_id } : { id: v.prompt_id, prompt_tokens: t };
-      }),
-    );
-  }
+      });
+      if (batches.size >= KEPT_BATCHES) batches.delete(batches.keys().next().value!);
+      batches.set(step, batch);
+    }
+    return batch;
+  };
   return {
     kind: 'replay',
     steps: run.steps,
-    batch: (step) => batches.get(step) ?? [],
+    batch: batchOf,
     defaultBudget: (step): Budget => ({ rollouts: run.at(step).reduce((s, v) => s + v.n, 0) }),
     fork(): World {
       // Drawers by source step, then prompt. A step generates prompts of its own batch or of

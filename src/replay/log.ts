@@ -5,7 +5,7 @@ import { RolloutBudgetError, badInput, badOption, quote } from '../errors.js';
 import { lineChunks } from '../io/chunks.js';
 import { eachJsonl, field } from '../io/jsonl.js';
 import { RolloutStore } from './log-store.js';
-import type { Visit } from './visits.js';
+import { LoggedRun, type ReplayRun, type Visit } from './visits.js';
 
 /**
  * The three log formats `replay` reads:
@@ -58,15 +58,20 @@ interface Counts {
   correct: number;
 }
 
-/**
- * Streams a log (a file or a folder of *.jsonl) into visits, one per (step, prompt), in one
- * pass over the bytes, read in chunks (io/chunks.ts). The rollouts of the results and verl
- * formats are packed (log-store.ts: a byte a rollout for 0/1 rewards, eight for fractional
- * ones, four more with token counts) instead of an array per group, so a log of 10⁷
- * rollouts fits in a few hundred MB; memory grows with the groups, not with the bytes read.
- * Malformed lines throw BAD_INPUT naming file:line.
- */
+/** A log's visits, one per (step, prompt), in step order (log order within a step). */
 export async function loadLog(path: string, options: LoadOptions = {}): Promise<{ visits: Visit[]; format: LogFormat }> {
+  const { run, format } = await readLog(path, options);
+  return { visits: run.steps.flatMap((s) => run.at(s)), format };
+}
+
+/**
+ * Streams a log (a file or a folder of *.jsonl) into a run, in one pass over the bytes, read
+ * in chunks (io/chunks.ts). The results and verl formats are held packed (log-store.ts,
+ * packed-run.ts: a byte a rollout for 0/1 rewards, eight for fractional ones, four more with
+ * token counts; ~28 bytes a group), visit objects made only for the steps being read; the
+ * visits format (counts only) as a LoggedRun. Malformed lines throw BAD_INPUT naming file:line.
+ */
+export async function readLog(path: string, options: LoadOptions = {}): Promise<{ run: ReplayRun; format: LogFormat }> {
   const files = logFiles(path);
   const total = files.reduce((s, f) => s + statSync(f).size, 0);
   let format: LogFormat | undefined = options.format === 'auto' ? undefined : options.format;
@@ -99,9 +104,8 @@ export async function loadLog(path: string, options: LoadOptions = {}): Promise<
   }
   options.onProgress?.(total, total);
   if (format === undefined) throw badInput(path, 'the log is empty');
-  const visits: Visit[] = format === 'visits' ? [...counts.values()] : store.visits();
-  visits.sort((a, b) => a.step - b.step);
-  return { visits, format };
+  if (format !== 'visits') return { run: store.run(), format };
+  return { run: new LoggedRun([...counts.values()].sort((a, b) => a.step - b.step)), format };
 }
 
 function requireStep(where: string, obj: Record<string, unknown>): number {

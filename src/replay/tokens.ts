@@ -11,7 +11,7 @@ export interface TokenCoverage {
  * record none; a results log may record some. A token budget can only be checked, and
  * compared across policies, where the counts are there. O(rollouts).
  */
-export function tokenCoverage(visits: readonly Visit[]): TokenCoverage {
+export function tokenCoverage(visits: Iterable<Visit>): TokenCoverage {
   let rollouts = 0;
   let withTokens = 0;
   for (const v of visits) {

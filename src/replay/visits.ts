@@ -31,8 +31,20 @@ export function parseVisits(text: string, name: string): Visit[] {
   });
 }
 
+/** What a replay reads of a logged run: its steps, a step's visits, and the pooled pass rates. */
+export interface ReplayRun {
+  /** The logged steps, ascending. */
+  readonly steps: readonly number[];
+  /** A step's visits, in log order ([] for a step not logged). */
+  at(step: number): readonly Visit[];
+  /** The visit of `promptId` at `step`, or undefined. */
+  visit(step: number, promptId: string): Visit | undefined;
+  /** The pass rate for rollouts beyond a visit's logged group (LoggedRun.pooledRate). */
+  pooledRate(visit: Visit): number;
+}
+
 /** A logged run indexed by step and by prompt. */
-export class LoggedRun {
+export class LoggedRun implements ReplayRun {
   readonly steps: number[];
   private readonly byStep = new Map<number, Visit[]>();
   private readonly byPrompt = new Map<string, Visit[]>();

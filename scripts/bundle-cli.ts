@@ -1,0 +1,68 @@
+/**
+ * The CLI as one file, for start-up: `npm run build` runs this after `tsc`. Node loads the
+ * compiled library as some 60 ES modules for a small `plan` (each resolved, read, compiled and
+ * linked on its own, most of a command's start beyond Node's own); one CommonJS file loads in
+ * one read and one compile. bin/rollout-budget.js runs this bundle when it is at least as new
+ * as dist/src/cli/main.js (so a later `tsc` alone is never shadowed by an older bundle), else
+ * the ES modules.
+ *
+ * What the bundle holds: dist/src/cli/main.js and everything it imports, commander included;
+ * the modules a command imports on first use (`await import(...)`) stay in it as functions
+ * run on first use (esbuild's lazy module wrappers), so `--help` still runs only what it
+ * uses. Left out: what `lazyRequire` loads (better-sqlite3, jStat, the LP solver) and pg,
+ * required from node_modules when used. `import.meta.url` becomes the bundle's own URL: the
+ * files found from it (package.json, fixtures/, the service's planning thread at
+ * ../../dist/src/service/plan-thread.js) are found from dist/cli/ as from dist/src/<folder>/.
+ *
+ * Then the code cache (bin/load-bundle.js): the bundle is compiled as the bin compiles it,
+ * runs `--help` and a 3-prompt `plan` (in-memory state, output discarded), and V8's compiled
+ * code for what ran is written beside it, under the build id the bundle's first line names.
+ */
+import { build } from 'esbuild';
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import type { CliIo } from '../src/cli/io.js';
+
+/** The package root, from dist/scripts/. */
+const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
+const BUNDLE = join(ROOT, 'dist', 'cli', 'rollout-budget.cjs');
+
+interface BundleLoader {
+  loadBundle(bundle: string): { exports: { runCli(argv: readonly string[], io: CliIo): Promise<number> }; script: { createCachedData(): Buffer } };
+  cachePath(bundle: string): string;
+}
+
+const buildId = randomBytes(8).toString('hex');
+rmSync(`${BUNDLE}.cache`, { force: true });
+await build({
+  entryPoints: [join(ROOT, 'dist', 'src', 'cli', 'main.js')],
+  outfile: BUNDLE,
+  bundle: true,
+  platform: 'node',
+  format: 'cjs',
+  target: 'node20',
+  external: ['better-sqlite3', 'pg'],
+  define: { 'import.meta.url': '__bundle_url' },
+  banner: { js: `// rollout-budget bundle ${buildId}\nconst __bundle_url = require('node:url').pathToFileURL(__filename).href;` },
+  logLevel: 'warning',
+});
+
+const loader = createRequire(import.meta.url)(join(ROOT, 'bin', 'load-bundle.js')) as BundleLoader;
+const { exports: cli, script } = loader.loadBundle(BUNDLE);
+const quiet: CliIo = { stdout: () => undefined, stderr: () => undefined, readStdin: async () => '', stderrIsTty: false };
+const work = mkdtempSync(join(tmpdir(), 'rollout-budget-bundle-'));
+try {
+  const prompts = join(work, 'prompts.jsonl');
+  writeFileSync(prompts, ['a', 'b', 'c'].map((id) => `{"id":"${id}","prompt_tokens":50,"max_tokens":1024}\n`).join(''));
+  for (const argv of [['--help'], ['plan', '--prompts', prompts, '--state', ':memory:', '--budget-rollouts', '24', '--out', '-']]) {
+    const code = await cli.runCli(argv, quiet);
+    if (code !== 0) throw new Error(`bundle-cli: the bundle's \`${argv.join(' ')}\` exited ${code}`);
+  }
+} finally {
+  rmSync(work, { recursive: true, force: true });
+}
+writeFileSync(loader.cachePath(BUNDLE), Buffer.concat([Buffer.from(`${buildId}\n`, 'latin1'), script.createCachedData()]));

@@ -1,0 +1,90 @@
+import { spawnSync } from 'node:child_process';
+import { copyFileSync, existsSync, mkdirSync, readFileSync, utimesSync, writeFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { CLI, ROOT } from './service-helpers.js';
+import { tempDir } from './temp.js';
+
+/**
+ * The bin runs the CLI from a one-file bundle with a code cache (scripts/bundle-cli.ts,
+ * bin/load-bundle.js), else from the compiled ES modules. Both must behave the same, the
+ * cache must never be used for a bundle it was not made for, and a bundle older than the
+ * modules (a `tsc` run on its own since) must not be run.
+ */
+const BUNDLE = join(ROOT, 'dist', 'cli', 'rollout-budget.cjs');
+const MODULES_CLI = join(ROOT, 'test', 'lazy', 'modules-cli.mjs');
+const loader = createRequire(import.meta.url)(join(ROOT, 'bin', 'load-bundle.js')) as {
+  loadBundle(path: string): { exports: { runCli(argv: string[], io: unknown): Promise<number> }; script: { cachedDataRejected?: boolean } };
+  cachePath(path: string): string;
+};
+
+function run(cli: string, args: string[], cwd: string) {
+  const r = spawnSync(process.execPath, [cli, ...args], { encoding: 'utf8', cwd });
+  return { code: r.status, stdout: r.stdout, stderr: r.stderr };
+}
+
+describe('the CLI bundle', () => {
+  it('npm run build made the bundle and its code cache', () => {
+    expect(existsSync(BUNDLE), `${BUNDLE} is missing: run npm run build`).toBe(true);
+    expect(existsSync(loader.cachePath(BUNDLE))).toBe(true);
+  });
+
+  it('runs as the ES modules do: help, a plan byte for byte, a bad input\'s message and exit code', () => {
+    const dir = tempDir('rb-bundle-');
+    writeFileSync(join(dir, 'p.jsonl'), Array.from({ length: 50 }, (_, i) => `{"id":"p${i}","prompt_tokens":${10 + i},"max_tokens":2048}`).join('\n'));
+    writeFileSync(join(dir, 'bad.jsonl'), '{"id":"a"}\n{"id":"b","max_tokens":-3}\n');
+    const cases = [
+      ['--help'],
+      ['plan', '--help'],
+      ['plan', '--prompts', 'p.jsonl', '--state', ':memory:', '--budget-rollouts', '400', '--out', '-'],
+      ['plan', '--prompts', 'p.jsonl', '--state', ':memory:', '--budget-rollouts', '400', '--format', 'jsonl', '--out', '-'],
+      ['plan', '--prompts', 'bad.jsonl', '--state', ':memory:', '--budget-rollouts', '400', '--out', '-'],
+      ['plan', '--prompts', 'p.jsonl', '--state', ':memory:', '--budget-rollouts', '400', '--decay', '2'],
+      ['nonsense'],
+    ];
+    for (const args of cases) {
+      const bundled = run(CLI, args, dir);
+      expect(bundled, args.join(' ')).toEqual(run(MODULES_CLI, args, dir));
+    }
+    expect(run(CLI, cases[4]!, dir)).toMatchObject({ code: 2, stderr: expect.stringContaining('bad.jsonl:2') });
+  });
+
+  it('uses the code cache made for this bundle, and ignores one made for another build', async () => {
+    expect(loader.loadBundle(BUNDLE).script.cachedDataRejected).toBe(false);
+    const dir = tempDir('rb-bundle-');
+    const other = join(dir, 'rollout-budget.cjs');
+    const source = readFileSync(BUNDLE, 'utf8');
+    const id = /^\/\/ rollout-budget bundle (\w+)\n/.exec(source)![1]!;
+    // Same length, another build: V8 alone would take the cache (it checks the length, not the text).
+    writeFileSync(other, source.replace(id, id.replace(/./g, (c) => (c === '0' ? '1' : '0'))));
+    copyFileSync(loader.cachePath(BUNDLE), loader.cachePath(other));
+    const loaded = loader.loadBundle(other);
+    expect(loaded.script.cachedDataRejected).toBeUndefined(); // compiled from source, no cache offered
+    let out = '';
+    const io = { stdout: (t: string) => void (out += t), stderr: () => undefined, readStdin: async () => '', stderrIsTty: false };
+    expect(await loaded.exports.runCli(['--version'], io)).toBe(0);
+    expect(out).toBe('0.1.0\n');
+  });
+
+  it('the bin runs the bundle only when it is at least as new as the modules', () => {
+    // A stand-in package: a bundle and a modules entry that each say which ran.
+    const root = tempDir('rb-bundle-');
+    mkdirSync(join(root, 'bin'));
+    for (const f of ['rollout-budget.js', 'load-bundle.js', 'package.json']) copyFileSync(join(ROOT, 'bin', f), join(root, 'bin', f));
+    mkdirSync(join(root, 'dist', 'cli'), { recursive: true });
+    mkdirSync(join(root, 'dist', 'src', 'cli'), { recursive: true });
+    const bundle = join(root, 'dist', 'cli', 'rollout-budget.cjs');
+    const modules = join(root, 'dist', 'src', 'cli', 'main.js');
+    writeFileSync(modules, 'export async function runCli(argv) { process.stdout.write(`modules ${argv.join(" ")}\\n`); return 3; }\n');
+    const bin = join(root, 'bin', 'rollout-budget.js');
+    expect(run(bin, ['x'], root)).toMatchObject({ code: 3, stdout: 'modules x\n' }); // no bundle
+    writeFileSync(bundle, '// rollout-budget bundle abc\nexports.runCli = async (argv) => { process.stdout.write(`bundle ${argv.join(" ")}\\n`); return 4; };\n');
+    const t = Date.now() / 1000;
+    utimesSync(modules, t - 10, t - 10);
+    utimesSync(bundle, t, t);
+    expect(run(bin, ['y'], root)).toMatchObject({ code: 4, stdout: 'bundle y\n' });
+    utimesSync(modules, t + 10, t + 10); // tsc ran after the bundle was made
+    expect(run(bin, ['z'], root)).toMatchObject({ code: 3, stdout: 'modules z\n' });
+  });
+});
