@@ -93,10 +93,11 @@ ON CONFLICT (id) DO UPDATE SET grp = COALESCE(excluded.grp, p.grp), ${HINT_SET}`
 
 /**
  * The prompts whose ids are in the array $1 (distinct ids), as a join of the array with the
- * table: PostgreSQL plans it as one primary-key lookup per id, with or without statistics.
- * `WHERE id = ANY($1)` was planned as a parallel scan of the whole table while the table had
- * no statistics yet (a state just written in bulk, before autovacuum's ANALYZE: 4,096 ids in a
- * 10⁶-prompt state took ~300 ms, ~90 ms as a join); with statistics both take the same.
+ * table: PostgreSQL plans it as one primary-key lookup per id, whatever its statistics say.
+ * `WHERE id = ANY($1)` was planned as a parallel scan of the whole table while the statistics
+ * were missing or stale (a state just written in bulk, before autovacuum's ANALYZE caught up:
+ * 4,096 ids in a 10⁶-prompt state took ~300 ms, ~90 ms as a join); with fresh ones both cost
+ * the same.
  */
 const promptsOf = (s: string) => `FROM unnest($1::text[]) AS k(id) JOIN ${s}.prompts AS p USING (id)`;
 
