@@ -156,6 +156,7 @@ export class SqliteStore implements Store {
         prompts: this.db.prepare(`SELECT ${ROW_COLUMNS} FROM prompts WHERE id IN (SELECT value FROM json_each(?))`).raw(),
         pooled: this.db.prepare(`SELECT scope, ${POOLED_COLUMNS.join(', ')} FROM pooled WHERE scope IN (SELECT value FROM json_each(?))`).raw(),
         hinted: this.db.prepare(`SELECT ${ROW_COLUMNS} FROM prompts WHERE prior_pass_rate IS NOT NULL AND successes + failures > 0`).raw(),
+        lastStep: this.db.prepare("SELECT value FROM meta WHERE key = 'last_step'").pluck(),
       });
       // Rows as arrays: making an object per row cost as much as finding it.
       for (let k = 0; k < ids.length; k += 1000) for (const row of read.prompts.all(JSON.stringify(ids.slice(k, k + 1000))) as RawRow[]) states.push(fromRawRow(row));
@@ -169,13 +170,14 @@ export class SqliteStore implements Store {
         calibration = [];
         for (const row of read.hinted.iterate() as IterableIterator<RawRow>) calibration.push(fromRawRow(row));
       }
-      return partialSnapshot(states, pooled, this.lastStep(), calibration);
+      const lastStep = read.lastStep.get() as string | undefined;
+      return partialSnapshot(states, pooled, lastStep === undefined ? null : Number(lastStep), calibration);
     });
     return this.sync(() => read());
   }
 
   /** snapshot(ids)'s statements, prepared on first use. */
-  private reads: { prompts: Database.Statement; pooled: Database.Statement; hinted: Database.Statement } | undefined;
+  private reads: { prompts: Database.Statement; pooled: Database.Statement; hinted: Database.Statement; lastStep: Database.Statement } | undefined;
 
   /**
    * Fills the pooled rows from the prompts once, for a state written before they existed
