@@ -134,6 +134,31 @@ function rounds(evidence: readonly StepEvidence[]): StepEvidence[][] {
   return out;
 }
 
+/**
+ * Claims distinct `keys` in the `seen` table and returns those not claimed now (stored before,
+ * by an earlier batch or a concurrent writer). First a plain INSERT inside a savepoint, which
+ * is what almost every chunk needs (new keys) and costs less than half of `ON CONFLICT` (10⁶
+ * keys: ~4.5 s against ~10 s here); a key already there fails it with a unique violation
+ * (23505, after waiting for a concurrent writer of that key as `ON CONFLICT` does), and the
+ * chunk is then claimed with `ON CONFLICT DO NOTHING`, which sends back only the refused keys.
+ */
+async function claimKeys(c: pg.PoolClient, s: string, keys: readonly string[]): Promise<string[]> {
+  await c.query('SAVEPOINT claim');
+  try {
+    await c.query(`INSERT INTO ${s}.seen (rollout_id) SELECT k FROM unnest($1::text[]) AS k ORDER BY k`, [keys]);
+    await c.query('RELEASE SAVEPOINT claim');
+    return [];
+  } catch (error) {
+    if ((error as { code?: string }).code !== '23505') throw error;
+  }
+  await c.query('ROLLBACK TO SAVEPOINT claim');
+  const refused = await c.query<{ k: string }>(
+    `WITH claimed AS (INSERT INTO ${s}.seen (rollout_id) SELECT k FROM unnest($1::text[]) AS k ORDER BY k ON CONFLICT DO NOTHING RETURNING rollout_id)
+     SELECT k FROM unnest($1::text[]) AS k EXCEPT ALL SELECT rollout_id FROM claimed`, [keys]);
+  await c.query('RELEASE SAVEPOINT claim');
+  return refused.rows.map((r) => r.k);
+}
+
 /** Retry on deadlock (40P01) and serialisation failure (40001): the batch is idempotent. */
 const RETRYABLE = new Set(['40P01', '40001']);
 
@@ -144,8 +169,9 @@ export { redactUrl } from './url.js';
  * Tables live in one schema (`?schema=` in the URL, default `rollout_budget`).
  *
  * apply() is one READ COMMITTED transaction that never reads a posterior into the client:
- * 1. `INSERT INTO seen ... ON CONFLICT DO NOTHING RETURNING` claims the batch's rollout keys;
- *    a concurrent writer of the same key waits for this one and then skips it;
+ * 1. `INSERT INTO seen` claims the batch's rollout keys (claimKeys: a plain INSERT, else
+ *    `ON CONFLICT DO NOTHING RETURNING`); a concurrent writer of the same key waits for this
+ *    one and then skips it;
  * 2. one `INSERT ... ON CONFLICT DO UPDATE` per round applies the decay rule in SQL against
  *    the row as it is at that moment (row lock), so concurrent batches for one prompt compose;
  * 3. `last_step` only grows (GREATEST).
@@ -283,14 +309,7 @@ export class PostgresStore implements AsyncStore {
       for (const chunk of source.chunks()) {
         const request = claims.request(chunk);
         const claimed = new Set<string>(request.claim);
-        if (request.claim.length > 0) {
-          // Only the keys not claimed now come back (usually none): a batch of 10⁶ rollout ids
-          // no longer sends every key back to be parsed and held.
-          const refused = await c.query<{ k: string }>(
-            `WITH claimed AS (INSERT INTO ${s}.seen (rollout_id) SELECT k FROM unnest($1::text[]) AS k ORDER BY k ON CONFLICT DO NOTHING RETURNING rollout_id)
-             SELECT k FROM unnest($1::text[]) AS k EXCEPT ALL SELECT rollout_id FROM claimed`, [request.claim]);
-          for (const r of refused.rows) claimed.delete(r.k);
-        }
+        if (request.claim.length > 0) for (const k of await claimKeys(c, s, request.claim)) claimed.delete(k);
         let legacySeen = false;
         if (request.legacy !== undefined) {
           legacySeen = ((await c.query(`SELECT 1 FROM ${s}.seen WHERE rollout_id = $1`, [request.legacy])).rowCount ?? 0) > 0;
