@@ -154,9 +154,32 @@ export class MaxHeap {
   }
 }
 
-/** All items 0..tie.length − 1 in the heap's order at equal keys. */
+/**
+ * All items 0..tie.length − 1 in the heap's order at equal keys (tie, then item): a stable
+ * least-significant-digit radix sort of the items, 16 bits of tie a pass, from item order.
+ * O(N + 2^16), two passes.
+ */
 function popOrder(tie: Uint32Array): Int32Array {
-  return sortByPopOrder(Int32Array.from({ length: tie.length }, (_, i) => i), tie);
+  const size = tie.length;
+  let from = Int32Array.from({ length: size }, (_, i) => i);
+  let to = new Int32Array(size);
+  const start = new Int32Array(1 << 16);
+  for (const shift of [0, 16]) {
+    start.fill(0);
+    for (let i = 0; i < size; i++) start[(tie[i]! >>> shift) & 0xffff]!++;
+    let at = 0;
+    for (let d = 0; d < start.length; d++) {
+      const count = start[d]!;
+      start[d] = at;
+      at += count;
+    }
+    for (let j = 0; j < size; j++) {
+      const item = from[j]!;
+      to[start[(tie[item]! >>> shift) & 0xffff]!++] = item;
+    }
+    [from, to] = [to, from];
+  }
+  return from;
 }
 
 /** Sorts `items` in place by (tie, item), the heap's order at equal keys. O(k log k). */
