@@ -1,3 +1,4 @@
+import seedrandom from 'seedrandom';
 import { describe, expect, it } from 'vitest';
 import { createAllocator, formatPlan, planJsonCompact, type Candidate, type Plan } from '../src/index.js';
 
@@ -43,6 +44,36 @@ describe('plan writers', () => {
       checked++;
     }
     expect(checked).toBe(4);
+  });
+
+  it('write the same bytes from the columns as from the objects when many rows share and collide in the formatting caches', () => {
+    // 3,000 prompts, many sharing a posterior (counts 0-9): the writers' text caches (2^12
+    // slots here) both hit and overwrite; the jsonl lines are checked against planGroups'.
+    const random = seedrandom('plan-serialize-caches');
+    const a = createAllocator();
+    const results = [];
+    for (let i = 0; i < 3000; i++) {
+      const rewards = Array.from({ length: Math.floor(random() * 10) }, () => (random() < 0.3 ? 1 : 0));
+      if (rewards.length > 0) results.push({ prompt_id: `q${i}`, step: i % 3, rewards });
+    }
+    a.observe(results);
+    const candidates: Candidate[] = Array.from({ length: 3000 }, (_, i) => ({
+      id: i % 500 === 0 ? `q${i} "é\u2028 \ud800` : `q${i}`,
+      ...(i % 7 === 0 ? {} : { max_tokens: 256 * (1 + (i % 5)) }),
+      ...(i % 11 === 0 ? { prompt_tokens: i } : {}),
+    }));
+    let rows = 0;
+    for (const [budget, options] of [[{ rollouts: 24_000 }, {}], [{ tokens: 2_000_000 }, { skip: true, prefillWeight: 0.5 }]] as const) {
+      const plan = a.plan(candidates, budget, options);
+      const pretty = formatPlan(plan, 'json');
+      const compact = planJsonCompact(plan);
+      const jsonl = formatPlan(plan, 'jsonl');
+      rows += plan.columns!.length;
+      expect(pretty).toBe(reference(plan, true));
+      expect(compact).toBe(reference(plan, false));
+      expect(jsonl).toBe(formatPlan(plan, 'jsonl')); // now from the objects (planGroups)
+    }
+    expect(rows).toBeGreaterThan(4000);
   });
 
   it('write the objects when a caller has read or replaced the allocations (edits included)', () => {

@@ -38,6 +38,8 @@ describe('moves that tie on their ratio', () => {
       { kinds: 1 }, // a fresh state: one prior for every prompt
       { kinds: 1, rollouts: 8 * size + 777 }, // the last level only partly fits: ties broken by id hash
       { kinds: 1, rollouts: 20 * size, maxN: 64 }, // into the surplus phase
+      // Repeated tie-breaks over all 32 bits: equal ties are taken in index order (heap.ts popOrder).
+      { kinds: 1, rollouts: 8 * size + 777, tieBreak: Uint32Array.from({ length: size }, (_, i) => (((i * 7919) % 1013) * 0x400001) >>> 0) },
       { kinds: 3, rollouts: 5 * size + 13 },
       { kinds: 5, costs: true, rollouts: Infinity, tokens: 6 * 250 * size },
       { kinds: 2, costs: true, rollouts: 6 * size, tokens: 5 * 200 * size },

@@ -1,5 +1,6 @@
 import { allocationReader, emptyFields, untouchedColumns } from './columns.js';
 import { groupId, groupSeed } from './groups.js';
+import { TextCache } from './text-cache.js';
 import type { Plan, PlanColumns } from './types.js';
 
 /**
@@ -8,9 +9,11 @@ import type { Plan, PlanColumns } from './types.js';
  * per prompt and no string of the whole file (a 10⁶-prompt plan file is ~230 MB). The bytes
  * are JSON.stringify's (test/plan-golden.test.ts compares them with plans written before).
  * A plan whose `allocations` were read or replaced is written from those objects instead.
+ * Runs of fields whose numbers repeat are formatted once (plan/text-cache.ts), and chunks
+ * stay small (64K characters: a short rope is flattened and encoded cheaply when written).
  * O(rows).
  */
-export const CHUNK = 1 << 20;
+export const CHUNK = 1 << 16;
 
 /** A number as JSON.stringify writes it (non-finite: null). */
 const num = (x: number) => (Number.isFinite(x) ? String(x) : 'null');
@@ -64,22 +67,33 @@ function* jsonChunks(plan: Plan, pretty: boolean): Generator<string> {
   const [open, sep, close, between, indent] = pretty
     ? ['    {\n      ', ',\n      ', '\n    }', ',\n', ': ']
     : ['{', ',', '}', ',', ':'];
-  const field = (name: string, value: string) => `"${name}"${indent}${value}`;
-  let chunk = `${text.slice(0, at)}${key}[${pretty ? '\n' : ''}`;
+  const name = (field: string) => `${sep}"${field}"${indent}`;
+  const [nKey, maxKey, tokensKey, meanKey, lowKey, highKey, valueKey, rolloutKey] =
+    ['n', 'max_tokens', 'expected_tokens', 'p_mean', 'p_low', 'p_high', 'value', 'first_rollout'].map(name);
+  const next = `${close}${between}${open}"prompt_id"${indent}`;
+  // Runs of fields whose numbers repeat across rows, each formatted once per distinct numbers.
+  const bits = Math.min(16, Math.max(6, Math.ceil(Math.log2(columns.length + 1))));
+  const counts = new TextCache(bits);
+  const posteriors = new TextCache(bits);
+  const values = new TextCache(bits);
+  let chunk = `${text.slice(0, at)}${key}[${pretty ? '\n' : ''}${open}"prompt_id"${indent}`;
   const read = allocationReader(columns);
   const row = emptyFields();
   for (let j = 0; j < columns.length; j++) {
     read(j, row);
-    chunk +=
-      `${j === 0 ? '' : between}${open}${field('prompt_id', JSON.stringify(row.prompt_id))}${sep}${field('n', num(row.n))}${sep}` +
-      `${field('max_tokens', json(row.max_tokens))}${sep}${field('expected_tokens', num(row.expected_tokens))}${sep}` +
-      `${field('p_mean', num(row.p_mean))}${sep}${field('p_low', num(row.p_low))}${sep}${field('p_high', num(row.p_high))}${sep}` +
-      `${field('value', num(row.value))}${row.first_rollout > 0 ? `${sep}${field('first_rollout', String(row.first_rollout))}` : ''}${close}`;
+    const max = row.max_tokens;
+    const m = counts.get(row.n, max ?? 0, max === null ? 1 : 0) ?? counts.put(`${nKey}${num(row.n)}${maxKey}${json(max)}${tokensKey}`);
+    const p = posteriors.get(row.p_mean, row.p_low, row.p_high) ??
+      posteriors.put(`${meanKey}${num(row.p_mean)}${lowKey}${num(row.p_low)}${highKey}${num(row.p_high)}${valueKey}`);
+    const v = values.get(row.value, 0, 0) ?? values.put(num(row.value));
+    chunk += `${j === 0 ? '' : next}${JSON.stringify(row.prompt_id)}${m}${num(row.expected_tokens)}${p}${v}`;
+    if (row.first_rollout > 0) chunk += `${rolloutKey}${num(row.first_rollout)}`;
     if (chunk.length >= CHUNK) {
       yield chunk;
       chunk = '';
     }
   }
+  chunk += close;
   yield `${chunk}${pretty ? '\n  ' : ''}]${text.slice(at + mark.length)}${end}`;
 }
 
@@ -94,29 +108,26 @@ export function* planJsonlChunks(plan: Plan, groupLines: (plan: Plan) => string[
     yield `${[header, ...groupLines(plan)].join('\n')}\n`;
     return;
   }
+  // Lines from the columns: the fields of planGroups. The group id's JSON is that of
+  // "<step>/" (no character to escape) without its closing quote, then the prompt id's JSON
+  // without its opening one.
+  const { step, seed } = plan;
+  const n = columns.n;
+  const groupHead = `{"group_id":${JSON.stringify(groupId(step, '')).slice(0, -1)}`;
   let chunk = `${header}\n`;
-  for (const line of groupLinesOf(plan, columns)) {
-    chunk += line;
+  for (let j = 0; j < columns.length; j++) {
+    if (!(n[j]! > 0)) continue;
+    const c = columns.candidates[j]!;
+    const first = c.partial_rewards?.length ?? 0;
+    const id = JSON.stringify(c.id);
+    chunk += `${groupHead}${id.slice(1)},"prompt_id":${id},"n":${n[j]},"max_tokens":${json(c.max_tokens ?? null)},` +
+      `"seed":${(groupSeed(seed, step, c.id) + first) | 0}${first > 0 ? `,"first_rollout":${first}` : ''}}\n`;
     if (chunk.length >= CHUNK) {
       yield chunk;
       chunk = '';
     }
   }
   if (chunk !== '') yield chunk;
-}
-
-/** Group lines from the columns, each ending in a newline; the fields of planGroups. */
-function* groupLinesOf(plan: Plan, columns: PlanColumns): Generator<string> {
-  const { step, seed } = plan;
-  const n = columns.n;
-  for (let j = 0; j < columns.length; j++) {
-    if (!(n[j]! > 0)) continue;
-    const c = columns.candidates[j]!;
-    const first = c.partial_rewards?.length ?? 0;
-    const rolloutSeed = (groupSeed(seed, step, c.id) + first) | 0;
-    yield `{"group_id":${JSON.stringify(groupId(step, c.id))},"prompt_id":${JSON.stringify(c.id)},"n":${n[j]},` +
-      `"max_tokens":${json(c.max_tokens ?? null)},"seed":${rolloutSeed}${first > 0 ? `,"first_rollout":${first}` : ''}}\n`;
-  }
 }
 
 /** Groups (n > 0) whose max_tokens is null, from the columns when they are still the plan's. */
