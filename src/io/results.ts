@@ -1,7 +1,8 @@
 import { createHash } from 'node:crypto';
 import { badInput, quote } from '../errors.js';
 import { CHUNK_BYTES, fileDigest, lineChunks } from './chunks.js';
-import { eachJsonl, field } from './jsonl.js';
+import { eachFlatJsonl, FALSE, NUMBER, STRING, TRUE, type FlatFields } from './flat-scan.js';
+import { field } from './jsonl.js';
 
 /** One rollout outcome, as `observe` applies it. */
 export interface RolloutResult {
@@ -112,7 +113,7 @@ export function parseResults(text: string, name: string): ResultBatch {
   const digest = digestOf(text);
   const results: RolloutResult[] = [];
   const keys: string[] = [];
-  resultsOfText(text, name, 1, batchSink(digest, results, keys));
+  resultsOfText(text, Buffer.from(text), name, 1, batchSink(digest, results, keys));
   return { results, digest, keys };
 }
 
@@ -145,9 +146,76 @@ function validateResults(items: readonly { where: string; line: number; value: R
   return { results, digest, keys };
 }
 
-/** Parses JSONL text of results (lines numbered from `firstLine`) into `sink`. */
-function resultsOfText(text: string, name: string, firstLine: number, sink: Sink): void {
-  eachJsonl(text, name, (value, line) => validateResult(`${name}:${line}`, line, value, sink), firstLine);
+/**
+ * Parses JSONL text of results (lines numbered from `firstLine`; `bytes`: the text in UTF-8)
+ * into `sink`: plain one-rollout lines by the scanner (io/flat-scan.ts), the others as
+ * validateResult checks them.
+ */
+function resultsOfText(text: string, bytes: Buffer, name: string, firstLine: number, sink: Sink): void {
+  eachFlatJsonl(
+    text, bytes, name,
+    (fields, line) => plainResult(fields, line, sink),
+    (value, line) => validateResult(`${name}:${line}`, line, value, sink),
+    firstLine,
+  );
+}
+
+const NO_HINT = {};
+
+/**
+ * A scanned line (io/flat-scan.ts) of one rollout that validateResult would surely accept,
+ * passed to `sink` as it would pass it; false, having done nothing, for anything else
+ * (`rewards`, the hint fields, a missing or odd value: the careful path decides). Unknown
+ * fields are ignored, as validateResult ignores them.
+ */
+function plainResult(f: FlatFields, line: number, sink: Sink): boolean {
+  let prompt_id: string | undefined;
+  let step: number | undefined;
+  let reward: number | undefined;
+  let tokens: number | undefined;
+  let finish: string | undefined;
+  let rollout_id: string | undefined;
+  let group: string | undefined;
+  for (let k = 0; k < f.count; k++) {
+    const key = f.keys[k]!;
+    const kind = f.kinds[k];
+    const number = f.numbers[k]!;
+    const text = kind === STRING ? f.strings[k]! : '';
+    switch (key) {
+      case 'prompt_id':
+        if (text === '') return false;
+        prompt_id = text;
+        break;
+      case 'step':
+      case 'tokens':
+        if (kind !== NUMBER || !Number.isSafeInteger(number) || number < 0) return false;
+        if (key === 'step') step = number;
+        else tokens = number;
+        break;
+      case 'reward':
+        if (kind === TRUE || kind === FALSE) reward = kind === TRUE ? 1 : 0;
+        else if (kind === NUMBER && number >= 0 && number <= 1) reward = number;
+        else return false;
+        break;
+      case 'finish_reason':
+        if (!FINISH.has(text)) return false;
+        finish = text;
+        break;
+      case 'rollout_id':
+      case 'group':
+        if (text === '') return false;
+        if (key === 'group') group = text;
+        else rollout_id = text;
+        break;
+      case 'rewards':
+      case 'prior_pass_rate':
+      case 'prior_samples':
+        return false;
+    }
+  }
+  if (prompt_id === undefined || reward === undefined) return false;
+  sink(result(prompt_id, step, group, reward, tokens, finish as RolloutResult['finish_reason'], rollout_id, NO_HINT), line, 0);
+  return true;
 }
 
 /**
@@ -209,9 +277,9 @@ export function fileResultSource(path: string, name: string, chunkBytes = CHUNK_
   return {
     digest,
     *chunks() {
-      for (const { text, firstLine } of lineChunks(path, name, chunkBytes)) {
+      for (const { text, bytes, firstLine } of lineChunks(path, name, chunkBytes)) {
         const chunk = new LinesChunk(digest);
-        resultsOfText(text, name, firstLine, chunk.sink);
+        resultsOfText(text, bytes, name, firstLine, chunk.sink);
         yield chunk;
       }
     },
