@@ -153,6 +153,29 @@ describe('fast JSONL reading (io/flat-scan.ts) against JSON.parse and the field 
   });
 });
 
+describe('a long text, encoded a piece at a time', () => {
+  const lines = Array.from({ length: 6000 }, (_, i) =>
+    i % 97 === 0 ? `{"id":"é${i}","x":"ü"}` : i === 3000 ? `{"id":"long","prompt":"${'a'.repeat(70_000)}"}` : i % 13 === 0 ? '' : `{"id":"prompt-${i}","max_tokens":${i + 1}}`);
+  const text = `${lines.join('\n')}\r\n`;
+
+  it('the candidates and places of the careful path, across pieces', () => {
+    const got = parsePromptsAt(text, 'p');
+    const want = parsePromptsAt(careful(text), 'p');
+    expect(got.candidates.length).toBeGreaterThan(5000);
+    expect(entries(got.candidates)).toEqual(entries(want.candidates));
+    expect([...got.lines]).toEqual([...want.lines]);
+    expect(got.lines.get('prompt-5999')).toBe('p:6000');
+  });
+
+  it('an error on a late line names that line', () => {
+    const bad = `${text}{"id":"prompt-1","max_tokens":0}\n`;
+    expect(outcome(() => parsePromptsAt(bad, 'p'))).toEqual({ error: 'BAD_INPUT p:6001: "max_tokens" must be a positive integer, got 0' });
+    const results = `${text.replaceAll('"id"', '"prompt_id"').replaceAll(/"max_tokens":\d+|"x":"ü"|"prompt":"a+"/g, '"reward":0.5')}{"prompt_id":"p","reward":2}\n`;
+    expect(parseResults(results.slice(0, results.lastIndexOf('{')), 'r').results.length).toBeGreaterThan(5000);
+    expect(outcome(() => parseResults(results, 'r'))).toEqual({ error: 'BAD_INPUT r:6001: "reward" must be a number in [0, 1], got 2' });
+  });
+});
+
 describe('results files read in pieces', () => {
   const dir = mkdtempSync(join(tmpdir(), 'rb-flat-scan-'));
   afterAll(() => rmSync(dir, { recursive: true, force: true }));

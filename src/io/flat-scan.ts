@@ -17,12 +17,13 @@ import { jsonlLine } from './jsonl.js';
  * eachJsonl (io/jsonl.ts) with a fast path: each line the scanner reads goes to `fast`, which
  * handles it and returns true, or returns false having done nothing; every other line (and
  * those) takes eachJsonl's path to `each`. `bytes` must be `text` in UTF-8 (no byte-order
- * mark). Lines, their numbers, values and errors are eachJsonl's. O(size of text).
+ * mark). Lines, their numbers, values and errors are eachJsonl's. Returns the number of the
+ * last line, the empty one after a final newline included. O(size of text).
  */
 export function eachFlatJsonl(
   text: string, bytes: Buffer, name: string,
   fast: (fields: FlatFields, line: number) => boolean, each: (value: Record<string, unknown>, line: number) => void, firstLine = 1,
-): void {
+): number {
   const fields = new FlatFields();
   let line = firstLine - 1;
   let t = 0; // where the line starts in text
@@ -42,6 +43,35 @@ export function eachFlatJsonl(
     t = end + 1;
     const byteEnd = bytes.indexOf(0x0a, b);
     b = byteEnd < 0 ? bytes.length : byteEnd + 1;
+  }
+  return line;
+}
+
+/** Characters of text encoded at a time by eachFlatJsonlText. */
+const PIECE_CHARS = 1 << 16;
+
+/**
+ * eachFlatJsonl over a text alone: its lines encoded to UTF-8 a piece of about PIECE_CHARS
+ * characters at a time (a piece ends after a newline), so only one piece's bytes are held.
+ * O(size of text).
+ */
+export function eachFlatJsonlText(
+  text: string, name: string, fast: (fields: FlatFields, line: number) => boolean, each: (value: Record<string, unknown>, line: number) => void,
+): void {
+  const room = Buffer.allocUnsafe(3 * PIECE_CHARS); // UTF-8 takes at most 3 bytes a UTF-16 unit
+  let line = 1;
+  for (let start = 0; ; ) {
+    let end = start + PIECE_CHARS >= text.length ? text.length : text.lastIndexOf('\n', start + PIECE_CHARS) + 1;
+    if (end <= start) {
+      // one line longer than a piece
+      end = text.indexOf('\n', start + PIECE_CHARS);
+      end = end < 0 ? text.length : end + 1;
+    }
+    const piece = text.slice(start, end);
+    const bytes = end - start <= PIECE_CHARS ? room : Buffer.allocUnsafe(3 * (end - start));
+    line = eachFlatJsonl(piece, bytes.subarray(0, bytes.write(piece)), name, fast, each, line);
+    if (end === text.length) return;
+    start = end;
   }
 }
 
@@ -191,6 +221,28 @@ export class FlatFields {
     if (key === '__proto__') return undefined;
     this.known.push(key);
     return key;
+  }
+}
+
+/**
+ * A field's value as JSON.parse gives it, and stored as compactly: an integer that fits 32
+ * bits as an int (V8 keeps it unboxed in an object, where a double read from a Float64Array
+ * may be boxed: 16 bytes more a field), -0 kept.
+ */
+export function valueOf(f: FlatFields, k: number): unknown {
+  switch (f.kinds[k]) {
+    case STRING:
+      return f.strings[k];
+    case NUMBER: {
+      const v = f.numbers[k]!;
+      return v === (v | 0) && (v !== 0 || 1 / v > 0) ? v | 0 : v;
+    }
+    case TRUE:
+      return true;
+    case FALSE:
+      return false;
+    default:
+      return null;
   }
 }
 

@@ -1,7 +1,7 @@
 import { badInput, quote } from '../errors.js';
 import type { Candidate } from '../plan/types.js';
 import { fnv1a, firstRepeat } from '../math/hash.js';
-import { eachFlatJsonl, FALSE, NUMBER, STRING, TRUE, type FlatFields } from './flat-scan.js';
+import { eachFlatJsonlText, NUMBER, STRING, valueOf, type FlatFields } from './flat-scan.js';
 import { field } from './jsonl.js';
 
 /**
@@ -49,8 +49,8 @@ export function parsePromptsAt(text: string, name: string): { candidates: Candid
     out.push(candidate);
   };
   try {
-    eachFlatJsonl(
-      text, Buffer.from(text), name,
+    eachFlatJsonlText(
+      text, name,
       (fields, line) => {
         const candidate = plainCandidate(fields);
         if (candidate !== undefined) add(candidate, line);
@@ -96,7 +96,7 @@ function plainCandidate(f: FlatFields): Candidate | undefined {
     } else if (key === 'prompt_tokens' || key === 'max_tokens') {
       if (kind !== NUMBER || !Number.isSafeInteger(number) || number < (key === 'max_tokens' ? 1 : 0)) return undefined;
     } else if (key === 'partial_rewards' || key === 'prior_pass_rate' || key === 'prior_samples') return undefined;
-    candidate[key] = kind === STRING ? f.strings[k] : kind === NUMBER ? number : kind === TRUE ? true : kind === FALSE ? false : null;
+    candidate[key] = valueOf(f, k);
   }
   return id ? (candidate as Candidate) : undefined;
 }

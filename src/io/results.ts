@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { badInput, quote } from '../errors.js';
 import { CHUNK_BYTES, fileDigest, lineChunks } from './chunks.js';
-import { eachFlatJsonl, FALSE, NUMBER, STRING, TRUE, type FlatFields } from './flat-scan.js';
+import { eachFlatJsonl, eachFlatJsonlText, FALSE, NUMBER, STRING, TRUE, type FlatFields } from './flat-scan.js';
 import { field } from './jsonl.js';
 
 /** One rollout outcome, as `observe` applies it. */
@@ -113,7 +113,7 @@ export function parseResults(text: string, name: string): ResultBatch {
   const digest = digestOf(text);
   const results: RolloutResult[] = [];
   const keys: string[] = [];
-  resultsOfText(text, Buffer.from(text), name, 1, batchSink(digest, results, keys));
+  resultsOfText(text, name, batchSink(digest, results, keys));
   return { results, digest, keys };
 }
 
@@ -147,17 +147,15 @@ function validateResults(items: readonly { where: string; line: number; value: R
 }
 
 /**
- * Parses JSONL text of results (lines numbered from `firstLine`; `bytes`: the text in UTF-8)
- * into `sink`: plain one-rollout lines by the scanner (io/flat-scan.ts), the others as
- * validateResult checks them.
+ * Parses JSONL text of results into `sink`: plain one-rollout lines by the scanner
+ * (io/flat-scan.ts), the others as validateResult checks them. `piece`: the text is a piece
+ * of a file, with its bytes (UTF-8) and the number of its first line; else a whole text.
  */
-function resultsOfText(text: string, bytes: Buffer, name: string, firstLine: number, sink: Sink): void {
-  eachFlatJsonl(
-    text, bytes, name,
-    (fields, line) => plainResult(fields, line, sink),
-    (value, line) => validateResult(`${name}:${line}`, line, value, sink),
-    firstLine,
-  );
+function resultsOfText(text: string, name: string, sink: Sink, piece?: { bytes: Buffer; firstLine: number }): void {
+  const fast = (fields: FlatFields, line: number) => plainResult(fields, line, sink);
+  const each = (value: Record<string, unknown>, line: number) => validateResult(`${name}:${line}`, line, value, sink);
+  if (piece === undefined) eachFlatJsonlText(text, name, fast, each);
+  else eachFlatJsonl(text, piece.bytes, name, fast, each, piece.firstLine);
 }
 
 const NO_HINT = {};
@@ -277,9 +275,9 @@ export function fileResultSource(path: string, name: string, chunkBytes = CHUNK_
   return {
     digest,
     *chunks() {
-      for (const { text, bytes, firstLine } of lineChunks(path, name, chunkBytes)) {
+      for (const piece of lineChunks(path, name, chunkBytes)) {
         const chunk = new LinesChunk(digest);
-        resultsOfText(text, bytes, name, firstLine, chunk.sink);
+        resultsOfText(piece.text, name, chunk.sink, piece);
         yield chunk;
       }
     },
