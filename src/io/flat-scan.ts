@@ -225,18 +225,21 @@ export class FlatFields {
 }
 
 /**
- * A field's value as JSON.parse gives it, and stored as compactly: an integer that fits 32
- * bits as an int (V8 keeps it unboxed in an object, where a double read from a Float64Array
- * may be boxed: 16 bytes more a field), -0 kept.
+ * A number stored as compactly as JSON.parse stores it: an integer that fits 32 bits as an
+ * int (V8 keeps it unboxed in an object, where a double read from a Float64Array may be
+ * boxed: 16 bytes more a field), -0 kept.
  */
+export function compact(v: number): number {
+  return v === (v | 0) && (v !== 0 || 1 / v > 0) ? v | 0 : v;
+}
+
+/** A field's value as JSON.parse gives it (numbers `compact`). */
 export function valueOf(f: FlatFields, k: number): unknown {
   switch (f.kinds[k]) {
     case STRING:
       return f.strings[k];
-    case NUMBER: {
-      const v = f.numbers[k]!;
-      return v === (v | 0) && (v !== 0 || 1 / v > 0) ? v | 0 : v;
-    }
+    case NUMBER:
+      return compact(f.numbers[k]!);
     case TRUE:
       return true;
     case FALSE:

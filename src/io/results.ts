@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { badInput, quote } from '../errors.js';
-import { CHUNK_BYTES, fileDigest, lineChunks } from './chunks.js';
-import { eachFlatJsonl, eachFlatJsonlText, FALSE, NUMBER, STRING, TRUE, type FlatFields } from './flat-scan.js';
+import { fileDigest, lineChunks } from './chunks.js';
+import { compact, eachFlatJsonl, eachFlatJsonlText, FALSE, NUMBER, STRING, TRUE, type FlatFields } from './flat-scan.js';
 import { field } from './jsonl.js';
 
 /** One rollout outcome, as `observe` applies it. */
@@ -187,12 +187,12 @@ function plainResult(f: FlatFields, line: number, sink: Sink): boolean {
       case 'step':
       case 'tokens':
         if (kind !== NUMBER || !Number.isSafeInteger(number) || number < 0) return false;
-        if (key === 'step') step = number;
-        else tokens = number;
+        if (key === 'step') step = compact(number);
+        else tokens = compact(number);
         break;
       case 'reward':
         if (kind === TRUE || kind === FALSE) reward = kind === TRUE ? 1 : 0;
-        else if (kind === NUMBER && number >= 0 && number <= 1) reward = number;
+        else if (kind === NUMBER && number >= 0 && number <= 1) reward = compact(number);
         else return false;
         break;
       case 'finish_reason':
@@ -267,10 +267,17 @@ function result(
 }
 
 /**
- * A results file as a source (chunks of about 4 MB of text, io/chunks.ts): read once for the
- * digest, then chunk by chunk as a store consumes it. Memory: one chunk, not the file.
+ * Text of a results chunk: 1 MB, about 16,000 rollouts. A chunk's results live until the store
+ * has sorted them, and 4 MB of them outlived the young generation: peak 237 → 182 MB
+ * observing 10⁶ rollouts, for the same time.
  */
-export function fileResultSource(path: string, name: string, chunkBytes = CHUNK_BYTES): ResultSource {
+const RESULT_CHUNK_BYTES = 1 << 20;
+
+/**
+ * A results file as a source (chunks of RESULT_CHUNK_BYTES of text, io/chunks.ts): read once
+ * for the digest, then chunk by chunk as a store consumes it. Memory: one chunk, not the file.
+ */
+export function fileResultSource(path: string, name: string, chunkBytes = RESULT_CHUNK_BYTES): ResultSource {
   const digest = fileDigest(path);
   return {
     digest,
