@@ -7,8 +7,9 @@
  * malformed. The caller then takes the careful path (JSON.parse), which gives the same value
  * or the same error, so the scanner never decides what is valid, only what is plain.
  *
- * Strings are fresh copies of the bytes (Latin-1 = ASCII here), as JSON.parse makes them: a
- * substring of a large text would keep that text alive as long as the value lives.
+ * Strings are fresh copies, as JSON.parse makes them: short ones sliced from the text (V8
+ * copies a substring under 13 characters), longer ones decoded from the bytes (Latin-1 = ASCII
+ * here), since a longer substring would keep the whole text alive as long as the value lives.
  */
 
 import { jsonlLine } from './jsonl.js';
@@ -100,12 +101,6 @@ export class FlatFields {
   /** The text of the line scanned, and its offset in `text` minus the one in the bytes. */
   private text = '';
   private shift = 0;
-
-  /** Position of `key` among the fields, or -1. */
-  indexOf(key: string): number {
-    for (let k = 0; k < this.count; k++) if (this.keys[k] === key) return k;
-    return -1;
-  }
 
   /**
    * Scans the line starting at `start` (JSON whitespace, one flat object, JSON whitespace, a
