@@ -98,7 +98,24 @@ function plainCandidate(f: FlatFields): Candidate | undefined {
     } else if (key === 'partial_rewards' || key === 'prior_pass_rate' || key === 'prior_samples') return undefined;
     candidate[key] = valueOf(f, k);
   }
-  return id ? (candidate as Candidate) : undefined;
+  if (!id) return undefined;
+  return (literal(f, candidate) ?? candidate) as Candidate;
+}
+
+/**
+ * The usual lines' candidates as object literals, equal to `built`: an object built key by key
+ * from `{}` took more memory all through a plan (10⁶ prompts `{"id","prompt_tokens",
+ * "max_tokens"}`: peak 584 MB, as literals 456–490 MB, JSON.parse's objects 457–569 MB).
+ */
+function literal(f: FlatFields, built: Record<string, unknown>): Candidate | undefined {
+  const keys = f.keys;
+  if (keys[0] !== 'id' || f.count > 3) return undefined;
+  if (f.count === 1) return { id: built.id as string };
+  if (f.count === 2 && keys[1] === 'max_tokens') return { id: built.id as string, max_tokens: built.max_tokens as number };
+  if (f.count === 3 && keys[1] === 'prompt_tokens' && keys[2] === 'max_tokens') {
+    return { id: built.id as string, prompt_tokens: built.prompt_tokens as number, max_tokens: built.max_tokens as number };
+  }
+  return undefined;
 }
 
 function grown<T extends Int32Array | Uint32Array>(from: T, to: T): T {
