@@ -84,7 +84,6 @@ export function parsePromptsAt(text: string, name: string): { candidates: Candid
  * The object has the fields JSON.parse gives, in the line's order.
  */
 function plainCandidate(f: FlatFields): Candidate | undefined {
-  const candidate: Record<string, unknown> = {};
   let id = false;
   for (let k = 0; k < f.count; k++) {
     const key = f.keys[k]!;
@@ -96,25 +95,27 @@ function plainCandidate(f: FlatFields): Candidate | undefined {
     } else if (key === 'prompt_tokens' || key === 'max_tokens') {
       if (kind !== NUMBER || !Number.isSafeInteger(number) || number < (key === 'max_tokens' ? 1 : 0)) return undefined;
     } else if (key === 'partial_rewards' || key === 'prior_pass_rate' || key === 'prior_samples') return undefined;
-    candidate[key] = valueOf(f, k);
   }
   if (!id) return undefined;
-  return (literal(f, candidate) ?? candidate) as Candidate;
+  const usual = literal(f);
+  if (usual !== undefined) return usual;
+  const candidate: Record<string, unknown> = {};
+  for (let k = 0; k < f.count; k++) candidate[f.keys[k]!] = valueOf(f, k);
+  return candidate as Candidate;
 }
 
 /**
- * The usual lines' candidates as object literals, equal to `built`: an object built key by key
- * from `{}` took more memory all through a plan (10⁶ prompts `{"id","prompt_tokens",
- * "max_tokens"}`: peak 584 MB, as literals 456–490 MB, JSON.parse's objects 457–569 MB).
+ * The usual lines' candidates as object literals: an object built key by key from `{}` took
+ * more memory all through a plan (10⁶ prompts `{"id","prompt_tokens","max_tokens"}`: peak
+ * 584 MB, as literals 456–490 MB, JSON.parse's objects 457–569 MB). Undefined for other lines.
  */
-function literal(f: FlatFields, built: Record<string, unknown>): Candidate | undefined {
+function literal(f: FlatFields): Candidate | undefined {
   const keys = f.keys;
   if (keys[0] !== 'id' || f.count > 3) return undefined;
-  if (f.count === 1) return { id: built.id as string };
-  if (f.count === 2 && keys[1] === 'max_tokens') return { id: built.id as string, max_tokens: built.max_tokens as number };
-  if (f.count === 3 && keys[1] === 'prompt_tokens' && keys[2] === 'max_tokens') {
-    return { id: built.id as string, prompt_tokens: built.prompt_tokens as number, max_tokens: built.max_tokens as number };
-  }
+  const id = f.strings[0]!;
+  if (f.count === 1) return { id };
+  if (f.count === 2 && keys[1] === 'max_tokens') return { id, max_tokens: valueOf(f, 1) as number };
+  if (f.count === 3 && keys[1] === 'prompt_tokens' && keys[2] === 'max_tokens') return { id, prompt_tokens: valueOf(f, 1) as number, max_tokens: valueOf(f, 2) as number };
   return undefined;
 }
 
