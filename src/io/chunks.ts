@@ -58,10 +58,11 @@ export function fileDigest(path: string): string {
 
 /**
  * The file's text in pieces of whole lines (a piece ends after a newline, or at the end of
- * the file), each with the number of its first line. Bytes that are not UTF-8 throw BAD_INPUT
+ * the file), each with its bytes (UTF-8, without the file's byte-order mark; valid until the
+ * next piece is asked for) and the number of its first line. Bytes that are not UTF-8 throw BAD_INPUT
  * naming `name:line`. A line longer than a piece grows the piece. O(size).
  */
-export function* lineChunks(path: string, name: string, chunkBytes = CHUNK_BYTES): Generator<{ text: string; firstLine: number }> {
+export function* lineChunks(path: string, name: string, chunkBytes = CHUNK_BYTES): Generator<{ text: string; bytes: Buffer; firstLine: number }> {
   const fd = openOrThrow(path);
   try {
     let buffer = Buffer.allocUnsafe(chunkBytes);
@@ -81,8 +82,9 @@ export function* lineChunks(path: string, name: string, chunkBytes = CHUNK_BYTES
       if (end > 0) {
         // A newline never occurs inside a UTF-8 sequence, so a piece cut after one decodes alone.
         const text = decodeUtf8(buffer.subarray(0, end), name, true, firstLine - 1, atStart);
+        const bom = atStart && end >= 3 && BOM.every((b, k) => buffer[k] === b) ? 3 : 0;
         atStart = false;
-        yield { text, firstLine };
+        yield { text, bytes: buffer.subarray(bom, end), firstLine };
         for (let k = buffer.indexOf(0x0a); k >= 0 && k < end; k = buffer.indexOf(0x0a, k + 1)) firstLine++;
         buffer.copy(buffer, 0, end, filled);
         filled -= end;

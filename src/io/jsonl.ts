@@ -100,20 +100,27 @@ export function storedTextProblem(v: string): string | undefined {
 export function eachJsonl(text: string, name: string, each: (value: Record<string, unknown>, line: number) => void, firstLine = 1): void {
   let line = firstLine - 1;
   let start = 0;
-  const where = () => `${name}:${line}`;
   while (start <= text.length) {
     let end = text.indexOf('\n', start);
     if (end < 0) end = text.length;
-    line++;
-    const raw = text.slice(start, end).trim();
+    jsonlLine(text, start, end, name, ++line, each);
     start = end + 1;
-    if (raw === '') continue;
-    const value = parseJson(raw, where);
-    if (value === null || typeof value !== 'object' || Array.isArray(value)) {
-      throw badInput(where(), `each line must be a JSON object, got ${quote(value)}`);
-    }
-    each(value as Record<string, unknown>, line);
   }
+}
+
+/**
+ * The line `text[start, end)` of a JSONL text, numbered `line`: nothing when blank, else its
+ * value, which must be a JSON object, to `each`. O(length of the line).
+ */
+export function jsonlLine(text: string, start: number, end: number, name: string, line: number, each: (value: Record<string, unknown>, line: number) => void): void {
+  const raw = text.slice(start, end).trim();
+  if (raw === '') return;
+  const where = () => `${name}:${line}`;
+  const value = parseJson(raw, where);
+  if (value === null || typeof value !== 'object' || Array.isArray(value)) {
+    throw badInput(where(), `each line must be a JSON object, got ${quote(value)}`);
+  }
+  each(value as Record<string, unknown>, line);
 }
 
 /**

@@ -1,7 +1,8 @@
 import { createHash } from 'node:crypto';
 import { badInput, quote } from '../errors.js';
-import { CHUNK_BYTES, fileDigest, lineChunks } from './chunks.js';
-import { eachJsonl, field } from './jsonl.js';
+import { fileDigest, lineChunks } from './chunks.js';
+import { compact, eachFlatJsonl, eachFlatJsonlText, FALSE, NUMBER, STRING, TRUE, type FlatFields } from './flat-scan.js';
+import { field } from './jsonl.js';
 
 /** One rollout outcome, as `observe` applies it. */
 export interface RolloutResult {
@@ -112,7 +113,7 @@ export function parseResults(text: string, name: string): ResultBatch {
   const digest = digestOf(text);
   const results: RolloutResult[] = [];
   const keys: string[] = [];
-  resultsOfText(text, name, 1, batchSink(digest, results, keys));
+  resultsOfText(text, name, batchSink(digest, results, keys));
   return { results, digest, keys };
 }
 
@@ -145,9 +146,74 @@ function validateResults(items: readonly { where: string; line: number; value: R
   return { results, digest, keys };
 }
 
-/** Parses JSONL text of results (lines numbered from `firstLine`) into `sink`. */
-function resultsOfText(text: string, name: string, firstLine: number, sink: Sink): void {
-  eachJsonl(text, name, (value, line) => validateResult(`${name}:${line}`, line, value, sink), firstLine);
+/**
+ * Parses JSONL text of results into `sink`: plain one-rollout lines by the scanner
+ * (io/flat-scan.ts), the others as validateResult checks them. `piece`: the text is a piece
+ * of a file, with its bytes (UTF-8) and the number of its first line; else a whole text.
+ */
+function resultsOfText(text: string, name: string, sink: Sink, piece?: { bytes: Buffer; firstLine: number }): void {
+  const fast = (fields: FlatFields, line: number) => plainResult(fields, line, sink);
+  const each = (value: Record<string, unknown>, line: number) => validateResult(`${name}:${line}`, line, value, sink);
+  if (piece === undefined) eachFlatJsonlText(text, name, fast, each);
+  else eachFlatJsonl(text, piece.bytes, name, fast, each, piece.firstLine);
+}
+
+const NO_HINT = {};
+
+/**
+ * A scanned line (io/flat-scan.ts) of one rollout that validateResult would surely accept,
+ * passed to `sink` as it would pass it; false, having done nothing, for anything else
+ * (`rewards`, the hint fields, a missing or odd value: the careful path decides). Unknown
+ * fields are ignored, as validateResult ignores them.
+ */
+function plainResult(f: FlatFields, line: number, sink: Sink): boolean {
+  let prompt_id: string | undefined;
+  let step: number | undefined;
+  let reward: number | undefined;
+  let tokens: number | undefined;
+  let finish: string | undefined;
+  let rollout_id: string | undefined;
+  let group: string | undefined;
+  for (let k = 0; k < f.count; k++) {
+    const key = f.keys[k]!;
+    const kind = f.kinds[k];
+    const number = f.numbers[k]!;
+    const text = kind === STRING ? f.strings[k]! : '';
+    switch (key) {
+      case 'prompt_id':
+        if (text === '') return false;
+        prompt_id = text;
+        break;
+      case 'step':
+      case 'tokens':
+        if (kind !== NUMBER || !Number.isSafeInteger(number) || number < 0) return false;
+        if (key === 'step') step = compact(number);
+        else tokens = compact(number);
+        break;
+      case 'reward':
+        if (kind === TRUE || kind === FALSE) reward = kind === TRUE ? 1 : 0;
+        else if (kind === NUMBER && number >= 0 && number <= 1) reward = compact(number);
+        else return false;
+        break;
+      case 'finish_reason':
+        if (!FINISH.has(text)) return false;
+        finish = text;
+        break;
+      case 'rollout_id':
+      case 'group':
+        if (text === '') return false;
+        if (key === 'group') group = text;
+        else rollout_id = text;
+        break;
+      case 'rewards':
+      case 'prior_pass_rate':
+      case 'prior_samples':
+        return false;
+    }
+  }
+  if (prompt_id === undefined || reward === undefined) return false;
+  sink(result(prompt_id, step, group, reward, tokens, finish as RolloutResult['finish_reason'], rollout_id, NO_HINT), line, 0);
+  return true;
 }
 
 /**
@@ -201,17 +267,24 @@ function result(
 }
 
 /**
- * A results file as a source (chunks of about 4 MB of text, io/chunks.ts): read once for the
- * digest, then chunk by chunk as a store consumes it. Memory: one chunk, not the file.
+ * Text of a results chunk: 1 MB, about 16,000 rollouts. A chunk's results live until the store
+ * has sorted them, and 4 MB of them outlived the young generation: peak 237 → 182 MB
+ * observing 10⁶ rollouts, for the same time.
  */
-export function fileResultSource(path: string, name: string, chunkBytes = CHUNK_BYTES): ResultSource {
+const RESULT_CHUNK_BYTES = 1 << 20;
+
+/**
+ * A results file as a source (chunks of RESULT_CHUNK_BYTES of text, io/chunks.ts): read once
+ * for the digest, then chunk by chunk as a store consumes it. Memory: one chunk, not the file.
+ */
+export function fileResultSource(path: string, name: string, chunkBytes = RESULT_CHUNK_BYTES): ResultSource {
   const digest = fileDigest(path);
   return {
     digest,
     *chunks() {
-      for (const { text, firstLine } of lineChunks(path, name, chunkBytes)) {
+      for (const piece of lineChunks(path, name, chunkBytes)) {
         const chunk = new LinesChunk(digest);
-        resultsOfText(text, name, firstLine, chunk.sink);
+        resultsOfText(piece.text, name, chunk.sink, piece);
         yield chunk;
       }
     },
