@@ -74,6 +74,9 @@ describe('log formats', () => {
     ['visits', '{"step": 0, "prompt_id": "1", "n": 8, "correct": 2}\n{"step": 0, "prompt_id": "2", "n": 8, \n', ':2', 'malformed JSON'],
     ['results', '{"prompt_id": "a", "step": 0, "reward": 1}\n{"prompt_id": "a", "step": 0, "reward": 7}\n', ':2', '"reward"'],
     ['results', '{"prompt_id": "a", "step": 0, "reward": 1}\n{"prompt_id": "a", "reward": 1}\n', ':2', '"step" is required'],
+    ['results', '{"prompt_id": "a", "step": 0, "reward": 1}\n{"prompt_id": "a", "step": 0, "rewards": [1, 0], "tokens": [3]}\n', ':2', '"tokens" must be an array as long as "rewards" (2)'],
+    ['results', '{"prompt_id": "a", "step": 0, "reward": 1}\n{"prompt_id": "a", "step": 0, "rewards": [1, 0], "tokens": [3, -1]}\n', ':2', '"tokens[1]" must be a non-negative integer'],
+    ['results', '{"prompt_id": "a", "step": 0, "reward": 1}\n{"prompt_id": "a", "step": 0, "rewards": [1, 2]}\n', ':2', '"rewards[1]" must be a number in [0, 1]'],
     ['verl', '{"input": "x", "output": "y", "score": 1, "step": 1}\n{"input": "x", "output": "y", "score": "high", "step": 1}\n', ':2', '"score"'],
   ])('a malformed %s line is an error naming file:line (%#)', async (_format, text, line, what) => {
     const d = dir();

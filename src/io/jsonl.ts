@@ -163,6 +163,29 @@ export const field = {
   },
   /** An offline difficulty hint (`prior_pass_rate`, `prior_samples`): posterior/hints.ts checkHint. */
   hint: checkHint,
+  /**
+   * A results line's group (`rewards`, with `tokens` beside them): each rollout's reward (a
+   * number in [0, 1] or a boolean) and token count (a non-negative integer, or undefined) to
+   * `each`, in order, after checking it. Throws on `reward` given too, an empty or non-array
+   * `rewards`, or `tokens` not an array as long.
+   */
+  group(where: string, obj: Record<string, unknown>, each: (reward: number, tokens: number | undefined, j: number) => void): void {
+    if (obj.reward !== undefined) throw badInput(where, 'give "reward" (one rollout) or "rewards" (a group), not both');
+    const rewards = obj.rewards;
+    if (!Array.isArray(rewards) || rewards.length === 0) throw badInput(where, `"rewards" must be a non-empty array, got ${quote(rewards)}`);
+    const tokens = obj.tokens;
+    if (tokens !== undefined && (!Array.isArray(tokens) || tokens.length !== rewards.length)) {
+      throw badInput(where, `"tokens" must be an array as long as "rewards" (${rewards.length}), got ${quote(tokens)}`);
+    }
+    for (let j = 0; j < rewards.length; j++) {
+      const reward = field.reward(where, `rewards[${j}]`, rewards[j]);
+      const t: unknown = tokens === undefined ? undefined : tokens[j];
+      if (t !== undefined && (typeof t !== 'number' || !Number.isSafeInteger(t) || t < 0)) {
+        throw badInput(where, `"tokens[${j}]" must be a non-negative integer, got ${quote(t)}`);
+      }
+      each(reward, t as number | undefined, j);
+    }
+  },
   reward(where: string, key: string, v: unknown): number {
     if (typeof v === 'boolean') return v ? 1 : 0;
     if (typeof v !== 'number' || !Number.isFinite(v) || v < 0 || v > 1) {

@@ -226,21 +226,7 @@ function validateResult(where: string, line: number, value: Record<string, unkno
   const group = field.string(where, value, 'group', false);
   const hint = field.hint(where, value);
   if (value.rewards !== undefined) {
-    if (value.reward !== undefined) throw badInput(where, 'give "reward" (one rollout) or "rewards" (a group), not both');
-    const rewards = value.rewards;
-    if (!Array.isArray(rewards) || rewards.length === 0) throw badInput(where, `"rewards" must be a non-empty array, got ${quote(rewards)}`);
-    const tokens = value.tokens;
-    if (tokens !== undefined && (!Array.isArray(tokens) || tokens.length !== rewards.length)) {
-      throw badInput(where, `"tokens" must be an array as long as "rewards" (${rewards.length}), got ${quote(tokens)}`);
-    }
-    for (let j = 0; j < rewards.length; j++) {
-      const reward = field.reward(where, `rewards[${j}]`, rewards[j]);
-      const t: unknown = tokens === undefined ? undefined : tokens[j];
-      if (t !== undefined && (typeof t !== 'number' || !Number.isSafeInteger(t) || t < 0)) {
-        throw badInput(where, `"tokens[${j}]" must be a non-negative integer, got ${quote(t)}`);
-      }
-      sink(result(prompt_id, step, group, reward, t as number | undefined, undefined, undefined, hint), line, j);
-    }
+    field.group(where, value, (reward, tokens, j) => sink(result(prompt_id, step, group, reward, tokens, undefined, undefined, hint), line, j));
     return;
   }
   if (value.reward === undefined) throw badInput(where, '"reward" is required (or "rewards" for a group), got nothing');

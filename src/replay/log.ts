@@ -148,19 +148,7 @@ function addResultLine(store: RolloutStore, where: string, obj: Record<string, u
   const step = requireStep(where, obj);
   if (obj.finish_reason === 'abort') return;
   if (obj.rewards !== undefined) {
-    const rewards = obj.rewards;
-    if (!Array.isArray(rewards) || rewards.length === 0) throw badInput(where, `"rewards" must be a non-empty array, got ${quote(rewards)}`);
-    const tokens = obj.tokens;
-    if (tokens !== undefined && (!Array.isArray(tokens) || tokens.length !== rewards.length)) {
-      throw badInput(where, `"tokens" must be an array as long as "rewards" (${rewards.length}), got ${quote(tokens)}`);
-    }
-    for (let j = 0; j < rewards.length; j++) {
-      const t: unknown = tokens === undefined ? undefined : tokens[j];
-      if (t !== undefined && (typeof t !== 'number' || !Number.isSafeInteger(t) || t < 0)) {
-        throw badInput(where, `"tokens[${j}]" must be a non-negative integer, got ${quote(t)}`);
-      }
-      store.add(step, prompt_id, field.reward(where, `rewards[${j}]`, rewards[j]), t as number | undefined);
-    }
+    field.group(where, obj, (reward, tokens) => store.add(step, prompt_id, reward, tokens));
     return;
   }
   if (obj.reward === undefined) throw badInput(where, '"reward" is required (or "rewards" for a group), got nothing');
