@@ -104,10 +104,14 @@ export class SqliteStore implements Store {
     return row === undefined ? undefined : fromRow(row);
   }
 
+  /** The last step observed; its statement prepared once (the service's plans read it every request). */
   lastStep(): number | null {
-    const row = this.sync(() => this.db.prepare("SELECT value FROM meta WHERE key = 'last_step'").get() as { value: string } | undefined);
-    return row === undefined ? null : Number(row.value);
+    const read = (this.lastStepRead ??= this.db.prepare("SELECT value FROM meta WHERE key = 'last_step'").pluck());
+    const value = this.sync(() => read.get() as string | undefined);
+    return value === undefined ? null : Number(value);
   }
+
+  private lastStepRead: Database.Statement | undefined;
 
   /** Prompts with evidence (a prompt only planned, store/meta.ts, is not counted). */
   count(): number {
@@ -156,7 +160,6 @@ export class SqliteStore implements Store {
         prompts: this.db.prepare(`SELECT ${ROW_COLUMNS} FROM prompts WHERE id IN (SELECT value FROM json_each(?))`).raw(),
         pooled: this.db.prepare(`SELECT scope, ${POOLED_COLUMNS.join(', ')} FROM pooled WHERE scope IN (SELECT value FROM json_each(?))`).raw(),
         hinted: this.db.prepare(`SELECT ${ROW_COLUMNS} FROM prompts WHERE prior_pass_rate IS NOT NULL AND successes + failures > 0`).raw(),
-        lastStep: this.db.prepare("SELECT value FROM meta WHERE key = 'last_step'").pluck(),
       });
       // Rows as arrays: making an object per row cost as much as finding it.
       for (let k = 0; k < ids.length; k += 1000) for (const row of read.prompts.all(JSON.stringify(ids.slice(k, k + 1000))) as RawRow[]) states.push(fromRawRow(row));
@@ -170,14 +173,13 @@ export class SqliteStore implements Store {
         calibration = [];
         for (const row of read.hinted.iterate() as IterableIterator<RawRow>) calibration.push(fromRawRow(row));
       }
-      const lastStep = read.lastStep.get() as string | undefined;
-      return partialSnapshot(states, pooled, lastStep === undefined ? null : Number(lastStep), calibration);
+      return partialSnapshot(states, pooled, this.lastStep(), calibration);
     });
     return this.sync(() => read());
   }
 
   /** snapshot(ids)'s statements, prepared on first use. */
-  private reads: { prompts: Database.Statement; pooled: Database.Statement; hinted: Database.Statement; lastStep: Database.Statement } | undefined;
+  private reads: { prompts: Database.Statement; pooled: Database.Statement; hinted: Database.Statement } | undefined;
 
   /**
    * Fills the pooled rows from the prompts once, for a state written before they existed
