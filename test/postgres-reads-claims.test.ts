@@ -1,13 +1,11 @@
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import pg from 'pg';
-import { afterAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { defaultDecay, fileResultSource, PostgresStore, SqliteStore } from '../src/index.js';
 import { freshPgUrl, pgUrl } from './service-helpers.js';
+import { tempDir } from './temp.js';
 
-const dir = mkdtempSync(join(tmpdir(), 'rb-pg-claims-'));
-afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
 /** Lines with rollout ids `r<from>`..`r<to - 1>`, each id twice (the second a duplicate), over 37 prompts. */
 function idLines(from: number, to: number): string {
@@ -28,6 +26,7 @@ async function dropSchema(base: string, schemaUrl: string): Promise<void> {
 const url = pgUrl();
 describe.skipIf(url === undefined)('PostgreSQL reads and rollout-id claims', () => {
   it('claims keys chunk by chunk as SQLite does: ids already stored, repeated in one chunk, or repeated in a later chunk are duplicates', async () => {
+    const dir = tempDir('rb-pg-claims-'); // made in the test: a run without PostgreSQL makes none
     const first = join(dir, 'first.jsonl');
     const second = join(dir, 'second.jsonl');
     writeFileSync(first, idLines(0, 100));
@@ -57,7 +56,7 @@ describe.skipIf(url === undefined)('PostgreSQL reads and rollout-id claims', () 
   });
 
   it('a snapshot of ids that repeat, come unsorted or are missing reads each stored prompt once', async () => {
-    const file = join(dir, 'snap.jsonl');
+    const file = join(tempDir('rb-pg-claims-'), 'snap.jsonl');
     writeFileSync(file, idLines(0, 40));
     const schemaUrl = freshPgUrl(url!);
     const store = await PostgresStore.connect(schemaUrl);
