@@ -1,7 +1,9 @@
 import { createRequire } from 'node:module';
 import fc from 'fast-check';
+import pg from 'pg';
 import { describe, expect, it } from 'vitest';
-import { pgArray } from '../src/store/pg-array.js';
+import { dollarQuoted, pgArray } from '../src/store/pg-array.js';
+import { pgUrl } from './service-helpers.js';
 
 /** pg's own conversion of a query parameter (what a plain array is sent as). */
 const { prepareValue } = createRequire(import.meta.url)('pg/lib/utils.js') as { prepareValue: (v: unknown) => string };
@@ -24,5 +26,29 @@ describe('pgArray: the array literal pg sends for an array parameter', () => {
       expect(pgArray(values)).toBe(prepareValue(values));
     }), { numRuns: 300 });
     expect(runs).toBe(300);
+  });
+});
+
+const url = pgUrl();
+describe.skipIf(url === undefined)('dollarQuoted: a SQL string constant PostgreSQL reads back as the text', () => {
+  it('round-trips text with quotes, backslashes, dollars and its own tags', async () => {
+    const client = new pg.Client({ connectionString: url });
+    await client.connect();
+    try {
+      const texts = ['', 'plain', "it's", '\\', '\\\\"', '$', '$$', '$k$', 'a$k$b$k0$c', '$k0$$k1$', '{"a\\\\b","c\\"d"}', 'é😀\n\t', '$k', 'k$'];
+      for (const text of texts) {
+        const { rows } = await client.query(`SELECT ${dollarQuoted(text)}::text AS t`);
+        expect(rows[0].t, JSON.stringify(text)).toBe(text);
+      }
+      // random texts over the characters that matter ($, the tag's letters, quotes, backslash)
+      const samples = fc.sample(fc.string({ unit: fc.constantFrom('$', 'k', '0', '1', "'", '\\', '"', 'x'), maxLength: 12 }), { numRuns: 200, seed: 15 });
+      const { rows: back } = await client.query(`SELECT ${samples.map((t, k) => `${dollarQuoted(t)}::text AS t${k}`).join(', ')}`);
+      expect(samples.map((_, k) => back[0][`t${k}`])).toEqual(samples);
+      const keys = ['x', "o'k", 'b\\s', 'q"t', '$k$', ''];
+      const { rows } = await client.query(`SELECT unnest(${dollarQuoted(pgArray(keys))}::text[]) AS k`);
+      expect(rows.map((r) => r.k)).toEqual(keys);
+    } finally {
+      await client.end();
+    }
   });
 });

@@ -19,3 +19,16 @@ export function pgArray(values: readonly (string | number | null | undefined)[])
 
 /** A string with nothing to escape in an array element. */
 const PLAIN = /^[^\\"]*$/;
+
+/**
+ * `text` as a dollar-quoted SQL string constant (`$k$...$k$`, taken as it is: no escapes), its
+ * tag one that does not occur in `text` or across its end. For a literal inlined in a query with no parameters
+ * (store/postgres-apply.ts claimKeys), where pg's escapeLiteral, a character at a time, took
+ * ~0.5 s of 10⁶ keys. O(length).
+ */
+export function dollarQuoted(text: string): string {
+  let tag = '$k$';
+  // The constant ends at the first tag after the opening one: none in the text, nor across its end.
+  for (let k = 0; `${text}${tag}`.indexOf(tag) !== text.length; k++) tag = `$k${k}$`;
+  return `${tag}${text}${tag}`;
+}

@@ -4,7 +4,7 @@ import { LN_EVIDENCE_FLOOR, LN_GUARD, type DecayOptions } from '../posterior/dec
 import type { PromptState } from '../posterior/state.js';
 import { applyEvidence, EvidenceAccumulator, type StepEvidence } from './accumulate.js';
 import { BatchClaims } from './claims.js';
-import { pgArray } from './pg-array.js';
+import { dollarQuoted, pgArray } from './pg-array.js';
 import { PooledDeltas } from './pooled.js';
 import { addPooled } from './postgres-pooled.js';
 import { COLUMNS, fromRow, promptsOf, type Row } from './postgres-rows.js';
@@ -106,7 +106,7 @@ async function claimKeys(c: pg.PoolClient, s: string, keys: readonly string[]): 
   try {
     // One simple query (no parameters, so it goes out at once, whole): the client needs no
     // answer between the savepoint and the insert.
-    await c.query(`SAVEPOINT claim; INSERT INTO ${s}.seen (rollout_id) SELECT k FROM unnest(${c.escapeLiteral(array)}::text[]) AS k ORDER BY k; RELEASE SAVEPOINT claim`);
+    await c.query(`SAVEPOINT claim; INSERT INTO ${s}.seen (rollout_id) SELECT k FROM unnest(${dollarQuoted(array)}::text[]) AS k ORDER BY k; RELEASE SAVEPOINT claim`);
     return [];
   } catch (error) {
     if ((error as { code?: string }).code !== '23505') throw error;

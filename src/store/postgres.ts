@@ -56,13 +56,16 @@ export { redactUrl } from './url.js';
  * The state in PostgreSQL, for many writers at once (several controllers, reward workers).
  * Tables live in one schema (`?schema=` in the URL, default `rollout_budget`).
  *
- * apply() is one READ COMMITTED transaction that never reads a posterior into the client:
+ * apply() is one READ COMMITTED transaction that never reads a posterior into the client
+ * (store/postgres-apply.ts):
  * 1. `INSERT INTO seen` claims the batch's rollout keys (claimKeys: a plain INSERT, else
- *    `ON CONFLICT DO NOTHING RETURNING`); a concurrent writer of the same key waits for this
- *    one and then skips it;
- * 2. one `INSERT ... ON CONFLICT DO UPDATE` per round applies the decay rule in SQL against
+ *    `ON CONFLICT DO NOTHING RETURNING`), a chunk's while the next chunk is read; a
+ *    concurrent writer of the same key waits for this one and then skips it;
+ * 2. the touched prompts that have a row are locked; the others are inserted with their first
+ *    step's evidence (one that another writer inserts meanwhile is waited for, then locked);
+ * 3. one `INSERT ... ON CONFLICT DO UPDATE` per round applies the decay rule in SQL against
  *    the row as it is at that moment (row lock), so concurrent batches for one prompt compose;
- * 3. `last_step` only grows (GREATEST).
+ * 4. `last_step` only grows (GREATEST).
  * Keys and prompts are taken in sorted order, so writers lock rows in the same order; a
  * deadlock or serialisation failure still retries the whole transaction (up to 5 times).
  * Results without a `step` get the last step + 1 as read at the start of the transaction
