@@ -55,6 +55,24 @@ describe.skipIf(url === undefined)('observe into PostgreSQL: new and existing pr
     }
   });
 
+  it('writes more prompts than one statement holds (WRITE_ROWS, 10,000) in several, new and then observed again', async () => {
+    const schemaUrl = freshPgUrl(url!);
+    const store = await PostgresStore.connect(schemaUrl);
+    const lite = new SqliteStore(':memory:');
+    try {
+      const many = (step: number) => batchOf(Array.from({ length: 25_000 }, (_, i) => ({ prompt_id: `m${i}`, step, reward: (i % 3) / 2, tokens: i % 500 })));
+      for (const b of [many(1), many(4)]) expect(await store.apply(b, decay)).toEqual(lite.apply(b, decay));
+      expect(await store.count()).toBe(25_000);
+      for (const p of [0, 9_999, 10_000, 19_999, 20_000, 24_999]) same(lite.get(`m${p}`), await store.get(`m${p}`), `m${p}`);
+      const [a, b] = [lite.snapshot(), await store.snapshot(['m0'])];
+      for (const k of ['count', 'sumRate', 'sumRate2', 'correctTokens', 'wrongCount'] as const) expect(Math.abs(b.all[k] - a.all[k])).toBeLessThan(1e-9 * Math.max(1, a.all[k]));
+    } finally {
+      lite.close();
+      await store.close();
+      await drop(schemaUrl);
+    }
+  });
+
   it('a new prompt that another transaction inserts meanwhile is waited for, then locked, read and upserted (not lost, not doubled)', async () => {
     const schemaUrl = freshPgUrl(url!);
     const schema = new URL(schemaUrl).searchParams.get('schema')!;

@@ -37,6 +37,12 @@ const decayed = (col: string) => `CASE
   WHEN excluded.last_step = p.last_step THEN p.${col} + excluded.${col}
   ELSE p.${col} + ${term(`excluded.${col}`, '(p.last_step - excluded.last_step)::float8', '1::float8')} END`;
 
+/**
+ * Prompts written by one statement: its 13 array literals, the message pg makes of them and
+ * the rows it returns are what observe holds at its peak (10⁵ prompts in one statement: ~40 MB).
+ */
+const WRITE_ROWS = 10_000;
+
 /** The prompts table's columns, as observe writes them (evidenceColumns gives their values). */
 const PROMPT_COLUMNS = `id, grp, successes, failures, last_step, rollouts, reward_sum, correct_count, correct_tokens, wrong_count, wrong_tokens,
   prior_pass_rate, prior_samples`;
@@ -160,8 +166,11 @@ export async function applyIn(c: pg.PoolClient, s: string, source: ResultSource,
     await lock(ids);
     const fresh = byRound[0]!.filter((e) => !old.has(e.prompt_id));
     if (fresh.length > 0) {
-      const { rows } = await c.query<{ id: string }>(`${insertSql(s)} RETURNING id`, evidenceColumns(fresh));
-      const inserted = new Set(rows.map((r) => r.id));
+      const inserted = new Set<string>();
+      for (let k = 0; k < fresh.length; k += WRITE_ROWS) {
+        const { rows } = await c.query<{ id: string }>(`${insertSql(s)} RETURNING id`, evidenceColumns(fresh.slice(k, k + WRITE_ROWS)));
+        for (const row of rows) inserted.add(row.id);
+      }
       // The row inserted is the evidence as it is (insertSql), which is what applyEvidence gives on no state.
       for (const e of fresh) if (inserted.has(e.prompt_id)) after.set(e.prompt_id, applyEvidence(undefined, e, decay));
       const raced = fresh.filter((e) => !inserted.has(e.prompt_id)).map((e) => e.prompt_id);
@@ -171,8 +180,11 @@ export async function applyIn(c: pg.PoolClient, s: string, source: ResultSource,
   for (const [k, all] of byRound.entries()) {
     const round = k === 0 ? all.filter((e) => old.has(e.prompt_id)) : all;
     if (round.length === 0) continue;
-    const { rows } = await c.query<Row>(`${upsertSql(s)} RETURNING ${COLUMNS}`, [decay.forgetPerStep, decay.reobserveDiscount, ...evidenceColumns(round)]);
-    for (const row of rows) after.set(row.id, fromRow(row));
+    for (let j = 0; j < round.length; j += WRITE_ROWS) {
+      const part = evidenceColumns(round.slice(j, j + WRITE_ROWS));
+      const { rows } = await c.query<Row>(`${upsertSql(s)} RETURNING ${COLUMNS}`, [decay.forgetPerStep, decay.reobserveDiscount, ...part]);
+      for (const row of rows) after.set(row.id, fromRow(row));
+    }
   }
   const deltas = new PooledDeltas();
   for (const id of ids) deltas.change(old.get(id), after.get(id)!);
