@@ -11,7 +11,7 @@ function idLines(from: number, to: number, times = 1): string {
   return `${lines.join('\n')}\n`;
 }
 
-describe('SQLite claims of rollout ids (store/sqlite-apply.ts): a plain INSERT, else INSERT OR IGNORE', () => {
+describe('SQLite claims of rollout ids (store/sqlite-apply.ts)', () => {
   it('claims new keys, refuses stored ones in a statement that mixes both, and counts repeats in the batch as duplicates', () => {
     const dir = tempDir('rb-sqlite-claims-');
     const files = ['a', 'b', 'c'].map((name) => join(dir, `${name}.jsonl`));

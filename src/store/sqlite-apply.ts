@@ -28,7 +28,6 @@ const COLUMNS = ['id', 'grp', 'successes', 'failures', 'last_step', 'rollouts', 
  * was most of an observe.
  */
 export class SqliteWriter {
-  private readonly inserts = new Map<number, Database.Statement>();
   private readonly claims = new Map<number, Database.Statement>();
   private readonly writes = new Map<number, Database.Statement>();
   private readonly seen: Database.Statement;
@@ -46,29 +45,12 @@ export class SqliteWriter {
       ON CONFLICT(scope) DO UPDATE SET ${POOLED_COLUMNS.map((c) => `${c} = ${c} + excluded.${c}`).join(', ')}`);
   }
 
-  /**
-   * Claims distinct `keys` (at most CLAIM_ROWS) into `claimed`: a plain INSERT, which is what
-   * almost every part needs (new keys) and costs about half of `INSERT OR IGNORE ... RETURNING`
-   * (10⁶ keys: ~1.2 s of CPU against ~2.0 s here); a key already stored fails it whole (a
-   * constraint error undoes the statement, not the transaction), and the part is then claimed
-   * with `INSERT OR IGNORE ... RETURNING`, which gives the keys claimed now.
-   */
-  private claim(keys: readonly string[], claimed: Set<string>): void {
-    try {
-      this.statement(this.inserts, keys.length, '').run(keys);
-      for (const key of keys) claimed.add(key);
-    } catch (error) {
-      if (!String((error as { code?: unknown }).code).startsWith('SQLITE_CONSTRAINT')) throw error;
-      for (const key of this.statement(this.claims, keys.length, 'OR IGNORE', 'RETURNING rollout_id').pluck().all(keys) as string[]) claimed.add(key);
-    }
-  }
-
-  /** `INSERT [or] INTO seen` of `count` keys, `tail` after them; prepared once per shape. */
-  private statement(cache: Map<number, Database.Statement>, count: number, or: string, tail = ''): Database.Statement {
-    let statement = cache.get(count);
+  /** `INSERT OR IGNORE ... RETURNING` of `count` keys: the ones this statement claimed. */
+  private claim(count: number): Database.Statement {
+    let statement = this.claims.get(count);
     if (statement === undefined) {
-      statement = this.db.prepare(`INSERT ${or} INTO seen (rollout_id) VALUES ${'(?),'.repeat(count - 1)}(?) ${tail}`);
-      cache.set(count, statement);
+      statement = this.db.prepare(`INSERT OR IGNORE INTO seen (rollout_id) VALUES ${'(?),'.repeat(count - 1)}(?) RETURNING rollout_id`).pluck();
+      this.claims.set(count, statement);
     }
     return statement;
   }
@@ -129,7 +111,10 @@ export class SqliteWriter {
     for (const chunk of source.chunks()) {
       const request = claims.request(chunk);
       const claimed = new Set<string>();
-      for (let k = 0; k < request.claim.length; k += CLAIM_ROWS) this.claim(request.claim.slice(k, k + CLAIM_ROWS), claimed);
+      for (let k = 0; k < request.claim.length; k += CLAIM_ROWS) {
+        const part = request.claim.slice(k, k + CLAIM_ROWS);
+        for (const key of this.claim(part.length).all(part) as string[]) claimed.add(key);
+      }
       claims.settle(chunk, claimed, request.legacy !== undefined && this.seen.get(request.legacy) !== undefined, acc);
     }
     const evidence = acc.evidence();
