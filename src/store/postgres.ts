@@ -5,6 +5,7 @@ import { LN_EVIDENCE_FLOOR, LN_GUARD, type DecayOptions } from '../posterior/dec
 import { snapshotOf, type PromptState, type StateSnapshot } from '../posterior/state.js';
 import { ALL_SCOPE, groupScope, partialSnapshot, PooledDeltas } from './pooled.js';
 import { addPooled, buildPooled, pooledTableSql, readPooled } from './postgres-pooled.js';
+import { readPartial } from './postgres-partial.js';
 import { EvidenceAccumulator, type StepEvidence } from './accumulate.js';
 import { BatchClaims } from './claims.js';
 import type { AsyncStore } from './async.js';
@@ -268,8 +269,18 @@ export class PostgresStore implements AsyncStore {
     });
   }
 
-  /** Every prompt and the last step in one REPEATABLE READ transaction: a consistent view. */
+  /**
+   * A consistent view in one REPEATABLE READ transaction: every prompt and the last step, or
+   * `ids`, their pooled rows and, when hinted or a prompt read has a hint, every observed
+   * hinted prompt. Without hints, `ids` are read in one statement (store/postgres-partial.ts);
+   * a prompt read with a hint has them read again here, with the hinted prompts.
+   */
   async snapshot(ids?: readonly string[], groups: readonly string[] = [], hinted = false): Promise<StateSnapshot> {
+    if (ids !== undefined && !hinted) {
+      const read = await readPartial<Row>(this.pool, this.schema, COLUMNS, promptsOf(this.schema), sortedUnique(ids), [ALL_SCOPE, ...groups.map(groupScope)]);
+      const states = read.prompts.map(fromRow);
+      if (!states.some((st) => st.priorPassRate !== undefined)) return partialSnapshot(states, read.pooled, read.lastStep);
+    }
     return this.transaction(async (c) => {
       const meta = await c.query<{ v: number }>(`SELECT value::float8 AS v FROM ${this.schema}.meta WHERE key = 'last_step'`);
       const lastStep = meta.rows[0]?.v ?? null;
