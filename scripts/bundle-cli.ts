@@ -9,8 +9,8 @@
  * What the bundle holds: dist/src/cli/main.js and everything it imports, commander included;
  * the modules a command imports on first use (`await import(...)`) stay in it as functions
  * run on first use (esbuild's lazy module wrappers), so `--help` still runs only what it
- * uses. Left out: what `lazyRequire` loads (better-sqlite3, jStat, the LP solver) and pg,
- * required from node_modules when used. `import.meta.url` becomes the bundle's own URL: the
+ * uses; so does better-sqlite3's JavaScript (BUNDLED below). Left out: the rest of what
+ * `lazyRequire` loads (jStat, the LP solver) and pg, required from node_modules when used. `import.meta.url` becomes the bundle's own URL: the
  * files found from it (package.json, fixtures/, the service's planning thread at
  * ../../dist/src/service/plan-thread.js) are found from dist/cli/ as from dist/src/<folder>/.
  *
@@ -56,6 +56,31 @@ module.exports = new Proxy({}, { get: (_, key) => load()[key], has: (_, key) => 
   },
 };
 
+/**
+ * Packages that lazyRequire (src/lazy.ts) takes from the bundle itself: still run on first
+ * use (esbuild wraps a CommonJS module in a function run on its first require), but read and
+ * compiled with the bundle, under its code cache, where Node would resolve, read and compile
+ * their files one by one. better-sqlite3's JavaScript is some 15 files, ~6 ms of a plan's
+ * start; its native addon is loaded by path (store/sqlite-driver.ts: the bundled copy cannot
+ * find it itself, so sqlite-driver asks for it only with that path). Any other name is required
+ * from node_modules at run time, as before.
+ */
+const BUNDLED = ['better-sqlite3'];
+
+const bundledLazyRequire: Plugin = {
+  name: 'bundled-lazy-require',
+  setup(b) {
+    b.onLoad({ filter: /[\\/]dist[\\/]src[\\/]lazy\.js$/ }, () => ({
+      contents: `const bundled = { ${BUNDLED.map((name) => `${JSON.stringify(name)}: () => require(${JSON.stringify(name)})`).join(', ')} };
+export function lazyRequire(name) {
+  let loaded;
+  return () => (loaded ??= (bundled[name] ?? (() => require(name)))());
+}`,
+      loader: 'js',
+    }));
+  },
+};
+
 const buildId = randomBytes(8).toString('hex');
 rmSync(`${BUNDLE}.cache`, { force: true });
 await build({
@@ -65,10 +90,10 @@ await build({
   platform: 'node',
   format: 'cjs',
   target: 'node20',
-  external: ['better-sqlite3', 'pg'],
+  external: ['pg'],
   define: { 'import.meta.url': '__bundle_url' },
   banner: { js: `// rollout-budget bundle ${buildId}\nconst __bundle_url = require('node:url').pathToFileURL(__filename).href;` },
-  plugins: [lazyChildProcess],
+  plugins: [lazyChildProcess, bundledLazyRequire],
   logLevel: 'warning',
 });
 
