@@ -1,6 +1,6 @@
 import seedrandom from 'seedrandom';
 import { describe, expect, it } from 'vitest';
-import { firstRepeat, fnv1a, sortedHashes } from '../src/math/hash.js';
+import { firstRepeat, fnv1a } from '../src/math/hash.js';
 
 /** The first repeat the plain way: a map of the keys seen. */
 function mapRepeat(keys: readonly string[]): { at: number; before: number } | undefined {
@@ -13,15 +13,7 @@ function mapRepeat(keys: readonly string[]): { at: number; before: number } | un
   return undefined;
 }
 
-describe('firstRepeat (radix-sorted hashes)', () => {
-  it('sorts as the typed array sort does, over the whole 32-bit range', () => {
-    const random = seedrandom('sorted-hashes');
-    for (const n of [0, 1, 2, 3, 2047, 2049, 100_000]) {
-      const values = Uint32Array.from({ length: n }, () => (random() < 0.1 ? [0, 0xffffffff, 0x7ff, 0x800][Math.floor(random() * 4)]! : Math.floor(random() * 2 ** 32)));
-      expect(sortedHashes(values), `n ${n}`).toEqual(values.slice().sort());
-    }
-  });
-
+describe('firstRepeat', () => {
   it('finds the repeat a map finds, with colliding hashes of different keys and keys repeated many times', () => {
     const random = seedrandom('first-repeat');
     // fnv1a('id-149599') === fnv1a('id-312382'): equal hashes, different keys.
