@@ -8,6 +8,7 @@ import type { PromptMeta } from './meta.js';
 import { ALL_SCOPE, groupScope, partialSnapshot, POOLED_COLUMNS, POOLED_META_KEY, pooledOf, pooledValues, statsOfValues } from './pooled.js';
 import { SqliteWriter } from './sqlite-apply.js';
 import { installedSqlite, sqliteDriver } from './sqlite-driver.js';
+import { PromptScan } from './sqlite-scan.js';
 import { fromRawRow, fromRow, ROW_COLUMNS, type RawRow, type Row } from './sqlite-rows.js';
 import type { ObserveSummary, Store } from './types.js';
 
@@ -147,8 +148,10 @@ export class SqliteStore implements Store {
   snapshot(ids?: readonly string[], groups: readonly string[] = [], hinted = false): StateSnapshot {
     const read = this.db.transaction(() => {
       if (ids === undefined) {
-        // Row by row: each row's array dies young, where a list of a million of them lived
-        // through the plan and made every collection slow.
+        // Columns (store/sqlite-scan.ts), else row by row: each row's array dies young, where a
+        // list of a million of them lived through the plan and made every collection slow.
+        const columns = (this.scanner ??= new PromptScan(this.db)).read();
+        if (columns !== undefined) return columns.snapshot(this.lastStep());
         const states: PromptState[] = [];
         for (const row of this.db.prepare(`SELECT ${ROW_COLUMNS} FROM prompts`).raw().iterate() as IterableIterator<RawRow>) states.push(fromRawRow(row));
         return snapshotOf(states, this.lastStep());
@@ -175,6 +178,9 @@ export class SqliteStore implements Store {
     });
     return this.sync(() => read());
   }
+
+  /** snapshot()'s read of the whole table, prepared on first use. */
+  private scanner: PromptScan | undefined;
 
   /** snapshot(ids)'s statements, prepared on first use. */
   private reads: { prompts: Database.Statement; pooled: Database.Statement; hinted: Database.Statement } | undefined;
