@@ -56,7 +56,8 @@ async function main(args: readonly string[]): Promise<void> {
       for (const format of ['results', 'verl']) {
         const [small, big] = fixed.map((size) => r.find((y) => y.rollouts === size && y.pool !== undefined && y.format === format)!);
         const ratio = big!.peakRss / small!.peakRss;
-        targets.push(`replay memory independent of the log's length (${format}, same pool of 10⁵ prompts; peak RSS at ${big!.rollouts.toExponential(0)} within 1.25× of ${small!.rollouts.toExponential(0)}): ${(small!.peakRss / 1e6).toFixed(0)} MB → ${(big!.peakRss / 1e6).toFixed(0)} MB, ${ratio.toFixed(2)}× ${met(ratio <= 1.25)}`);
+        const label = (n: number) => (n === 1e6 ? '10⁶' : n === 1e7 ? '10⁷' : n.toLocaleString('en-US'));
+        targets.push(`replay memory independent of the log's length (${format}, same pool of 10⁵ prompts; peak RSS at ${label(big!.rollouts)} rollouts within 1.25× of ${label(small!.rollouts)}): ${(small!.peakRss / 1e6).toFixed(0)} MB → ${(big!.peakRss / 1e6).toFixed(0)} MB, ${ratio.toFixed(2)}× ${met(ratio <= 1.25)}`);
       }
     }
     if (want('service')) {
