@@ -75,11 +75,12 @@ export async function loadLog(path: string, options: LoadOptions = {}): Promise<
  * come in ascending order, each step's lines together (as trainers write them), are streamed
  * (streamed-run.ts): one pass checks every line and writes each step's rollouts, once read, to
  * a scratch file (step-index.ts), from which a replay reads a step back when it plays it, so
- * memory holds a few steps and each distinct prompt's id, whatever the log's length. Any other results or verl log (steps out
- * of order or interleaved), or `packed: true`, is held packed in one pass (log-store.ts,
- * packed-run.ts: 1–13 bytes a rollout, ~28 a group); the visits format (counts only) as a
- * LoggedRun. Both read the bytes in chunks (io/chunks.ts) and give the same answers.
- * Malformed lines throw BAD_INPUT naming file:line, the first in file order, either way.
+ * memory holds a few steps and each distinct prompt's id, whatever the log's length. Any
+ * other results or verl log (steps out of order or interleaved), or `packed: true`, is held
+ * packed in one pass (log-store.ts, packed-run.ts: 1–13 bytes a rollout, ~28 a group); the
+ * visits format (counts only) as a LoggedRun. Both read the bytes in chunks (io/chunks.ts)
+ * and give the same answers. Malformed lines throw BAD_INPUT naming file:line, the first in
+ * file order, either way.
  */
 export async function readLog(path: string, options: LoadOptions = {}): Promise<{ run: ReplayRun; format: LogFormat }> {
   const files = logFiles(path);

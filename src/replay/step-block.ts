@@ -26,34 +26,26 @@ function sections(s: StepShape): { rewards: number; tokens: number; prompts: num
   return { rewards, tokens, prompts, sizes, end: sizes + pad(4 * s.groups) };
 }
 
-/** The step's groups as a block (see StepShape): per group its prompt number, rewards and token counts. O(rollouts). */
-export function encodeStep(prompts: readonly number[], rewards: readonly (readonly number[])[], tokens: readonly (readonly (number | undefined)[])[]): { shape: StepShape; bytes: Uint8Array } {
-  let total = 0;
-  let fractional = false;
-  let kind: StepShape['tokens'] = 'none';
-  rewards.forEach((group, g) => {
-    total += group.length;
-    for (const r of group) if (r !== 0 && r !== 1) fractional = true;
-    for (const t of tokens[g]!) if (t !== undefined) kind = t > 0x7fffffff || kind === 'double' ? 'double' : 'int32';
-  });
-  const shape: StepShape = { groups: rewards.length, rollouts: total, fractional, tokens: kind };
+/**
+ * A step's groups as a block (see StepShape): per group its prompt number and size, and the
+ * step's rollouts ordered by group, held as `rollouts` holds them. O(rollouts).
+ */
+export function encodeStep(prompts: Int32Array, sizes: Int32Array, rollouts: PackedRollouts): { shape: StepShape; bytes: Uint8Array } {
+  const { rewards, tokens } = rollouts;
+  const shape: StepShape = {
+    groups: prompts.length,
+    rollouts: rewards.length,
+    fractional: rewards instanceof Float64Array,
+    tokens: tokens === undefined ? 'none' : tokens instanceof Int32Array ? 'int32' : 'double',
+  };
   const at = sections(shape);
-  const buffer = new ArrayBuffer(at.end);
-  const r = fractional ? new Float64Array(buffer, at.rewards, total) : new Uint8Array(buffer, at.rewards, total);
-  const t = kind === 'none' ? undefined : kind === 'int32' ? new Int32Array(buffer, at.tokens, total) : new Float64Array(buffer, at.tokens, total);
-  const p = new Int32Array(buffer, at.prompts, shape.groups);
-  const n = new Int32Array(buffer, at.sizes, shape.groups);
-  let k = 0;
-  rewards.forEach((group, g) => {
-    p[g] = prompts[g]!;
-    n[g] = group.length;
-    group.forEach((reward, j) => {
-      r[k] = reward;
-      if (t !== undefined) t[k] = tokens[g]![j] ?? -1;
-      k++;
-    });
-  });
-  return { shape, bytes: new Uint8Array(buffer) };
+  const bytes = new Uint8Array(at.end);
+  const view = (a: ArrayBufferView) => new Uint8Array(a.buffer, a.byteOffset, a.byteLength);
+  bytes.set(view(rewards), at.rewards);
+  if (tokens !== undefined) bytes.set(view(tokens), at.tokens);
+  bytes.set(view(prompts), at.prompts);
+  bytes.set(view(sizes), at.sizes);
+  return { shape, bytes };
 }
 
 /** The bytes a block of this shape takes. */

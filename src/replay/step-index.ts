@@ -1,6 +1,7 @@
 import { closeSync, mkdtempSync, openSync, readSync, rmSync, rmdirSync, unlinkSync, writeSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { RolloutStore } from './log-store.js';
 import { encodeStep, type StepShape } from './step-block.js';
 
 /** One logged step as the index pass saw it: its block in the scratch file (step-block.ts). */
@@ -45,7 +46,7 @@ function writeFully(fd: number, bytes: Uint8Array, position: number): void {
   for (let done = 0; done < bytes.length; ) done += writeSync(fd, bytes, done, bytes.length - done, position + done);
 }
 
-/** Reads exactly `length` bytes at `position` (a short read of a scratch file is a bug). */
+/** Fills `into` from `position` (a short read of a scratch file is a bug). */
 export function readFully(fd: number, into: Uint8Array, position: number): void {
   for (let done = 0; done < into.byteLength; ) {
     const got = readSync(fd, into, done, into.byteLength - done, position + done);
@@ -55,13 +56,13 @@ export function readFully(fd: number, into: Uint8Array, position: number): void 
 }
 
 /**
- * The index pass over a results or verl log in step order: each step's groups and rollouts,
- * once the step's lines are all read, go to a scratch file as a block (step-block.ts, 1–16
- * bytes a rollout), with per group (in a second scratch file, 20 bytes a group) its prompt,
+ * The one pass over a results or verl log in step order: each step's rollouts are packed as
+ * they come (log-store.ts) and, once the step's lines are all read, go to a scratch file as a
+ * block (step-block.ts, 1–13 bytes a rollout), with per group (in a second scratch file, 20 bytes a group) its prompt,
  * counts and the prompt's previous group's counts; `pooledRates` then sweeps the groups
  * backwards into the pooled pass rates (LoggedRun.pooledRate), 8 bytes a group on disk.
- * Memory: one step's rollouts, an entry a step, and two ints and the id of each distinct
- * prompt. Throws NotInStepOrder when a step's rollouts come after a later step's (the caller
+ * Memory: one step packed (1–13 bytes a rollout, ~70 a group), an entry a step, and two ints
+ * and the id of each distinct prompt. Throws NotInStepOrder when a step's rollouts come after a later step's (the caller
  * then holds the log packed in memory instead).
  */
 export class LogIndexer {
@@ -80,12 +81,9 @@ export class LogIndexer {
   private readonly promptIndex = new Map<string, number>();
   private lastN = new Int32Array(1024);
   private lastCorrect = new Int32Array(1024);
-  /** The open step and its groups, first seen first. */
+  /** The open step, its rollouts packed as they come (log-store.ts). */
   private step: number | undefined;
-  private readonly groupOf = new Map<string, number>();
-  private prompts: number[] = [];
-  private rewards: number[][] = [];
-  private tokens: (number | undefined)[][] = [];
+  private store = new RolloutStore();
   private withTokens = 0;
 
   /** Adds one rollout (a RolloutSink). */
@@ -95,16 +93,7 @@ export class LogIndexer {
       this.closeStep();
       this.step = step;
     }
-    let g = this.groupOf.get(prompt);
-    if (g === undefined) {
-      g = this.rewards.length;
-      this.groupOf.set(prompt, g);
-      this.prompts.push(this.promptNumber(prompt));
-      this.rewards.push([]);
-      this.tokens.push([]);
-    }
-    this.rewards[g]!.push(reward);
-    this.tokens[g]!.push(tokens);
+    this.store.add(step, prompt, reward, tokens);
     if (tokens !== undefined) this.withTokens++;
   }
 
@@ -131,30 +120,26 @@ export class LogIndexer {
   /** Writes the open step's block, and its group records with each prompt's previous counts. */
   private closeStep(): void {
     if (this.step === undefined) return;
-    const { shape, bytes } = encodeStep(this.prompts, this.rewards, this.tokens);
+    const groups = this.store.packed();
+    const prompts = Int32Array.from(groups.prompt, (p) => this.promptNumber(groups.prompts[p]!));
+    const { shape, bytes } = encodeStep(prompts, groups.n, groups.rollouts);
     writeFully(this.blocks, bytes, this.blocksEnd);
     this.entries.push({ step: this.step, offset: this.blocksEnd, firstGroup: this.written + this.outGroups, withTokens: this.withTokens, ...shape });
     this.blocksEnd += bytes.length;
-    for (let g = 0; g < this.rewards.length; g++) {
-      const p = this.prompts[g]!;
-      const n = this.rewards[g]!.length;
-      let correct = 0;
-      for (const r of this.rewards[g]!) if (r >= 0.5) correct++;
+    for (let g = 0; g < prompts.length; g++) {
+      const p = prompts[g]!;
       const at = this.outGroups++ * RECORD;
       this.out[at] = p;
-      this.out[at + 1] = n;
-      this.out[at + 2] = correct;
+      this.out[at + 1] = groups.n[g]!;
+      this.out[at + 2] = groups.correct[g]!;
       this.out[at + 3] = this.lastN[p]!;
       this.out[at + 4] = this.lastCorrect[p]!;
-      this.lastN[p] = n;
-      this.lastCorrect[p] = correct;
+      this.lastN[p] = groups.n[g]!;
+      this.lastCorrect[p] = groups.correct[g]!;
       if (this.outGroups === BLOCK) this.flush();
     }
     this.step = undefined;
-    this.groupOf.clear();
-    this.prompts = [];
-    this.rewards = [];
-    this.tokens = [];
+    this.store = new RolloutStore();
     this.withTokens = 0;
   }
 
