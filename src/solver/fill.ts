@@ -220,6 +220,11 @@ export class Filler {
       if (key !== checked) {
         checked = key;
         if (key > 0 && key >= saturated && this.input.plateau !== false && heap.plateauAtLeast(Math.max(PLATEAU_MIN, heap.size >> 4))) {
+          // Spent: drainPlateau would stop at its first move (without ordering the plateau).
+          if (this.spent()) {
+            this.noteBound(key);
+            return;
+          }
           if (this.drainPlateau(key)) return;
           continue;
         }

@@ -161,7 +161,8 @@ export class MaxHeap {
  */
 function popOrder(tie: Uint32Array): Int32Array {
   const size = tie.length;
-  let items = Int32Array.from({ length: size }, (_, i) => i);
+  let items = new Int32Array(size);
+  for (let i = 0; i < size; i++) items[i] = i;
   let keys = tie.slice();
   let toItems = new Int32Array(size);
   let toKeys = new Uint32Array(size);
