@@ -1,6 +1,7 @@
 import seedrandom from 'seedrandom';
 import { describe, expect, it } from 'vitest';
 import { createValueRegistry, fnv1a, greedySolve, MonomialCurves, type CurveMode, type SolverInput, type ValueCurves } from '../src/index.js';
+import { sortedHashes } from '../src/math/hash.js';
 import { ReferenceCurves } from './reference-curves.js';
 
 /**
@@ -22,6 +23,15 @@ function modeOf(random: () => number, size: number, kinds: number, kind: 'beta' 
     beta[i] = alone ? 0.2 + random() * 9 : b;
   }
   return kind === 'beta' ? { kind, alpha, beta } : { kind, p: Float64Array.from(alpha, (a, i) => a / (a + beta[i]!)) };
+}
+
+/** MonomialCurves counting the solver's look-ahead (solver/plateau.ts: plateaus taken in index order). */
+class Counting extends MonomialCurves {
+  peeks = 0;
+  override gainAfterNext(i: number): number {
+    this.peeks++;
+    return super.gainAfterNext(i);
+  }
 }
 
 const same = (a: number, b: number) => Object.is(a, b) || (a !== a && b !== b);
@@ -84,6 +94,7 @@ describe('curves shared by prompts with identical parameters', () => {
       { size: 3_000, kinds: 5, kind: 'beta', shape: { multipleOf: 8, rollouts: 8 * 3_000 + 6 } },
     ];
     let ran = 0;
+    let peeks = 0;
     for (const [k, { size, kinds, kind, shape }] of cases.entries()) {
       const random = seedrandom(`solve/${k}`);
       const mode = modeOf(random, size, kinds, kind);
@@ -103,7 +114,9 @@ describe('curves shared by prompts with identical parameters', () => {
       });
       const balanced = values.get('balanced');
       const hit = values.get('hit');
-      const fast = greedySolve(input(new MonomialCurves(balanced, mode), new MonomialCurves(hit, mode)));
+      const curves = new Counting(balanced, mode);
+      const fast = greedySolve(input(curves, new MonomialCurves(hit, mode)));
+      peeks += curves.peeks;
       const slow = greedySolve(input(new ReferenceCurves(balanced, mode), new ReferenceCurves(hit, mode)));
       expect(fast.status, `case ${k}`).toBe('optimal');
       let differing = 0;
@@ -117,5 +130,14 @@ describe('curves shared by prompts with identical parameters', () => {
       ran++;
     }
     expect(ran).toBe(cases.length);
+    expect(peeks).toBeGreaterThan(0);
+  });
+
+  it('sortedHashes (firstRepeat) sorts like the native sort, repeats and all 32 bits included', () => {
+    const random = seedrandom('hashes');
+    for (const size of [0, 5, 1 << 14, 100_003]) {
+      const hashes = Uint32Array.from({ length: size }, () => (random() < 0.1 ? 0xffffffff : Math.floor(random() * 2 ** 32)));
+      expect(Array.from(sortedHashes(hashes, size)), `size ${size}`).toEqual(Array.from(hashes.slice().sort()));
+    }
   });
 });

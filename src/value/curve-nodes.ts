@@ -4,7 +4,7 @@
  * walk's end). A node never changes after it is made: a prompt that moves goes to another node
  * (its `next`, or a walk's end), made once for all prompts of its class. Typed arrays grown by
  * doubling; at most `limit` nodes (curves.ts then keeps a prompt's state on its own).
- * Memory: 8·(slots + 7) + 20 bytes a node.
+ * Memory: 8·(slots + 7) + 24 bytes a node.
  */
 export class CurveNodes {
   count = 0;
@@ -14,6 +14,8 @@ export class CurveNodes {
   cls: Int32Array;
   /** The node one rollout up, or −1 while none is made. */
   next: Int32Array;
+  /** Prompts whose cursor is at the node now. */
+  refs: Int32Array;
   /** The gain of the next rollout, NaN until read. */
   gain: Float64Array;
   /** The last walk from the node (advanceWhile): its arguments, end node, rollouts and gains. */
@@ -34,6 +36,7 @@ export class CurveNodes {
     this.n = new Int32Array(cap);
     this.cls = new Int32Array(cap);
     this.next = new Int32Array(cap);
+    this.refs = new Int32Array(cap);
     this.gain = new Float64Array(cap);
     this.walkCost = new Float64Array(cap);
     this.walkLambda = new Float64Array(cap);
@@ -57,6 +60,7 @@ export class CurveNodes {
     this.n[node] = n;
     this.cls[node] = cls;
     this.next[node] = -1;
+    this.refs[node] = 0;
     this.gain[node] = NaN;
     this.walkLambda[node] = NaN;
     return node;
@@ -78,6 +82,7 @@ export class CurveNodes {
     this.n = more(this.n, cap);
     this.cls = more(this.cls, cap);
     this.next = more(this.next, cap);
+    this.refs = more(this.refs, cap);
     this.gain = more(this.gain, cap);
     this.walkCost = more(this.walkCost, cap);
     this.walkLambda = more(this.walkLambda, cap);

@@ -20,8 +20,9 @@ const NONE = -1;
  * one, those with the same evidence) run the same arithmetic, so their cursors share states
  * (curve-nodes.ts): a seek, a move, a gain or a walk is computed once per class and state and
  * read by every prompt that reaches it, the same numbers as each prompt computing its own.
- * A prompt alone in its class (or any prompt once the nodes reach their limit, N/2 + 4,096)
- * keeps its state in its own row, as the arithmetic always did.
+ * A prompt alone in its class, one that moves on alone from a state (a sampled walk), and any
+ * prompt once the nodes reach their limit (N/2 + 4,096) keep their state in a row of their
+ * own, as the arithmetic always did.
  * Memory: 12 bytes a prompt, 8·(slots + 1 (+ 1)) a prompt with a row of its own, 8·(slots + 7)
  * + 20 a node, allocated on the first seek or value, so curves a solver never reads (surplus
  * curves when nothing saturates) cost none.
@@ -95,10 +96,20 @@ export class MonomialCurves implements ValueCurves {
     }
     const k = this.k;
     if (from >= 0) {
-      this.term.set(this.nodes.term.subarray(from * k, from * k + k), i * k);
+      const term = this.nodes.term;
+      for (let t = 0; t < k; t++) this.term[i * k + t] = term[from * k + t]!;
       this.cursor[i] = this.nodes.n[from]!;
     }
-    this.at[i] = OWN;
+    this.moveTo(i, OWN);
+  }
+
+  /** Puts prompt i's cursor at `node` (or OWN), counting the prompts at each node. */
+  private moveTo(i: number, node: number): void {
+    const refs = this.nodes.refs;
+    const from = this.at[i]!;
+    if (from >= 0) refs[from]!--;
+    if (node >= 0) refs[node]!++;
+    this.at[i] = node;
   }
 
   /** E[p^A (1−p)^B] (beta mode) or p^A (1−p)^B (point mode) for prompt i. O(A + B). */
@@ -157,7 +168,7 @@ export class MonomialCurves implements ValueCurves {
         this.seekN[c] = n;
         this.seekNode[c] = node;
       }
-      this.at[i] = this.seekNode[c]!;
+      this.moveTo(i, this.seekNode[c]!);
     } else {
       this.own(i, -1);
       this.fill(this.term, i * this.k, i, n);
@@ -169,6 +180,12 @@ export class MonomialCurves implements ValueCurves {
   cursorOf(i: number): number {
     const node = this.at[i] ?? NONE;
     return node >= 0 ? this.nodes.n[node]! : node === OWN ? this.cursor[i]! : 0;
+  }
+
+  /** Prompt i's shared state (a node), or −1 when its state is its own or it has none. */
+  stateOf(i: number): number {
+    const node = this.at[i] ?? NONE;
+    return node >= 0 ? node : -1;
   }
 
   current(i: number): number {
@@ -271,14 +288,15 @@ export class MonomialCurves implements ValueCurves {
     this.walkNext = NaN;
     if (node >= 0) {
       if (nodes.walkLambda[node] === lambda && nodes.walkCost[node] === unitCost && nodes.walkMax[node] === maxN) {
-        this.at[i] = nodes.walkEnd[node]!;
+        this.moveTo(i, nodes.walkEnd[node]!);
         this.walkGain = nodes.walkGain[node]!;
         this.walkNext = nodes.walkNext[node]!;
         return nodes.walkTaken[node]!;
       }
       const start = nodes.n[node]!;
       if (start <= 0) return 0;
-      if (!nodes.full()) {
+      // A prompt alone at its state walks in a row of its own: no other prompt would read the walk.
+      if (!nodes.full() && nodes.refs[node]! > 1) {
         const end = nodes.make(nodes.cls[node]!, start, node);
         const taken = this.walk(nodes.term, end * this.k, i, start, unitCost, lambda, maxN);
         let to = end;
@@ -293,7 +311,7 @@ export class MonomialCurves implements ValueCurves {
         nodes.walkTaken[node] = taken;
         nodes.walkGain[node] = this.walkGain;
         nodes.walkNext[node] = this.walkNext;
-        this.at[i] = to;
+        this.moveTo(i, to);
         return taken;
       }
       this.own(i, node);
@@ -321,28 +339,53 @@ export class MonomialCurves implements ValueCurves {
 
   advance(i: number): void {
     const node = this.at[i]!;
-    const k = this.k;
     if (node >= 0) {
-      const nodes = this.nodes;
-      let child = nodes.next[node]!;
-      if (child < 0) {
-        if (nodes.full()) {
-          this.own(i, node);
-          this.advance(i);
-          return;
-        }
-        const n = nodes.n[node]!;
-        child = nodes.make(nodes.cls[node]!, n + 1, node);
-        this.multiply(nodes.term, child * k, i, n);
-        nodes.next[node] = child;
+      // A prompt alone at a state with no next one moves on in a row of its own.
+      const child = this.nodes.next[node]! >= 0 || this.nodes.refs[node]! > 1 ? this.childOf(node, i) : -1;
+      if (child >= 0) this.moveTo(i, child);
+      else {
+        this.own(i, node);
+        this.advance(i);
       }
-      this.at[i] = child;
       return;
     }
     if (node === NONE) this.own(i, -1);
     const n = this.cursor[i]!;
-    this.multiply(this.term, i * k, i, n);
+    this.multiply(this.term, i * this.k, i, n);
     this.cursor[i] = n + 1;
+  }
+
+  /** The node one rollout above `node` (of prompt i's class), made on first use; −1 when the nodes are full. */
+  private childOf(node: number, i: number): number {
+    const nodes = this.nodes;
+    let child = nodes.next[node]!;
+    if (child >= 0 || nodes.full()) return child;
+    const n = nodes.n[node]!;
+    child = nodes.make(nodes.cls[node]!, n + 1, node);
+    this.multiply(nodes.term, child * this.k, i, n);
+    nodes.next[node] = child;
+    return child;
+  }
+
+  /**
+   * v(n+2) − v(n+1) at prompt i's cursor n, without moving it: the gain nextGain would give
+   * after advance (the same numbers). O(slots).
+   */
+  gainAfterNext(i: number): number {
+    const node = this.at[i]!;
+    const child = node >= 0 ? this.childOf(node, i) : -1;
+    if (child >= 0) {
+      let g = this.nodes.gain[child]!;
+      if (g !== g) this.nodes.gain[child] = g = this.gainAt(this.nodes.term, child * this.k, i, this.nodes.n[child]!);
+      return g;
+    }
+    const n = this.cursorOf(i);
+    const row = this.scratch.scratch;
+    const from = node >= 0 ? this.nodes.term : this.term;
+    const at = (node >= 0 ? node : i) * this.k;
+    for (let t = 0; t < this.k; t++) row[t] = from[at + t]!;
+    this.multiply(row, 0, i, n);
+    return this.gainAt(row, 0, i, n + 1);
   }
 
   /** T(n+1) = T(n)·f for every slot of the moments at `term[at ..]`. */
