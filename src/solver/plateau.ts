@@ -1,4 +1,5 @@
-import { Filler } from './fill.js';
+import type { Filler } from './fill.js';
+import { moveRatio } from './types.js';
 
 /**
  * The moves at the top key `top` (> 0, above the saturation floor), taken exactly as the heap
@@ -102,7 +103,7 @@ function oneEach(f: Filler, items: Int32Array, top: number): boolean {
     if (states.includes(s)) continue;
     if (states.length === STATES) return false;
     states.push(s);
-    if (n[i]! + 1 < max0 && !(Filler.ratio(cv.gainAfterNext(i), uc) < top)) return false;
+    if (n[i]! + 1 < max0 && !(moveRatio(cv.gainAfterNext(i), uc) < top)) return false;
   }
   let usedR = f.state.usedR;
   let usedT = f.state.usedT;
