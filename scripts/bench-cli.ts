@@ -111,28 +111,35 @@ export async function observeBench(sizes: readonly number[], pgUrl: string | und
   return out;
 }
 
-export interface ReplayFigure { rollouts: number; format: string; seconds: number; peakRss: number; read: number }
+export interface ReplayFigure { rollouts: number; format: string; pool: number | undefined; seconds: number; peakRss: number; read: number }
 
-/** `replay --policies uniform` of logs of 10⁴..10⁷ rollouts, results and verl formats. */
-export async function replayBench(sizes: readonly number[]): Promise<ReplayFigure[]> {
+/**
+ * `replay --policies uniform` of logs of 10⁴..10⁷ rollouts, results and verl formats: first
+ * with a pool a third the size of all visits (the distinct prompts grow with the log), then at
+ * `fixedSizes` with a fixed pool of `pool` prompts, so the per-prompt state is the same and
+ * only the log's length changes (a replay's memory should not).
+ */
+export async function replayBench(sizes: readonly number[], fixedSizes: readonly number[], pool: number): Promise<ReplayFigure[]> {
   const dir = benchDir();
   const out: ReplayFigure[] = [];
   const rows: string[][] = [];
-  for (const rollouts of sizes) {
+  const cases = [...sizes.map((rollouts) => ({ rollouts, pool: undefined })), ...fixedSizes.map((rollouts) => ({ rollouts, pool }))];
+  for (const c of cases) {
     for (const format of ['results', 'verl'] as const) {
-      const log = await replayLog(rollouts, format);
-      const read = readReference(log, rollouts >= 1e7 ? 1 : 3);
-      const runs = rollouts >= 1e7 ? 1 : rollouts >= 1e6 ? 3 : 5;
+      const log = await replayLog(c.rollouts, format, c.pool);
+      const read = readReference(log, c.rollouts >= 1e7 ? 1 : 3);
+      const runs = c.rollouts >= 1e7 ? 1 : c.rollouts >= 1e6 ? 3 : 5;
       const report = join(dir, 'replay-out');
       const r = medianRun([CLI, 'replay', '--log', log, '--policies', 'uniform', '--out', report, '--quiet'], runs, () => rmSync(report, { recursive: true, force: true }));
       rmSync(report, { recursive: true, force: true });
-      out.push({ rollouts, format, seconds: r.seconds, peakRss: r.peakRss, read });
-      rows.push([String(rollouts), format, fmtS(r.seconds), fmtMB(r.peakRss), `${(statSync(log).size / 1e6).toFixed(0)} MB`, fmtS(read), fmtX(r.seconds, read)]);
+      out.push({ rollouts: c.rollouts, format, pool: c.pool, seconds: r.seconds, peakRss: r.peakRss, read });
+      const poolLabel = c.pool === undefined ? 'a third of visits' : c.pool.toLocaleString('en-US');
+      rows.push([String(c.rollouts), format, poolLabel, fmtS(r.seconds), fmtMB(r.peakRss), `${(statSync(log).size / 1e6).toFixed(0)} MB`, fmtS(read), fmtX(r.seconds, read)]);
       rmSync(log, { force: true });
     }
   }
-  console.log('\nreplay end to end, uniform policy (steps of 1,024 prompts × 8 rollouts; median of 5, 3 at 10⁶, 1 at 10⁷; target at 10⁷: < 60 s):');
-  console.log('reference: read + JSON.parse every line of the log; ratio = time / reference');
-  table(['rollouts', 'format', 'time', 'peak RSS', 'log', 'reference', 'ratio'], rows);
+  console.log('\nreplay end to end, uniform policy (steps of 1,024 prompts × 8 rollouts; median of 5, 3 at 10⁶, 1 at 10⁷; target at 10⁷: < 60 s, memory independent of the log\'s length):');
+  console.log('pool: the distinct prompts the log draws from; reference: read + JSON.parse every line of the log; ratio = time / reference');
+  table(['rollouts', 'format', 'pool', 'time', 'peak RSS', 'log', 'reference', 'ratio'], rows);
   return out;
 }

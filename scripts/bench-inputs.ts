@@ -71,20 +71,22 @@ export function resultsFile(rollouts: number, withIds: boolean): Promise<string>
 }
 
 /**
- * A logged run for replay: steps of 1,024 prompts × 8 rollouts from a pool a third the size
- * of all visits (each prompt seen about three times), as observe results or as verl dumps
+ * A logged run for replay: steps of 1,024 prompts × 8 rollouts from a pool of `pool` prompts,
+ * by default a third the size of all visits (each prompt seen about three times, so the
+ * distinct prompts grow with the log), as observe results or as verl dumps
  * (`{input, output, score, step}`, short texts).
  */
-export function replayLog(rollouts: number, format: 'results' | 'verl'): Promise<string> {
+export function replayLog(rollouts: number, format: 'results' | 'verl', pool?: number): Promise<string> {
   const random = lcg(rollouts + 7);
   const batch = 1024;
   const steps = Math.ceil(rollouts / (8 * batch));
-  const pool = Math.max(batch, Math.floor((steps * batch) / 3));
-  return writeLines(join(benchDir(), `log-${format}-${rollouts}.jsonl`), (function* () {
+  const size = pool ?? Math.max(batch, Math.floor((steps * batch) / 3));
+  const name = `log-${format}-${rollouts}${pool === undefined ? '' : `-pool-${pool}`}.jsonl`;
+  return writeLines(join(benchDir(), name), (function* () {
     let written = 0;
     for (let s = 0; s < steps && written < rollouts; s++) {
       for (let b = 0; b < batch && written < rollouts; b++) {
-        const p = (s * batch + b) % pool;
+        const p = (s * batch + b) % size;
         for (let j = 0; j < 8 && written < rollouts; j++, written++) {
           const reward = random() < passRate(p) ? 1 : 0;
           if (format === 'results') yield `{"prompt_id":"p${p}","step":${s},"reward":${reward},"tokens":${200 + Math.floor(random() * 3000)}}\n`;

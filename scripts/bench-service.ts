@@ -5,16 +5,37 @@
  * on a state of 10³ and of 10⁶ prompts, one client; then 16 concurrent clients of 256
  * candidates each on the 10⁶-prompt state, p50 and p99. Reference: JSON.parse of the request
  * and of the answer (the bytes every plan must read and a client must parse).
+ *
+ * The clients run in this process, on the cores the service plans on: with 16 clients always
+ * waiting, the service is never idle, so a latency is mostly the queue: by Little's law the mean latency is
+ * at least clients × (CPU a plan) / cores. So the CPU each plan cost is printed beside it: serve's (every thread of
+ * its process, from /proc on Linux; a PostgreSQL server's own CPU is not in it) and the
+ * clients'. Request bodies are made before the clock starts (a trainer makes its own; what a
+ * client does per request here is send it and read the whole answer).
  */
 import { once } from 'node:events';
+import { readFileSync } from 'node:fs';
 import http from 'node:http';
+import { availableParallelism } from 'node:os';
 import { benchDir, warmState } from './bench-inputs.js';
 import { CLI, fmtS, fmtX, median, spawnNode, table } from './bench-util.js';
 
+const mean = (xs: readonly number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
 const pct = (xs: readonly number[], p: number) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor((p / 100) * xs.length))]!;
 
-/** Starts `serve` on a state and returns its base URL and a stop function. */
-async function serve(state: string): Promise<{ url: string; stop: () => Promise<void> }> {
+/** CPU milliseconds a process has used (all its threads: /proc/<pid>/stat, 100 ticks a second), or undefined off Linux. */
+function cpuMsOf(pid: number | undefined): number | undefined {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return (Number(fields[11]) + Number(fields[12])) * 10;
+  } catch {
+    return undefined;
+  }
+}
+
+/** Starts `serve` on a state and returns its base URL, its CPU so far and a stop function. */
+async function serve(state: string): Promise<{ url: string; cpuMs: () => number | undefined; stop: () => Promise<void> }> {
   const child = spawnNode([CLI, 'serve', '--state', state, '--host', '127.0.0.1', '--port', '0', '--plan-threads', '2', '--plan-timeout-s', '120']);
   let err = '';
   const port = await new Promise<number>((resolve, reject) => {
@@ -31,6 +52,7 @@ async function serve(state: string): Promise<{ url: string; stop: () => Promise<
   });
   return {
     url: `http://127.0.0.1:${port}`,
+    cpuMs: () => cpuMsOf(child.pid),
     stop: async () => {
       child.kill('SIGTERM');
       await once(child, 'exit');
@@ -90,7 +112,11 @@ function parseReference(body: string, answer: string): number {
   return median(ts);
 }
 
-export interface ServiceFigures { backend: string; small: number; large: number; p50: number; p99: number; plans: number }
+export interface ServiceFigures {
+  backend: string; small: number; large: number; p50: number; p99: number; plans: number;
+  /** CPU milliseconds a plan under 16 clients: serve's process (undefined off Linux) and the clients'. */
+  serveCpu?: number; clientCpu: number;
+}
 
 /** One backend: `states(size)` gives a state location with `size` prompts. */
 export async function serviceBench(backend: string, stateOf: (size: number) => Promise<string>, clients = 16, seconds = 5): Promise<ServiceFigures> {
@@ -100,8 +126,8 @@ export async function serviceBench(backend: string, stateOf: (size: number) => P
     try {
       const ms: number[] = [];
       let last = { body: '', text: '' };
-      for (let k = 0; k < 33; k++) {
-        const body = planBody(4096, size, k);
+      const bodies = Array.from({ length: 33 }, (_, k) => planBody(4096, size, k));
+      for (const [k, body] of bodies.entries()) {
         const r = await post(service.url, body);
         if (k >= 3) ms.push(r.ms);
         last = { body, text: r.text };
@@ -114,17 +140,27 @@ export async function serviceBench(backend: string, stateOf: (size: number) => P
   const service = await serve(await stateOf(1e6));
   const latencies: number[] = [];
   let reference = 0;
+  let serveCpu: number | undefined;
+  let clientCpu = 0;
   try {
     for (let k = 0; k < 4; k++) await post(service.url, planBody(256, 1e6, 1000 + k));
+    // Enough bodies for any client's share of the run (~400 plans a second here), each its own.
+    const bodies = Array.from({ length: clients }, (_, c) => Array.from({ length: 64 }, (_, k) => planBody(256, 1e6, 10_000 * (c + 1) + k)));
+    const serve0 = service.cpuMs();
+    const client0 = process.cpuUsage();
     const end = performance.now() + seconds * 1000;
     await Promise.all(Array.from({ length: clients }, async (_, c) => {
       for (let k = 0; performance.now() < end; k++) {
-        const body = planBody(256, 1e6, 10_000 * (c + 1) + k);
+        const body = bodies[c]![k % 64]!;
         const r = await post(service.url, body);
         latencies.push(r.ms);
         if (c === 0 && k === 0) reference = parseReference(body, r.text);
       }
     }));
+    const used = process.cpuUsage(client0);
+    clientCpu = (used.user + used.system) / 1000 / latencies.length;
+    const serve1 = service.cpuMs();
+    if (serve0 !== undefined && serve1 !== undefined) serveCpu = (serve1 - serve0) / latencies.length;
   } finally {
     await service.stop();
   }
@@ -137,7 +173,11 @@ export async function serviceBench(backend: string, stateOf: (size: number) => P
     ['10⁶ prompts', '256', String(clients), fmtS(pct(latencies, 50) / 1000), fmtS(pct(latencies, 99) / 1000), fmtS(reference / 1000), fmtX(pct(latencies, 50), reference)],
   ]);
   console.log(`state 10⁶ vs 10³, 4,096 candidates: ${fmtX(l.p50, s.p50)} the p50 (target: within 2×); ${clients} clients: ${latencies.length} plans in ${seconds} s`);
-  return { backend, small: s.p50, large: l.p50, p50: pct(latencies, 50), p99: pct(latencies, 99), plans: latencies.length };
+  const cores = availableParallelism();
+  const serveText = serveCpu === undefined ? 'serve n/a (no /proc)' : `serve ${serveCpu.toFixed(2)} ms (all its threads${backend === 'SQLite' ? '' : `; the ${backend} server's not counted`})`;
+  const bound = serveCpu === undefined ? '' : `; with ${cores} cores shared, the mean latency (${mean(latencies).toFixed(0)} ms) ≥ ${clients} × ${(serveCpu + clientCpu).toFixed(2)} / ${cores} = ${((clients * (serveCpu + clientCpu)) / cores).toFixed(0)} ms`;
+  console.log(`CPU a plan under ${clients} clients: ${serveText}, the clients ${clientCpu.toFixed(2)} ms${bound}`);
+  return { backend, small: s.p50, large: l.p50, p50: pct(latencies, 50), p99: pct(latencies, 99), plans: latencies.length, ...(serveCpu === undefined ? {} : { serveCpu }), clientCpu };
 }
 
 /** SQLite states for the service section (written once, reused by both sizes' runs). */

@@ -2,8 +2,8 @@
  * npm run bench [-- sections...] [--large] [--keep]: every performance figure of the project,
  * each beside its physical reference measured in the same run (bench-util.ts). Sections:
  * `planner` (planStep alone), `startup`, `plan`, `observe`, `replay`, `service`, `verifier`
- * (all by default). `--large` adds the 10⁷-rollout replays (a 0.6 GB and a 1.3 GB log, about
- * two minutes). Inputs go to .tmp/bench and are removed at the end (`--keep` keeps them).
+ * (all by default). `--large` adds the 10⁷-rollout replays (a 0.6 GB and a 1.3 GB log, each
+ * with a growing and with a fixed pool of prompts; about four minutes). Inputs go to .tmp/bench and are removed at the end (`--keep` keeps them).
  * PostgreSQL figures need RB_PG_URL. Figures only: no test asserts a time.
  */
 import { rmSync } from 'node:fs';
@@ -49,14 +49,22 @@ async function main(args: readonly string[]): Promise<void> {
       }
     }
     if (want('replay')) {
-      const r = await replayBench(large ? [1e4, 1e5, 1e6, 1e7] : [1e4, 1e5, 1e6]);
-      for (const x of r.filter((y) => y.rollouts === 1e7)) targets.push(`replay 10⁷ ${x.format} < 60 s: ${x.seconds.toFixed(1)} s ${met(x.seconds < 60)} (peak ${(x.peakRss / 1e6).toFixed(0)} MB)`);
+      // A fixed pool of 10⁵ prompts at 10⁶ and at the largest size: the same per-prompt state, a longer log.
+      const fixed = large ? [1e6, 1e7] : [1e6, 2e6];
+      const r = await replayBench(large ? [1e4, 1e5, 1e6, 1e7] : [1e4, 1e5, 1e6], fixed, 1e5);
+      for (const x of r.filter((y) => y.rollouts === 1e7 && y.pool === undefined)) targets.push(`replay 10⁷ ${x.format} < 60 s: ${x.seconds.toFixed(1)} s ${met(x.seconds < 60)} (peak ${(x.peakRss / 1e6).toFixed(0)} MB)`);
+      for (const format of ['results', 'verl']) {
+        const [small, big] = fixed.map((size) => r.find((y) => y.rollouts === size && y.pool !== undefined && y.format === format)!);
+        const ratio = big!.peakRss / small!.peakRss;
+        const label = (n: number) => (n === 1e6 ? '10⁶' : n === 1e7 ? '10⁷' : n.toLocaleString('en-US'));
+        targets.push(`replay memory independent of the log's length (${format}, same pool of 10⁵ prompts; peak RSS at ${label(big!.rollouts)} rollouts within 1.25× of ${label(small!.rollouts)}): ${(small!.peakRss / 1e6).toFixed(0)} MB → ${(big!.peakRss / 1e6).toFixed(0)} MB, ${ratio.toFixed(2)}× ${met(ratio <= 1.25)}`);
+      }
     }
     if (want('service')) {
       const figures: ServiceFigures[] = [await serviceBench('SQLite', sqliteStates())];
       if (pgUrl !== undefined) figures.push(await serviceBench('PostgreSQL', pgStates(pgUrl)));
       for (const f of figures) {
-        targets.push(`service ${f.backend}: 4,096 candidates, state 10⁶ vs 10³ within 2×: ${(f.large / f.small).toFixed(2)}× ${met(f.large / f.small <= 2)}; 16 clients p50 ${f.p50.toFixed(1)} ms, p99 ${f.p99.toFixed(1)} ms${f.backend === 'SQLite' ? ` (< 50 ms: ${met(f.p99 < 50)})` : ''}`);
+        targets.push(`service ${f.backend}: 4,096 candidates, state 10⁶ vs 10³ within 2×: ${(f.large / f.small).toFixed(2)}× ${met(f.large / f.small <= 2)}; 16 clients p50 ${f.p50.toFixed(1)} ms, p99 ${f.p99.toFixed(1)} ms${f.backend === 'SQLite' ? ` (< 50 ms: ${met(f.p99 < 50)})` : ''}; CPU a plan: serve ${f.serveCpu?.toFixed(2) ?? 'n/a'} ms, clients ${f.clientCpu.toFixed(2)} ms`);
       }
     }
     if (want('verifier')) verifierBench();

@@ -87,4 +87,19 @@ describe('the CLI bundle', () => {
     utimesSync(modules, t + 10, t + 10); // tsc ran after the bundle was made
     expect(run(bin, ['z'], root)).toMatchObject({ code: 3, stdout: 'modules z\n' });
   });
+
+  it('--help does not load node:child_process (commander requires it on first use only), and commander still reaches it', () => {
+    // The built-in modules a process loaded, listed at its exit.
+    const builtins = (setup: string) => {
+      const r = spawnSync(process.execPath, ['-e', `${setup}; process.on('exit', () => process.stderr.write(JSON.stringify(process.moduleLoadList)))`], { encoding: 'utf8' });
+      expect(r.status, r.stderr).toBe(0);
+      return JSON.parse(r.stderr) as string[];
+    };
+    const bin = JSON.stringify(join(ROOT, 'bin', 'rollout-budget.js'));
+    const help = builtins(`process.argv = [process.argv[0], ${bin}, '--help']; process.stdout.write = () => true; require(${bin})`);
+    expect(help).toContain('NativeModule internal/fs/utils'); // the list is what it says
+    expect(help.filter((m) => m.includes('child_process'))).toEqual([]);
+    // commander's executable subcommands (none here) spawn through a stand-in that requires the real module.
+    expect(readFileSync(BUNDLE, 'utf8')).toMatch(/real \?\?= require\("node:child_process"\)/);
+  });
 });

@@ -6,7 +6,6 @@ import { replayStreams, runPolicies, type ReplayStream } from '../replay/engine.
 import { replayEnvironment } from '../replay/env.js';
 import { logFormats, readLog, type LogFormat } from '../replay/log.js';
 import { baselineNames, createReplayPolicyRegistry, defaultPolicyList } from '../replay/policies.js';
-import type { ReplayRun, Visit } from '../replay/visits.js';
 import { parseScenario } from '../simulate/scenario.js';
 import { simulatedEnvironment } from '../simulate/world.js';
 import { describe } from './catalog.js';
@@ -72,11 +71,6 @@ export const replayNotes = [
   '"Hard" prompts have that pooled pass rate ≤ 0.2. Policies that refill or select from a pool (dapo, greso, mopps) consume later batches\' prompts, which are then missing from those batches for them (--stream consumed, the default); with --stream shared every policy gets every step\'s whole batch.',
 ];
 
-/** A run's visits, step by step (a packed run makes each step's when asked). */
-function* everyVisit(run: ReplayRun): Iterable<Visit> {
-  for (const step of run.steps) yield* run.at(step);
-}
-
 function resolvePolicies(names: readonly string[]): void {
   const registry = createReplayPolicyRegistry();
   for (const n of names) registry.get(n);
@@ -122,12 +116,12 @@ export function registerReplayCommands(program: Command, io: CliIo): void {
       const reading = createProgress(io, opts.quiet, 'reading log');
       const { run, format } = await readLog(opts.log, { format: opts.format as LogFormat | 'auto', onProgress: reading.update });
       reading.finish();
-      const warnings = checkTokenBudget(everyVisit(run), opts.log, format, opts.budgetTokens);
+      const warnings = checkTokenBudget(run, opts.log, format, opts.budgetTokens);
       const steps = selectSteps(run.steps, opts.steps, opts.stepRange);
       const budget = budgetFrom(opts);
       const runs = runSeeds(io, opts.quiet, 'replaying', seeds, (seed, onProgress) => runPolicies(replayEnvironment(run), {
         policies: opts.policies, registry: createReplayPolicyRegistry(), minN: opts.minN, maxN: opts.maxN, seed,
-        budget, steps, plan: ourPlanOptions(opts), stream: opts.stream as ReplayStream, onProgress,
+        budget, steps, plan: ourPlanOptions(opts), stream: opts.stream as ReplayStream, onProgress, allocations: false,
       }));
       emitReport(io, opts.out, {
         kind: 'replay',

@@ -2,7 +2,7 @@ import { InvalidArgumentError, type Command } from 'commander';
 import { badOption } from '../errors.js';
 import type { PolicyResult } from '../replay/engine.js';
 import { tokenCoverage } from '../replay/tokens.js';
-import type { Visit } from '../replay/visits.js';
+import type { ReplayRun } from '../replay/visits.js';
 import { headline } from '../report/headline.js';
 import { reportView, seedLabel, tableResults, type SeedRun } from '../report/series.js';
 import { seedTables } from '../report/tables.js';
@@ -47,9 +47,9 @@ export function runSeeds(io: CliIo, quiet: boolean, label: string, seeds: readon
  * the policies would be compared on assumed lengths); returns a warning when only some rollouts
  * have counts.
  */
-export function checkTokenBudget(visits: Iterable<Visit>, log: string, format: string, budgetTokens: number | undefined): string[] {
+export function checkTokenBudget(run: ReplayRun, log: string, format: string, budgetTokens: number | undefined): string[] {
   if (budgetTokens === undefined) return [];
-  const { rollouts, withTokens } = tokenCoverage(visits);
+  const { rollouts, withTokens } = tokenCoverage(run);
   if (withTokens === 0) {
     throw badOption(`--budget-tokens ${budgetTokens}: ${log} (format ${format}) records no token counts, so a token budget can be neither kept nor compared (uniform would run unconstrained, our planner on assumed lengths). Leave out --budget-tokens, or replay a results log whose rollouts have "tokens"`);
   }

@@ -38,8 +38,8 @@ export function replaySettings(c: Common & {
   log: string; format: string; run: ReplayRun; steps: readonly number[];
   opts: { budgetRollouts?: number; budgetTokens?: number };
 }): Rows {
-  const batch = c.steps.map((s) => c.run.at(s).length);
-  const logged = c.steps.map((s) => c.run.at(s).reduce((a, v) => a + v.n, 0));
+  const batch = c.steps.map((s) => c.run.counts(s).visits);
+  const logged = c.steps.map((s) => c.run.counts(s).rollouts);
   const same = logged.every((r) => r === logged[0]);
   const rollouts = c.opts.budgetRollouts === undefined
     ? `the step's logged rollouts (${same ? int(logged[0] ?? 0) : `median ${int(median(logged))}`})`

@@ -1,5 +1,6 @@
-import Database from 'better-sqlite3';
+import type Database from 'better-sqlite3';
 import { RolloutBudgetError } from '../errors.js';
+import { sqliteDriver } from '../store/sqlite-driver.js';
 
 /**
  * Unfinished (or finished-but-unused) generations kept between steps for partial rollouts
@@ -37,7 +38,8 @@ export class PartialStore {
   /** Opens (and creates the table in) the state file at `path`, or ':memory:'. */
   constructor(readonly path: string) {
     try {
-      this.db = new Database(path);
+      const driver = sqliteDriver();
+      this.db = new driver.Database(path, driver.options);
       if (path !== ':memory:') this.db.pragma('journal_mode = WAL');
       this.db.pragma('busy_timeout = 10000');
       this.db.exec(SCHEMA);

@@ -3,7 +3,7 @@ import { firstRepeat, fnv1a } from '../math/hash.js';
 import { forgetFactor } from '../posterior/decay.js';
 import { expectedTokens } from '../posterior/length.js';
 import { checkHint, hintPriors, type HintPriors } from '../posterior/hints.js';
-import { priorFor, type Prior } from '../posterior/prior.js';
+import { flatPrior, priorFor, type Prior } from '../posterior/prior.js';
 import type { PromptState, StateSnapshot } from '../posterior/state.js';
 import type { Registry } from '../registry.js';
 import { startNeeds } from '../solver/bounds.js';
@@ -43,6 +43,8 @@ export function posteriors(
   const alpha = new Float64Array(candidates.length);
   const beta = new Float64Array(candidates.length);
   const priors = new Map<string | null, Prior>();
+  let lastGroup: string | null | undefined;
+  let lastPrior = flatPrior;
   let hints: HintPriors | undefined;
   const forget = new Float64Array(256).fill(NaN);
   for (let i = 0; i < candidates.length; i++) {
@@ -50,8 +52,14 @@ export function posteriors(
     const s = hashes === undefined ? snapshot.get(c.id) : snapshot.get(c.id, hashes[i]!);
     // The candidate's group and hint, else what the state learned of them (store/meta.ts).
     const group = c.group ?? s?.group ?? null;
-    let prior = priors.get(group);
-    if (prior === undefined) priors.set(group, (prior = priorFor(snapshot, group, options.prior)));
+    let prior = lastPrior;
+    if (group !== lastGroup) {
+      // Runs of one group (all prompts of a state without groups) skip the map.
+      let known = priors.get(group);
+      if (known === undefined) priors.set(group, (known = priorFor(snapshot, group, options.prior)));
+      lastGroup = group;
+      prior = lastPrior = known;
+    }
     // Library callers' candidates are checked here (files and requests were when parsed).
     if (c.prior_pass_rate !== undefined || c.prior_samples !== undefined) checkHint(`candidate ${i + 1}`, c);
     const hint = c.prior_pass_rate ?? s?.priorPassRate;

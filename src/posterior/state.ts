@@ -52,8 +52,11 @@ export const emptyGroupStats: GroupStats = {
   count: 0, sumRate: 0, sumRate2: 0, sumNoise: 0, correctCount: 0, correctTokens: 0, wrongCount: 0, wrongTokens: 0,
 };
 
+/** The fields of a prompt state that its group's pooled figures sum. */
+export type PooledFields = Pick<PromptState, 'successes' | 'failures' | 'correctCount' | 'correctTokens' | 'wrongCount' | 'wrongTokens'>;
+
 /** Adds one prompt to a group's pooled figures. */
-export function addToGroupStats(stats: GroupStats, s: PromptState): GroupStats {
+export function addToGroupStats(stats: GroupStats, s: PooledFields): GroupStats {
   const evidence = s.successes + s.failures;
   const rate = evidence > 0 ? s.successes / evidence : 0;
   const has = evidence > 0 ? 1 : 0;

@@ -22,19 +22,30 @@ export type ReplayStream = (typeof replayStreams)[number];
  * prompt already offered in the current epoch. O(Σ batch sizes).
  */
 export function epochsOf(env: Environment, steps: readonly number[]): Map<number, number> {
-  const out = new Map<number, number>();
+  const epochAt = epochCounter(env, steps);
+  return new Map(steps.map((s, i) => [s, epochAt(i)]));
+}
+
+/**
+ * epochsOf as a function of the step's index, computed up to it on first asking: a replay
+ * reads each step's batch when it plays the step, not every batch before the first step.
+ */
+function epochCounter(env: Environment, steps: readonly number[]): (index: number) => number {
+  const known: number[] = [];
   let epoch = 0;
   let seen = new Set<string>();
-  for (const step of steps) {
-    const ids = env.batch(step).map((c) => c.id);
-    if (ids.some((id) => seen.has(id))) {
-      epoch++;
-      seen = new Set();
+  return (index) => {
+    while (known.length <= index) {
+      const ids = env.batch(steps[known.length]!).map((c) => c.id);
+      if (ids.some((id) => seen.has(id))) {
+        epoch++;
+        seen = new Set();
+      }
+      for (const id of ids) seen.add(id);
+      known.push(epoch);
     }
-    for (const id of ids) seen.add(id);
-    out.set(step, epoch);
-  }
-  return out;
+    return known[index]!;
+  };
 }
 
 export interface EngineOptions {
@@ -53,6 +64,8 @@ export interface EngineOptions {
   readonly stream?: ReplayStream;
   /** Called after every policy-step with (done, total). */
   readonly onProgress?: (done: number, total: number) => void;
+  /** Keep PolicyResult.allocations (default true); a long replay that reports only metrics leaves them out (they grow with the log). */
+  readonly allocations?: boolean;
 }
 
 export interface PolicyResult {
@@ -65,7 +78,7 @@ export interface PolicyResult {
   groupSizes: number[];
   /** Groups and rollouts by pass rate and by predicted pass rate (where the budget went). */
   spend: SpendBins;
-  /** Per step: "id:n" of every planned or generated group, in generation order (tests, audits). */
+  /** Per step: "id:n" of every planned or generated group, in generation order (tests, audits); empty when EngineOptions.allocations is false. */
   allocations: string[];
 }
 
@@ -85,7 +98,7 @@ export function runPolicies(env: Environment, options: EngineOptions): PolicyRes
     }
   }
   const shared = (options.stream ?? 'consumed') === 'shared';
-  const epochs = epochsOf(env, steps);
+  const epochAt = epochCounter(env, steps);
   const total = steps.length * options.policies.length;
   let done = 0;
   return options.policies.map((name) => {
@@ -94,9 +107,12 @@ export function runPolicies(env: Environment, options: EngineOptions): PolicyRes
     const world = env.fork();
     const recorder = new MetricsRecorder();
     const allocations: string[] = [];
-    const consumed = new Set<string>();
-    const open = (s: number) => (shared ? env.batch(s) : env.batch(s).filter((c) => !consumed.has(`${s}\u0000${c.id}`)));
+    // Prompts pulled ahead, by the later step whose batch they are gone from. A step opens only
+    // its own batch and later ones, so the sets of earlier steps are dropped as it starts.
+    const consumed = new Map<number, Set<string>>();
+    const open = (s: number) => (shared ? env.batch(s) : env.batch(s).filter((c) => consumed.get(s)?.has(c.id) !== true));
     steps.forEach((step, index) => {
+      for (const s of consumed.keys()) if (s < step) consumed.delete(s);
       const candidates = open(step);
       const base = env.defaultBudget(step);
       const rollouts = options.budget?.rollouts ?? base.rollouts;
@@ -113,7 +129,11 @@ export function runPolicies(env: Environment, options: EngineOptions): PolicyRes
           entry = { group: { prompt_id: c.id, step, rewards: [], tokens: [], modelled: 0 }, drawer: world.drawer(step, source, c.id, random), source };
           groups.set(c.id, entry);
           // Only a later batch is opened again: a prompt of this step's own batch need not be noted.
-          if (!shared && source !== step) consumed.add(`${source}\u0000${c.id}`);
+          if (!shared && source !== step) {
+            let gone = consumed.get(source);
+            if (gone === undefined) consumed.set(source, (gone = new Set()));
+            gone.add(c.id);
+          }
         }
         const g = entry.group;
         for (let j = 0; j < n; j++) {
@@ -127,7 +147,7 @@ export function runPolicies(env: Environment, options: EngineOptions): PolicyRes
       };
       const truth = world.truth?.(candidates.map((c) => c.id));
       const ctx: StepContext = {
-        step, candidates, batchSize: env.batch(step).length, budget, minN: options.minN, maxN: options.maxN, seed: options.seed, epoch: epochs.get(step) ?? 0,
+        step, candidates, batchSize: env.batch(step).length, budget, minN: options.minN, maxN: options.maxN, seed: options.seed, epoch: epochAt(index),
         ...(policy.needsTruth === true && truth !== undefined ? { truth } : {}),
         generate,
         nextBatch: () => {
@@ -153,7 +173,7 @@ export function runPolicies(env: Environment, options: EngineOptions): PolicyRes
       const trained = decision.trained ?? generated;
       const passRate = (g: GroupOutcome) => world.passRate(groups.get(g.prompt_id)!.source, g.prompt_id);
       recorder.record(step, generated, trained, passRate, decision.predicted, budget, planMs, decision.failed !== undefined);
-      allocations.push(generated.map((g) => `${g.prompt_id}:${g.rewards.length}`).join(','));
+      if (options.allocations ?? true) allocations.push(generated.map((g) => `${g.prompt_id}:${g.rewards.length}`).join(','));
       run.observe(step, generated);
       world.train(step, trained);
       options.onProgress?.(++done, total);

@@ -1,4 +1,4 @@
-import { PackedRun } from './packed-run.js';
+import { PackedRun, type PackedGroups } from './packed-run.js';
 
 /** A typed array twice as long, holding `a`'s values (the rest `fill`). */
 function doubled<T extends Int32Array | Uint8Array | Float64Array>(a: T, fill = 0): T {
@@ -90,12 +90,17 @@ export class RolloutStore {
     return g;
   }
 
-  /**
-   * The log as a PackedRun: groups in step order (first seen first within a step, as a stable
-   * sort of the first-seen order), their rollouts ordered by group. O(rollouts + groups log
-   * groups). The store is empty after.
-   */
+  /** The log as a PackedRun (see packed()). */
   run(): PackedRun {
+    return new PackedRun(this.packed());
+  }
+
+  /**
+   * The log's groups in step order (first seen first within a step, as a stable sort of the
+   * first-seen order), their rollouts ordered by group. O(rollouts + groups log groups). The
+   * store is empty after.
+   */
+  packed(): PackedGroups {
     const count = this.steps.length;
     const steps = Float64Array.from(this.steps);
     const order = new Int32Array(count);
@@ -146,6 +151,6 @@ export class RolloutStore {
     this.size = this.runs = 0;
     this.index.clear();
     this.promptIndex.clear();
-    return new PackedRun(groups);
+    return groups;
   }
 }

@@ -1,10 +1,12 @@
-import { createHash } from 'node:crypto';
 import { readdirSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { RolloutBudgetError, badInput, badOption, quote } from '../errors.js';
 import { lineChunks } from '../io/chunks.js';
 import { eachJsonl, field } from '../io/jsonl.js';
+import { addLogLine, requireStep, type VerlIds } from './log-lines.js';
 import { RolloutStore } from './log-store.js';
+import { LogIndexer, NotInStepOrder } from './step-index.js';
+import { StreamedRun } from './streamed-run.js';
 import { LoggedRun, type ReplayRun, type Visit } from './visits.js';
 
 /**
@@ -24,6 +26,10 @@ export interface LoadOptions {
   readonly format?: LogFormat | 'auto';
   /** Called now and then with bytes read so far and the total. */
   readonly onProgress?: (read: number, total: number) => void;
+  /** Hold a results or verl log packed in memory, in one pass, even when it could be streamed (tests compare the two). */
+  readonly packed?: boolean;
+  /** Bytes read at a time (default io/chunks.ts's CHUNK_BYTES; tests cut small chunks). */
+  readonly chunkBytes?: number;
 }
 
 /** Which format a parsed line is in, or undefined when it fits none. */
@@ -65,36 +71,44 @@ export async function loadLog(path: string, options: LoadOptions = {}): Promise<
 }
 
 /**
- * Streams a log (a file or a folder of *.jsonl) into a run, in one pass over the bytes, read
- * in chunks (io/chunks.ts). The results and verl formats are held packed (log-store.ts,
- * packed-run.ts: a byte a rollout for 0/1 rewards, eight for fractional ones, four more with
- * token counts; ~28 bytes a group), visit objects made only for the steps being read; the
- * visits format (counts only) as a LoggedRun. Malformed lines throw BAD_INPUT naming file:line.
+ * Reads a log (a file or a folder of *.jsonl) into a run. Results and verl logs whose steps
+ * come in ascending order, each step's lines together (as trainers write them), are streamed
+ * (streamed-run.ts): one pass checks every line and writes each step's rollouts, once read, to
+ * a scratch file (step-index.ts), from which a replay reads a step back when it plays it, so
+ * memory holds a few steps and each distinct prompt's id, whatever the log's length. Any
+ * other results or verl log (steps out of order or interleaved), or `packed: true`, is held
+ * packed in one pass (log-store.ts, packed-run.ts: 1–13 bytes a rollout, ~28 a group); the
+ * visits format (counts only) as a LoggedRun. Both read the bytes in chunks (io/chunks.ts)
+ * and give the same answers. Malformed lines throw BAD_INPUT naming file:line, the first in
+ * file order, either way.
  */
 export async function readLog(path: string, options: LoadOptions = {}): Promise<{ run: ReplayRun; format: LogFormat }> {
   const files = logFiles(path);
+  if (options.packed !== true && options.format !== 'visits') {
+    const streamed = await streamLog(files, options);
+    if (streamed !== undefined) return streamed;
+  }
+  return packLog(path, files, options);
+}
+
+/** The format a log's first line says, or BAD_INPUT. */
+function formatOf(obj: Record<string, unknown>, where: string): LogFormat {
+  const format = detectFormat(obj);
+  if (format === undefined) {
+    throw badInput(where, `cannot tell the log format from this line (expected results {prompt_id, step, reward}, visits {step, prompt_id, n, correct} or verl {input, output, score, step}); name it with --format`);
+  }
+  return format;
+}
+
+/** Every line of every file, in order, as eachJsonl gives them, with progress. */
+async function eachLogLine(files: readonly string[], options: LoadOptions, each: (obj: Record<string, unknown>, where: string) => void): Promise<void> {
   const total = files.reduce((s, f) => s + statSync(f).size, 0);
-  let format: LogFormat | undefined = options.format === 'auto' ? undefined : options.format;
-  const counts = new Map<string, Counts>();
-  const store = new RolloutStore();
-  const ids = { input: undefined as string | undefined, id: '' };
   let read = 0;
   let lastReport = 0;
   for (const file of files) {
-    for (const { text, firstLine } of lineChunks(file, file)) {
-      eachJsonl(text, file, (obj, line) => {
-        const where = `${file}:${line}`;
-        if (format === undefined) {
-          format = detectFormat(obj);
-          if (format === undefined) {
-            throw badInput(where, `cannot tell the log format from this line (expected results {prompt_id, step, reward}, visits {step, prompt_id, n, correct} or verl {input, output, score, step}); name it with --format`);
-          }
-        }
-        if (format === 'visits') addVisitLine(counts, where, obj);
-        else if (format === 'verl') addVerlLine(store, ids, where, obj);
-        else addResultLine(store, where, obj);
-      }, firstLine);
-      read += Buffer.byteLength(text, 'utf8');
+    for (const { text, bytes, firstLine } of lineChunks(file, file, options.chunkBytes)) {
+      eachJsonl(text, file, (obj, line) => each(obj, `${file}:${line}`), firstLine);
+      read += bytes.length;
       if (options.onProgress !== undefined && read - lastReport > 1 << 20) {
         lastReport = read;
         options.onProgress(read, total);
@@ -103,15 +117,51 @@ export async function readLog(path: string, options: LoadOptions = {}): Promise<
     }
   }
   options.onProgress?.(total, total);
+}
+
+/** A log passed over once, held in memory: packed (results, verl) or as a LoggedRun (visits). */
+async function packLog(path: string, files: readonly string[], options: LoadOptions): Promise<{ run: ReplayRun; format: LogFormat }> {
+  let format: LogFormat | undefined = options.format === 'auto' ? undefined : options.format;
+  const counts = new Map<string, Counts>();
+  const store = new RolloutStore();
+  const ids: VerlIds = { input: undefined, id: '' };
+  await eachLogLine(files, options, (obj, where) => {
+    format ??= formatOf(obj, where);
+    if (format === 'visits') addVisitLine(counts, where, obj);
+    else addLogLine(format, store, ids, where, obj);
+  });
   if (format === undefined) throw badInput(path, 'the log is empty');
   if (format !== 'visits') return { run: store.run(), format };
   return { run: new LoggedRun([...counts.values()].sort((a, b) => a.step - b.step)), format };
 }
 
-function requireStep(where: string, obj: Record<string, unknown>): number {
-  const step = field.int(where, obj, 'step', 0);
-  if (step === undefined) throw badInput(where, '"step" is required in a replayed log, got nothing');
-  return step;
+/** Stops the index pass: the log is not one a StreamedRun can read. */
+class NotStreamable extends Error {}
+
+/**
+ * The index pass of a results or verl log (step-index.ts), and the StreamedRun over it; undefined
+ * when the log is in the visits format or not in step order (the caller packs it instead).
+ */
+async function streamLog(files: readonly string[], options: LoadOptions): Promise<{ run: ReplayRun; format: LogFormat } | undefined> {
+  let format: LogFormat | undefined = options.format === 'auto' ? undefined : options.format;
+  const indexer = new LogIndexer();
+  const ids: VerlIds = { input: undefined, id: '' };
+  try {
+    await eachLogLine(files, options, (obj, where) => {
+      format ??= formatOf(obj, where);
+      if (format === 'visits') throw new NotStreamable();
+      addLogLine(format, indexer, ids, where, obj);
+    });
+  } catch (error) {
+    indexer.discard();
+    if (error instanceof NotStreamable || error instanceof NotInStepOrder) return undefined;
+    throw error;
+  }
+  if (format === undefined) {
+    indexer.discard();
+    return undefined; // empty: the packed pass says so
+  }
+  return { run: new StreamedRun(indexer.entries, indexer.names, indexer.blocks, indexer.pooledRates()), format };
 }
 
 function addVisitLine(counts: Map<string, Counts>, where: string, obj: Record<string, unknown>): void {
@@ -125,32 +175,4 @@ function addVisitLine(counts: Map<string, Counts>, where: string, obj: Record<st
   const key = `${step}\u0000${prompt_id}`;
   if (counts.has(key)) throw badInput(where, `prompt ${quote(prompt_id)} already has a group at step ${step}`);
   counts.set(key, { step, prompt_id, n, correct });
-}
-
-/** `ids` holds the last verl input and its id: a group's rollouts come together, so each text is hashed once. */
-function addVerlLine(store: RolloutStore, ids: { input: string | undefined; id: string }, where: string, obj: Record<string, unknown>): void {
-  const step = requireStep(where, obj);
-  if (typeof obj.input !== 'string') throw badInput(where, `"input" must be a string, got ${quote(obj.input)}`);
-  const score = obj.score;
-  if (typeof score !== 'number' && typeof score !== 'boolean') throw badInput(where, `"score" must be a number, got ${quote(score)}`);
-  const reward = typeof score === 'boolean' ? (score ? 1 : 0) : score;
-  if (!Number.isFinite(reward)) throw badInput(where, `"score" must be a finite number, got ${quote(score)}`);
-  if (obj.input !== ids.input) {
-    ids.input = obj.input;
-    ids.id = `verl:${createHash('sha256').update(obj.input).digest('hex').slice(0, 16)}`;
-  }
-  // verl scores are rewards of any scale (e.g. -1/1 or 0/1): a rollout is correct when score > 0.
-  store.add(step, ids.id, reward > 0 ? 1 : 0, undefined);
-}
-
-function addResultLine(store: RolloutStore, where: string, obj: Record<string, unknown>): void {
-  const prompt_id = field.string(where, obj, 'prompt_id', true)!;
-  const step = requireStep(where, obj);
-  if (obj.finish_reason === 'abort') return;
-  if (obj.rewards !== undefined) {
-    field.group(where, obj, (reward, tokens) => store.add(step, prompt_id, reward, tokens));
-    return;
-  }
-  if (obj.reward === undefined) throw badInput(where, '"reward" is required (or "rewards" for a group), got nothing');
-  store.add(step, prompt_id, field.reward(where, 'reward', obj.reward), field.int(where, obj, 'tokens', 0));
 }

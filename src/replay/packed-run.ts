@@ -1,4 +1,4 @@
-import type { ReplayRun, Visit } from './visits.js';
+import type { ReplayRun, StepCounts, Visit } from './visits.js';
 
 /** The rollouts of a log, ordered by group (log-store.ts). */
 export interface PackedRollouts {
@@ -100,6 +100,20 @@ export class PackedRun implements ReplayRun {
     return this.visitsAt(step)?.byId.get(promptId);
   }
 
+  counts(step: number): StepCounts {
+    const range = this.range.get(step);
+    if (range === undefined) return { visits: 0, rollouts: 0, withTokens: 0 };
+    const { n, start, rollouts } = this.groups;
+    let total = 0;
+    for (let i = range[0]; i < range[1]; i++) total += n[i]!;
+    let withTokens = 0;
+    if (rollouts.tokens !== undefined && total > 0) {
+      const from = start[range[0]]!;
+      for (let k = from; k < from + total; k++) if (rollouts.tokens[k]! >= 0) withTokens++;
+    }
+    return { visits: range[1] - range[0], rollouts: total, withTokens };
+  }
+
   pooledRate(visit: Visit): number {
     if (!(visit instanceof PackedVisit) || visit.run !== this) throw new Error(`pooledRate: the visit of ${visit.prompt_id} at step ${visit.step} is not from this run`);
     return this.pooled[visit.group]!;
@@ -107,14 +121,14 @@ export class PackedRun implements ReplayRun {
 }
 
 /**
- * A visit whose rollouts live in the run's arrays: `rewards` and `tokens` are made as arrays
+ * A visit whose rollouts live in its run's arrays (a PackedRun's, or a StreamedRun step's): `rewards` and `tokens` are made as arrays
  * when read (a drawer reads them once), so a million visits hold no array each.
  */
 export class PackedVisit implements Visit {
   // Not own properties: a visit compares and prints as {step, prompt_id, n, correct}.
   readonly #rollouts: PackedRollouts;
   readonly #offset: number;
-  readonly #run: PackedRun;
+  readonly #run: ReplayRun;
   readonly #group: number;
 
   constructor(
@@ -124,7 +138,7 @@ export class PackedVisit implements Visit {
     readonly correct: number,
     rollouts: PackedRollouts,
     offset: number,
-    run: PackedRun,
+    run: ReplayRun,
     group: number,
   ) {
     this.#rollouts = rollouts;
@@ -133,7 +147,7 @@ export class PackedVisit implements Visit {
     this.#group = group;
   }
 
-  get run(): PackedRun {
+  get run(): ReplayRun {
     return this.#run;
   }
 

@@ -31,6 +31,13 @@ export function parseVisits(text: string, name: string): Visit[] {
   });
 }
 
+/** A logged step's size: visits (groups), rollouts, and rollouts with a token count. */
+export interface StepCounts {
+  readonly visits: number;
+  readonly rollouts: number;
+  readonly withTokens: number;
+}
+
 /** What a replay reads of a logged run: its steps, a step's visits, and the pooled pass rates. */
 export interface ReplayRun {
   /** The logged steps, ascending. */
@@ -41,6 +48,8 @@ export interface ReplayRun {
   visit(step: number, promptId: string): Visit | undefined;
   /** The pass rate for rollouts beyond a visit's logged group (LoggedRun.pooledRate). */
   pooledRate(visit: Visit): number;
+  /** A step's size, without making its visits (a streamed run would read the step for them). */
+  counts(step: number): StepCounts;
 }
 
 /** A logged run indexed by step and by prompt. */
@@ -81,6 +90,16 @@ export class LoggedRun implements ReplayRun {
   }
 
   private readonly byStepAndId = new Map<number, Map<string, Visit>>();
+
+  counts(step: number): StepCounts {
+    let rollouts = 0;
+    let withTokens = 0;
+    for (const v of this.at(step)) {
+      rollouts += v.n;
+      if (v.tokens !== undefined) for (const t of v.tokens) if (t !== undefined) withTokens++;
+    }
+    return { visits: this.at(step).length, rollouts, withTokens };
+  }
 
   visitsOf(promptId: string): readonly Visit[] {
     return this.byPrompt.get(promptId) ?? [];

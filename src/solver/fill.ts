@@ -1,6 +1,7 @@
 import type { ValueCurves } from '../value/types.js';
 import { startOf } from './bounds.js';
 import { MaxHeap } from './heap.js';
+import { drainPlateau } from './plateau.js';
 import { PRECOMMIT_MIN, precommitRounds } from './precommit.js';
 import { fixedTokensOf, moveRatio, SLACK, type SolverInput } from './types.js';
 
@@ -77,11 +78,21 @@ export class Filler {
 
   /** No move of any prompt can fit any more. */
   spent(): boolean {
-    return this.state.usedR + 1 > this.budgetR || this.state.usedT + this.cheapest > this.budgetT * (1 + SLACK);
+    return this.spentAt(this.state.usedR, this.state.usedT);
   }
 
-  private fits(r: number, t: number): boolean {
-    return this.state.usedR + r <= this.budgetR && this.state.usedT + t <= this.budgetT * (1 + SLACK);
+  /** spent() had the state used usedR rollouts and usedT tokens. */
+  spentAt(usedR: number, usedT: number): boolean {
+    return usedR + 1 > this.budgetR || usedT + this.cheapest > this.budgetT * (1 + SLACK);
+  }
+
+  fits(r: number, t: number): boolean {
+    return this.fitsAt(this.state.usedR, this.state.usedT, r, t);
+  }
+
+  /** fits(r, t) had the state used usedR rollouts and usedT tokens. */
+  fitsAt(usedR: number, usedT: number, r: number, t: number): boolean {
+    return usedR + r <= this.budgetR && usedT + t <= this.budgetT * (1 + SLACK);
   }
 
   maxOf(i: number): number {
@@ -199,7 +210,7 @@ export class Filler {
     this.state.objective = total;
   }
 
-  private noteBound(key: number): void {
+  noteBound(key: number): void {
     const s = this.state;
     if (!this.primary || (this.wr > 0 && this.wt > 0) || !Number.isNaN(s.bound)) return;
     const left = this.wr > 0 ? 1 - s.usedR * this.wr : 1 - s.usedT * this.wt;
@@ -220,7 +231,12 @@ export class Filler {
       if (key !== checked) {
         checked = key;
         if (key > 0 && key >= saturated && this.input.plateau !== false && heap.plateauAtLeast(Math.max(PLATEAU_MIN, heap.size >> 4))) {
-          if (this.drainPlateau(key)) return;
+          // Spent: drainPlateau would stop at its first move (without ordering the plateau).
+          if (this.spent()) {
+            this.noteBound(key);
+            return;
+          }
+          if (drainPlateau(this, key)) return; // solver/plateau.ts
           continue;
         }
       }
@@ -256,49 +272,5 @@ export class Filler {
       if (next === next) heap.replaceTop(next, i);
       else heap.pop();
     }
-  }
-
-  /**
-   * The moves at the top key `top` (> 0, above the saturation floor), taken exactly as
-   * drain's pops would take them: items in the heap's order (tie, then index), each while its
-   * next move keeps the key `top` (its tie is then still the smallest, so the heap would pop
-   * it again at once); a next move below `top` goes back to the heap, which is rebuilt once.
-   * A jump from 0 or a next move above `top` (a curve not concave there) hands the rest back
-   * to the heap loop. Returns true when the budget is spent (drain stops). O(N + k log k).
-   */
-  private drainPlateau(top: number): boolean {
-    const { heap, state } = this;
-    const c = this.input.tokensPerRollout;
-    const items = heap.removeTopPlateau();
-    let j = 0;
-    let stopped = false;
-    plateau: for (; j < items.length; j++) {
-      const i = items[j]!;
-      for (;;) {
-        if (this.spent()) {
-          this.noteBound(top);
-          stopped = true;
-          break plateau;
-        }
-        if (state.n[i]! === 0) break plateau; // a jump: the heap loop shrinks it if it must
-        if (!this.fits(1, c[i]!)) {
-          this.noteBound(top);
-          break; // dropped, as drain pops it
-        }
-        this.take(i);
-        const next = this.keyOf(i);
-        if (next !== next) break;
-        if (next === top) continue;
-        heap.append(next, i);
-        if (next > top) {
-          j++;
-          break plateau;
-        }
-        break;
-      }
-    }
-    for (; j < items.length; j++) heap.append(top, items[j]!);
-    heap.heapify();
-    return stopped;
   }
 }

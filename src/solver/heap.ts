@@ -80,12 +80,11 @@ export class MaxHeap {
   }
 
   /**
-   * Removes every entry whose key equals the top key and returns their items in the order
-   * pop() would give them (tie asc, then item asc). The other entries stay, unordered: call
-   * heapify() after appending. O(count + min(k log k, capacity)) for k items: a native
-   * typed-array sort, or for many, a pick from all items sorted once.
+   * Removes every entry whose key equals the top key and returns their items, in the order
+   * pop() would give them unless `ordered` is false (then in no particular order: see
+   * orderByPop). The other entries stay, unordered: call heapify() after appending. O(count).
    */
-  removeTopPlateau(): Int32Array {
+  removeTopPlateau(ordered = true): Int32Array {
     const top = this.keys[0]!;
     let k = 0;
     let kept = 0;
@@ -101,6 +100,16 @@ export class MaxHeap {
     }
     this.count = kept;
     const items = out.subarray(0, k);
+    return ordered ? this.orderByPop(items) : items;
+  }
+
+  /**
+   * Sorts `items` in place into the order pop() gives equal keys (tie asc, then item asc).
+   * O(min(k log k, capacity)): a native typed-array sort, or for many, a pick from all items
+   * sorted once.
+   */
+  orderByPop(items: Int32Array): Int32Array {
+    const k = items.length;
     if (16 * k >= this.tie.length) {
       // Many: pick them from all items in pop order (sorted once a heap), O(capacity).
       const order = (this.order ??= popOrder(this.tie));
@@ -161,7 +170,8 @@ export class MaxHeap {
  */
 function popOrder(tie: Uint32Array): Int32Array {
   const size = tie.length;
-  let items = Int32Array.from({ length: size }, (_, i) => i);
+  let items = new Int32Array(size);
+  for (let i = 0; i < size; i++) items[i] = i;
   let keys = tie.slice();
   let toItems = new Int32Array(size);
   let toKeys = new Uint32Array(size);

@@ -79,8 +79,25 @@ function estimateThreshold(f: Filler, floor: number): number {
   const costR = new Float64Array(room);
   const costT = new Float64Array(room);
   let m = 0;
+  // Sampled items in one shared curve state with the same cost and bound walk the same moves:
+  // the first walks, the others copy its moves (and end as it does, sought back to n0).
+  const walked = new Map<string, { from: number; to: number; gain: number }>();
+  const stateOf = f.cv.stateOf?.bind(f.cv);
   for (let i = 0; i < size; i += stride) {
     const n0 = state.n[i]!;
+    const shared = n0 > 0 && stateOf !== undefined ? stateOf(i) : -1;
+    const key = shared >= 0 ? `${shared} ${c[i]} ${f.maxOf(i)}` : '';
+    const same = shared >= 0 ? walked.get(key) : undefined;
+    if (same !== undefined) {
+      logRatios.copyWithin(m, same.from, same.to);
+      costR.copyWithin(m, same.from, same.to);
+      costT.copyWithin(m, same.from, same.to);
+      m += same.to - same.from;
+      if (n0 < f.maxOf(i)) f.gain[i] = same.gain; // the pending gain the walk's last keyOf left
+      f.cv.seek(i, n0);
+      continue;
+    }
+    const from = m;
     while (state.n[i]! < f.maxOf(i)) {
       const key = f.keyOf(i);
       // Moves under the saturation floor are never taken in this phase: stop there.
@@ -98,6 +115,7 @@ function estimateThreshold(f: Filler, floor: number): number {
     }
     state.n[i] = n0;
     f.cv.seek(i, n0);
+    if (shared >= 0) walked.set(key, { from, to: m, gain: f.gain[i]! });
   }
   const share = (sampled / size) * 0.9;
   const sample = { logRatios, costR, costT, count: m };

@@ -6,6 +6,7 @@ import { snapshotOf, type PromptState, type StateSnapshot } from '../posterior/s
 import { ALL_SCOPE, groupScope, partialSnapshot, PooledDeltas } from './pooled.js';
 import { addPooled, buildPooled, pooledTableSql, readPooled } from './postgres-pooled.js';
 import { applyIn, HINT_SET } from './postgres-apply.js';
+import { readPartial } from './postgres-partial.js';
 import { COLUMNS, fromRow, promptsOf, type Row } from './postgres-rows.js';
 import type { AsyncStore } from './async.js';
 import { mergeMeta, NO_STEP, type PromptMeta } from './meta.js';
@@ -159,8 +160,18 @@ export class PostgresStore implements AsyncStore {
     });
   }
 
-  /** Every prompt and the last step in one REPEATABLE READ transaction: a consistent view. */
+  /**
+   * A consistent view in one REPEATABLE READ transaction: every prompt and the last step, or
+   * `ids`, their pooled rows and, when hinted or a prompt read has a hint, every observed
+   * hinted prompt. Without hints, `ids` are read in one statement (store/postgres-partial.ts);
+   * a prompt read with a hint has them read again here, with the hinted prompts.
+   */
   async snapshot(ids?: readonly string[], groups: readonly string[] = [], hinted = false): Promise<StateSnapshot> {
+    if (ids !== undefined && !hinted) {
+      const read = await readPartial<Row>(this.pool, this.schema, COLUMNS, promptsOf(this.schema), sortedUnique(ids), [ALL_SCOPE, ...groups.map(groupScope)]);
+      const states = read.prompts.map(fromRow);
+      if (!states.some((st) => st.priorPassRate !== undefined)) return partialSnapshot(states, read.pooled, read.lastStep);
+    }
     return this.transaction(async (c) => {
       const meta = await c.query<{ v: number }>(`SELECT value::float8 AS v FROM ${this.schema}.meta WHERE key = 'last_step'`);
       const lastStep = meta.rows[0]?.v ?? null;

@@ -1,5 +1,4 @@
 import type Database from 'better-sqlite3';
-import { lazyRequire } from '../lazy.js';
 import { RolloutBudgetError } from '../errors.js';
 import { sourceOfBatch, type ResultBatch, type ResultSource } from '../io/results.js';
 import type { DecayOptions } from '../posterior/decay.js';
@@ -8,12 +7,11 @@ import { ATTEMPT_MS, LOCK_WAIT_ENV, lockWaitMs, retryAsync, retrySync } from './
 import type { PromptMeta } from './meta.js';
 import { ALL_SCOPE, groupScope, partialSnapshot, POOLED_COLUMNS, POOLED_META_KEY, pooledOf, pooledValues, statsOfValues } from './pooled.js';
 import { SqliteWriter } from './sqlite-apply.js';
+import { installedSqlite, sqliteDriver } from './sqlite-driver.js';
+import { PromptScan } from './sqlite-scan.js';
 import { fromRawRow, fromRow, ROW_COLUMNS, type RawRow, type Row } from './sqlite-rows.js';
 import type { ObserveSummary, Store } from './types.js';
 
-
-/** better-sqlite3, loaded when a state is opened. */
-const sqlite = lazyRequire<typeof Database>('better-sqlite3');
 
 /** How much of a state file SQLite reads through a memory map. */
 const MMAP_BYTES = 1 << 30;
@@ -61,7 +59,8 @@ export class SqliteStore implements Store {
   constructor(readonly path: string, options: SqliteStoreOptions = {}) {
     this.lockWaitMs = options.lockWaitMs ?? lockWaitMs();
     try {
-      this.db = new (sqlite())(path, { timeout: ATTEMPT_MS });
+      const driver = sqliteDriver();
+      this.db = new driver.Database(path, { timeout: ATTEMPT_MS, ...driver.options });
       this.sync(() => {
         if (path !== ':memory:') this.db.pragma('journal_mode = WAL');
         this.db.pragma('synchronous = FULL');
@@ -84,7 +83,7 @@ export class SqliteStore implements Store {
 
   /** The better-sqlite3 Database class (loaded on first use), for tools that write a state file directly. */
   static driver(): typeof Database {
-    return sqlite();
+    return installedSqlite();
   }
 
   private busy = (waitedMs: number) =>
@@ -149,8 +148,10 @@ export class SqliteStore implements Store {
   snapshot(ids?: readonly string[], groups: readonly string[] = [], hinted = false): StateSnapshot {
     const read = this.db.transaction(() => {
       if (ids === undefined) {
-        // Row by row: each row's array dies young, where a list of a million of them lived
-        // through the plan and made every collection slow.
+        // Columns (store/sqlite-scan.ts), else row by row: each row's array dies young, where a
+        // list of a million of them lived through the plan and made every collection slow.
+        const columns = (this.scanner ??= new PromptScan(this.db)).read();
+        if (columns !== undefined) return columns.snapshot(this.lastStep());
         const states: PromptState[] = [];
         for (const row of this.db.prepare(`SELECT ${ROW_COLUMNS} FROM prompts`).raw().iterate() as IterableIterator<RawRow>) states.push(fromRawRow(row));
         return snapshotOf(states, this.lastStep());
@@ -177,6 +178,9 @@ export class SqliteStore implements Store {
     });
     return this.sync(() => read());
   }
+
+  /** snapshot()'s read of the whole table, prepared on first use. */
+  private scanner: PromptScan | undefined;
 
   /** snapshot(ids)'s statements, prepared on first use. */
   private reads: { prompts: Database.Statement; pooled: Database.Statement; hinted: Database.Statement } | undefined;

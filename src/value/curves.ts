@@ -1,47 +1,58 @@
-import type { Monomial, ValueFunction } from './functions.js';
+import { CurveNodes, curveClasses } from './curve-nodes.js';
+import { walkSlots, type WalkPrompt, type WalkResult } from './curve-walk.js';
+import type { ValueFunction } from './functions.js';
 import { slotsOf, WIDE, type Slots } from './slots.js';
 import type { CurveMode, ValueCurves } from './types.js';
 
+/** Where a prompt's cursor state lives: a shared node (≥ 0), its own row, or nowhere yet. */
+const OWN = -2;
+const NONE = -1;
+
 /**
- * Value curves of one value function for N prompts. Memory: 8·(slots + 1 (+ 1 with a per-n
- * constant)) + 4 bytes a prompt beside the inputs, allocated on the first seek or value, so
- * curves a solver never reads (surplus curves when nothing saturates) cost none.
+ * Value curves of one value function for N prompts.
  *
  * Beta mode uses E[p^A (1−p)^B] = Π_{i<A}(α+i)·Π_{j<B}(β+j) / Π_{k<A+B}(α+β+k) for integer
  * A, B (the ratio B(α+A, β+B)/B(α, β) expanded): every factor lies in (0, 1], so the product
  * never overflows, and raising A or B by one is one multiplication. `betaMoment` in
  * math/beta.ts is the log-space reference it is tested against.
+ *
+ * Prompts with bit-identical parameters (a class: in a fresh state every prompt; in a warm
+ * one, those with the same evidence) run the same arithmetic, so their cursors share states
+ * (curve-nodes.ts): a seek, a move, a gain or a walk is computed once per class and state and
+ * read by every prompt that reaches it, the same numbers as each prompt computing its own.
+ * A prompt alone in its class, one that moves on alone from a state (a sampled walk), and any
+ * prompt once the nodes reach their limit (N/2 + 4,096) keep their state in a row of their
+ * own, as the arithmetic always did.
+ * Memory: 12 bytes a prompt, 8·(slots + 1 (+ 1)) a prompt with a row of its own, 8·(slots + 7)
+ * + 20 a node, allocated on the first seek or value, so curves a solver never reads (surplus
+ * curves when nothing saturates) cost none.
  */
 export class MonomialCurves implements ValueCurves {
   readonly size: number;
-  /** Moving slots (slots.ts): one per distinct moment p^(a+u·n)·q^(b+w·n), weighted (c0 + c1·n). */
+  private readonly slots: Slots;
   private readonly k: number;
-  private readonly c0: Float64Array;
-  private readonly c1: Float64Array;
-  private readonly a: Int32Array;
-  private readonly b: Int32Array;
-  private readonly u: Uint8Array;
-  private readonly constTerms: readonly Monomial[];
-  private readonly hasPerN: boolean;
   private readonly isBeta: boolean;
   private readonly alpha: Float64Array;
   private readonly beta: Float64Array;
   private readonly p: Float64Array;
-  /** Per-prompt storage, empty until storage() runs. */
+  /** Per prompt: its class and where its state is; rows of its own (k a prompt) and their n. */
+  private classOf: Int32Array = new Int32Array(0);
+  private at = new Int32Array(0);
   private term = new Float64Array(0);
+  private cursor = new Int32Array(0);
+  /** Per class: shared or not, folded constants (NaN until folded), the last seek's n and node. */
+  private shared = new Uint8Array(0);
   private base = new Float64Array(0);
   private perN = new Float64Array(0);
-  private cursor = new Int32Array(0);
-  private readonly group: Int32Array;
-  private readonly groupAb: Int32Array;
-  private readonly inv: Float64Array;
-  /** Factors 1 + s of every slot for (facItem, facN), shared by nextGain and advance. */
-  private readonly fac: Float64Array;
-  private facItem = -1;
+  private seekN = new Int32Array(0);
+  private seekNode = new Int32Array(0);
+  private nodes: CurveNodes;
+  /** Factors 1 + s of every slot for (facCls, facN), shared by nextGain and advance. */
+  private readonly scratch: { inv: Float64Array; fac: Float64Array; nums: Float64Array; scratch: Float64Array };
+  private facCls = -1;
   private facN = -1;
-  private readonly scratch: Float64Array;
-  private readonly nums: Float64Array;
-  private readonly wide: Slots['wide'];
+  private readonly prompt: { isBeta: boolean; alpha: number; beta: number; p: number; perN: number };
+  private readonly result: WalkResult = { gain: 0, next: NaN };
   walkGain = 0;
   walkNext = NaN;
 
@@ -51,31 +62,54 @@ export class MonomialCurves implements ValueCurves {
     this.beta = mode.kind === 'beta' ? mode.beta : new Float64Array(0);
     this.p = mode.kind === 'point' ? mode.p : new Float64Array(0);
     this.size = mode.kind === 'beta' ? mode.alpha.length : mode.p.length;
-    const slots = slotsOf(fn);
-    this.k = slots.k;
-    this.c0 = slots.c0;
-    this.c1 = slots.c1;
-    this.a = slots.a;
-    this.b = slots.b;
-    this.u = slots.u;
-    this.group = slots.group;
-    this.groupAb = slots.groupAb;
-    this.constTerms = slots.constTerms;
-    this.hasPerN = slots.hasPerN;
-    this.wide = slots.wide;
-    this.inv = new Float64Array(slots.groupAb.length);
-    this.fac = new Float64Array(Math.max(this.k, WIDE));
-    this.scratch = new Float64Array(this.k);
-    this.nums = new Float64Array(this.k);
+    this.slots = slotsOf(fn);
+    this.k = this.slots.k;
+    this.nodes = new CurveNodes(this.k, 0);
+    this.scratch = {
+      inv: new Float64Array(this.slots.groupAb.length),
+      fac: new Float64Array(Math.max(this.k, WIDE)),
+      nums: new Float64Array(this.k),
+      scratch: new Float64Array(this.k),
+    };
+    this.prompt = { isBeta: this.isBeta, alpha: 0, beta: 0, p: 0, perN: 0 };
   }
 
-  /** Allocates the per-prompt storage on first use. */
+  /** Finds the classes and allocates the per-prompt storage on first use. */
   private storage(): void {
-    if (this.base.length === this.size) return;
-    this.term = new Float64Array(this.size * this.k);
-    this.base = new Float64Array(this.size).fill(NaN);
-    this.perN = new Float64Array(this.hasPerN ? this.size : 0);
-    this.cursor = new Int32Array(this.size);
+    if (this.at.length === this.size) return;
+    const classes = curveClasses(this.isBeta ? this.alpha : this.p, this.isBeta ? this.beta : undefined);
+    this.classOf = classes.classOf;
+    this.shared = Uint8Array.from(classes.members, (m) => (m > 1 ? 1 : 0));
+    this.base = new Float64Array(classes.count).fill(NaN);
+    this.perN = new Float64Array(this.slots.hasPerN ? classes.count : 0);
+    this.seekN = new Int32Array(classes.count).fill(-1);
+    this.seekNode = new Int32Array(classes.count);
+    this.at = new Int32Array(this.size).fill(NONE);
+    this.nodes = new CurveNodes(this.k, (this.size >> 1) + 4096);
+  }
+
+  /** Gives prompt i a row of its own (the rows are allocated with the first), holding `from`'s state or none. */
+  private own(i: number, from: number): void {
+    if (this.term.length === 0) {
+      this.term = new Float64Array(this.size * this.k);
+      this.cursor = new Int32Array(this.size);
+    }
+    const k = this.k;
+    if (from >= 0) {
+      const term = this.nodes.term;
+      for (let t = 0; t < k; t++) this.term[i * k + t] = term[from * k + t]!;
+      this.cursor[i] = this.nodes.n[from]!;
+    }
+    this.moveTo(i, OWN);
+  }
+
+  /** Puts prompt i's cursor at `node` (or OWN), counting the prompts at each node. */
+  private moveTo(i: number, node: number): void {
+    const refs = this.nodes.refs;
+    const from = this.at[i]!;
+    if (from >= 0) refs[from]!--;
+    if (node >= 0) refs[node]!++;
+    this.at[i] = node;
   }
 
   /** E[p^A (1−p)^B] (beta mode) or p^A (1−p)^B (point mode) for prompt i. O(A + B). */
@@ -92,53 +126,78 @@ export class MonomialCurves implements ValueCurves {
     return r;
   }
 
-  /** Folds prompt i's constant terms once. */
-  private constants(i: number): void {
+  /** Folds the constant terms of prompt i's class once. Returns the class. */
+  private constants(i: number): number {
     this.storage();
-    if (this.base[i] === this.base[i]) return;
+    const c = this.classOf[i]!;
+    if (this.base[c] === this.base[c]) return c;
     let base = 0;
     let perN = 0;
-    for (const t of this.constTerms) {
+    for (const t of this.slots.constTerms) {
       const v = t.coef * this.moment(i, t.a, t.b);
       if (t.e === 1) perN += v;
       else base += v;
     }
-    this.base[i] = base;
-    if (this.hasPerN) this.perN[i] = perN;
+    this.base[c] = base;
+    if (this.slots.hasPerN) this.perN[c] = perN;
+    return c;
   }
 
   value(i: number, n: number): number {
     if (n <= 0) return 0;
-    this.constants(i);
-    let total = this.base[i]! + (this.hasPerN ? n * this.perN[i]! : 0);
-    for (let t = 0; t < this.k; t++) {
-      const u = this.u[t]!;
-      total += (this.c0[t]! + this.c1[t]! * n) * this.moment(i, this.a[t]! + u * n, this.b[t]! + (1 - u) * n);
-    }
+    const c = this.constants(i);
+    const { k, u, a, b, c0, c1 } = this.slots;
+    let total = this.base[c]! + (this.slots.hasPerN ? n * this.perN[c]! : 0);
+    for (let t = 0; t < k; t++) total += (c0[t]! + c1[t]! * n) * this.moment(i, a[t]! + u[t]! * n, b[t]! + (1 - u[t]!) * n);
     return total;
   }
 
+  /** The moments of prompt i at n into `term[at ..]`. O(k·n). */
+  private fill(term: Float64Array, at: number, i: number, n: number): void {
+    const { k, u, a, b } = this.slots;
+    for (let t = 0; t < k; t++) term[at + t] = this.moment(i, a[t]! + u[t]! * n, b[t]! + (1 - u[t]!) * n);
+  }
+
   seek(i: number, n: number): number {
-    this.constants(i);
-    const at = i * this.k;
-    for (let t = 0; t < this.k; t++) {
-      const u = this.u[t]!;
-      this.term[at + t] = this.moment(i, this.a[t]! + u * n, this.b[t]! + (1 - u) * n);
+    const c = this.constants(i);
+    const nodes = this.nodes;
+    if (this.shared[c] === 1 && (this.seekN[c] === n || !nodes.full())) {
+      if (this.seekN[c] !== n) {
+        const node = nodes.make(c, n, -1);
+        this.fill(nodes.term, node * this.k, i, n);
+        this.seekN[c] = n;
+        this.seekNode[c] = node;
+      }
+      this.moveTo(i, this.seekNode[c]!);
+    } else {
+      this.own(i, -1);
+      this.fill(this.term, i * this.k, i, n);
+      this.cursor[i] = n;
     }
-    this.cursor[i] = n;
     return this.current(i);
   }
 
   cursorOf(i: number): number {
-    return this.cursor[i] ?? 0;
+    const node = this.at[i] ?? NONE;
+    return node >= 0 ? this.nodes.n[node]! : node === OWN ? this.cursor[i]! : 0;
+  }
+
+  /** Prompt i's shared state (a node), or −1 when its state is its own or it has none. */
+  stateOf(i: number): number {
+    const node = this.at[i] ?? NONE;
+    return node >= 0 ? node : -1;
   }
 
   current(i: number): number {
+    const node = this.at[i]!;
     const n = this.cursorOf(i);
     if (n <= 0) return 0;
-    const at = i * this.k;
-    let total = this.base[i]! + (this.hasPerN ? n * this.perN[i]! : 0);
-    for (let t = 0; t < this.k; t++) total += (this.c0[t]! + this.c1[t]! * n) * this.term[at + t]!;
+    const term = node >= 0 ? this.nodes.term : this.term;
+    const at = (node >= 0 ? node : i) * this.k;
+    const c = this.classOf[i]!;
+    const { k, c0, c1 } = this.slots;
+    let total = this.base[c]! + (this.slots.hasPerN ? n * this.perN[c]! : 0);
+    for (let t = 0; t < k; t++) total += (c0[t]! + c1[t]! * n) * term[at + t]!;
     return total;
   }
 
@@ -149,218 +208,189 @@ export class MonomialCurves implements ValueCurves {
    * up to WIDE slots compute it per slot, straight-line); point mode: p or 1 − p.
    */
   private factors(i: number, n: number): Float64Array {
-    const fac = this.fac;
-    if (this.facItem === i && this.facN === n) return fac;
-    this.facItem = i;
+    const fac = this.scratch.fac;
+    const c = this.classOf[i]!;
+    if (this.facCls === c && this.facN === n) return fac;
+    this.facCls = c;
     this.facN = n;
+    const { k, u, a, b } = this.slots;
     if (!this.isBeta) {
       const p = this.p[i]!;
-      for (let t = 0; t < this.k; t++) fac[t] = this.u[t] === 1 ? p : 1 - p;
+      for (let t = 0; t < k; t++) fac[t] = u[t] === 1 ? p : 1 - p;
       return fac;
     }
     const al = this.alpha[i]!;
     const be = this.beta[i]!;
     const sum = al + be + n;
-    const w = this.wide;
+    const w = this.slots.wide;
     if (w !== undefined) {
       // Straight-line, as in walkWide: 1/(sum + a + b) per slot is its group's reciprocal.
-      const { u, a, b, ab } = w;
-      fac[0] = 1 - (u[0] === 1 ? be + b[0] : al + a[0]) * (1 / (sum + ab[0]));
-      fac[1] = 1 - (u[1] === 1 ? be + b[1] : al + a[1]) * (1 / (sum + ab[1]));
-      fac[2] = 1 - (u[2] === 1 ? be + b[2] : al + a[2]) * (1 / (sum + ab[2]));
-      fac[3] = 1 - (u[3] === 1 ? be + b[3] : al + a[3]) * (1 / (sum + ab[3]));
-      fac[4] = 1 - (u[4] === 1 ? be + b[4] : al + a[4]) * (1 / (sum + ab[4]));
-      fac[5] = 1 - (u[5] === 1 ? be + b[5] : al + a[5]) * (1 / (sum + ab[5]));
+      fac[0] = 1 - (w.u[0] === 1 ? be + w.b[0] : al + w.a[0]) * (1 / (sum + w.ab[0]));
+      fac[1] = 1 - (w.u[1] === 1 ? be + w.b[1] : al + w.a[1]) * (1 / (sum + w.ab[1]));
+      fac[2] = 1 - (w.u[2] === 1 ? be + w.b[2] : al + w.a[2]) * (1 / (sum + w.ab[2]));
+      fac[3] = 1 - (w.u[3] === 1 ? be + w.b[3] : al + w.a[3]) * (1 / (sum + w.ab[3]));
+      fac[4] = 1 - (w.u[4] === 1 ? be + w.b[4] : al + w.a[4]) * (1 / (sum + w.ab[4]));
+      fac[5] = 1 - (w.u[5] === 1 ? be + w.b[5] : al + w.a[5]) * (1 / (sum + w.ab[5]));
       return fac;
     }
-    for (let g = 0; g < this.inv.length; g++) this.inv[g] = 1 / (sum + this.groupAb[g]!);
-    for (let t = 0; t < this.k; t++) {
-      const inv = this.inv[this.group[t]!]!;
-      fac[t] = this.u[t] === 1 ? 1 - (be + this.b[t]!) * inv : 1 - (al + this.a[t]!) * inv;
+    const inv = this.scratch.inv;
+    const { group, groupAb } = this.slots;
+    for (let g = 0; g < inv.length; g++) inv[g] = 1 / (sum + groupAb[g]!);
+    for (let t = 0; t < k; t++) {
+      const x = inv[group[t]!]!;
+      fac[t] = u[t] === 1 ? 1 - (be + b[t]!) * x : 1 - (al + a[t]!) * x;
     }
     return fac;
   }
 
   /**
    * v(n+1) − v(n). Slot t contributes (c0 + c1·n)·T(n) with T(n+1) = T(n)·f: its gain is
-   * T·(c0·(f − 1) + c1·((n+1)·f − n)); constants add perN. O(slots).
+   * T·(c0·(f − 1) + c1·((n+1)·f − n)); constants add perN. O(slots), once per shared state.
    */
   nextGain(i: number): number {
-    const n = this.cursor[i]!;
-    const at = i * this.k;
+    const node = this.at[i]!;
+    if (node >= 0) {
+      let g = this.nodes.gain[node]!;
+      if (g !== g) this.nodes.gain[node] = g = this.gainAt(this.nodes.term, node * this.k, i, this.nodes.n[node]!);
+      return g;
+    }
+    if (node === NONE) this.own(i, -1);
+    return this.gainAt(this.term, i * this.k, i, this.cursor[i]!);
+  }
+
+  private gainAt(term: Float64Array, at: number, i: number, n: number): number {
+    const c = this.classOf[i]!;
     const fac = this.factors(i, n);
+    const { k, c0, c1, hasPerN } = this.slots;
     if (n <= 0) {
-      let total = this.base[i]! + (this.hasPerN ? this.perN[i]! : 0);
-      for (let t = 0; t < this.k; t++) total += (this.c0[t]! + this.c1[t]!) * this.term[at + t]! * fac[t]!;
+      let total = this.base[c]! + (hasPerN ? this.perN[c]! : 0);
+      for (let t = 0; t < k; t++) total += (c0[t]! + c1[t]!) * term[at + t]! * fac[t]!;
       return total;
     }
-    let gain = this.hasPerN ? this.perN[i]! : 0;
-    for (let t = 0; t < this.k; t++) {
+    let gain = hasPerN ? this.perN[c]! : 0;
+    for (let t = 0; t < k; t++) {
       const f = fac[t]!;
-      const c1 = this.c1[t]!;
-      gain += this.term[at + t]! * (this.c0[t]! * (f - 1) + (c1 === 0 ? 0 : c1 * ((n + 1) * f - n)));
+      const d = c1[t]!;
+      gain += term[at + t]! * (c0[t]! * (f - 1) + (d === 0 ? 0 : d * ((n + 1) * f - n)));
     }
     return gain;
   }
 
   /**
-   * nextGain → advance in one tight loop for n ≥ 1 (see ValueCurves.advanceWhile): the
-   * prompt's slots stay in a scratch buffer, and in beta mode each slot's numerator (β+b or
-   * α+a) is fixed, so a step costs one reciprocal per denominator group and a few
-   * multiply-adds a slot.
+   * nextGain → advance in one tight loop for n ≥ 1 (see ValueCurves.advanceWhile;
+   * curve-walk.ts). A shared state remembers its last walk, so the prompts of a class at one
+   * state walk once.
    */
   advanceWhile(i: number, unitCost: number, lambda: number, maxN: number): number {
-    const start = this.cursor[i]!;
+    const node = this.at[i]!;
+    const nodes = this.nodes;
     this.walkGain = 0;
     this.walkNext = NaN;
+    if (node >= 0) {
+      if (nodes.walkLambda[node] === lambda && nodes.walkCost[node] === unitCost && nodes.walkMax[node] === maxN) {
+        this.moveTo(i, nodes.walkEnd[node]!);
+        this.walkGain = nodes.walkGain[node]!;
+        this.walkNext = nodes.walkNext[node]!;
+        return nodes.walkTaken[node]!;
+      }
+      const start = nodes.n[node]!;
+      if (start <= 0) return 0;
+      // A prompt alone at its state walks in a row of its own: no other prompt would read the walk.
+      if (!nodes.full() && nodes.refs[node]! > 1) {
+        const end = nodes.make(nodes.cls[node]!, start, node);
+        const taken = this.walk(nodes.term, end * this.k, i, start, unitCost, lambda, maxN);
+        let to = end;
+        if (taken === 0) {
+          nodes.dropLast();
+          to = node;
+        } else nodes.n[end] = start + taken;
+        nodes.walkCost[node] = unitCost;
+        nodes.walkLambda[node] = lambda;
+        nodes.walkMax[node] = maxN;
+        nodes.walkEnd[node] = to;
+        nodes.walkTaken[node] = taken;
+        nodes.walkGain[node] = this.walkGain;
+        nodes.walkNext[node] = this.walkNext;
+        this.moveTo(i, to);
+        return taken;
+      }
+      this.own(i, node);
+    } else if (node === NONE) return 0;
+    const start = this.cursor[i]!;
     if (start <= 0) return 0;
-    if (this.wide !== undefined) return this.walkWide(i, start, unitCost, lambda, maxN);
-    const k = this.k;
-    const at = i * k;
-    const T = this.scratch;
-    const nums = this.nums;
-    const fac = this.fac;
-    const c0 = this.c0;
-    const c1 = this.c1;
-    const term = this.term;
-    for (let t = 0; t < k; t++) T[t] = term[at + t]!;
-    const perN = this.hasPerN ? this.perN[i]! : 0;
-    let n = start;
-    let total = 0;
-    let next = NaN;
-    if (this.isBeta) {
-      const al = this.alpha[i]!;
-      const be = this.beta[i]!;
-      const group = this.group;
-      const groupAb = this.groupAb;
-      const inv = this.inv;
-      const groups = inv.length;
-      for (let t = 0; t < k; t++) nums[t] = this.u[t] === 1 ? be + this.b[t]! : al + this.a[t]!;
-      while (n < maxN) {
-        const sum = al + be + n;
-        for (let g = 0; g < groups; g++) inv[g] = 1 / (sum + groupAb[g]!);
-        let gain = perN;
-        for (let t = 0; t < k; t++) {
-          const f = 1 - nums[t]! * inv[group[t]!]!;
-          fac[t] = f;
-          gain += T[t]! * (c0[t]! * (f - 1) + c1[t]! * ((n + 1) * f - n));
-        }
-        if (!((unitCost > 0 ? gain / unitCost : gain > 0 ? Infinity : 0) > lambda)) {
-          next = gain;
-          break;
-        }
-        total += gain;
-        for (let t = 0; t < k; t++) T[t] = T[t]! * fac[t]!;
-        n++;
-      }
-    } else {
-      const p = this.p[i]!;
-      for (let t = 0; t < k; t++) nums[t] = this.u[t] === 1 ? p : 1 - p;
-      while (n < maxN) {
-        let gain = perN;
-        for (let t = 0; t < k; t++) {
-          const f = nums[t]!;
-          gain += T[t]! * (c0[t]! * (f - 1) + c1[t]! * ((n + 1) * f - n));
-        }
-        if (!((unitCost > 0 ? gain / unitCost : gain > 0 ? Infinity : 0) > lambda)) {
-          next = gain;
-          break;
-        }
-        total += gain;
-        for (let t = 0; t < k; t++) T[t] = T[t]! * nums[t]!;
-        n++;
-      }
-    }
-    for (let t = 0; t < k; t++) term[at + t] = T[t]!;
-    this.cursor[i] = n;
-    this.facItem = -1;
-    this.walkGain = total;
-    this.walkNext = next;
-    return n - start;
+    const taken = this.walk(this.term, i * this.k, i, start, unitCost, lambda, maxN);
+    this.cursor[i] = start + taken;
+    return taken;
   }
 
-  /**
-   * advanceWhile for up to WIDE slots, each slot in its own local: the same arithmetic in the
-   * same order as the loop over slots (padding slots add exactly 0), about 3× as fast in V8,
-   * which keeps the locals in registers but reloads and bounds-checks typed arrays each step.
-   */
-  private walkWide(i: number, start: number, unitCost: number, lambda: number, maxN: number): number {
-    const { c0, c1, ab, u, a, b } = this.wide!;
-    const k = this.k;
-    const at = i * k;
-    const term = this.term;
-    let T0 = term[at]!;
-    let T1 = k > 1 ? term[at + 1]! : 0;
-    let T2 = k > 2 ? term[at + 2]! : 0;
-    let T3 = k > 3 ? term[at + 3]! : 0;
-    let T4 = k > 4 ? term[at + 4]! : 0;
-    let T5 = k > 5 ? term[at + 5]! : 0;
-    // Indexed reads: array destructuring takes V8's iterator path, a quarter of a short walk.
-    const a0 = c0[0], a1 = c0[1], a2 = c0[2], a3 = c0[3], a4 = c0[4], a5 = c0[5];
-    const b0 = c1[0], b1 = c1[1], b2 = c1[2], b3 = c1[3], b4 = c1[4], b5 = c1[5];
-    const g0 = ab[0], g1 = ab[1], g2 = ab[2], g3 = ab[3], g4 = ab[4], g5 = ab[5];
-    const beta = this.isBeta;
-    const al = beta ? this.alpha[i]! : 0;
-    const be = beta ? this.beta[i]! : 0;
-    const p = beta ? 0 : this.p[i]!;
-    // Numerators (beta mode: f = 1 − num/(α+β+a+b+n)) or the factors themselves (point mode).
-    const num = (t: number) => (beta ? (u[t] === 1 ? be + b[t]! : al + a[t]!) : u[t] === 1 ? p : 1 - p);
-    const m0 = num(0), m1 = num(1), m2 = num(2), m3 = num(3), m4 = num(4), m5 = num(5);
-    const perN = this.hasPerN ? this.perN[i]! : 0;
-    let n = start;
-    let total = 0;
-    let next = NaN;
-    while (n < maxN) {
-      let f0 = m0, f1 = m1, f2 = m2, f3 = m3, f4 = m4, f5 = m5;
-      if (beta) {
-        const sum = al + be + n;
-        f0 = 1 - m0 * (1 / (sum + g0));
-        f1 = 1 - m1 * (1 / (sum + g1));
-        f2 = 1 - m2 * (1 / (sum + g2));
-        f3 = 1 - m3 * (1 / (sum + g3));
-        f4 = 1 - m4 * (1 / (sum + g4));
-        f5 = 1 - m5 * (1 / (sum + g5));
-      }
-      const n1 = n + 1;
-      let gain = perN;
-      gain += T0 * (a0 * (f0 - 1) + b0 * (n1 * f0 - n));
-      gain += T1 * (a1 * (f1 - 1) + b1 * (n1 * f1 - n));
-      gain += T2 * (a2 * (f2 - 1) + b2 * (n1 * f2 - n));
-      gain += T3 * (a3 * (f3 - 1) + b3 * (n1 * f3 - n));
-      gain += T4 * (a4 * (f4 - 1) + b4 * (n1 * f4 - n));
-      gain += T5 * (a5 * (f5 - 1) + b5 * (n1 * f5 - n));
-      if (!((unitCost > 0 ? gain / unitCost : gain > 0 ? Infinity : 0) > lambda)) {
-        next = gain;
-        break;
-      }
-      total += gain;
-      T0 *= f0;
-      T1 *= f1;
-      T2 *= f2;
-      T3 *= f3;
-      T4 *= f4;
-      T5 *= f5;
-      n++;
-    }
-    term[at] = T0;
-    if (k > 1) term[at + 1] = T1;
-    if (k > 2) term[at + 2] = T2;
-    if (k > 3) term[at + 3] = T3;
-    if (k > 4) term[at + 4] = T4;
-    if (k > 5) term[at + 5] = T5;
-    this.cursor[i] = n;
-    this.facItem = -1;
-    this.walkGain = total;
-    this.walkNext = next;
-    return n - start;
+  private walk(term: Float64Array, at: number, i: number, start: number, unitCost: number, lambda: number, maxN: number): number {
+    const prompt: WalkPrompt = this.prompt;
+    const c = this.classOf[i]!;
+    this.prompt.alpha = this.isBeta ? this.alpha[i]! : 0;
+    this.prompt.beta = this.isBeta ? this.beta[i]! : 0;
+    this.prompt.p = this.isBeta ? 0 : this.p[i]!;
+    this.prompt.perN = this.slots.hasPerN ? this.perN[c]! : 0;
+    const taken = walkSlots(this.slots, this.scratch, term, at, prompt, start, unitCost, lambda, maxN, this.result);
+    this.facCls = -1;
+    this.walkGain = this.result.gain;
+    this.walkNext = this.result.next;
+    return taken;
   }
 
   advance(i: number): void {
+    const node = this.at[i]!;
+    if (node >= 0) {
+      // A prompt alone at a state with no next one moves on in a row of its own.
+      const child = this.nodes.next[node]! >= 0 || this.nodes.refs[node]! > 1 ? this.childOf(node, i) : -1;
+      if (child >= 0) this.moveTo(i, child);
+      else {
+        this.own(i, node);
+        this.advance(i);
+      }
+      return;
+    }
+    if (node === NONE) this.own(i, -1);
     const n = this.cursor[i]!;
-    const at = i * this.k;
-    const fac = this.factors(i, n);
-    for (let t = 0; t < this.k; t++) this.term[at + t] = this.term[at + t]! * fac[t]!;
+    this.multiply(this.term, i * this.k, i, n);
     this.cursor[i] = n + 1;
-    this.facItem = -1;
+  }
+
+  /** The node one rollout above `node` (of prompt i's class), made on first use; −1 when the nodes are full. */
+  private childOf(node: number, i: number): number {
+    const nodes = this.nodes;
+    let child = nodes.next[node]!;
+    if (child >= 0 || nodes.full()) return child;
+    const n = nodes.n[node]!;
+    child = nodes.make(nodes.cls[node]!, n + 1, node);
+    this.multiply(nodes.term, child * this.k, i, n);
+    nodes.next[node] = child;
+    return child;
+  }
+
+  /**
+   * v(n+2) − v(n+1) at prompt i's cursor n, without moving it: the gain nextGain would give
+   * after advance (the same numbers). O(slots).
+   */
+  gainAfterNext(i: number): number {
+    const node = this.at[i]!;
+    const child = node >= 0 ? this.childOf(node, i) : -1;
+    if (child >= 0) {
+      let g = this.nodes.gain[child]!;
+      if (g !== g) this.nodes.gain[child] = g = this.gainAt(this.nodes.term, child * this.k, i, this.nodes.n[child]!);
+      return g;
+    }
+    const n = this.cursorOf(i);
+    const row = this.scratch.scratch;
+    const from = node >= 0 ? this.nodes.term : this.term;
+    const at = (node >= 0 ? node : i) * this.k;
+    for (let t = 0; t < this.k; t++) row[t] = from[at + t]!;
+    this.multiply(row, 0, i, n);
+    return this.gainAt(row, 0, i, n + 1);
+  }
+
+  /** T(n+1) = T(n)·f for every slot of the moments at `term[at ..]`. */
+  private multiply(term: Float64Array, at: number, i: number, n: number): void {
+    const fac = this.factors(i, n);
+    for (let t = 0; t < this.k; t++) term[at + t] = term[at + t]! * fac[t]!;
   }
 }

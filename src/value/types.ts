@@ -23,6 +23,14 @@ export interface ValueCurves {
    * maxN). Must equal the loop nextGain → advance it replaces.
    */
   advanceWhile?(i: number, unitCost: number, lambda: number, maxN: number): number;
+  /**
+   * Optional: a number ≥ 0 that two items share only while every read of their curves from
+   * their cursors on gives the same numbers (one state of identical curves), else −1. A solver
+   * may then move them in any order.
+   */
+  stateOf?(i: number): number;
+  /** Optional, with stateOf: v(cursor + 2) − v(cursor + 1) without moving the cursor (what nextGain gives after advance). */
+  gainAfterNext?(i: number): number;
   readonly walkGain?: number;
   readonly walkNext?: number;
 }

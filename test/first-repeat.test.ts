@@ -1,0 +1,44 @@
+import seedrandom from 'seedrandom';
+import { describe, expect, it } from 'vitest';
+import { firstRepeat, fnv1a } from '../src/math/hash.js';
+
+/** The first repeat the plain way: a map of the keys seen. */
+function mapRepeat(keys: readonly string[]): { at: number; before: number } | undefined {
+  const first = new Map<string, number>();
+  for (let i = 0; i < keys.length; i++) {
+    const before = first.get(keys[i]!);
+    if (before !== undefined) return { at: i, before };
+    first.set(keys[i]!, i);
+  }
+  return undefined;
+}
+
+describe('firstRepeat', () => {
+  it('finds the repeat a map finds, with colliding hashes of different keys and keys repeated many times', () => {
+    const random = seedrandom('first-repeat');
+    // fnv1a('id-149599') === fnv1a('id-312382'): equal hashes, different keys.
+    expect(fnv1a('id-149599')).toBe(fnv1a('id-312382'));
+    let repeats = 0;
+    for (let round = 0; round < 200; round++) {
+      const pool = Math.floor(random() * 3000) + 2;
+      const keys = Array.from({ length: Math.floor(random() * 2000) }, () => (random() < 0.05 ? ['id-149599', 'id-312382'][Math.floor(random() * 2)]! : `k-${Math.floor(random() * pool)}`));
+      const hashes = Uint32Array.from(keys, fnv1a);
+      const expected = mapRepeat(keys);
+      if (expected !== undefined) repeats++;
+      expect(firstRepeat(keys.length, (i) => keys[i]!, hashes), `round ${round}`).toEqual(expected);
+      // A longer hashes array: only the first `count` count.
+      const longer = new Uint32Array(keys.length + 5);
+      longer.set(hashes);
+      expect(firstRepeat(keys.length, (i) => keys[i]!, longer), `round ${round} (longer)`).toEqual(expected);
+    }
+    expect(repeats).toBeGreaterThan(50);
+    expect(repeats).toBeLessThan(200);
+  });
+
+  it('tells apart the colliding keys: no repeat when each appears once', () => {
+    const keys = ['a', 'id-149599', 'b', 'id-312382', 'c'];
+    expect(firstRepeat(keys.length, (i) => keys[i]!, Uint32Array.from(keys, fnv1a))).toBeUndefined();
+    keys.push('id-149599');
+    expect(firstRepeat(keys.length, (i) => keys[i]!, Uint32Array.from(keys, fnv1a))).toEqual({ at: 5, before: 1 });
+  });
+});

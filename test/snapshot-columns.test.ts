@@ -1,0 +1,152 @@
+import { join } from 'node:path';
+import seedrandom from 'seedrandom';
+import { describe, expect, it } from 'vitest';
+import { fnv1a, snapshotOf, SqliteStore, type PromptState, type StateSnapshot } from '../src/index.js';
+import { tempDir } from './temp.js';
+
+// The whole-state snapshot of a SQLite state is read into columns (store/sqlite-scan.ts,
+// posterior/state-columns.ts); these tests compare it with the snapshot made the careful way,
+// snapshotOf over the rows as objects, on states with the values a state file can hold.
+
+type Row = [string, string | null, number, number, number, number, number, number, number, number, number, number | null, number | null];
+
+const COLUMNS = 'id, grp, successes, failures, last_step, rollouts, reward_sum, correct_count, correct_tokens, wrong_count, wrong_tokens, prior_pass_rate, prior_samples';
+
+/** A state file holding `rows` (and `last_step` in meta when given). */
+function stateFile(rows: readonly Row[], lastStep?: number): string {
+  const path = join(tempDir('rb-columns-'), 'state.db');
+  new SqliteStore(path).close();
+  const db = new (SqliteStore.driver())(path);
+  const insert = db.prepare(`INSERT INTO prompts (${COLUMNS}) VALUES (${COLUMNS.split(', ').map(() => '?').join(', ')})`);
+  db.transaction(() => {
+    for (const row of rows) insert.run(...row);
+    if (lastStep !== undefined) db.prepare("INSERT INTO meta (key, value) VALUES ('last_step', ?)").run(String(lastStep));
+  })();
+  db.close();
+  return path;
+}
+
+/** The snapshot the row path makes: every row as an object, in the table's order, then snapshotOf. */
+function rowSnapshot(path: string): StateSnapshot {
+  const db = new (SqliteStore.driver())(path, { readonly: true });
+  const states = (db.prepare(`SELECT ${COLUMNS} FROM prompts`).raw().all() as Row[]).map((r): PromptState => ({
+    id: r[0], group: r[1], successes: r[2], failures: r[3], lastStep: r[4], rollouts: r[5], rewardSum: r[6],
+    correctCount: r[7], correctTokens: r[8], wrongCount: r[9], wrongTokens: r[10],
+    ...(r[11] === null ? {} : { priorPassRate: r[11] }),
+    ...(r[12] === null ? {} : { priorSamples: r[12] }),
+  }));
+  const meta = db.prepare("SELECT value FROM meta WHERE key = 'last_step'").pluck().get() as string | undefined;
+  db.close();
+  return snapshotOf(states, meta === undefined ? null : Number(meta));
+}
+
+/** Same fields, same order, same numbers (Object.is: -0 and 0 differ). */
+function sameState(a: PromptState | undefined, b: PromptState | undefined, what: string): void {
+  expect(a === undefined, what).toBe(b === undefined);
+  if (a === undefined || b === undefined) return;
+  expect(Object.keys(a), what).toEqual(Object.keys(b));
+  for (const key of Object.keys(a) as (keyof PromptState)[]) {
+    if (typeof a[key] === 'number') expect(Object.is(a[key], b[key]), `${what}.${key}: ${String(a[key])} vs ${String(b[key])}`).toBe(true);
+    else expect(a[key], `${what}.${key}`).toStrictEqual(b[key]);
+  }
+}
+
+function sameSnapshot(fast: StateSnapshot, slow: StateSnapshot, ids: readonly string[], groups: readonly string[]): void {
+  expect(fast.lastStep).toBe(slow.lastStep);
+  expect(fast.all).toStrictEqual(slow.all);
+  for (const g of [...groups, 'no-such-group']) expect(fast.group(g), g).toStrictEqual(slow.group(g));
+  for (const id of [...ids, 'no-such-id', '']) {
+    sameState(fast.get(id), slow.get(id), id);
+    sameState(fast.get(id, fnv1a(id)), slow.get(id), id);
+  }
+  const [a, b] = [fast.states!(), slow.states!()];
+  expect(a.length).toBe(b.length);
+  a.forEach((s, k) => sameState(s, b[k], `states()[${k}]`));
+  const [h, i] = [fast.hinted!(), slow.hinted!()];
+  expect(h.length).toBe(i.length);
+  h.forEach((s, k) => sameState(s, i[k], `hinted()[${k}]`));
+}
+
+const TRICKY_IDS = ['plain', 'é-ü', '😀 emoji', 'a\nb', 'quote"back\\slash', 'nul\u0000x', 'tab\tx', ' ', '\u2028', '𝒳'.repeat(40)];
+
+/** Random rows: decayed (fractional) evidence, groups or none, hints or none, unobserved (meta-only) prompts. */
+function randomRows(seed: string, count: number): Row[] {
+  const random = seedrandom(seed);
+  const groups = [null, null, 'math', 'code', 'ünïcode group', 'g"q'];
+  return Array.from({ length: count }, (_, k): Row => {
+    const id = k < TRICKY_IDS.length ? TRICKY_IDS[k]! : `p-${k}-${Math.floor(random() * 1e9)}`;
+    const group = groups[Math.floor(random() * groups.length)]!;
+    const unobserved = random() < 0.1;
+    const decay = random() < 0.5 ? 1 : 0.9 ** Math.floor(random() * 20);
+    const successes = unobserved ? 0 : Math.floor(random() * 30) * decay;
+    const failures = unobserved ? 0 : Math.floor(random() * 30) * decay + (random() < 0.1 ? 1e-300 : 0);
+    const rollouts = unobserved ? 0 : Math.floor(random() * 60);
+    const correct = Math.floor(random() * rollouts);
+    const hint = random() < 0.3 ? random() : null;
+    const samples = hint !== null && random() < 0.5 ? Math.floor(random() * 100) : null;
+    return [id, group, successes, failures, unobserved ? -1 : Math.floor(random() * 50), rollouts, successes + 0.5, correct,
+      correct * 377.25, rollouts - correct, (rollouts - correct) * 901, hint, samples];
+  });
+}
+
+describe('the columnar snapshot of a SQLite state', () => {
+  it('equals the row path on tricky states: unicode and escaped ids, groups, hints, decayed counts, unobserved prompts', () => {
+    let compared = 0;
+    for (const [seed, count, lastStep] of [['a', 400, undefined], ['b', 1500, 61], ['c', TRICKY_IDS.length, 3]] as const) {
+      const rows = randomRows(seed, count);
+      const path = stateFile(rows, lastStep);
+      const store = new SqliteStore(path);
+      const fast = store.snapshot();
+      store.close();
+      // The columns make a state on each lookup; the row path keeps one object a prompt.
+      expect(fast.get(rows[0]![0])).not.toBe(fast.get(rows[0]![0]));
+      sameSnapshot(fast, rowSnapshot(path), rows.map((r) => r[0]), ['math', 'code', 'ünïcode group', 'g"q']);
+      compared += rows.length;
+    }
+    expect(compared).toBeGreaterThan(1900);
+  });
+
+  it('an empty state: no prompts, lastStep null', () => {
+    const path = stateFile([]);
+    const store = new SqliteStore(path);
+    const fast = store.snapshot();
+    store.close();
+    sameSnapshot(fast, rowSnapshot(path), [], []);
+    expect(fast.lastStep).toBeNull();
+  });
+
+  // Rows the columns cannot keep exactly: the snapshot is read the careful way, with the same result.
+  for (const [what, bad] of [
+    ['rollouts beyond 32 bits', (r: Row) => { r[5] = 2 ** 40; }],
+    ['a negative last step beyond 32 bits', (r: Row) => { r[4] = -(2 ** 33); }],
+    ['a fractional count in an integer column', (r: Row) => { r[7] = 2.5; }],
+    ['text in a number column', (r: Row) => { r[2] = 'many' as unknown as number; }],
+    ['a blob as the group', (r: Row) => { r[1] = Buffer.from('g') as unknown as string; }],
+  ] as const) {
+    it(`falls back to the row path on ${what}`, () => {
+      const rows = randomRows(`fallback ${what}`, 300);
+      bad(rows[150]!);
+      const path = stateFile(rows);
+      const store = new SqliteStore(path);
+      const slowPath = store.snapshot();
+      store.close();
+      expect(slowPath.get(rows[0]![0])).toBe(slowPath.get(rows[0]![0]));
+      sameSnapshot(slowPath, rowSnapshot(path), rows.map((r) => r[0]), ['math', 'code']);
+    });
+  }
+
+  it('rows in the table order, also after updates, deletes and a vacuum', () => {
+    const rows = randomRows('order', 600);
+    const path = stateFile(rows);
+    const db = new (SqliteStore.driver())(path);
+    db.prepare('DELETE FROM prompts WHERE rowid % 7 = 0').run();
+    db.prepare("UPDATE prompts SET successes = successes + 0.1, grp = 'math' WHERE rowid % 5 = 0").run();
+    db.prepare("INSERT INTO prompts (id, grp, successes, failures, last_step, rollouts, reward_sum, correct_count, correct_tokens, wrong_count, wrong_tokens) VALUES ('a-late', 'code', 0.3, 0.7, 2, 1, 0.3, 0, 0, 1, 10)").run();
+    db.exec('VACUUM');
+    db.close();
+    const store = new SqliteStore(path);
+    const fast = store.snapshot();
+    store.close();
+    sameSnapshot(fast, rowSnapshot(path), [...rows.map((r) => r[0]), 'a-late'], ['math', 'code']);
+  });
+});
