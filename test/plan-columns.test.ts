@@ -1,5 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
+import { intervalTablesKept } from '../src/plan/columns.js';
 import {
   betaQuantileFast, createAllocator, createRegistries, expectedTokens, formatPlan, MonomialCurves, parsePrompts, parseVisits,
   posteriors, resolvePlanOptions, type Allocation, type Candidate, type Plan, type PlanOptionsInput,
@@ -78,6 +79,25 @@ describe('plan columns and the allocations built from them', () => {
       expect(columns.n.reduce((s, x) => s + x, 0)).toBe(plan.totals.rollouts);
     });
   }
+
+  it('quantiles kept across plans (a table for the thread) equal fresh ones: other intervals, eviction, regrowth, repeats', () => {
+    // Small pools first (small tables), then every prompt (a regrown table); six intervals
+    // against four kept tables, so some come back after eviction; each case twice (all hits).
+    const sequence: [{ rollouts: number }, PlanOptionsInput][] = [];
+    for (const interval of [0.9, 0.5, 0.8, 0.95, 0.7, 0.6, 0.9, 0.5]) sequence.push([{ rollouts: 64 }, { skip: true, interval }]);
+    for (const interval of [0.9, 0.5, 0.8, 0.95, 0.7, 0.6]) sequence.push([{ rollouts: 8 * prompts.length }, { interval }]);
+    let ran = 0;
+    for (const [budget, options] of [...sequence, ...sequence]) {
+      const plan = allocator.plan(prompts, budget, options);
+      const { allocations: _lazy, warnings, ...header } = plan;
+      const expected = { ...header, allocations: eagerAllocations(plan, prompts, options, snapshot), warnings };
+      expect(JSON.stringify(plan), `interval ${options.interval}, ${budget.rollouts} rollouts`).toBe(JSON.stringify(expected));
+      expect(intervalTablesKept()).toBeLessThanOrEqual(4);
+      ran++;
+    }
+    expect(ran).toBe(28);
+    expect(intervalTablesKept()).toBe(4);
+  });
 
   it('builds the allocations once, keeps a replacement, and never writes the columns to the file', () => {
     const plan = allocator.plan(prompts, { rollouts: 512 }, { skip: true });

@@ -1,6 +1,7 @@
 import seedrandom from 'seedrandom';
 import { describe, expect, it } from 'vitest';
 import { createAllocator, formatPlan, planJsonCompact, type Candidate, type Plan } from '../src/index.js';
+import { rowTexts } from '../src/plan/text-cache.js';
 
 /**
  * The plan writers (plan/serialize.ts) format rows from the plan's columns; their bytes must
@@ -74,6 +75,37 @@ describe('plan writers', () => {
       expect(jsonl).toBe(formatPlan(plan, 'jsonl')); // now from the objects (planGroups)
     }
     expect(rows).toBeGreaterThan(4000);
+  });
+
+  it('texts kept across plans (a set per layout for the thread) give fresh bytes: compact or pretty first, small, regrown, small again', () => {
+    const small = plans();
+    const a = createAllocator();
+    a.observe(Array.from({ length: 6000 }, (_, i) => ({ prompt_id: `r${i}`, step: 0, rewards: Array.from({ length: 1 + (i % 7) }, (_, j) => (j * i) % 3 === 0 ? 1 : 0) })));
+    const big = a.plan(Array.from({ length: 6000 }, (_, i) => ({ id: `r${i}`, max_tokens: 100 * (i % 4) + 1 })), { rollouts: 30_000 }, { interval: 0.8 });
+    // Every text written from the columns first: the reference reads `allocations`, which
+    // switches the writers to the objects.
+    const written: [Plan, string, string][] = [];
+    for (const prettyFirst of [false, true, false]) {
+      for (const plan of [...small, big, ...small]) {
+        expect(plan.columns).toBeDefined();
+        if (prettyFirst) {
+          const pretty = formatPlan(plan, 'json');
+          written.push([plan, pretty, planJsonCompact(plan)]);
+        } else {
+          const compact = planJsonCompact(plan);
+          written.push([plan, formatPlan(plan, 'json'), compact]);
+        }
+      }
+    }
+    for (const [plan, pretty, compact] of written) {
+      expect(pretty).toBe(reference(plan, true));
+      expect(compact).toBe(reference(plan, false));
+    }
+    expect(written).toHaveLength(27);
+    // Bounded: one set per layout, at most 2^16 slots, kept (not remade) for smaller plans.
+    expect(rowTexts(true, 1e7).counts.bits).toBe(16);
+    expect(rowTexts(true, 10)).toBe(rowTexts(true, 1e7));
+    expect(rowTexts(false, 10)).not.toBe(rowTexts(true, 10));
   });
 
   it('write the objects when a caller has read or replaced the allocations (edits included)', () => {

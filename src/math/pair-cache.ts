@@ -9,12 +9,13 @@ export class PairCache {
   private readonly valX: Float64Array;
   private readonly valY: Float64Array;
   private readonly mask: number;
-  private readonly bits = new Float64Array(2);
-  private readonly words = new Uint32Array(this.bits.buffer);
+  private readonly key = new Float64Array(2);
+  private readonly words = new Uint32Array(this.key.buffer);
 
   constructor(
     private readonly compute: (a: number, b: number) => [number, number],
-    bits = 16,
+    /** log2 of the number of entries. */
+    readonly bits = 16,
   ) {
     const size = 1 << bits;
     this.mask = size - 1;
@@ -25,8 +26,8 @@ export class PairCache {
   }
 
   private slot(a: number, b: number): number {
-    this.bits[0] = a;
-    this.bits[1] = b;
+    this.key[0] = a;
+    this.key[1] = b;
     const w = this.words;
     let h = Math.imul(w[0]! ^ w[1]!, 0x9e3779b1);
     h = Math.imul(h ^ w[2]! ^ (h >>> 15), 0x85ebca6b);

@@ -101,14 +101,31 @@ export function allocationsOf(columns: PlanColumns): Allocation[] {
   return out;
 }
 
+/** Quantile tables kept for the thread, by q: at most this many (a service plans at one or two intervals). */
+const KEPT_INTERVALS = 4;
+const kept = new Map<number, PairCache>();
+
+/** How many quantile tables the thread keeps (at most KEPT_INTERVALS); for tests. */
+export const intervalTablesKept = (): number => kept.size;
+
 /**
- * [q, 1 − q] quantiles of Beta(α, β), cached for one plan: posteriors repeat a lot (counts
- * are small integers and step gaps few), and the exact quantile costs ~1.4 µs.
+ * [q, 1 − q] quantiles of Beta(α, β), memoized for the thread: posteriors repeat a lot
+ * (counts are small integers and step gaps few), within a plan and across a service's plans,
+ * and the exact quantile costs ~1.4 µs. A pure function of (q, α, β), so a kept table gives
+ * the same bytes as a fresh one. Bounded: at most KEPT_INTERVALS tables of 2^12 to 2^16
+ * slots (128 KB to 2 MB), a table regrown (a fresh one) when a larger plan needs more slots.
  */
 function memoizedInterval(q: number, size: number): (a: number, b: number) => [number, number] {
-  // At least 2 slots a prompt, 2^8 to 2^16 (2 MB): small plans do not pay for a big table.
-  const bits = Math.min(16, Math.max(8, Math.ceil(Math.log2(2 * size + 1))));
-  const cache = new PairCache((a, b) => [betaQuantileFast(q, a, b), betaQuantileFast(1 - q, a, b)], bits);
+  // At least 2 slots a prompt, 2^12 to 2^16: small plans do not pay for a big table.
+  const bits = Math.min(16, Math.max(12, Math.ceil(Math.log2(2 * size + 1))));
+  let cache = kept.get(q);
+  if (cache === undefined || cache.bits < bits) {
+    cache = new PairCache((a, b) => [betaQuantileFast(q, a, b), betaQuantileFast(1 - q, a, b)], bits);
+    kept.delete(q);
+    if (kept.size >= KEPT_INTERVALS) kept.delete(kept.keys().next().value!);
+    kept.set(q, cache);
+  }
+  const table = cache;
   const out: [number, number] = [0, 0];
-  return (a, b) => cache.get(a, b, out);
+  return (a, b) => table.get(a, b, out);
 }

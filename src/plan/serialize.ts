@@ -1,6 +1,6 @@
 import { allocationReader, emptyFields, untouchedColumns } from './columns.js';
 import { groupId, groupSeed } from './groups.js';
-import { TextCache } from './text-cache.js';
+import { rowTexts } from './text-cache.js';
 import type { Plan, PlanColumns } from './types.js';
 
 /**
@@ -71,11 +71,8 @@ function* jsonChunks(plan: Plan, pretty: boolean): Generator<string> {
   const [nKey, maxKey, tokensKey, meanKey, lowKey, highKey, valueKey, rolloutKey] =
     ['n', 'max_tokens', 'expected_tokens', 'p_mean', 'p_low', 'p_high', 'value', 'first_rollout'].map(name);
   const next = `${close}${between}${open}"prompt_id"${indent}`;
-  // Runs of fields whose numbers repeat across rows, each formatted once per distinct numbers.
-  const bits = Math.min(16, Math.max(6, Math.ceil(Math.log2(columns.length + 1))));
-  const counts = new TextCache(bits);
-  const posteriors = new TextCache(bits);
-  const values = new TextCache(bits);
+  // Runs of fields whose numbers repeat across rows (and plans), each formatted once per distinct numbers.
+  const { counts, posteriors, values } = rowTexts(pretty, columns.length);
   let chunk = `${text.slice(0, at)}${key}[${pretty ? '\n' : ''}${open}"prompt_id"${indent}`;
   const read = allocationReader(columns);
   const row = emptyFields();

@@ -9,11 +9,12 @@ export class TextCache {
   private readonly keys: Float64Array;
   private readonly texts: string[];
   private readonly mask: number;
-  private readonly bits = new Float64Array(3);
-  private readonly words = new Uint32Array(this.bits.buffer);
+  private readonly key = new Float64Array(3);
+  private readonly words = new Uint32Array(this.key.buffer);
   private slot = 0;
 
-  constructor(bits: number) {
+  /** `bits`: log2 of the number of slots. */
+  constructor(readonly bits: number) {
     const size = 1 << bits;
     this.mask = size - 1;
     this.keys = new Float64Array(3 * size).fill(NaN);
@@ -22,7 +23,7 @@ export class TextCache {
 
   /** The text kept for (x, y, z), or undefined: then put() keeps one for them. */
   get(x: number, y: number, z: number): string | undefined {
-    const b = this.bits;
+    const b = this.key;
     b[0] = x;
     b[1] = y;
     b[2] = z;
@@ -41,11 +42,37 @@ export class TextCache {
   /** Keeps `text` for the numbers of the last get() that missed; returns it. */
   put(text: string): string {
     const s = this.slot;
-    const b = this.bits;
+    const b = this.key;
     this.keys[3 * s] = b[0]!;
     this.keys[3 * s + 1] = b[1]!;
     this.keys[3 * s + 2] = b[2]!;
     this.texts[s] = text;
     return text;
   }
+}
+
+/** The text caches of a plan writer's row fields: counts (n, max_tokens), posteriors, values. */
+export interface RowTexts {
+  readonly counts: TextCache;
+  readonly posteriors: TextCache;
+  readonly values: TextCache;
+}
+
+/** Kept for the thread, one set per layout (pretty, compact): their texts hold the field names. */
+const kept = new Map<boolean, RowTexts>();
+
+/**
+ * Row text caches for a plan of `rows` rows written `pretty` or compact, kept for the thread:
+ * a cached text is a pure function of its numbers and the layout, so a service's plans reuse
+ * the texts of earlier plans (same bytes). Bounded: two sets of 2^12 to 2^16 slots, a set
+ * replaced by a larger one when a larger plan needs more slots.
+ */
+export function rowTexts(pretty: boolean, rows: number): RowTexts {
+  const bits = Math.min(16, Math.max(12, Math.ceil(Math.log2(rows + 1))));
+  let texts = kept.get(pretty);
+  if (texts === undefined || texts.counts.bits < bits) {
+    texts = { counts: new TextCache(bits), posteriors: new TextCache(bits), values: new TextCache(bits) };
+    kept.set(pretty, texts);
+  }
+  return texts;
 }
