@@ -28,9 +28,13 @@ let driver: SqliteDriver | undefined;
 export function sqliteDriver(): SqliteDriver {
   if (driver !== undefined) return driver;
   const require = createRequire(import.meta.url);
-  const addon = join(dirname(dirname(require.resolve('better-sqlite3/lib/index.js'))), 'build', 'Release', 'better_sqlite3.node');
-  driver = existsSync(addon) ? { Database: bundled(), options: { nativeBinding: addon } } : { Database: installed(), options: {} };
+  driver = driverFor(join(dirname(dirname(require.resolve('better-sqlite3/lib/index.js'))), 'build', 'Release', 'better_sqlite3.node'));
   return driver;
+}
+
+/** The driver given where the native addon should be: named by path if it is there, else the installed package's own search. */
+export function driverFor(addon: string): SqliteDriver {
+  return existsSync(addon) ? { Database: bundled(), options: { nativeBinding: addon } } : { Database: installed(), options: {} };
 }
 
 /** The package as installed, for tools that open a database without these options (SqliteStore.driver). */
