@@ -2,7 +2,8 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { LoggedRun, createReplayPolicyRegistry, loadLog, readLog, replayEnvironment, runPolicies, type ReplayRun, type Visit } from '../src/index.js';
+import { LoggedRun, loadLog, readLog, type ReplayRun, type Visit } from '../src/index.js';
+import { replayed, replayPolicies, splitGroupLog } from './replay-helpers.js';
 import { tempDir } from './temp.js';
 
 /**
@@ -76,31 +77,13 @@ describe('packed replay run', () => {
   it('a replay of a packed run gives the metrics of a LoggedRun, every policy, both streams', async () => {
     const d = tempDir('rb-packed-');
     const path = join(d, 'log.jsonl');
-    const lines: string[] = [];
     // 12 steps of 16 prompts from a pool of 40, 4 rollouts each; a prompt's group split in two; step 5 logged before step 4.
-    for (const step of [0, 1, 2, 3, 5, 4, 6, 7, 8, 9, 10, 11]) {
-      const later: string[] = [];
-      for (let b = 0; b < 16; b++) {
-        const p = (step * 16 + b) % 40;
-        for (let j = 0; j < 4; j++) {
-          const reward = (p * 7 + j * 3 + step) % 5 < p % 4 ? 1 : 0;
-          const l = JSON.stringify({ prompt_id: `p${p}`, step, reward, tokens: 100 + ((p * 31 + j * 17) % 900) });
-          (j >= 2 && b % 3 === 0 ? later : lines).push(l);
-        }
-      }
-      lines.push(...later);
-    }
-    writeFileSync(path, lines.join('\n'));
+    writeFileSync(path, splitGroupLog([0, 1, 2, 3, 5, 4, 6, 7, 8, 9, 10, 11]));
     const { run } = await readLog(path);
     const logged = new LoggedRun((await loadLog(path)).visits);
     expectSameRun(run, logged);
-    const policies = createReplayPolicyRegistry().names().filter((n) => n !== 'oracle');
-    expect(policies.length).toBeGreaterThanOrEqual(6);
-    for (const stream of ['consumed', 'shared'] as const) {
-      const options = { policies, registry: createReplayPolicyRegistry(), minN: 2, maxN: 16, seed: 3, stream, plan: { rounds: 2 } };
-      const strip = (r: ReturnType<typeof runPolicies>) => JSON.stringify(r, (k, v) => (k === 'planMs' || k === 'plan_ms_per_step' ? 0 : v));
-      expect(strip(runPolicies(replayEnvironment(run), options)), stream).toBe(strip(runPolicies(replayEnvironment(logged), options)));
-    }
+    expect(replayPolicies().length).toBeGreaterThanOrEqual(6);
+    for (const stream of ['consumed', 'shared'] as const) expect(replayed(run, stream), stream).toBe(replayed(logged, stream));
   });
 
   it('refuses a visit that is not its own when asked for a pooled rate', async () => {

@@ -2,7 +2,8 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { createReplayPolicyRegistry, readLog, replayEnvironment, runPolicies, type ReplayRun, type Visit } from '../src/index.js';
+import { readLog, replayEnvironment, runPolicies, type ReplayRun, type Visit } from '../src/index.js';
+import { replayed, replayOptions, replayPolicies, splitGroupLog, withoutTimes } from './replay-helpers.js';
 import { tempDir } from './temp.js';
 
 /**
@@ -116,36 +117,21 @@ describe('streamed replay run', () => {
   it('a replay of a streamed run gives the metrics of the packed run, every policy, both streams', async () => {
     const d = tempDir('rb-streamed-');
     const path = join(d, 'log.jsonl');
-    const lines: string[] = [];
     // 40 steps of 16 prompts from a pool of 40, 4 rollouts each (past KEPT_STEPS, so steps are read again); a group split in two.
-    for (let step = 0; step < 40; step++) {
-      const later: string[] = [];
-      for (let b = 0; b < 16; b++) {
-        const p = (step * 16 + b) % 40;
-        for (let j = 0; j < 4; j++) {
-          const reward = (p * 7 + j * 3 + step) % 5 < p % 4 ? 1 : 0;
-          const l = JSON.stringify({ prompt_id: `p${p}`, step, reward, tokens: 100 + ((p * 31 + j * 17) % 900) });
-          (j >= 2 && b % 3 === 0 ? later : lines).push(l);
-        }
-      }
-      lines.push(...later);
-    }
-    writeFileSync(path, lines.join('\n'));
+    writeFileSync(path, splitGroupLog(Array.from({ length: 40 }, (_, step) => step)));
     const { run } = await readLog(path, { chunkBytes: 1000 });
     const { run: packed } = await readLog(path, { packed: true });
     expect(run.constructor.name).toBe('StreamedRun');
-    const policies = createReplayPolicyRegistry().names().filter((n) => n !== 'oracle');
-    expect(policies.length).toBeGreaterThanOrEqual(6);
+    expect(replayPolicies().length).toBeGreaterThanOrEqual(6);
     for (const stream of ['consumed', 'shared'] as const) {
-      const options = { policies, registry: createReplayPolicyRegistry(), minN: 2, maxN: 16, seed: 3, stream, plan: { rounds: 2 } };
-      const strip = (r: ReturnType<typeof runPolicies>) => JSON.stringify(r, (k, v) => (k === 'planMs' || k === 'plan_ms_per_step' ? 0 : v));
-      expect(strip(runPolicies(replayEnvironment(run), options)), stream).toBe(strip(runPolicies(replayEnvironment(packed), options)));
+      expect(replayed(run, stream), stream).toBe(replayed(packed, stream));
       // Without allocations (the CLI's replay: they grow with the log), the same metrics.
+      const options = replayOptions(stream);
       const bare = runPolicies(replayEnvironment(run), { ...options, allocations: false });
       expect(bare.every((r) => r.allocations.length === 0)).toBe(true);
       const full = runPolicies(replayEnvironment(run), options);
       expect(full.every((r) => r.allocations.length === 40)).toBe(true);
-      expect(strip(bare)).toBe(strip(full.map((r) => ({ ...r, allocations: [] }))));
+      expect(withoutTimes(bare)).toBe(withoutTimes(full.map((r) => ({ ...r, allocations: [] }))));
     }
   });
 });
