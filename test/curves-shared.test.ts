@@ -1,6 +1,7 @@
 import seedrandom from 'seedrandom';
 import { describe, expect, it } from 'vitest';
 import { createValueRegistry, fnv1a, greedySolve, MonomialCurves, type CurveMode, type SolverInput, type ValueCurves } from '../src/index.js';
+import { expectSameSolution } from './helpers.js';
 import { ReferenceCurves } from './reference-curves.js';
 
 /**
@@ -118,14 +119,7 @@ describe('curves shared by prompts with identical parameters', () => {
       peeks += curves.peeks;
       const slow = greedySolve(input(new ReferenceCurves(balanced, mode), new ReferenceCurves(hit, mode)));
       expect(fast.status, `case ${k}`).toBe('optimal');
-      let differing = 0;
-      for (let i = 0; i < size; i++) if (fast.n[i] !== slow.n[i]) differing++;
-      expect(differing, `case ${k}`).toBe(0);
-      expect(fast.objective, `case ${k}`).toBe(slow.objective);
-      expect(fast.upperBound, `case ${k}`).toBe(slow.upperBound);
-      expect(fast.usedRollouts, `case ${k}`).toBe(slow.usedRollouts);
-      expect(fast.usedTokens, `case ${k}`).toBe(slow.usedTokens);
-      expect(fast.surplusRollouts, `case ${k}`).toBe(slow.surplusRollouts);
+      expectSameSolution(fast, slow, `case ${k}`);
       ran++;
     }
     expect(ran).toBe(cases.length);

@@ -1,7 +1,8 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import seedrandom from 'seedrandom';
-import { MonomialCurves, createValueRegistry, fnv1a, type SolverInput } from '../src/index.js';
+import { expect } from 'vitest';
+import { MonomialCurves, createValueRegistry, fnv1a, type SolverInput, type SolverResult } from '../src/index.js';
 
 /** A seeded random instance for solver tests; the seed goes into failure messages. */
 export function randomInstance(
@@ -62,4 +63,17 @@ export function goldenCases<T>(): { name: string; data: T }[] {
     .filter((f) => f.endsWith('.json'))
     .sort()
     .map((f) => ({ name: f, data: JSON.parse(readFileSync(join(dir, f), 'utf8')) as T }));
+}
+
+/** Two solutions of one instance are the same: every n, the objective, bound and budgets used, bit for bit. */
+export function expectSameSolution(a: SolverResult, b: SolverResult, label: string): void {
+  let differing = 0;
+  for (let i = 0; i < a.n.length; i++) if (a.n[i] !== b.n[i]) differing++;
+  expect(differing, label).toBe(0);
+  expect(a.n.length, label).toBe(b.n.length);
+  expect(a.objective, label).toBe(b.objective);
+  expect(a.upperBound, label).toBe(b.upperBound);
+  expect(a.usedRollouts, label).toBe(b.usedRollouts);
+  expect(a.usedTokens, label).toBe(b.usedTokens);
+  expect(a.surplusRollouts, label).toBe(b.surplusRollouts);
 }
