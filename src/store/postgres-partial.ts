@@ -1,5 +1,5 @@
 import type pg from 'pg';
-import type { GroupStats } from '../posterior/state.js';
+import type { GroupStats, PromptState } from '../posterior/state.js';
 import { POOLED_COLUMNS, statsOfValues } from './pooled.js';
 
 /**
@@ -16,9 +16,9 @@ import { POOLED_COLUMNS, statsOfValues } from './pooled.js';
  * The hinted prompts (the hint calibration's data) are not read here: a caller that needs
  * them reads in a transaction.
  */
-export interface PartialRows<R> {
+export interface PartialRows {
   readonly lastStep: number | null;
-  readonly prompts: R[];
+  readonly prompts: PromptState[];
   readonly pooled: Map<string, GroupStats>;
 }
 
@@ -42,20 +42,24 @@ UNION ALL SELECT ${POOLED}, scope, NULL, ${POOLED_COLUMNS.join(', ')}, ${pad(NUM
 UNION ALL SELECT ${LAST_STEP}, NULL, NULL, value::float8, ${pad(NUMBERS.length - 1)} FROM ${s}.meta WHERE key = 'last_step'`;
 }
 
-/** Reads the partial rows in one statement (see above). O(ids + scopes). */
-export async function readPartial<R>(
+/**
+ * Reads the partial rows in one statement (see above), each row as an array (pg's rowMode
+ * 'array': no object of named fields a row), a prompt row made into its state by `stateOf`
+ * from its values after `kind`. O(ids + scopes).
+ */
+export async function readPartial(
   pool: pg.Pool, s: string, columns: string, from: string, ids: readonly string[], scopes: readonly string[],
-): Promise<PartialRows<R>> {
-  const { rows } = await pool.query<Record<string, unknown> & { kind: number }>(partialSql(s, columns, from), [ids, scopes]);
-  const prompts: R[] = [];
+  stateOf: (row: readonly unknown[], at: number) => PromptState,
+): Promise<PartialRows> {
+  const { rows } = await pool.query<unknown[]>({ text: partialSql(s, columns, from), values: [ids, scopes], rowMode: 'array' });
+  const prompts: PromptState[] = [];
   const pooled = new Map<string, GroupStats>();
   let lastStep: number | null = null;
   for (const row of rows) {
-    if (row.kind === PROMPT) {
-      const { kind: _, ...prompt } = row;
-      prompts.push(prompt as R);
-    } else if (row.kind === POOLED) pooled.set(row.id as string, statsOfValues(POOLED_COLUMNS.map((_, k) => row[NUMBERS[k]!] as number)));
-    else lastStep = row.successes as number;
+    const kind = row[0];
+    if (kind === PROMPT) prompts.push(stateOf(row, 1));
+    else if (kind === POOLED) pooled.set(row[1] as string, statsOfValues(POOLED_COLUMNS.map((_, k) => row[3 + k] as number)));
+    else lastStep = row[3] as number;
   }
   return { lastStep, prompts, pooled };
 }

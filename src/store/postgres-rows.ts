@@ -22,6 +22,19 @@ export interface Row {
   prior_pass_rate: number | null; prior_samples: number | null;
 }
 
+/** A prompt's state from a row read in COLUMNS order as an array (pg's rowMode 'array'), its id at `at`. */
+export function fromValues(v: readonly unknown[], at: number): PromptState {
+  const n = (k: number) => v[at + k] as number;
+  const rate = v[at + 11] as number | null;
+  const samples = v[at + 12] as number | null;
+  return {
+    id: v[at] as string, group: v[at + 1] as string | null, successes: n(2), failures: n(3), lastStep: n(4), rollouts: n(5),
+    rewardSum: n(6), correctCount: n(7), correctTokens: n(8), wrongCount: n(9), wrongTokens: n(10),
+    ...(rate === null ? {} : { priorPassRate: rate }),
+    ...(samples === null ? {} : { priorSamples: samples }),
+  };
+}
+
 export const fromRow = (r: Row): PromptState => ({
   id: r.id, group: r.grp, successes: r.successes, failures: r.failures, lastStep: r.last_step, rollouts: r.rollouts,
   rewardSum: r.reward_sum, correctCount: r.correct_count, correctTokens: r.correct_tokens, wrongCount: r.wrong_count,

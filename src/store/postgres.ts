@@ -7,7 +7,7 @@ import { ALL_SCOPE, groupScope, partialSnapshot, PooledDeltas } from './pooled.j
 import { addPooled, buildPooled, pooledTableSql, readPooled } from './postgres-pooled.js';
 import { applyIn, HINT_SET } from './postgres-apply.js';
 import { readPartial } from './postgres-partial.js';
-import { COLUMNS, fromRow, promptsOf, type Row } from './postgres-rows.js';
+import { COLUMNS, fromRow, fromValues, promptsOf, type Row } from './postgres-rows.js';
 import type { AsyncStore } from './async.js';
 import { mergeMeta, NO_STEP, type PromptMeta } from './meta.js';
 import type { ObserveSummary } from './types.js';
@@ -168,8 +168,8 @@ export class PostgresStore implements AsyncStore {
    */
   async snapshot(ids?: readonly string[], groups: readonly string[] = [], hinted = false): Promise<StateSnapshot> {
     if (ids !== undefined && !hinted) {
-      const read = await readPartial<Row>(this.pool, this.schema, COLUMNS, promptsOf(this.schema), sortedUnique(ids), [ALL_SCOPE, ...groups.map(groupScope)]);
-      const states = read.prompts.map(fromRow);
+      const read = await readPartial(this.pool, this.schema, COLUMNS, promptsOf(this.schema), sortedUnique(ids), [ALL_SCOPE, ...groups.map(groupScope)], fromValues);
+      const states = read.prompts;
       if (!states.some((st) => st.priorPassRate !== undefined)) return partialSnapshot(states, read.pooled, read.lastStep);
     }
     return this.transaction(async (c) => {
