@@ -1,7 +1,9 @@
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import Database from 'better-sqlite3';
 import { describe, expect, it } from 'vitest';
-import { defaultDecay, fileResultSource, SqliteStore } from '../src/index.js';
+import { defaultDecay, fileResultSource, SqliteStore, type ObserveSummary, type ResultSource } from '../src/index.js';
+import { ClaimConflict, SqliteWriter } from '../src/store/sqlite-apply.js';
 import { tempDir } from './temp.js';
 
 /** Lines with rollout ids `r<from>`..`r<to - 1>` over 13 prompts, each id `times` times in a row. */
@@ -39,5 +41,64 @@ describe('SQLite claims of rollout ids (store/sqlite-apply.ts)', () => {
       store.close();
       expected.close();
     }
+  });
+});
+
+/** Every table of a state file, as text. */
+function dump(path: string): string {
+  const db = new Database(path, { readonly: true });
+  try {
+    return JSON.stringify(['prompts', 'seen', 'pooled', 'meta'].map((t) => db.prepare(`SELECT * FROM ${t} ORDER BY 1`).all()));
+  } finally {
+    db.close();
+  }
+}
+
+/** Applies `source` with SqliteWriter.apply(…, hopeful) in one transaction (rolled back when it throws). */
+function applyWriter(path: string, source: ResultSource, hopeful: boolean): ObserveSummary {
+  new SqliteStore(path).close(); // the schema
+  const db = new Database(path);
+  try {
+    return db.transaction(() => new SqliteWriter(db).apply(source, defaultDecay, hopeful)).immediate();
+  } finally {
+    db.close();
+  }
+}
+
+describe('SQLite claims, hopeful first (store/sqlite-apply.ts, store/sqlite.ts)', () => {
+  const dir = tempDir('rb-sqlite-hopeful-');
+  const first = join(dir, 'first.jsonl');
+  const second = join(dir, 'second.jsonl');
+  const keyless = join(dir, 'keyless.jsonl');
+  // new keys, then in a late chunk (of 2 kB) a key the first file stored; keyless lines
+  writeFileSync(first, idLines(0, 50));
+  writeFileSync(second, `${idLines(100, 400)}${idLines(40, 41)}${idLines(400, 420)}`);
+  writeFileSync(keyless, `${JSON.stringify({ prompt_id: 'p1', step: 1, reward: 0.5 })}\n`);
+  const source = (file: string) => fileResultSource(file, file, 2048);
+
+  it('claims new keys hopefully, and throws ClaimConflict at a key stored before, or a batch applied before', () => {
+    const path = join(dir, 'writer.db');
+    expect(applyWriter(path, source(first), true)).toMatchObject({ applied: 50, duplicates: 0 });
+    const before = dump(path);
+    expect(() => applyWriter(path, source(second), true)).toThrow(ClaimConflict);
+    expect(dump(path)).toBe(before);
+    expect(applyWriter(path, source(keyless), true)).toMatchObject({ applied: 1 });
+    expect(() => applyWriter(path, source(keyless), true)).toThrow(ClaimConflict);
+  });
+
+  it('a store meeting a stored key applies again without hope: the state and counts of the careful path alone', () => {
+    const [hopeful, careful] = ['hopeful.db', 'careful.db'].map((name) => join(dir, name)) as [string, string];
+    const store = new SqliteStore(hopeful);
+    const summaries: ObserveSummary[] = [];
+    try {
+      for (const file of [first, second, keyless, keyless, second]) summaries.push(store.applySource(source(file), defaultDecay));
+    } finally {
+      store.close();
+    }
+    const expected = [first, second, keyless, keyless, second].map((file) => applyWriter(careful, source(file), false));
+    expect(summaries).toEqual(expected);
+    expect(summaries[1]).toMatchObject({ applied: 320, duplicates: 1 });
+    expect(summaries[3]).toMatchObject({ applied: 0, duplicates: 1 });
+    expect(dump(hopeful)).toBe(dump(careful));
   });
 });
