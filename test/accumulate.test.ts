@@ -39,14 +39,19 @@ const result: fc.Arbitrary<RolloutResult> = fc.record(
 );
 
 describe('EvidenceAccumulator (store/accumulate.ts)', () => {
-  it('gives the evidence, in the order and with the sums, of a map by step and prompt id', () => {
+  it('gives the evidence, in the order and with the sums, of a map by step and prompt id; touched() its prompts in that order', () => {
     let runs = 0;
     fc.assert(
       fc.property(fc.array(result, { maxLength: 300 }), fc.integer({ min: 0, max: 3 }), (results, defaultStep) => {
         const acc = new EvidenceAccumulator(defaultStep);
         for (const r of results) acc.add(r);
-        expect(acc.evidence()).toEqual(reference(results, defaultStep));
+        const expected = reference(results, defaultStep);
+        expect(acc.evidence()).toEqual(expected);
         expect(acc.applied).toBe(results.length);
+        const { evidence, ids, at } = acc.touched();
+        expect(evidence).toEqual(expected);
+        expect(ids).toEqual([...new Set(expected.map((e) => e.prompt_id))]);
+        expect([...at].map((k) => ids[k])).toEqual(expected.map((e) => e.prompt_id));
         runs++;
       }),
       { numRuns: 300, seed: 15 },

@@ -2,7 +2,8 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { describe, expect, it } from 'vitest';
-import { defaultDecay, fileResultSource, SqliteStore, type ObserveSummary, type ResultSource } from '../src/index.js';
+import { defaultDecay, fileResultSource, SqliteStore, type ObserveSummary, type ResultSource, type RolloutResult } from '../src/index.js';
+import { applyEvidence, EvidenceAccumulator } from '../src/store/accumulate.js';
 import { ClaimConflict, SqliteWriter } from '../src/store/sqlite-apply.js';
 import { tempDir } from './temp.js';
 
@@ -100,5 +101,35 @@ describe('SQLite claims, hopeful first (store/sqlite-apply.ts, store/sqlite.ts)'
     expect(summaries[1]).toMatchObject({ applied: 320, duplicates: 1 });
     expect(summaries[3]).toMatchObject({ applied: 0, duplicates: 1 });
     expect(dump(hopeful)).toBe(dump(careful));
+  });
+});
+
+describe('SQLite observe reads the stored prompts by their place in each read (store/sqlite-apply.ts)', () => {
+  it('a state holding every third prompt, observed over more prompts than one read takes and two steps: each row is applyEvidence over the stored one', () => {
+    const dir = tempDir('rb-sqlite-reads-');
+    const line = (i: number, step: number) => JSON.stringify({ prompt_id: `q${(i * 7) % 2600}`, step, reward: (i % 4) / 4, tokens: 10 + (i % 90), ...(i % 5 === 0 ? { group: `g${i % 3}` } : {}) });
+    const first = join(dir, 'first.jsonl');
+    const second = join(dir, 'second.jsonl');
+    const seeded: string[] = [];
+    for (let i = 0; i < 2600; i++) if ((i * 7) % 2600 % 3 === 0) seeded.push(line(i, 1));
+    writeFileSync(first, `${seeded.join('\n')}\n`);
+    const lines: string[] = [];
+    for (let i = 0; i < 7800; i++) lines.push(line(i, i % 2 === 0 ? 3 : 2));
+    writeFileSync(second, `${lines.join('\n')}\n`);
+    const store = new SqliteStore(join(dir, 'state.db'));
+    try {
+      store.applySource(fileResultSource(first, first), defaultDecay);
+      const ids = Array.from({ length: 2600 }, (_, i) => `q${i}`);
+      const before = new Map(ids.map((id) => [id, store.get(id)]));
+      expect([...before.values()].filter((s) => s !== undefined).length).toBe(867);
+      const acc = new EvidenceAccumulator(0);
+      for (const text of lines) acc.add(JSON.parse(text) as RolloutResult);
+      const expected = new Map(before);
+      for (const e of acc.evidence()) expected.set(e.prompt_id, applyEvidence(expected.get(e.prompt_id), e, defaultDecay));
+      expect(store.applySource(fileResultSource(second, second), defaultDecay)).toMatchObject({ applied: 7800, prompts: 2600, last_step: 3 });
+      for (const id of ids) expect(store.get(id)).toEqual(expected.get(id));
+    } finally {
+      store.close();
+    }
   });
 });

@@ -81,8 +81,8 @@ export class EvidenceAccumulator {
   private readonly atFirst: (StepEvidence | undefined)[] = [];
   /** Evidence at the other steps, by step, then slot. */
   private readonly atOthers = new Map<number, Map<number, StepEvidence>>();
-  /** Each step's evidence, first met first. */
-  private readonly bySteps = new Map<number, StepEvidence[]>();
+  /** Each step's evidence, first met first, and its prompts' slots. */
+  private readonly bySteps = new Map<number, { evidence: StepEvidence[]; slots: number[] }>();
   /** The (prompt, step) met last: a group's rollouts usually come together. */
   private last: StepEvidence | undefined;
   aborted = 0;
@@ -121,27 +121,54 @@ export class EvidenceAccumulator {
     this.firstStep ??= step;
     if (step === this.firstStep) {
       while (this.atFirst.length <= slot) this.atFirst.push(undefined);
-      return (this.atFirst[slot] ??= this.create(step, id));
+      return (this.atFirst[slot] ??= this.create(step, id, slot));
     }
     let prompts = this.atOthers.get(step);
     if (prompts === undefined) this.atOthers.set(step, (prompts = new Map()));
     let e = prompts.get(slot);
-    if (e === undefined) prompts.set(slot, (e = this.create(step, id)));
+    if (e === undefined) prompts.set(slot, (e = this.create(step, id, slot)));
     return e;
   }
 
-  private create(step: number, id: string): StepEvidence {
+  private create(step: number, id: string, slot: number): StepEvidence {
     const e = emptyEvidence(id, step);
     let list = this.bySteps.get(step);
-    if (list === undefined) this.bySteps.set(step, (list = []));
-    list.push(e);
+    if (list === undefined) this.bySteps.set(step, (list = { evidence: [], slots: [] }));
+    list.evidence.push(e);
+    list.slots.push(slot);
     return e;
+  }
+
+  /**
+   * evidence(), the prompts it names (`ids`, distinct, in the order it first names them) and
+   * each evidence's prompt as an index into `ids` (`at`). O(evidence).
+   */
+  touched(): { evidence: StepEvidence[]; ids: string[]; at: Int32Array } {
+    const evidence: StepEvidence[] = [];
+    const ids: string[] = [];
+    const at: number[] = [];
+    const place = new Int32Array(this.slots.ids.length).fill(-1);
+    for (const step of this.steps()) {
+      const list = this.bySteps.get(step)!;
+      for (let k = 0; k < list.evidence.length; k++) {
+        const slot = list.slots[k]!;
+        if (place[slot] === -1) {
+          place[slot] = ids.length;
+          ids.push(this.slots.ids[slot]!);
+        }
+        evidence.push(list.evidence[k]!);
+        at.push(place[slot]!);
+      }
+    }
+    return { evidence, ids, at: Int32Array.from(at) };
   }
 
   /** The evidence in step order, first met first within a step. */
   evidence(): StepEvidence[] {
-    const out: StepEvidence[] = [];
-    for (const step of [...this.bySteps.keys()].sort((a, b) => a - b)) for (const e of this.bySteps.get(step)!) out.push(e);
-    return out;
+    return this.steps().flatMap((step) => this.bySteps.get(step)!.evidence);
+  }
+
+  private steps(): number[] {
+    return [...this.bySteps.keys()].sort((a, b) => a - b);
   }
 }
