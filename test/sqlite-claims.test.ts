@@ -2,7 +2,7 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { describe, expect, it } from 'vitest';
-import { defaultDecay, fileResultSource, SqliteStore, type ObserveSummary, type ResultSource, type RolloutResult } from '../src/index.js';
+import { defaultDecay, fileResultSource, parseResults, SqliteStore, type ObserveSummary, type ResultSource, type RolloutResult } from '../src/index.js';
 import { applyEvidence, EvidenceAccumulator } from '../src/store/accumulate.js';
 import { ClaimConflict, SqliteWriter } from '../src/store/sqlite-apply.js';
 import { tempDir } from './temp.js';
@@ -131,5 +131,37 @@ describe('SQLite observe reads the stored prompts by their place in each read (s
     } finally {
       store.close();
     }
+  });
+});
+
+describe('SQLite observe settles keyless rollouts as they are read (store/claims.ts BatchClaims.taker)', () => {
+  it('gives the state of the batch held whole (every sum bit for bit, line order kept), keyless and rollout-id lines mixed, aborts, a replay', () => {
+    const dir = tempDir('rb-sqlite-taker-');
+    const rewards = [0.1, 0.2, 0.3, 0.7, 0.05, 1];
+    const lines: string[] = [];
+    for (let i = 0; i < 4000; i++) {
+      const line: Record<string, unknown> = { prompt_id: `p${(i >> 2) % 3}`, step: 1 + ((i >> 5) % 2), reward: rewards[(i * 5) % rewards.length], tokens: 7 + (i % 13) };
+      if (i % 9 === 4 || (i > 2000 && i % 3 === 0)) line.rollout_id = `r${i % 3100}`; // r0..r899 again past 3100: duplicates
+      if (i % 31 === 0) line.finish_reason = 'abort';
+      lines.push(JSON.stringify(line));
+    }
+    const text = `${lines.join('\n')}\n`;
+    const file = join(dir, 'mixed.jsonl');
+    writeFileSync(file, text);
+    const [chunked, whole] = ['chunked.db', 'whole.db'].map((name) => join(dir, name)) as [string, string];
+    const a = new SqliteStore(chunked);
+    const b = new SqliteStore(whole);
+    try {
+      for (let round = 0; round < 2; round++) {
+        const sa = a.applySource(fileResultSource(file, file, 512), defaultDecay);
+        const sb = b.apply(parseResults(text, file), defaultDecay);
+        expect(sa).toEqual(sb);
+        expect(round === 0 ? sa.applied : sa.duplicates).toBeGreaterThan(3000);
+      }
+    } finally {
+      a.close();
+      b.close();
+    }
+    expect(dump(chunked)).toBe(dump(whole));
   });
 });

@@ -125,7 +125,7 @@ export class SqliteWriter {
     const before = stored === undefined ? null : Number(stored);
     const acc = new EvidenceAccumulator(before === null ? 0 : before + 1);
     const claims = new BatchClaims(source.digest);
-    for (const chunk of source.chunks()) {
+    for (const chunk of source.chunks(claims.taker(acc))) {
       const request = claims.request(chunk);
       const claimed = hopeful ? new Set(request.claim) : new Set<string>();
       for (let k = 0; k < request.claim.length; k += CLAIM_ROWS) {
