@@ -31,10 +31,11 @@ export class BatchClaims {
   /**
    * The lookups `settle(chunk)` needs: the keys to claim (the chunk's rollout ids and, at the
    * batch's first keyless rollout, its batch key; distinct and sorted, so concurrent writers
-   * take row locks in one order) and `legacy`, a key whose presence says the batch was
+   * take row locks in one order), the same keys as a set (`keys`, the store's to keep, for
+   * settle when it claimed them all) and `legacy`, a key whose presence says the batch was
    * applied before the batch key existed.
    */
-  request(chunk: ResultChunk): { claim: string[]; legacy?: string } {
+  request(chunk: ResultChunk): { claim: string[]; keys: Set<string>; legacy?: string } {
     const claim = new Set<string>();
     let legacy: string | undefined;
     const { results } = chunk;
@@ -46,7 +47,7 @@ export class BatchClaims {
     }
     this.asked = legacy !== undefined;
     if (this.asked) claim.add(batchKey(this.digest));
-    return { claim: [...claim].sort(), ...(legacy === undefined ? {} : { legacy }) };
+    return { claim: [...claim].sort(), keys: claim, ...(legacy === undefined ? {} : { legacy }) };
   }
 
   /**

@@ -127,7 +127,7 @@ export class SqliteWriter {
     const claims = new BatchClaims(source.digest);
     for (const chunk of source.chunks(claims.taker(acc))) {
       const request = claims.request(chunk);
-      const claimed = hopeful ? new Set(request.claim) : new Set<string>();
+      const claimed = hopeful ? request.keys : new Set<string>();
       for (let k = 0; k < request.claim.length; k += CLAIM_ROWS) {
         const part = request.claim.slice(k, k + CLAIM_ROWS);
         if (!hopeful) for (const key of this.claim(part.length, true).all(part) as string[]) claimed.add(key);
