@@ -75,7 +75,7 @@ export type { AllocatorOptions, PosteriorView } from './allocator.js';
 // File formats and stores.
 export { batchOf, digestOf, parsePrompts, parsePromptsAt, parseResults } from './io/formats.js';
 export { autoKey, batchKey, fileResultSource, sourceOfBatch } from './io/results.js';
-export type { ResultChunk, ResultSource } from './io/results.js';
+export type { ResultChunk, ResultSource, ResultTaker } from './io/results.js';
 export { CHUNK_BYTES, fileDigest, lineChunks } from './io/chunks.js';
 export type { ResultBatch, RolloutResult } from './io/formats.js';
 export { MAX_JSON_DEPTH, nestedDeeperThan, parseJson, parseJsonl, readText, storedTextProblem } from './io/jsonl.js';

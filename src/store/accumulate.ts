@@ -2,6 +2,7 @@ import type { RolloutResult } from '../io/formats.js';
 import { addEvidence, type DecayOptions } from '../posterior/decay.js';
 import type { PromptState } from '../posterior/state.js';
 import { hintOf } from './meta.js';
+import { PromptSlots } from './prompt-slots.js';
 
 /** Accepted rollouts of one prompt at one step, summed. */
 export interface StepEvidence {
@@ -69,11 +70,19 @@ export function applyEvidence(old: PromptState | undefined, e: StepEvidence, dec
  * Sums accepted rollouts per (prompt, step) as they come, for a batch of any length: memory
  * grows with the distinct (prompt, step) pairs, not the rollouts. `evidence()` gives them in
  * step order (stable), so a batch spanning several steps applies its decay in time order
- * whatever its line order.
+ * whatever its line order. A rollout's prompt is found by its slot (store/prompt-slots.ts),
+ * its evidence at the batch's first step in an array by slot (a batch is usually one step),
+ * at other steps in a map by step, then slot.
  */
 export class EvidenceAccumulator {
-  /** Evidence by step, then prompt. */
-  private readonly bySteps = new Map<number, Map<string, StepEvidence>>();
+  private readonly slots = new PromptSlots();
+  /** The first step met, and each prompt's evidence at it, by slot. */
+  private firstStep: number | undefined;
+  private readonly atFirst: (StepEvidence | undefined)[] = [];
+  /** Evidence at the other steps, by step, then slot. */
+  private readonly atOthers = new Map<number, Map<number, StepEvidence>>();
+  /** Each step's evidence, first met first, and its prompts' slots. */
+  private readonly bySteps = new Map<number, { evidence: StepEvidence[]; slots: number[] }>();
   /** The (prompt, step) met last: a group's rollouts usually come together. */
   private last: StepEvidence | undefined;
   aborted = 0;
@@ -97,13 +106,7 @@ export class EvidenceAccumulator {
     this.applied++;
     const step = r.step ?? this.defaultStep;
     let e = this.last;
-    if (e === undefined || e.step !== step || e.prompt_id !== r.prompt_id) {
-      let prompts = this.bySteps.get(step);
-      if (prompts === undefined) this.bySteps.set(step, (prompts = new Map()));
-      e = prompts.get(r.prompt_id);
-      if (e === undefined) prompts.set(r.prompt_id, (e = emptyEvidence(r.prompt_id, step)));
-      this.last = e;
-    }
+    if (e === undefined || e.step !== step || e.prompt_id !== r.prompt_id) this.last = e = this.find(step, r.prompt_id);
     if (r.group !== undefined) e.group = r.group;
     if (r.prior_pass_rate !== undefined) {
       e.priorPassRate = r.prior_pass_rate;
@@ -112,10 +115,60 @@ export class EvidenceAccumulator {
     addRollout(e, r.reward, r.tokens);
   }
 
-  /** The evidence in step order, first seen first within a step. */
+  /** The evidence of (`step`, prompt `id`), new when first met. */
+  private find(step: number, id: string): StepEvidence {
+    const slot = this.slots.slot(id);
+    this.firstStep ??= step;
+    if (step === this.firstStep) {
+      while (this.atFirst.length <= slot) this.atFirst.push(undefined);
+      return (this.atFirst[slot] ??= this.create(step, id, slot));
+    }
+    let prompts = this.atOthers.get(step);
+    if (prompts === undefined) this.atOthers.set(step, (prompts = new Map()));
+    let e = prompts.get(slot);
+    if (e === undefined) prompts.set(slot, (e = this.create(step, id, slot)));
+    return e;
+  }
+
+  private create(step: number, id: string, slot: number): StepEvidence {
+    const e = emptyEvidence(id, step);
+    let list = this.bySteps.get(step);
+    if (list === undefined) this.bySteps.set(step, (list = { evidence: [], slots: [] }));
+    list.evidence.push(e);
+    list.slots.push(slot);
+    return e;
+  }
+
+  /**
+   * evidence(), the prompts it names (`ids`, distinct, in the order it first names them) and
+   * each evidence's prompt as an index into `ids` (`at`). O(evidence).
+   */
+  touched(): { evidence: StepEvidence[]; ids: string[]; at: Int32Array } {
+    const evidence: StepEvidence[] = [];
+    const ids: string[] = [];
+    const at: number[] = [];
+    const place = new Int32Array(this.slots.ids.length).fill(-1);
+    for (const step of this.steps()) {
+      const list = this.bySteps.get(step)!;
+      for (let k = 0; k < list.evidence.length; k++) {
+        const slot = list.slots[k]!;
+        if (place[slot] === -1) {
+          place[slot] = ids.length;
+          ids.push(this.slots.ids[slot]!);
+        }
+        evidence.push(list.evidence[k]!);
+        at.push(place[slot]!);
+      }
+    }
+    return { evidence, ids, at: Int32Array.from(at) };
+  }
+
+  /** The evidence in step order, first met first within a step. */
   evidence(): StepEvidence[] {
-    const out: StepEvidence[] = [];
-    for (const step of [...this.bySteps.keys()].sort((a, b) => a - b)) for (const e of this.bySteps.get(step)!.values()) out.push(e);
-    return out;
+    return this.steps().flatMap((step) => this.bySteps.get(step)!.evidence);
+  }
+
+  private steps(): number[] {
+    return [...this.bySteps.keys()].sort((a, b) => a - b);
   }
 }

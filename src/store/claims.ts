@@ -1,4 +1,4 @@
-import { batchKey, type ResultChunk } from '../io/results.js';
+import { batchKey, type ResultChunk, type ResultTaker } from '../io/results.js';
 import type { EvidenceAccumulator } from './accumulate.js';
 
 /**
@@ -23,16 +23,19 @@ export class BatchClaims {
   private keylessNew: boolean | undefined;
   /** The last request asked for the batch key. */
   private asked = false;
+  /** The taker left a result of the chunk being read in it: it leaves the rest too. */
+  private holding = false;
 
   constructor(readonly digest: string) {}
 
   /**
    * The lookups `settle(chunk)` needs: the keys to claim (the chunk's rollout ids and, at the
    * batch's first keyless rollout, its batch key; distinct and sorted, so concurrent writers
-   * take row locks in one order) and `legacy`, a key whose presence says the batch was
+   * take row locks in one order), the same keys as a set (`keys`, the store's to keep, for
+   * settle when it claimed them all) and `legacy`, a key whose presence says the batch was
    * applied before the batch key existed.
    */
-  request(chunk: ResultChunk): { claim: string[]; legacy?: string } {
+  request(chunk: ResultChunk): { claim: string[]; keys: Set<string>; legacy?: string } {
     const claim = new Set<string>();
     let legacy: string | undefined;
     const { results } = chunk;
@@ -44,7 +47,7 @@ export class BatchClaims {
     }
     this.asked = legacy !== undefined;
     if (this.asked) claim.add(batchKey(this.digest));
-    return { claim: [...claim].sort(), ...(legacy === undefined ? {} : { legacy }) };
+    return { claim: [...claim].sort(), keys: claim, ...(legacy === undefined ? {} : { legacy }) };
   }
 
   /**
@@ -64,5 +67,26 @@ export class BatchClaims {
       else if (r.rollout_id !== undefined ? claimed.delete(chunk.key(k)) : this.keylessNew === true) acc.add(r);
       else acc.duplicate();
     }
+    this.holding = false;
+  }
+
+  /**
+   * A ResultTaker (io/results.ts) settling into `acc` as they are read the rollouts that need
+   * no claim: once the batch's keyless rollouts are known new or applied, each keyless one
+   * read before any left in its chunk, as settle would have, in the same order (every one
+   * taken precedes every one left). So a keyless batch's chunks after the first keep
+   * nothing. For a store that settles each chunk before it reads the next.
+   */
+  taker(acc: EvidenceAccumulator): ResultTaker {
+    return (r) => {
+      if (this.holding || this.keylessNew === undefined || r.rollout_id !== undefined) {
+        this.holding = true;
+        return false;
+      }
+      if (r.finish_reason === 'abort') acc.abort();
+      else if (this.keylessNew) acc.add(r);
+      else acc.duplicate();
+      return true;
+    };
   }
 }

@@ -6,7 +6,7 @@ import { applyEvidence, EvidenceAccumulator } from './accumulate.js';
 import { BatchClaims } from './claims.js';
 import { POOLED_COLUMNS, PooledDeltas } from './pooled.js';
 import { withMeta, type PromptMeta } from './meta.js';
-import { fromRow, type Row } from './sqlite-rows.js';
+import { fromRawRow, ROW_COLUMNS, type KeyedRawRow } from './sqlite-rows.js';
 import type { ObserveSummary } from './types.js';
 
 /** Keys claimed by one statement. */
@@ -29,6 +29,7 @@ const COLUMNS = ['id', 'grp', 'successes', 'failures', 'last_step', 'rollouts', 
  */
 export class SqliteWriter {
   private readonly claims = new Map<number, Database.Statement>();
+  private readonly inserts = new Map<number, Database.Statement>();
   private readonly writes = new Map<number, Database.Statement>();
   private readonly seen: Database.Statement;
   private readonly read: Database.Statement;
@@ -38,19 +39,25 @@ export class SqliteWriter {
 
   constructor(private readonly db: Database.Database) {
     this.seen = db.prepare('SELECT 1 FROM seen WHERE rollout_id = ?').pluck();
-    this.read = db.prepare('SELECT * FROM prompts WHERE id IN (SELECT value FROM json_each(?))');
+    // The stored prompts among a JSON array of ids, each with its index in the array.
+    this.read = db.prepare(`SELECT ${ROW_COLUMNS.split(', ').map((c) => `p.${c}`).join(', ')}, j.key FROM json_each(?) AS j JOIN prompts AS p ON p.id = j.value`).raw();
     this.lastStep = db.prepare("SELECT value FROM meta WHERE key = 'last_step'").pluck();
     this.setStep = db.prepare("INSERT INTO meta (key, value) VALUES ('last_step', ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value");
     this.addPooled = db.prepare(`INSERT INTO pooled (scope, ${POOLED_COLUMNS.join(', ')}) VALUES (?, ${POOLED_COLUMNS.map(() => '?').join(', ')})
       ON CONFLICT(scope) DO UPDATE SET ${POOLED_COLUMNS.map((c) => `${c} = ${c} + excluded.${c}`).join(', ')}`);
   }
 
-  /** `INSERT OR IGNORE ... RETURNING` of `count` keys: the ones this statement claimed. */
-  private claim(count: number): Database.Statement {
-    let statement = this.claims.get(count);
+  /**
+   * `INSERT OR IGNORE` of `count` keys; with `returning`, the statement gives the keys it
+   * claimed, else only how many (`changes`).
+   */
+  private claim(count: number, returning: boolean): Database.Statement {
+    const cache = returning ? this.claims : this.inserts;
+    let statement = cache.get(count);
     if (statement === undefined) {
-      statement = this.db.prepare(`INSERT OR IGNORE INTO seen (rollout_id) VALUES ${'(?),'.repeat(count - 1)}(?) RETURNING rollout_id`).pluck();
-      this.claims.set(count, statement);
+      const insert = `INSERT OR IGNORE INTO seen (rollout_id) VALUES ${'(?),'.repeat(count - 1)}(?)`;
+      statement = returning ? this.db.prepare(`${insert} RETURNING rollout_id`).pluck() : this.db.prepare(insert);
+      cache.set(count, statement);
     }
     return statement;
   }
@@ -73,70 +80,88 @@ export class SqliteWriter {
    * rows from the old group's scope to the new one's. O(changes).
    */
   record(meta: readonly PromptMeta[]): void {
-    const ids = [...new Set(meta.map((m) => m.id))];
-    const old = this.readStates(ids);
-    const states = new Map(old);
-    for (const m of meta) states.set(m.id, withMeta(states.get(m.id), m));
-    this.writeStates(ids, old, states);
+    const at = new Map<string, number>();
+    for (const m of meta) if (!at.has(m.id)) at.set(m.id, at.size);
+    const old = this.readStates([...at.keys()]);
+    const states = old.slice();
+    for (const m of meta) states[at.get(m.id)!] = withMeta(states[at.get(m.id)!], m);
+    this.writeStates([...at.keys()], old, states as PromptState[]);
   }
 
-  /** The prompts `ids` as stored (undefined: none yet), read in batches. */
-  private readStates(ids: readonly string[]): Map<string, PromptState | undefined> {
-    const states = new Map<string, PromptState | undefined>(ids.map((id) => [id, undefined]));
+  /** The prompts `ids` (distinct) as stored, by their index in `ids` (undefined: none yet), read in batches. */
+  private readStates(ids: readonly string[]): (PromptState | undefined)[] {
+    const states = new Array<PromptState | undefined>(ids.length).fill(undefined);
     for (let k = 0; k < ids.length; k += READ_ROWS) {
-      for (const row of this.read.all(JSON.stringify(ids.slice(k, k + READ_ROWS))) as Row[]) states.set(row.id, fromRow(row));
+      for (const row of this.read.all(JSON.stringify(ids.slice(k, k + READ_ROWS))) as KeyedRawRow[]) states[k + row[13]] = fromRawRow(row);
     }
     return states;
   }
 
-  /** Writes the prompts `ids` as `states` holds them, in batches, and adds their change from `old` to the pooled rows. */
-  private writeStates(ids: readonly string[], old: ReadonlyMap<string, PromptState | undefined>, states: ReadonlyMap<string, PromptState | undefined>): void {
+  /**
+   * Writes the prompts `ids` as `states` holds them (by index), in batches, and adds their
+   * change from `old` to the pooled rows.
+   */
+  private writeStates(ids: readonly string[], old: readonly (PromptState | undefined)[], states: readonly PromptState[]): void {
     const deltas = new PooledDeltas();
-    for (const id of ids) deltas.change(old.get(id), states.get(id)!);
+    for (let k = 0; k < ids.length; k++) deltas.change(old[k], states[k]!);
     for (let k = 0; k < ids.length; k += WRITE_ROWS) {
-      const part = ids.slice(k, k + WRITE_ROWS);
+      const count = Math.min(WRITE_ROWS, ids.length - k);
       const values: unknown[] = [];
-      for (const id of part) values.push(...rowValues(states.get(id)!));
-      this.write(part.length).run(values);
+      for (let i = k; i < k + count; i++) pushRow(values, states[i]!);
+      this.write(count).run(values);
     }
     for (const [scope, delta] of deltas.entries()) if (delta.some((v) => v !== 0)) this.addPooled.run(scope, ...delta);
   }
 
-  /** Applies the source (inside a write transaction). */
-  apply(source: ResultSource, decay: DecayOptions): ObserveSummary {
+  /**
+   * Applies the source (inside a write transaction). `hopeful`: claim keys without asking
+   * which were taken, and throw ClaimConflict, for the caller to roll back and apply again
+   * without hope, as soon as a statement claims fewer keys than it was given (a key stored
+   * before). A batch of new keys, the usual one, then costs no key returned (a third of
+   * a claim's time); one with stored keys costs what it read before the first of them.
+   */
+  apply(source: ResultSource, decay: DecayOptions, hopeful = false): ObserveSummary {
     const stored = this.lastStep.get() as string | undefined;
     const before = stored === undefined ? null : Number(stored);
     const acc = new EvidenceAccumulator(before === null ? 0 : before + 1);
     const claims = new BatchClaims(source.digest);
-    for (const chunk of source.chunks()) {
+    for (const chunk of source.chunks(claims.taker(acc))) {
       const request = claims.request(chunk);
-      const claimed = new Set<string>();
+      const claimed = hopeful ? request.keys : new Set<string>();
       for (let k = 0; k < request.claim.length; k += CLAIM_ROWS) {
         const part = request.claim.slice(k, k + CLAIM_ROWS);
-        for (const key of this.claim(part.length).all(part) as string[]) claimed.add(key);
+        if (!hopeful) for (const key of this.claim(part.length, true).all(part) as string[]) claimed.add(key);
+        else if (this.claim(part.length, false).run(part).changes !== part.length) throw new ClaimConflict();
       }
       claims.settle(chunk, claimed, request.legacy !== undefined && this.seen.get(request.legacy) !== undefined, acc);
     }
-    const evidence = acc.evidence();
+    const { evidence, ids, at } = acc.touched();
     // Each touched prompt read once, its steps applied in order, written once.
-    const ids = [...new Set(evidence.map((e) => e.prompt_id))];
     const old = this.readStates(ids);
-    const states = new Map(old);
+    const states = old.slice();
     let last = before;
-    for (const e of evidence) {
-      states.set(e.prompt_id, applyEvidence(states.get(e.prompt_id), e, decay));
+    for (let k = 0; k < evidence.length; k++) {
+      const e = evidence[k]!;
+      states[at[k]!] = applyEvidence(states[at[k]!], e, decay);
       if (last === null || e.step > last) last = e.step;
     }
-    this.writeStates(ids, old, states);
+    this.writeStates(ids, old, states as PromptState[]);
     if (last !== null && last !== before) this.setStep.run(String(last));
     return { applied: acc.applied, duplicates: acc.duplicates, aborted: acc.aborted, prompts: ids.length, last_step: last };
   }
 }
 
-/** A prompt's values in COLUMNS order. */
-function rowValues(s: PromptState): unknown[] {
-  return [
+/** A hopeful apply met a key stored before: roll back and apply again (SqliteWriter.apply). */
+export class ClaimConflict extends Error {
+  constructor() {
+    super('a rollout key was stored before');
+  }
+}
+
+/** Pushes a prompt's values in COLUMNS order. */
+function pushRow(values: unknown[], s: PromptState): void {
+  values.push(
     s.id, s.group, s.successes, s.failures, s.lastStep, s.rollouts, s.rewardSum, s.correctCount, s.correctTokens, s.wrongCount, s.wrongTokens,
     s.priorPassRate ?? null, s.priorSamples ?? null,
-  ];
+  );
 }

@@ -39,7 +39,10 @@ export const ROW_COLUMNS = 'id, grp, successes, failures, last_step, rollouts, r
 /** A row read as an array (better-sqlite3 raw mode) of ROW_COLUMNS. */
 export type RawRow = [string, string | null, number, number, number, number, number, number, number, number, number, number | null, number | null];
 
-export const fromRawRow = (r: RawRow): PromptState => ({
+/** A RawRow followed by one more column (SqliteWriter's reads: the id's index in the ids read). */
+export type KeyedRawRow = [...RawRow, number];
+
+export const fromRawRow = (r: RawRow | KeyedRawRow): PromptState => ({
   id: r[0],
   group: r[1],
   successes: r[2],

@@ -6,7 +6,7 @@ import { snapshotOf, type GroupStats, type PromptState, type StateSnapshot } fro
 import { ATTEMPT_MS, LOCK_WAIT_ENV, lockWaitMs, retryAsync, retrySync } from './busy.js';
 import type { PromptMeta } from './meta.js';
 import { ALL_SCOPE, groupScope, partialSnapshot, POOLED_COLUMNS, POOLED_META_KEY, pooledOf, pooledValues, statsOfValues } from './pooled.js';
-import { SqliteWriter } from './sqlite-apply.js';
+import { ClaimConflict, SqliteWriter } from './sqlite-apply.js';
 import { installedSqlite, sqliteDriver } from './sqlite-driver.js';
 import { PromptScan } from './sqlite-scan.js';
 import { fromRawRow, fromRow, ROW_COLUMNS, type RawRow, type Row } from './sqlite-rows.js';
@@ -221,9 +221,20 @@ export class SqliteStore implements Store {
     return retryAsync(this.applier(sourceOfBatch(batch), decay), this.lockWaitMs, this.busy);
   }
 
+  /**
+   * One transaction, hopeful first (store/sqlite-apply.ts): when a key was stored before, it
+   * is rolled back and the batch applied again, asking which keys each statement took.
+   */
   private applier(source: ResultSource, decay: DecayOptions): () => ObserveSummary {
-    const run = this.db.transaction(() => this.writer.apply(source, decay));
-    return () => run.immediate();
+    const run = this.db.transaction((hopeful: boolean) => this.writer.apply(source, decay, hopeful));
+    return () => {
+      try {
+        return run.immediate(true);
+      } catch (error) {
+        if (!(error instanceof ClaimConflict)) throw error;
+        return run.immediate(false);
+      }
+    };
   }
 
   /** The statements of observe (store/sqlite-apply.ts), prepared on first use. */
