@@ -27,11 +27,13 @@ export class PartialRead {
   constructor(db: Database.Database) {
     db.function('rollout_budget_partial_row', { directOnly: true }, (id: unknown, grp: unknown, successes: unknown, failures: unknown, lastStep: unknown, rollouts: unknown, rewardSum: unknown,
       correctCount: unknown, correctTokens: unknown, wrongCount: unknown, wrongTokens: unknown, priorPassRate: unknown, priorSamples: unknown) => {
-      this.rows!.push({
-        id, group: grp, successes, failures, lastStep, rollouts, rewardSum, correctCount, correctTokens, wrongCount, wrongTokens,
-        ...(priorPassRate === null ? {} : { priorPassRate }),
-        ...(priorSamples === null ? {} : { priorSamples }),
-      } as PromptState);
+      const s = { id, group: grp, successes, failures, lastStep, rollouts, rewardSum, correctCount, correctTokens, wrongCount, wrongTokens } as {
+        -readonly [K in keyof PromptState]: PromptState[K];
+      };
+      // The hint's fields after the others, when not null (fromRawRow's keys in its order), without a spread's object a row.
+      if (priorPassRate !== null) s.priorPassRate = priorPassRate as number;
+      if (priorSamples !== null) s.priorSamples = priorSamples as number;
+      this.rows!.push(s);
       return null;
     });
     this.prompts = db.prepare(`SELECT count(rollout_budget_partial_row(${ROW_COLUMNS})) FROM prompts WHERE id IN (SELECT value FROM json_each(?))`).pluck();
