@@ -104,28 +104,16 @@ export class PlanWorkers implements PlanRunner {
     return slot;
   }
 
-  /**
-   * Gives queued requests to free threads, taking the threads in turn from the one after the
-   * last given a request, so that requests one at a time spread over every thread (each opens
-   * its store and compiles its code on its first plans) rather than always going to the first.
-   */
   private pump(): void {
-    const n = this.slots.length;
-    const first = this.turn;
-    for (let k = 0; k < n && this.queue.length > 0; k++) {
-      const at = (first + k) % n;
-      const slot = this.slots[at]!;
+    for (const slot of this.slots) {
       if (slot.job !== undefined || slot.retired === true) continue;
-      const job = this.queue.shift()!;
+      const job = this.queue.shift();
+      if (job === undefined) return;
       slot.job = job;
       job.slot = slot;
-      this.turn = (at + 1) % n;
       slot.worker.postMessage({ kind: 'plan', id: job.id, body: job.body } satisfies PlanThreadRequest);
     }
   }
-
-  /** The thread pump() looks at first. */
-  private turn = 0;
 
   private settle(job: Job, text: string | undefined, error?: unknown): void {
     clearTimeout(job.timer);
