@@ -5,6 +5,7 @@ import { MAX_N_LIMIT } from '../plan/limits.js';
 import { resolvePlanOptions, type PlanOptionsInput } from '../plan/options.js';
 import type { Registries } from '../plan/planner.js';
 import type { Budget, Candidate } from '../plan/types.js';
+import { parseJsonFast, plainCandidateId } from './fast-checks.js';
 
 /**
  * Request bodies of the service, validated like the CLI's inputs: every mistake throws
@@ -129,15 +130,17 @@ export function checkNames(options: PlanOptionsInput, registries: Registries, wh
 function candidatesOf(v: unknown): Candidate[] {
   if (!Array.isArray(v)) throw badInput('body.candidates', `must be an array of prompts ({"id": ...}), got ${quote(v)}`);
   const seen = new Map<string, number>();
-  return v.map((item, i) => {
-    const where = `body.candidates[${i}]`;
-    const c = object(where, item);
-    const id = checkCandidate(where, c);
+  const out: Candidate[] = [];
+  for (let i = 0; i < v.length; i++) {
+    const item: unknown = v[i];
+    // A plain candidate is checked without naming its place; any other, the careful way.
+    const id = plainCandidateId(item) ?? checkCandidate(`body.candidates[${i}]`, object(`body.candidates[${i}]`, item));
     const before = seen.get(id);
-    if (before !== undefined) throw badInput(where, `"id" ${quote(id)} repeats body.candidates[${before}]`);
+    if (before !== undefined) throw badInput(`body.candidates[${i}]`, `"id" ${quote(id)} repeats body.candidates[${before}]`);
     seen.set(id, i);
-    return c as Candidate;
-  });
+    out.push(item as Candidate);
+  }
+  return out;
 }
 
 function budgetOf(v: unknown): Budget {
@@ -152,7 +155,7 @@ function budgetOf(v: unknown): Budget {
 
 /** `{candidates: [...], budget: {rollouts?, tokens?}, options?: {...}}`. */
 export function planRequestOf(text: string): PlanRequest {
-  const body = object('body', parseJsonBody(text));
+  const body = object('body', parseJsonFast(text, 'body'));
   onlyKeys('body', body, ['candidates', 'budget', 'options']);
   return { candidates: candidatesOf(body.candidates), budget: budgetOf(body.budget), options: optionsOf(body.options) };
 }

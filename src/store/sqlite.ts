@@ -2,12 +2,13 @@ import type Database from 'better-sqlite3';
 import { RolloutBudgetError } from '../errors.js';
 import { sourceOfBatch, type ResultBatch, type ResultSource } from '../io/results.js';
 import type { DecayOptions } from '../posterior/decay.js';
-import { snapshotOf, type GroupStats, type PromptState, type StateSnapshot } from '../posterior/state.js';
+import { snapshotOf, type PromptState, type StateSnapshot } from '../posterior/state.js';
 import { ATTEMPT_MS, LOCK_WAIT_ENV, lockWaitMs, retryAsync, retrySync } from './busy.js';
 import type { PromptMeta } from './meta.js';
-import { ALL_SCOPE, groupScope, partialSnapshot, POOLED_COLUMNS, POOLED_META_KEY, pooledOf, pooledValues, statsOfValues } from './pooled.js';
+import { POOLED_COLUMNS, POOLED_META_KEY, pooledOf, pooledValues } from './pooled.js';
 import { ClaimConflict, SqliteWriter } from './sqlite-apply.js';
 import { installedSqlite, sqliteDriver } from './sqlite-driver.js';
+import { PartialRead } from './sqlite-partial.js';
 import { PromptScan } from './sqlite-scan.js';
 import { fromRawRow, fromRow, ROW_COLUMNS, type RawRow, type Row } from './sqlite-rows.js';
 import type { ObserveSummary, Store } from './types.js';
@@ -156,25 +157,7 @@ export class SqliteStore implements Store {
         for (const row of this.db.prepare(`SELECT ${ROW_COLUMNS} FROM prompts`).raw().iterate() as IterableIterator<RawRow>) states.push(fromRawRow(row));
         return snapshotOf(states, this.lastStep());
       }
-      const states: PromptState[] = [];
-      const read = (this.reads ??= {
-        prompts: this.db.prepare(`SELECT ${ROW_COLUMNS} FROM prompts WHERE id IN (SELECT value FROM json_each(?))`).raw(),
-        pooled: this.db.prepare(`SELECT scope, ${POOLED_COLUMNS.join(', ')} FROM pooled WHERE scope IN (SELECT value FROM json_each(?))`).raw(),
-        hinted: this.db.prepare(`SELECT ${ROW_COLUMNS} FROM prompts WHERE prior_pass_rate IS NOT NULL AND successes + failures > 0`).raw(),
-      });
-      // Rows as arrays: making an object per row cost as much as finding it.
-      for (let k = 0; k < ids.length; k += 1000) for (const row of read.prompts.all(JSON.stringify(ids.slice(k, k + 1000))) as RawRow[]) states.push(fromRawRow(row));
-      const scopes = new Set([ALL_SCOPE, ...groups.map(groupScope)]);
-      for (const s of states) if (s.group !== null) scopes.add(groupScope(s.group));
-      const pooled = new Map<string, GroupStats>();
-      const rows = read.pooled.all(JSON.stringify([...scopes])) as [string, ...number[]][];
-      for (const [scope, ...values] of rows) pooled.set(scope, statsOfValues(values));
-      let calibration: PromptState[] | undefined;
-      if (hinted || states.some((st) => st.priorPassRate !== undefined)) {
-        calibration = [];
-        for (const row of read.hinted.iterate() as IterableIterator<RawRow>) calibration.push(fromRawRow(row));
-      }
-      return partialSnapshot(states, pooled, this.lastStep(), calibration);
+      return (this.partial ??= new PartialRead(this.db)).read(ids, groups, hinted);
     });
     return this.sync(() => read());
   }
@@ -182,8 +165,8 @@ export class SqliteStore implements Store {
   /** snapshot()'s read of the whole table, prepared on first use. */
   private scanner: PromptScan | undefined;
 
-  /** snapshot(ids)'s statements, prepared on first use. */
-  private reads: { prompts: Database.Statement; pooled: Database.Statement; hinted: Database.Statement } | undefined;
+  /** snapshot(ids)'s read (store/sqlite-partial.ts), prepared on first use. */
+  private partial: PartialRead | undefined;
 
   /**
    * Fills the pooled rows from the prompts once, for a state written before they existed
