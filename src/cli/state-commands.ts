@@ -3,6 +3,7 @@ import { join } from 'node:path';
 import { Allocator } from '../allocator.js';
 import { parsePromptsAt } from '../io/formats.js';
 import type { ResultSource } from '../io/results.js';
+import { carryIdCheck } from '../plan/checked-ids.js';
 import { DEFAULT_MAX_TOKENS, defaultLimitWarning, groupsWithoutLimit, planChunks, type PlanFormat } from '../plan/exports.js';
 import { resolvePlanOptions } from '../plan/options.js';
 import { calibrationSummary } from '../posterior/hints.js';
@@ -33,6 +34,7 @@ export async function planCommand(io: CliIo, opts: PlanFlags): Promise<void> {
   const input = await readInput(io, opts.prompts);
   const parsed = parsePromptsAt(input.text, input.name);
   const candidates = opts.maxTokens === undefined ? parsed.candidates : parsed.candidates.map((c) => (c.max_tokens === undefined ? { ...c, max_tokens: opts.maxTokens } : c));
+  carryIdCheck(parsed.candidates, candidates); // the same ids, checked by the reader
   const allocator = new Allocator({ state: opts.state });
   try {
     const result = allocator.plan(candidates, budgetFrom(opts), {

@@ -1,6 +1,7 @@
 import { badInput, quote } from '../errors.js';
 import type { Candidate } from '../plan/types.js';
-import { fnv1a, firstRepeat } from '../math/hash.js';
+import { collidingHashes, fnv1a, firstRepeat } from '../math/hash.js';
+import { noteIdCheck } from '../plan/checked-ids.js';
 import { eachFlatJsonlText, NUMBER, STRING, valueOf, type FlatFields } from './flat-scan.js';
 import { field } from './jsonl.js';
 
@@ -27,15 +28,18 @@ export function parsePrompts(text: string, name: string): Candidate[] {
  * parsePrompts, with each prompt's place (`file:line`) by id, for messages about one prompt
  * later; `lines` is built on first read (a plan that names no prompt never pays for it).
  * Repeated ids are found by their hashes (math/hash.ts firstRepeat), so a large file makes
- * no map of its ids; the error is the one a line-by-line check would give first.
+ * no map of its ids; the error is the one a line-by-line check would give first. The check is
+ * recorded for the candidates (plan/checked-ids.ts), so planStep does not sort them again.
  * O(size of text + N log N).
  */
 export function parsePromptsAt(text: string, name: string): { candidates: Candidate[]; lines: Map<string, string> } {
   const out: Candidate[] = [];
   let lineOf = new Int32Array(1024);
   let hashes = new Uint32Array(1024);
+  let collide: Set<number> | undefined;
   const repeated = (count: number) => {
-    const r = firstRepeat(count, (i) => out[i]!.id, hashes);
+    collide = collidingHashes(count, hashes);
+    const r = firstRepeat(count, (i) => out[i]!.id, hashes, collide);
     return r === undefined ? undefined : badInput(`${name}:${lineOf[r.at]}`, `"id" ${quote(out[r.at]!.id)} repeats line ${lineOf[r.before]}`);
   };
   const add = (candidate: Candidate, line: number) => {
@@ -67,6 +71,7 @@ export function parsePromptsAt(text: string, name: string): { candidates: Candid
   }
   const repeat = repeated(out.length);
   if (repeat !== undefined) throw repeat;
+  noteIdCheck(out, hashes.subarray(0, out.length), collide);
   let lines: Map<string, string> | undefined;
   return {
     candidates: out,
