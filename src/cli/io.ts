@@ -4,8 +4,8 @@ import { join } from 'node:path';
 import { pipeline } from 'node:stream/promises';
 import { RolloutBudgetError } from '../errors.js';
 import { readText } from '../io/jsonl.js';
-import { chunkText, type PlanChunk } from '../plan/byte-chunk.js';
-import { decodeUtf8 } from '../io/utf8.js';
+import type { PlanChunk } from '../plan/byte-chunk.js';
+import { chunkText, decodeUtf8 } from '../io/utf8.js';
 
 /** Everything the CLI touches outside itself, so tests run it in-process. */
 export interface CliIo {

@@ -146,7 +146,5 @@ export class ByteChunk {
 /** A chunk of plan text: a string, or UTF-8 bytes valid until the next chunk is asked for. */
 export type PlanChunk = string | Uint8Array;
 
-const utf8 = new TextDecoder();
-
-/** A chunk's text. */
-export const chunkText = (chunk: PlanChunk): string => (typeof chunk === 'string' ? chunk : utf8.decode(chunk));
+/** A chunk's text (io/utf8.ts, where the CLI's output code reaches it without loading the planner). */
+export { chunkText } from '../io/utf8.js';
