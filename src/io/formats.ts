@@ -2,7 +2,8 @@ import { badInput, quote } from '../errors.js';
 import type { Candidate } from '../plan/types.js';
 import { collidingHashes, fnv1a, firstRepeat } from '../math/hash.js';
 import { noteIdCheck } from '../plan/checked-ids.js';
-import { eachFlatJsonlText, NUMBER, STRING, valueOf, type FlatFields } from './flat-scan.js';
+import { CHUNK_BYTES, lineChunks } from './chunks.js';
+import { eachFlatJsonl, eachFlatJsonlText, NUMBER, STRING, valueOf, type FlatFields } from './flat-scan.js';
 import { field } from './jsonl.js';
 
 /**
@@ -32,7 +33,48 @@ export function parsePrompts(text: string, name: string): Candidate[] {
  * recorded for the candidates (plan/checked-ids.ts), so planStep does not sort them again.
  * O(size of text + N log N).
  */
-export function parsePromptsAt(text: string, name: string): { candidates: Candidate[]; lines: Map<string, string> } {
+export function parsePromptsAt(text: string, name: string): ParsedPrompts {
+  return promptsOf(name, (fast, each) => eachFlatJsonlText(text, name, fast, each));
+}
+
+/** Prompts read from a file: the candidates, and each one's place (`file:line`) by id, built on first read. */
+export interface ParsedPrompts {
+  readonly candidates: Candidate[];
+  readonly lines: Map<string, string>;
+}
+
+/**
+ * parsePromptsAt for the file at `path`, read a piece of whole lines at a time (io/chunks.ts
+ * lineChunks): its text is never held whole, so none of it lives on while the prompts are
+ * planned. Values and errors are parsePromptsAt's on the file's text: bytes that are not
+ * UTF-8 anywhere in the file are the error, before any line's (the rest of the file is
+ * checked when a line is refused). `chunkBytes`: a piece's size. O(size of the file + N log N).
+ */
+export function parsePromptsFile(path: string, name = path, chunkBytes = CHUNK_BYTES): ParsedPrompts {
+  const pieces = lineChunks(path, name, chunkBytes);
+  let unread: unknown; // the file's own error (bad bytes, a failed read): first, whatever the lines before
+  const next = () => {
+    try {
+      return pieces.next();
+    } catch (error) {
+      unread = error;
+      throw error;
+    }
+  };
+  try {
+    return promptsOf(name, (fast, each) => {
+      for (let r = next(); !r.done; r = next()) eachFlatJsonl(r.value.text, r.value.bytes, name, fast, each, r.value.firstLine);
+    });
+  } catch (error) {
+    if (unread !== undefined) throw unread;
+    // Decodes the rest of the file: throws for its first bad byte, else does nothing.
+    for (let r = pieces.next(); !r.done; r = pieces.next());
+    throw error;
+  }
+}
+
+/** The prompts of the lines `scan` gives (to `fast` when the scanner read them, else to `each`). */
+function promptsOf(name: string, scan: (fast: (fields: FlatFields, line: number) => boolean, each: (value: Record<string, unknown>, line: number) => void) => void): ParsedPrompts {
   const out: Candidate[] = [];
   let lineOf = new Int32Array(1024);
   let hashes = new Uint32Array(1024);
@@ -53,8 +95,7 @@ export function parsePromptsAt(text: string, name: string): { candidates: Candid
     out.push(candidate);
   };
   try {
-    eachFlatJsonlText(
-      text, name,
+    scan(
       (fields, line) => {
         const candidate = plainCandidate(fields);
         if (candidate !== undefined) add(candidate, line);
