@@ -73,11 +73,11 @@ export { Allocator, createAllocator, createRegistries } from './allocator.js';
 export type { AllocatorOptions, PosteriorView } from './allocator.js';
 
 // File formats and stores.
-export { batchOf, digestOf, parsePrompts, parsePromptsAt, parseResults } from './io/formats.js';
+export { batchOf, digestOf, parsePrompts, parsePromptsAt, parsePromptsFile, parseResults } from './io/formats.js';
 export { autoKey, batchKey, fileResultSource, sourceOfBatch } from './io/results.js';
 export type { ResultChunk, ResultSource, ResultTaker } from './io/results.js';
 export { CHUNK_BYTES, fileDigest, lineChunks } from './io/chunks.js';
-export type { ResultBatch, RolloutResult } from './io/formats.js';
+export type { ParsedPrompts, ResultBatch, RolloutResult } from './io/formats.js';
 export { MAX_JSON_DEPTH, nestedDeeperThan, parseJson, parseJsonl, readText, storedTextProblem } from './io/jsonl.js';
 export { decodeUtf8, invalidUtf8At } from './io/utf8.js';
 export { SqliteStore } from './store/sqlite.js';

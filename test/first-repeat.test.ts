@@ -1,6 +1,8 @@
 import seedrandom from 'seedrandom';
 import { describe, expect, it } from 'vitest';
-import { firstRepeat, fnv1a } from '../src/math/hash.js';
+import { collidingHashes, firstRepeat as repeatWith, fnv1a } from '../src/math/hash.js';
+
+const firstRepeat = (count: number, keyOf: (i: number) => string, hashes: Uint32Array) => repeatWith(count, keyOf, hashes, collidingHashes(count, hashes));
 
 /** The first repeat the plain way: a map of the keys seen. */
 function mapRepeat(keys: readonly string[]): { at: number; before: number } | undefined {

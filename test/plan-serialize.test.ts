@@ -1,7 +1,9 @@
 import seedrandom from 'seedrandom';
 import { describe, expect, it } from 'vitest';
 import { createAllocator, formatPlan, planJsonCompact, type Candidate, type Plan } from '../src/index.js';
-import { rowTexts } from '../src/plan/text-cache.js';
+import { planChunks } from '../src/plan/exports.js';
+import { chunkText } from '../src/plan/byte-chunk.js';
+import { release, rowTexts } from '../src/plan/text-cache.js';
 
 /**
  * The plan writers (plan/serialize.ts) format rows from the plan's columns; their bytes must
@@ -103,9 +105,45 @@ describe('plan writers', () => {
     }
     expect(written).toHaveLength(27);
     // Bounded: one set per layout, at most 2^16 slots, kept (not remade) for smaller plans.
-    expect(rowTexts(true, 1e7).counts.bits).toBe(16);
-    expect(rowTexts(true, 10)).toBe(rowTexts(true, 1e7));
-    expect(rowTexts(false, 10)).not.toBe(rowTexts(true, 10));
+    const large = rowTexts(true, 1e7);
+    release(large);
+    expect(large.counts.bits).toBe(16);
+    const first = rowTexts(true, 10);
+    expect(first).toBe(large);
+    // A set in use is not shared: a second writer gets its own, not kept.
+    const second = rowTexts(true, 10);
+    expect(second).not.toBe(large);
+    release(first);
+    release(second);
+    expect(rowTexts(true, 10)).toBe(large);
+    release(large);
+    const compact = rowTexts(false, 10);
+    release(compact);
+    expect(compact).not.toBe(large);
+  });
+
+  it('write the right bytes when two writers of one layout interleave, or one is left unfinished', () => {
+    const a = createAllocator();
+    a.observe(Array.from({ length: 4000 }, (_, i) => ({ prompt_id: `s${i}`, step: 0, rewards: Array.from({ length: 1 + (i % 9) }, (_, j) => ((i + j) % 4 === 0 ? 1 : 0)) })));
+    const candidates = (k: number) => Array.from({ length: 4000 }, (_, i) => ({ id: `s${(i * k) % 4000}-${k}`, max_tokens: 64 * (1 + (i % 3)) }));
+    const [p1, p2] = [a.plan(candidates(1), { rollouts: 20_000 }), a.plan(candidates(7), { rollouts: 12_000 }, { interval: 0.5 })];
+    const left = planChunks(p1!, 'json')[Symbol.iterator]();
+    left.next(); // never finished: its set stays in use
+    const [i1, i2] = [planChunks(p1!, 'json')[Symbol.iterator](), planChunks(p2!, 'json')[Symbol.iterator]()];
+    const texts = ['', ''];
+    let chunks = 0;
+    for (let done = [false, false]; !done[0] || !done[1]; ) {
+      for (const [k, it] of [i1, i2].entries()) {
+        if (done[k]) continue;
+        const r = it.next();
+        if (r.done) done[k] = true;
+        else texts[k] += chunkText(r.value);
+        chunks++;
+      }
+    }
+    expect(chunks).toBeGreaterThan(6);
+    expect(texts[0]).toBe(reference(p1!, true));
+    expect(texts[1]).toBe(reference(p2!, true));
   });
 
   it('write the objects when a caller has read or replaced the allocations (edits included)', () => {

@@ -4,7 +4,8 @@ import { join } from 'node:path';
 import { pipeline } from 'node:stream/promises';
 import { RolloutBudgetError } from '../errors.js';
 import { readText } from '../io/jsonl.js';
-import { decodeUtf8 } from '../io/utf8.js';
+import type { PlanChunk } from '../plan/byte-chunk.js';
+import { chunkText, decodeUtf8 } from '../io/utf8.js';
 
 /** Everything the CLI touches outside itself, so tests run it in-process. */
 export interface CliIo {
@@ -50,20 +51,24 @@ export function writeOutput(io: CliIo, path: string, text: string): void {
 }
 
 /**
- * writeOutput for text in chunks (a large plan): each chunk is written as it comes, so the
- * whole text is never held; a file is still written to a temp file and renamed, and removed
- * if anything fails (a chunk's producer may throw, e.g. a prompt an export cannot send).
+ * writeOutput for text in chunks (a large plan; a chunk of bytes is UTF-8 text, valid until
+ * the next is asked for): each chunk is written as it comes, so the whole text is never held;
+ * a file is still written to a temp file and renamed, and removed if anything fails (a chunk's
+ * producer may throw, e.g. a prompt an export cannot send).
  */
-export function writeChunks(io: CliIo, path: string, chunks: Iterable<string>): void {
+export function writeChunks(io: CliIo, path: string, chunks: Iterable<PlanChunk>): void {
   if (path === '-') {
-    for (const chunk of chunks) io.stdout(chunk);
+    for (const chunk of chunks) io.stdout(chunkText(chunk));
     return;
   }
   const tmp = `${path}.tmp-${process.pid}`;
   let fd: number | undefined;
   try {
     fd = openSync(tmp, 'w');
-    for (const chunk of chunks) writeSync(fd, chunk);
+    for (const chunk of chunks) {
+      if (typeof chunk === 'string') writeSync(fd, chunk);
+      else for (let at = 0; at < chunk.length; ) at += writeSync(fd, chunk, at);
+    }
     closeSync(fd);
     fd = undefined;
     renameSync(tmp, path);

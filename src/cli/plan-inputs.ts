@@ -1,7 +1,7 @@
 import { parsePlan } from '../executor/planfile.js';
-import { parsePromptsAt } from '../io/formats.js';
 import type { Candidate, Plan } from '../plan/types.js';
 import { readInput, type CliIo } from './io.js';
+import { readPrompts } from './prompts-input.js';
 
 /** A plan file and its prompts file, as `execute` and `grade` read them. */
 export interface PlanInputs {
@@ -16,15 +16,14 @@ export interface PlanInputs {
 export async function readPlanInputs(io: CliIo, planPath: string, promptsPath: string): Promise<PlanInputs> {
   const planInput = await readInput(io, planPath);
   const plan = parsePlan(planInput.text, planInput.name);
-  const promptsInput = await readInput(io, promptsPath);
-  const parsed = parsePromptsAt(promptsInput.text, promptsInput.name);
+  const { parsed, name } = await readPrompts(io, promptsPath);
   return {
     plan,
     prompts: new Map(parsed.candidates.map((c) => [c.id, c])),
-    // promptLines read on first use (parsePromptsAt builds that map lazily).
+    // promptLines read on first use (io/formats.ts builds that map lazily).
     origin: {
       plan: planInput.name,
-      prompts: promptsInput.name,
+      prompts: name,
       get promptLines() {
         return parsed.lines;
       },

@@ -1,15 +1,16 @@
 import { existsSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { Allocator } from '../allocator.js';
-import { parsePromptsAt } from '../io/formats.js';
 import type { ResultSource } from '../io/results.js';
+import { carryIdCheck } from '../plan/checked-ids.js';
 import { DEFAULT_MAX_TOKENS, defaultLimitWarning, groupsWithoutLimit, planChunks, type PlanFormat } from '../plan/exports.js';
 import { resolvePlanOptions } from '../plan/options.js';
 import { calibrationSummary } from '../posterior/hints.js';
 import type { DecayOptions } from '../posterior/decay.js';
 import { SqliteStore } from '../store/sqlite.js';
 import type { ObserveSummary } from '../store/types.js';
-import { readInput, writeChunks, type CliIo } from './io.js';
+import { writeChunks, type CliIo } from './io.js';
+import { readPrompts } from './prompts-input.js';
 import { budgetFrom, planOptionsFrom, type SharedFlags } from './options.js';
 
 /**
@@ -30,9 +31,9 @@ export interface PlanFlags extends SharedFlags {
 }
 
 export async function planCommand(io: CliIo, opts: PlanFlags): Promise<void> {
-  const input = await readInput(io, opts.prompts);
-  const parsed = parsePromptsAt(input.text, input.name);
+  const { parsed } = await readPrompts(io, opts.prompts);
   const candidates = opts.maxTokens === undefined ? parsed.candidates : parsed.candidates.map((c) => (c.max_tokens === undefined ? { ...c, max_tokens: opts.maxTokens } : c));
+  carryIdCheck(parsed.candidates, candidates); // the same ids, checked by the reader
   const allocator = new Allocator({ state: opts.state });
   try {
     const result = allocator.plan(candidates, budgetFrom(opts), {

@@ -1,7 +1,9 @@
 import { badInput, quote } from '../errors.js';
 import type { Candidate } from '../plan/types.js';
-import { fnv1a, firstRepeat } from '../math/hash.js';
-import { eachFlatJsonlText, NUMBER, STRING, valueOf, type FlatFields } from './flat-scan.js';
+import { collidingHashes, fnv1a, firstRepeat } from '../math/hash.js';
+import { noteIdCheck } from '../plan/checked-ids.js';
+import { CHUNK_BYTES, lineChunks } from './chunks.js';
+import { eachFlatJsonl, eachFlatJsonlText, NUMBER, STRING, valueOf, type FlatFields } from './flat-scan.js';
 import { field } from './jsonl.js';
 
 /**
@@ -27,15 +29,59 @@ export function parsePrompts(text: string, name: string): Candidate[] {
  * parsePrompts, with each prompt's place (`file:line`) by id, for messages about one prompt
  * later; `lines` is built on first read (a plan that names no prompt never pays for it).
  * Repeated ids are found by their hashes (math/hash.ts firstRepeat), so a large file makes
- * no map of its ids; the error is the one a line-by-line check would give first.
+ * no map of its ids; the error is the one a line-by-line check would give first. The check is
+ * recorded for the candidates (plan/checked-ids.ts), so planStep does not sort them again.
  * O(size of text + N log N).
  */
-export function parsePromptsAt(text: string, name: string): { candidates: Candidate[]; lines: Map<string, string> } {
+export function parsePromptsAt(text: string, name: string): ParsedPrompts {
+  return promptsOf(name, (fast, each) => eachFlatJsonlText(text, name, fast, each));
+}
+
+/** Prompts read from a file: the candidates, and each one's place (`file:line`) by id, built on first read. */
+export interface ParsedPrompts {
+  readonly candidates: Candidate[];
+  readonly lines: Map<string, string>;
+}
+
+/**
+ * parsePromptsAt for the file at `path`, read a piece of whole lines at a time (io/chunks.ts
+ * lineChunks): its text is never held whole, so none of it lives on while the prompts are
+ * planned. Values and errors are parsePromptsAt's on the file's text: bytes that are not
+ * UTF-8 anywhere in the file are the error, before any line's (the rest of the file is
+ * checked when a line is refused). `chunkBytes`: a piece's size. O(size of the file + N log N).
+ */
+export function parsePromptsFile(path: string, name = path, chunkBytes = CHUNK_BYTES): ParsedPrompts {
+  const pieces = lineChunks(path, name, chunkBytes);
+  let unread: unknown; // the file's own error (bad bytes, a failed read): first, whatever the lines before
+  const next = () => {
+    try {
+      return pieces.next();
+    } catch (error) {
+      unread = error;
+      throw error;
+    }
+  };
+  try {
+    return promptsOf(name, (fast, each) => {
+      for (let r = next(); !r.done; r = next()) eachFlatJsonl(r.value.text, r.value.bytes, name, fast, each, r.value.firstLine);
+    });
+  } catch (error) {
+    if (unread !== undefined) throw unread;
+    // Decodes the rest of the file: throws for its first bad byte, else does nothing.
+    for (let r = pieces.next(); !r.done; r = pieces.next());
+    throw error;
+  }
+}
+
+/** The prompts of the lines `scan` gives (to `fast` when the scanner read them, else to `each`). */
+function promptsOf(name: string, scan: (fast: (fields: FlatFields, line: number) => boolean, each: (value: Record<string, unknown>, line: number) => void) => void): ParsedPrompts {
   const out: Candidate[] = [];
   let lineOf = new Int32Array(1024);
   let hashes = new Uint32Array(1024);
+  let collide: Set<number> | undefined;
   const repeated = (count: number) => {
-    const r = firstRepeat(count, (i) => out[i]!.id, hashes);
+    collide = collidingHashes(count, hashes);
+    const r = firstRepeat(count, (i) => out[i]!.id, hashes, collide);
     return r === undefined ? undefined : badInput(`${name}:${lineOf[r.at]}`, `"id" ${quote(out[r.at]!.id)} repeats line ${lineOf[r.before]}`);
   };
   const add = (candidate: Candidate, line: number) => {
@@ -49,8 +95,7 @@ export function parsePromptsAt(text: string, name: string): { candidates: Candid
     out.push(candidate);
   };
   try {
-    eachFlatJsonlText(
-      text, name,
+    scan(
       (fields, line) => {
         const candidate = plainCandidate(fields);
         if (candidate !== undefined) add(candidate, line);
@@ -67,6 +112,7 @@ export function parsePromptsAt(text: string, name: string): { candidates: Candid
   }
   const repeat = repeated(out.length);
   if (repeat !== undefined) throw repeat;
+  noteIdCheck(out, hashes.subarray(0, out.length), collide);
   let lines: Map<string, string> | undefined;
   return {
     candidates: out,

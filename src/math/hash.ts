@@ -11,15 +11,12 @@ export function fnv1a(text: string): number {
 /**
  * The first key that repeats an earlier one, in order: `{ at, before }` (positions), or
  * undefined when all are distinct. `hashes[i]` must be fnv1a(keyOf(i)) (any hash of the key
- * works). Sorts a copy of the 32-bit hashes (a native typed-array sort) and compares strings
- * only where hashes collide: O(N log N) numbers and no map of N strings.
+ * works), and `collide` the hashes that occur more than once among them (collidingHashes).
+ * Compares strings only where hashes collide: no map of N strings. O(N).
  */
-export function firstRepeat(count: number, keyOf: (i: number) => string, hashes: Uint32Array): { at: number; before: number } | undefined {
-  const sorted = hashes.slice(0, count).sort();
-  let collide: Set<number> | undefined;
-  for (let k = 1; k < sorted.length; k++) {
-    if (sorted[k] === sorted[k - 1]) (collide ??= new Set()).add(sorted[k]!);
-  }
+export function firstRepeat(
+  count: number, keyOf: (i: number) => string, hashes: Uint32Array, collide: Set<number> | undefined,
+): { at: number; before: number } | undefined {
   if (collide === undefined) return undefined;
   const first = new Map<string, number>();
   for (let i = 0; i < count; i++) {
@@ -30,4 +27,17 @@ export function firstRepeat(count: number, keyOf: (i: number) => string, hashes:
     first.set(key, i);
   }
   return undefined;
+}
+
+/**
+ * The values that occur more than once among `hashes[0, count)`, or undefined when none does.
+ * Sorts a copy (a native typed-array sort): O(N log N) numbers.
+ */
+export function collidingHashes(count: number, hashes: Uint32Array): Set<number> | undefined {
+  const sorted = hashes.slice(0, count).sort();
+  let collide: Set<number> | undefined;
+  for (let k = 1; k < sorted.length; k++) {
+    if (sorted[k] === sorted[k - 1]) (collide ??= new Set()).add(sorted[k]!);
+  }
+  return collide;
 }

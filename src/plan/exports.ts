@@ -1,6 +1,7 @@
 import { badInput, badOption, quote } from '../errors.js';
 import { groupId, groupSeed } from './groups.js';
-import { countWithoutLimit, planJsonChunks, planJsonlChunks } from './serialize.js';
+import { chunkText, type PlanChunk } from './byte-chunk.js';
+import { countWithoutLimit, planJsonBytes, planJsonlChunks } from './serialize.js';
 import type { Candidate, Plan } from './types.js';
 
 /**
@@ -86,17 +87,25 @@ export interface ExportOptions {
 
 /** Formats a plan; `json` is the plan itself (unchanged). */
 export function formatPlan(plan: Plan, format: PlanFormat, options: ExportOptions = {}): string {
-  return [...planChunks(plan, format, options)].join('');
+  return joinChunks(planChunks(plan, format, options));
+}
+
+/** The text of chunks whose bytes last only until the next one is asked for. */
+function joinChunks(chunks: Iterable<PlanChunk>): string {
+  let text = '';
+  for (const chunk of chunks) text += chunkText(chunk);
+  return text;
 }
 
 /**
  * formatPlan's text in chunks, for writing a large plan without holding its whole text:
- * `json` and `jsonl` are written from the plan's columns (plan/serialize.ts).
+ * `json` and `jsonl` are written from the plan's columns as UTF-8 bytes (plan/serialize.ts),
+ * each chunk valid until the next is asked for.
  */
-export function planChunks(plan: Plan, format: PlanFormat, options: ExportOptions = {}): Iterable<string> {
+export function planChunks(plan: Plan, format: PlanFormat, options: ExportOptions = {}): Iterable<PlanChunk> {
   switch (format) {
     case 'json':
-      return planJsonChunks(plan);
+      return planJsonBytes(plan);
     case 'jsonl':
       return planJsonlChunks(plan, groupLines);
     case 'vllm-batch':
@@ -125,7 +134,7 @@ function limitOf(g: PlanGroup, options: ExportOptions): number {
  * `response_length`, slime `rollout_max_response_len`), which a filled default would override.
  */
 export function planJsonl(plan: Plan): string {
-  return [...planJsonlChunks(plan, groupLines)].join('');
+  return joinChunks(planJsonlChunks(plan, groupLines));
 }
 
 /** planGroups as JSONL lines (no newlines). */

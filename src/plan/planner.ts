@@ -1,5 +1,5 @@
 import { RolloutBudgetError, badInput, quote } from '../errors.js';
-import { firstRepeat, fnv1a } from '../math/hash.js';
+import { fnv1a } from '../math/hash.js';
 import { forgetFactor } from '../posterior/decay.js';
 import { expectedTokens } from '../posterior/length.js';
 import { checkHint, hintPriors, type HintPriors } from '../posterior/hints.js';
@@ -11,6 +11,7 @@ import type { Solver, SolverInput } from '../solver/types.js';
 import type { ValueFunction } from '../value/functions.js';
 import { planLimits } from './limits.js';
 import { resolvePlanOptions, validateBudget, type PlanOptionsInput } from './options.js';
+import { firstRepeatedId } from './checked-ids.js';
 import { buildPartialCurves, partialBounds, readPartials, type Partials } from './partial.js';
 import type { PosteriorPolicy } from './policies.js';
 import { grownShareWarning, roundShare } from './rounds.js';
@@ -311,9 +312,12 @@ function resultColumns(
   };
 }
 
-/** Throws on a repeated candidate id (math/hash.ts firstRepeat: hashes sorted, strings compared only on a collision). */
+/**
+ * Throws on a repeated candidate id (plan/checked-ids.ts: hashes sorted, or a reader's check
+ * of the same ids reused; strings compared only on a collision).
+ */
 function rejectDuplicateIds(candidates: readonly Candidate[], hashes: Uint32Array): void {
-  const repeat = firstRepeat(candidates.length, (i) => candidates[i]!.id, hashes);
+  const repeat = firstRepeatedId(candidates, hashes);
   if (repeat !== undefined) {
     throw badInput(`candidate ${repeat.at + 1}`, `"id" ${quote(candidates[repeat.at]!.id)} repeats candidate ${repeat.before + 1}`);
   }

@@ -1,20 +1,19 @@
+import { ByteChunk, chunkText, type PlanChunk } from './byte-chunk.js';
 import { allocationReader, emptyFields, untouchedColumns } from './columns.js';
 import { groupId, groupSeed } from './groups.js';
-import { rowTexts } from './text-cache.js';
-import type { Plan, PlanColumns } from './types.js';
+import { CHUNK, release, rowTexts } from './text-cache.js';
+import type { Plan } from './types.js';
 
 /**
- * The plan file (`json`: JSON.stringify(plan, null, 2)) and the `jsonl` plan as text chunks
- * of about CHUNK characters, written straight from the plan's columns: no allocation object
- * per prompt and no string of the whole file (a 10⁶-prompt plan file is ~230 MB). The bytes
- * are JSON.stringify's (test/plan-golden.test.ts compares them with plans written before).
- * A plan whose `allocations` were read or replaced is written from those objects instead.
- * Runs of fields whose numbers repeat are formatted once (plan/text-cache.ts), and chunks
- * stay small (64K characters: a short rope is flattened and encoded cheaply when written).
- * O(rows).
+ * The plan file (`json`: JSON.stringify(plan, null, 2)) and the `jsonl` plan as chunks of
+ * about CHUNK bytes of UTF-8, written straight from the plan's columns into one reused buffer
+ * (plan/byte-chunk.ts): no allocation object nor string per prompt, and no string of the
+ * whole file (a 10⁶-prompt plan file is ~230-260 MB). The bytes are JSON.stringify's
+ * (test/plan-golden.test.ts compares them with plans written before). A plan whose
+ * `allocations` were read or replaced is written from those objects instead (one string).
+ * Runs of fields whose numbers repeat are formatted once (plan/text-cache.ts) and copied.
+ * A chunk ends after a row, so it holds whole characters. O(rows).
  */
-export const CHUNK = 1 << 16;
-
 /** A number as JSON.stringify writes it (non-finite: null). */
 const num = (x: number) => (Number.isFinite(x) ? String(x) : 'null');
 
@@ -39,16 +38,23 @@ function shellOf(plan: Plan, replacement: unknown): Record<string, unknown> {
 }
 
 /** The `json` plan file, `JSON.stringify(plan, null, 2)` and a newline, in chunks. */
-export function planJsonChunks(plan: Plan): Generator<string> {
+export function* planJsonChunks(plan: Plan): Generator<string> {
+  for (const chunk of jsonChunks(plan, true)) yield chunkText(chunk);
+}
+
+/** planJsonChunks as UTF-8 bytes (each chunk valid until the next is asked for): for writing a file. */
+export function planJsonBytes(plan: Plan): Generator<PlanChunk> {
   return jsonChunks(plan, true);
 }
 
 /** `JSON.stringify(plan)` (compact, no newline: the service's answer), made from the columns. */
 export function planJsonCompact(plan: Plan): string {
-  return [...jsonChunks(plan, false)].join('');
+  let text = '';
+  for (const chunk of jsonChunks(plan, false)) text += chunkText(chunk);
+  return text;
 }
 
-function* jsonChunks(plan: Plan, pretty: boolean): Generator<string> {
+function* jsonChunks(plan: Plan, pretty: boolean): Generator<PlanChunk> {
   const columns = untouchedColumns(plan);
   if (columns === undefined) {
     yield pretty ? `${JSON.stringify(plan, null, 2)}\n` : JSON.stringify(plan);
@@ -68,37 +74,54 @@ function* jsonChunks(plan: Plan, pretty: boolean): Generator<string> {
     ? ['    {\n      ', ',\n      ', '\n    }', ',\n', ': ']
     : ['{', ',', '}', ',', ':'];
   const name = (field: string) => `${sep}"${field}"${indent}`;
-  const [nKey, maxKey, tokensKey, meanKey, lowKey, highKey, valueKey, rolloutKey] =
-    ['n', 'max_tokens', 'expected_tokens', 'p_mean', 'p_low', 'p_high', 'value', 'first_rollout'].map(name);
-  const next = `${close}${between}${open}"prompt_id"${indent}`;
-  // Runs of fields whose numbers repeat across rows (and plans), each formatted once per distinct numbers.
-  const { counts, posteriors, values } = rowTexts(pretty, columns.length);
-  let chunk = `${text.slice(0, at)}${key}[${pretty ? '\n' : ''}${open}"prompt_id"${indent}`;
-  const read = allocationReader(columns);
-  const row = emptyFields();
-  for (let j = 0; j < columns.length; j++) {
-    read(j, row);
-    const max = row.max_tokens;
-    const m = counts.get(row.n, max ?? 0, max === null ? 1 : 0) ?? counts.put(`${nKey}${num(row.n)}${maxKey}${json(max)}${tokensKey}`);
-    const p = posteriors.get(row.p_mean, row.p_low, row.p_high) ??
-      posteriors.put(`${meanKey}${num(row.p_mean)}${lowKey}${num(row.p_low)}${highKey}${num(row.p_high)}${valueKey}`);
-    const v = values.get(row.value, 0, 0) ?? values.put(num(row.value));
-    chunk += `${j === 0 ? '' : next}${JSON.stringify(row.prompt_id)}${m}${num(row.expected_tokens)}${p}${v}`;
-    if (row.first_rollout > 0) chunk += `${rolloutKey}${num(row.first_rollout)}`;
-    if (chunk.length >= CHUNK) {
-      yield chunk;
-      chunk = '';
+  const [nKey, maxKey, tokensKey, meanKey, lowKey, highKey, valueKey] =
+    ['n', 'max_tokens', 'expected_tokens', 'p_mean', 'p_low', 'p_high', 'value'].map(name);
+  // Runs of fields whose numbers repeat across rows (and plans), each formatted once per
+  // distinct numbers; the set is the thread's (plan/text-cache.ts), released when done.
+  const texts = rowTexts(pretty, columns.length);
+  try {
+    const { chunk, counts, posteriors, values } = texts;
+    // The layout's own texts: between two rows, and before first_rollout's number.
+    const next = `${close}${between}${open}"prompt_id"${indent}`;
+    const rolloutKey = name('first_rollout');
+    const constants = (texts.constants ??= Int32Array.of(chunk.keep(next, true), chunk.keep(rolloutKey, true)));
+    chunk.text(`${text.slice(0, at)}${key}[${pretty ? '\n' : ''}${open}"prompt_id"${indent}`);
+    const read = allocationReader(columns);
+    const row = emptyFields();
+    for (let j = 0; j < columns.length; j++) {
+      read(j, row);
+      if (j > 0) chunk.copy(constants[0]!, next.length);
+      chunk.quoted(row.prompt_id);
+      const max = row.max_tokens;
+      let s = counts.get(row.n, max ?? 0, max === null ? 1 : 0);
+      if (s < 0) s = counts.put(`${nKey}${num(row.n)}${maxKey}${json(max)}${tokensKey}`);
+      counts.write(s);
+      chunk.num(row.expected_tokens);
+      s = posteriors.get(row.p_mean, row.p_low, row.p_high);
+      if (s < 0) s = posteriors.put(`${meanKey}${num(row.p_mean)}${lowKey}${num(row.p_low)}${highKey}${num(row.p_high)}${valueKey}`);
+      posteriors.write(s);
+      s = values.get(row.value, 0, 0);
+      if (s < 0) s = values.put(num(row.value));
+      values.write(s);
+      if (row.first_rollout > 0) {
+        chunk.copy(constants[1]!, rolloutKey.length);
+        chunk.num(row.first_rollout);
+      }
+      if (chunk.length >= CHUNK) yield chunk.take();
     }
+    chunk.text(`${close}${pretty ? '\n  ' : ''}]${text.slice(at + mark.length)}${end}`);
+    yield chunk.take();
+  } finally {
+    release(texts);
   }
-  chunk += close;
-  yield `${chunk}${pretty ? '\n  ' : ''}]${text.slice(at + mark.length)}${end}`;
 }
 
 /**
  * The `jsonl` plan: a header line (`{"type": "header", ...the plan but its allocations}`),
- * then one line per group (plan/exports.ts planGroups), in chunks.
+ * then one line per group (plan/exports.ts planGroups), in chunks (bytes valid until the
+ * next chunk is asked for).
  */
-export function* planJsonlChunks(plan: Plan, groupLines: (plan: Plan) => string[]): Generator<string> {
+export function* planJsonlChunks(plan: Plan, groupLines: (plan: Plan) => string[]): Generator<PlanChunk> {
   const header = JSON.stringify({ type: 'header', ...shellOf(plan, undefined) });
   const columns = untouchedColumns(plan);
   if (columns === undefined) {
@@ -110,21 +133,35 @@ export function* planJsonlChunks(plan: Plan, groupLines: (plan: Plan) => string[
   // without its opening one.
   const { step, seed } = plan;
   const n = columns.n;
-  const groupHead = `{"group_id":${JSON.stringify(groupId(step, '')).slice(0, -1)}`;
-  let chunk = `${header}\n`;
+  const chunk = new ByteChunk(CHUNK + 1024, 256, 256);
+  const texts = [`{"group_id":${JSON.stringify(groupId(step, '')).slice(0, -1)}`, ',"prompt_id":', ',"n":', ',"max_tokens":', ',"seed":', ',"first_rollout":', '}\n'];
+  const [head, idKey, nKey, maxKey, seedKey, rolloutKey, lineEnd] = texts.map((t) => chunk.keep(t, true));
+  const [headLength, idLength, nLength, maxLength, seedLength, rolloutLength] = texts.map((t) => t.length);
+  chunk.text(`${header}\n`);
   for (let j = 0; j < columns.length; j++) {
     if (!(n[j]! > 0)) continue;
     const c = columns.candidates[j]!;
     const first = c.partial_rewards?.length ?? 0;
-    const id = JSON.stringify(c.id);
-    chunk += `${groupHead}${id.slice(1)},"prompt_id":${id},"n":${n[j]},"max_tokens":${json(c.max_tokens ?? null)},` +
-      `"seed":${(groupSeed(seed, step, c.id) + first) | 0}${first > 0 ? `,"first_rollout":${first}` : ''}}\n`;
-    if (chunk.length >= CHUNK) {
-      yield chunk;
-      chunk = '';
+    chunk.copy(head!, headLength!);
+    chunk.quoted(c.id, 1);
+    chunk.copy(idKey!, idLength!);
+    chunk.quoted(c.id);
+    chunk.copy(nKey!, nLength!);
+    chunk.num(n[j]!);
+    chunk.copy(maxKey!, maxLength!);
+    const max = c.max_tokens ?? null;
+    if (typeof max === 'number') chunk.num(max);
+    else chunk.text(JSON.stringify(max));
+    chunk.copy(seedKey!, seedLength!);
+    chunk.num((groupSeed(seed, step, c.id) + first) | 0);
+    if (first > 0) {
+      chunk.copy(rolloutKey!, rolloutLength!);
+      chunk.num(first);
     }
+    chunk.copy(lineEnd!, 2);
+    if (chunk.length >= CHUNK) yield chunk.take();
   }
-  if (chunk !== '') yield chunk;
+  if (chunk.length > 0) yield chunk.take();
 }
 
 /** Groups (n > 0) whose max_tokens is null, from the columns when they are still the plan's. */

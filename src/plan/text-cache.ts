@@ -1,28 +1,38 @@
+import { ByteChunk } from './byte-chunk.js';
+
 /**
- * A direct-mapped cache of texts keyed by up to three doubles (formatted numbers of a plan
- * row, which repeat: posteriors built from small counts), in typed arrays: a fixed 2^bits
- * slots, a collision overwrites. Keys compare with ===, so a caller's text must depend on the
+ * A direct-mapped cache of ASCII texts keyed by up to three doubles (formatted numbers of a
+ * plan row, which repeat: posteriors built from small counts), in typed arrays: a fixed 2^bits
+ * slots, a collision overwrites. The texts are kept in a ByteChunk's arena and written by
+ * copying them into its chunk. Keys compare with ===, so a caller's text must depend on the
  * numbers only through what === tells apart (String(-0) and String(0) are both "0"); NaN
  * never matches.
  */
 export class TextCache {
   private readonly keys: Float64Array;
-  private readonly texts: string[];
+  /** Each slot's text: its offset in the chunk's arena and its length. */
+  private readonly starts: Int32Array;
+  private readonly lengths: Int32Array;
   private readonly mask: number;
   private readonly key = new Float64Array(3);
   private readonly words = new Uint32Array(this.key.buffer);
   private slot = 0;
+  /** The chunk's generation the slots were kept in (older texts were dropped from its arena). */
+  private generation: number;
 
   /** `bits`: log2 of the number of slots. */
-  constructor(readonly bits: number) {
+  constructor(readonly bits: number, private readonly chunk: ByteChunk) {
     const size = 1 << bits;
     this.mask = size - 1;
     this.keys = new Float64Array(3 * size).fill(NaN);
-    this.texts = new Array<string>(size).fill('');
+    this.starts = new Int32Array(size);
+    this.lengths = new Int32Array(size);
+    this.generation = chunk.generation;
   }
 
-  /** The text kept for (x, y, z), or undefined: then put() keeps one for them. */
-  get(x: number, y: number, z: number): string | undefined {
+  /** The slot whose text is kept for (x, y, z), or -1: then put() keeps one for them. */
+  get(x: number, y: number, z: number): number {
+    if (this.generation !== this.chunk.generation) this.clear();
     const b = this.key;
     b[0] = x;
     b[1] = y;
@@ -34,45 +44,83 @@ export class TextCache {
     const s = (h ^ (h >>> 16)) & this.mask;
     const k = 3 * s;
     const keys = this.keys;
-    if (keys[k] === x && keys[k + 1] === y && keys[k + 2] === z) return this.texts[s];
+    if (keys[k] === x && keys[k + 1] === y && keys[k + 2] === z) return s;
     this.slot = s;
-    return undefined;
+    return -1;
   }
 
-  /** Keeps `text` for the numbers of the last get() that missed; returns it. */
-  put(text: string): string {
+  /** Keeps the ASCII `text` for the numbers of the last get() that missed; returns its slot. */
+  put(text: string): number {
+    const at = this.chunk.keep(text);
+    if (this.generation !== this.chunk.generation) this.clear();
     const s = this.slot;
     const b = this.key;
     this.keys[3 * s] = b[0]!;
     this.keys[3 * s + 1] = b[1]!;
     this.keys[3 * s + 2] = b[2]!;
-    this.texts[s] = text;
-    return text;
+    this.starts[s] = at;
+    this.lengths[s] = text.length;
+    return s;
+  }
+
+  /** Appends slot s's text to the chunk. */
+  write(s: number): void {
+    this.chunk.copy(this.starts[s]!, this.lengths[s]!);
+  }
+
+  private clear(): void {
+    this.keys.fill(NaN);
+    this.generation = this.chunk.generation;
   }
 }
 
-/** The text caches of a plan writer's row fields: counts (n, max_tokens), posteriors, values. */
+/**
+ * A plan writer's chunk and the text caches of its row fields: counts (n, max_tokens),
+ * posteriors, values; `constants` are the layout's own texts, pinned in the chunk's arena by
+ * the writer on first use.
+ */
 export interface RowTexts {
+  readonly chunk: ByteChunk;
   readonly counts: TextCache;
   readonly posteriors: TextCache;
   readonly values: TextCache;
+  constants?: Int32Array;
+  /** True while a writer uses the set. */
+  busy: boolean;
 }
+
+/** Chunk capacity before a row past it is written out (plan/serialize.ts yields then). */
+export const CHUNK = 1 << 16;
 
 /** Kept for the thread, one set per layout (pretty, compact): their texts hold the field names. */
 const kept = new Map<boolean, RowTexts>();
 
 /**
- * Row text caches for a plan of `rows` rows written `pretty` or compact, kept for the thread:
- * a cached text is a pure function of its numbers and the layout, so a service's plans reuse
- * the texts of earlier plans (same bytes). Bounded: two sets of 2^12 to 2^16 slots, a set
- * replaced by a larger one when a larger plan needs more slots.
+ * Row text caches for a plan of `rows` rows written `pretty` or compact, kept for the thread
+ * (call release() when done): a cached text is a pure function of its numbers and the layout,
+ * so a service's plans reuse the texts of earlier plans (same bytes). Bounded: two sets of
+ * 2^12 to 2^16 slots, a set replaced by a larger one when a larger plan needs more slots, and
+ * an arena of at most 96 bytes a slot. A set in use (a writer not finished) is not shared: a
+ * second writer gets a set of its own.
  */
 export function rowTexts(pretty: boolean, rows: number): RowTexts {
   const bits = Math.min(16, Math.max(12, Math.ceil(Math.log2(rows + 1))));
   let texts = kept.get(pretty);
+  if (texts !== undefined && texts.busy) return newSet(bits, true);
   if (texts === undefined || texts.counts.bits < bits) {
-    texts = { counts: new TextCache(bits), posteriors: new TextCache(bits), values: new TextCache(bits) };
+    texts = newSet(bits, false);
     kept.set(pretty, texts);
   }
+  texts.busy = true;
   return texts;
+}
+
+/** Ends a writer's use of a set from rowTexts. */
+export function release(texts: RowTexts): void {
+  texts.busy = false;
+}
+
+function newSet(bits: number, busy: boolean): RowTexts {
+  const chunk = new ByteChunk(CHUNK + 1024, 1 << 14, 96 << bits);
+  return { chunk, counts: new TextCache(bits, chunk), posteriors: new TextCache(bits, chunk), values: new TextCache(bits, chunk), busy };
 }

@@ -1,0 +1,67 @@
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import { ByteChunk, chunkText } from '../src/plan/byte-chunk.js';
+import { TextCache } from '../src/plan/text-cache.js';
+
+/** The text of everything written to `chunk` by `write`, taken in pieces as a writer does. */
+function written(chunk: ByteChunk, write: (c: ByteChunk) => void): string {
+  write(chunk);
+  return chunkText(chunk.take());
+}
+
+describe('plan byte chunks (plan/byte-chunk.ts)', () => {
+  it('write JSON.stringify\'s text of any string, quoted or after its opening quote, and of numbers', () => {
+    let runs = 0;
+    fc.assert(
+      fc.property(fc.string({ unit: 'binary' }), fc.double(), fc.integer(), (s, x, k) => {
+        const chunk = new ByteChunk(8, 16, 64);
+        expect(written(chunk, (c) => c.quoted(s))).toBe(JSON.stringify(s));
+        expect(written(chunk, (c) => c.quoted(s, 1))).toBe(JSON.stringify(s).slice(1));
+        expect(written(chunk, (c) => c.text(s))).toBe(new TextDecoder().decode(new TextEncoder().encode(s)));
+        for (const v of [x, k, -0, 2 ** 31, 2 ** 31 - 1, -(2 ** 31), 1e21, NaN, Infinity]) expect(written(chunk, (c) => c.num(v))).toBe(JSON.stringify(v));
+        runs++;
+      }),
+      { numRuns: 300, seed: 15 },
+    );
+    expect(runs).toBe(300);
+  });
+
+  it('keep texts across a growing chunk and arena; pinned texts outlive a drop of the others', () => {
+    const chunk = new ByteChunk(4, 8, 64);
+    const pinned = chunk.keep('<pin>', true);
+    const kept: [number, string][] = [];
+    for (let i = 0; i < 5; i++) kept.push([chunk.keep(`t${i}-text`), `t${i}-text`]);
+    expect(chunk.generation).toBe(0); // grown 8 -> 64, its limit
+    let text = '';
+    for (const [at, t] of kept) {
+      chunk.copy(at, t.length);
+      chunk.copy(pinned, 5);
+    }
+    text = chunkText(chunk.take());
+    expect(text).toBe(kept.map(([, t]) => `${t}<pin>`).join(''));
+    for (let i = 0; i < 20; i++) chunk.keep('another text');
+    expect(chunk.generation).toBeGreaterThan(0);
+    chunk.copy(pinned, 5);
+    chunk.text('é✓');
+    expect(chunkText(chunk.take())).toBe('<pin>é✓');
+  });
+
+  it('text caches miss after their chunk dropped its texts, and give each slot its own text', () => {
+    const chunk = new ByteChunk(16, 16, 64);
+    const cache = new TextCache(4, chunk);
+    const texts = new Map<number, string>();
+    let hits = 0;
+    for (let round = 0; round < 40; round++) {
+      const x = round < 20 ? round % 3 : round % 7; // 3 texts fit the arena, 7 do not
+      let s = cache.get(x, 0.5, -0);
+      if (s < 0) s = cache.put(`value ${x} ${'.'.repeat(x)}`);
+      else hits++;
+      cache.write(s);
+      texts.set(round, `value ${x} ${'.'.repeat(x)}`);
+      expect(chunkText(chunk.take())).toBe(texts.get(round));
+    }
+    expect(hits).toBeGreaterThan(0);
+    expect(chunk.generation).toBeGreaterThan(0);
+    expect(cache.get(NaN, 0, 0)).toBe(-1);
+  });
+});
