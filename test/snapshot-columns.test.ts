@@ -1,8 +1,7 @@
-import { join } from 'node:path';
 import seedrandom from 'seedrandom';
 import { describe, expect, it } from 'vitest';
 import { fnv1a, snapshotOf, SqliteStore, type PromptState, type StateSnapshot } from '../src/index.js';
-import { tempDir } from './temp.js';
+import { STATE_COLUMNS, stateFileOf } from './state-file.js';
 
 // The whole-state snapshot of a SQLite state is read into columns (store/sqlite-scan.ts,
 // posterior/state-columns.ts); these tests compare it with the snapshot made the careful way,
@@ -10,21 +9,10 @@ import { tempDir } from './temp.js';
 
 type Row = [string, string | null, number, number, number, number, number, number, number, number, number, number | null, number | null];
 
-const COLUMNS = 'id, grp, successes, failures, last_step, rollouts, reward_sum, correct_count, correct_tokens, wrong_count, wrong_tokens, prior_pass_rate, prior_samples';
+const COLUMNS = STATE_COLUMNS;
 
 /** A state file holding `rows` (and `last_step` in meta when given). */
-function stateFile(rows: readonly Row[], lastStep?: number): string {
-  const path = join(tempDir('rb-columns-'), 'state.db');
-  new SqliteStore(path).close();
-  const db = new (SqliteStore.driver())(path);
-  const insert = db.prepare(`INSERT INTO prompts (${COLUMNS}) VALUES (${COLUMNS.split(', ').map(() => '?').join(', ')})`);
-  db.transaction(() => {
-    for (const row of rows) insert.run(...row);
-    if (lastStep !== undefined) db.prepare("INSERT INTO meta (key, value) VALUES ('last_step', ?)").run(String(lastStep));
-  })();
-  db.close();
-  return path;
-}
+const stateFile = (rows: readonly Row[], lastStep?: number): string => stateFileOf('rb-columns-', rows, lastStep);
 
 /** The snapshot the row path makes: every row as an object, in the table's order, then snapshotOf. */
 function rowSnapshot(path: string): StateSnapshot {

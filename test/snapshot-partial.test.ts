@@ -1,9 +1,8 @@
-import { join } from 'node:path';
 import seedrandom from 'seedrandom';
 import { describe, expect, it } from 'vitest';
 import { SqliteStore, type GroupStats, type PromptState } from '../src/index.js';
 import type { PartialSnapshot } from '../src/store/pooled.js';
-import { tempDir } from './temp.js';
+import { STATE_COLUMNS, stateFileOf } from './state-file.js';
 
 // The service's read of some prompts (store/sqlite-partial.ts) makes each state in a SQL
 // function from the row's values; these tests compare it with the rows read as arrays, the
@@ -13,22 +12,14 @@ import { tempDir } from './temp.js';
 type Value = string | number | bigint | null | Buffer;
 type Row = Value[];
 
-const COLUMNS = 'id, grp, successes, failures, last_step, rollouts, reward_sum, correct_count, correct_tokens, wrong_count, wrong_tokens, prior_pass_rate, prior_samples';
+const COLUMNS = STATE_COLUMNS;
 
-function stateFile(rows: readonly Row[], lastStep?: number): string {
-  const path = join(tempDir('rb-partial-'), 'state.db');
-  new SqliteStore(path).close();
-  const db = new (SqliteStore.driver())(path);
-  const insert = db.prepare(`INSERT INTO prompts (${COLUMNS}) VALUES (${COLUMNS.split(', ').map(() => '?').join(', ')})`);
-  db.transaction(() => {
-    for (const row of rows) insert.run(...row);
-    if (lastStep !== undefined) db.prepare("INSERT INTO meta (key, value) VALUES ('last_step', ?)").run(String(lastStep));
+/** A state file holding `rows`, `last_step` and two pooled rows. */
+const stateFile = (rows: readonly Row[], lastStep?: number): string =>
+  stateFileOf('rb-partial-', rows, lastStep, (db) => {
     db.prepare("INSERT OR REPLACE INTO pooled VALUES ('all', 1, 0.5, 0.25, 0.125, 2, 300.5, 3, 900)").run();
     db.prepare("INSERT OR REPLACE INTO pooled VALUES ('group:math', 4, 1.5, 0.75, -0, 5, 1e300, 6, 7)").run();
-  })();
-  db.close();
-  return path;
-}
+  });
 
 const asState = (r: unknown[]): PromptState => ({
   id: r[0], group: r[1], successes: r[2], failures: r[3], lastStep: r[4], rollouts: r[5], rewardSum: r[6],
