@@ -1,4 +1,5 @@
 import type { PromptState } from '../posterior/state.js';
+import { stateOfValues } from './state-values.js';
 
 /** The prompts table's columns as read into a Row (counts as float8: JavaScript numbers, not strings). */
 export const COLUMNS = `id, grp, successes, failures, last_step::float8 AS last_step, rollouts::float8 AS rollouts, reward_sum,
@@ -15,31 +16,8 @@ export const COLUMNS = `id, grp, successes, failures, last_step::float8 AS last_
  */
 export const promptsOf = (s: string) => `FROM unnest($1::text[]) AS k(id) JOIN ${s}.prompts AS p USING (id)`;
 
-/** A row of the PostgreSQL `prompts` table, as COLUMNS reads it. */
-export interface Row {
-  id: string; grp: string | null; successes: number; failures: number; last_step: number; rollouts: number;
-  reward_sum: number; correct_count: number; correct_tokens: number; wrong_count: number; wrong_tokens: number;
-  prior_pass_rate: number | null; prior_samples: number | null;
-}
+export { fromRow, type Row } from './state-values.js';
 
 /** A prompt's state from a row read in COLUMNS order as an array (pg's rowMode 'array'), its id at `at`. */
-export function fromValues(v: readonly unknown[], at: number): PromptState {
-  const n = (k: number) => v[at + k] as number;
-  const rate = v[at + 11] as number | null;
-  const samples = v[at + 12] as number | null;
-  return {
-    id: v[at] as string, group: v[at + 1] as string | null, successes: n(2), failures: n(3), lastStep: n(4), rollouts: n(5),
-    rewardSum: n(6), correctCount: n(7), correctTokens: n(8), wrongCount: n(9), wrongTokens: n(10),
-    ...(rate === null ? {} : { priorPassRate: rate }),
-    ...(samples === null ? {} : { priorSamples: samples }),
-  };
-}
-
-export const fromRow = (r: Row): PromptState => ({
-  id: r.id, group: r.grp, successes: r.successes, failures: r.failures, lastStep: r.last_step, rollouts: r.rollouts,
-  rewardSum: r.reward_sum, correctCount: r.correct_count, correctTokens: r.correct_tokens, wrongCount: r.wrong_count,
-  wrongTokens: r.wrong_tokens,
-  ...(r.prior_pass_rate === null ? {} : { priorPassRate: r.prior_pass_rate }),
-  ...(r.prior_samples === null ? {} : { priorSamples: r.prior_samples }),
-});
-
+export const fromValues = (v: readonly unknown[], at: number): PromptState =>
+  stateOfValues(v[at], v[at + 1], v[at + 2], v[at + 3], v[at + 4], v[at + 5], v[at + 6], v[at + 7], v[at + 8], v[at + 9], v[at + 10], v[at + 11], v[at + 12]);

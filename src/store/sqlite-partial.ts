@@ -2,6 +2,7 @@ import type Database from 'better-sqlite3';
 import type { GroupStats, PromptState, StateSnapshot } from '../posterior/state.js';
 import { ALL_SCOPE, groupScope, partialSnapshot, POOLED_COLUMNS, statsOfValues } from './pooled.js';
 import { fromRawRow, ROW_COLUMNS, type RawRow } from './sqlite-rows.js';
+import { stateOfValues } from './state-values.js';
 
 /** Ids a statement reads at most (one JSON array parameter each). */
 const IDS_A_READ = 1000;
@@ -10,8 +11,8 @@ const IDS_A_READ = 1000;
  * The service's read of some prompts (store/pooled.ts): the rows of `ids`, the pooled rows of
  * their groups and of `groups`, the last step and, when asked or a row read carries a hint, every
  * observed hinted prompt. The rows come through a SQL function registered on the connection,
- * which makes each row's PromptState from its values (the fields fromRawRow gives, in its
- * order): better-sqlite3 makes no array per row then (256 rows of a 10⁶-prompt state: 0.87 →
+ * which makes each row's PromptState from its values (store/state-values.ts, as fromRawRow
+ * does): better-sqlite3 makes no array per row then (256 rows of a 10⁶-prompt state: 0.87 →
  * 0.60 ms here). The values are the ones a row read gives (the same conversion of each
  * column), and the rows come in the same order, the index's (the statement's WHERE is the
  * row read's), so the snapshot is the one a row-by-row read makes. Call inside a read
@@ -25,15 +26,10 @@ export class PartialRead {
   private readonly lastStep: Database.Statement;
 
   constructor(db: Database.Database) {
+    // Thirteen named parameters: better-sqlite3 takes a function's arity from its length.
     db.function('rollout_budget_partial_row', { directOnly: true }, (id: unknown, grp: unknown, successes: unknown, failures: unknown, lastStep: unknown, rollouts: unknown, rewardSum: unknown,
       correctCount: unknown, correctTokens: unknown, wrongCount: unknown, wrongTokens: unknown, priorPassRate: unknown, priorSamples: unknown) => {
-      const s = { id, group: grp, successes, failures, lastStep, rollouts, rewardSum, correctCount, correctTokens, wrongCount, wrongTokens } as {
-        -readonly [K in keyof PromptState]: PromptState[K];
-      };
-      // The hint's fields after the others, when not null (fromRawRow's keys in its order), without a spread's object a row.
-      if (priorPassRate !== null) s.priorPassRate = priorPassRate as number;
-      if (priorSamples !== null) s.priorSamples = priorSamples as number;
-      this.rows!.push(s);
+      this.rows!.push(stateOfValues(id, grp, successes, failures, lastStep, rollouts, rewardSum, correctCount, correctTokens, wrongCount, wrongTokens, priorPassRate, priorSamples));
       return null;
     });
     this.prompts = db.prepare(`SELECT count(rollout_budget_partial_row(${ROW_COLUMNS})) FROM prompts WHERE id IN (SELECT value FROM json_each(?))`).pluck();
