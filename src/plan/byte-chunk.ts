@@ -1,3 +1,5 @@
+import { chunkText } from '../io/utf8.js';
+
 /**
  * Plan text built as UTF-8 bytes, for writing a plan file without a string per row. One
  * Uint8Array holds the chunk being written, `bytes[0, length)`, and after it an arena of
@@ -147,4 +149,11 @@ export class ByteChunk {
 export type PlanChunk = string | Uint8Array;
 
 /** A chunk's text (io/utf8.ts, where the CLI's output code reaches it without loading the planner). */
-export { chunkText } from '../io/utf8.js';
+export { chunkText };
+
+/** The text of chunks whose bytes last only until the next one is asked for. O(size). */
+export function joinChunks(chunks: Iterable<PlanChunk>): string {
+  let text = '';
+  for (const chunk of chunks) text += chunkText(chunk);
+  return text;
+}

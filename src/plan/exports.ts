@@ -1,6 +1,6 @@
 import { badInput, badOption, quote } from '../errors.js';
 import { groupId, groupSeed } from './groups.js';
-import { chunkText, type PlanChunk } from './byte-chunk.js';
+import { joinChunks, type PlanChunk } from './byte-chunk.js';
 import { countWithoutLimit, planJsonBytes, planJsonlChunks } from './serialize.js';
 import type { Candidate, Plan } from './types.js';
 
@@ -88,13 +88,6 @@ export interface ExportOptions {
 /** Formats a plan; `json` is the plan itself (unchanged). */
 export function formatPlan(plan: Plan, format: PlanFormat, options: ExportOptions = {}): string {
   return joinChunks(planChunks(plan, format, options));
-}
-
-/** The text of chunks whose bytes last only until the next one is asked for. */
-function joinChunks(chunks: Iterable<PlanChunk>): string {
-  let text = '';
-  for (const chunk of chunks) text += chunkText(chunk);
-  return text;
 }
 
 /**

@@ -1,4 +1,4 @@
-import { ByteChunk, chunkText, type PlanChunk } from './byte-chunk.js';
+import { ByteChunk, chunkText, joinChunks, type PlanChunk } from './byte-chunk.js';
 import { allocationReader, emptyFields, untouchedColumns } from './columns.js';
 import { groupId, groupSeed } from './groups.js';
 import { CHUNK, release, rowTexts } from './text-cache.js';
@@ -49,9 +49,7 @@ export function planJsonBytes(plan: Plan): Generator<PlanChunk> {
 
 /** `JSON.stringify(plan)` (compact, no newline: the service's answer), made from the columns. */
 export function planJsonCompact(plan: Plan): string {
-  let text = '';
-  for (const chunk of jsonChunks(plan, false)) text += chunkText(chunk);
-  return text;
+  return joinChunks(jsonChunks(plan, false));
 }
 
 function* jsonChunks(plan: Plan, pretty: boolean): Generator<PlanChunk> {
