@@ -1,5 +1,5 @@
 import { addToGroupStats, emptyGroupStats, type GroupStats, type PromptState, type StateSnapshot } from './state.js';
-import { IdIndex } from './state-index.js';
+import { PackedIdIndex, type PackedIdParts } from './packed-ids.js';
 
 /** Integers that an Int32Array keeps as they are (not −0). */
 const isInt32 = (v: unknown): v is number => typeof v === 'number' && (v | 0) === v && !(v === 0 && 1 / v < 0);
@@ -7,15 +7,24 @@ const isInt32 = (v: unknown): v is number => typeof v === 'number' && (v | 0) ==
 /** A number, or null (kept as NaN, which no state holds: SQLite stores NaN as NULL). */
 const isNumberOrNull = (v: unknown): v is number | null => v === null || (typeof v === 'number' && v === v);
 
+/** The columns of a StateColumns, typed arrays and the group names: what crosses a thread (store/scan-thread.ts). */
+export interface StateColumnParts {
+  readonly capacity: number;
+  readonly index: PackedIdParts;
+  readonly groupNames: readonly string[];
+  readonly floats: readonly Float64Array[];
+  readonly ints: readonly Int32Array[];
+}
+
 /**
  * Prompt states held as columns, a row per distinct id in the order added: typed arrays, the
- * ids in an IdIndex, no object per prompt. A state object is made when asked for (`state(k)`),
- * the same fields in the same order as a row read into a PromptState (store/sqlite-rows.ts),
- * so a plan that looks up each candidate once makes short-lived objects only. Memory: about
- * 76 bytes a row besides the id.
+ * ids packed in a PackedIdIndex, no object or string per prompt. A state object is made when
+ * asked for (`state(k)`), the same fields in the same order as a row read into a PromptState
+ * (store/sqlite-rows.ts), so a plan that looks up each candidate once makes short-lived objects
+ * only. Memory: about 76 bytes a row and 2 an id's UTF-16 unit.
  */
 export class StateColumns {
-  readonly index: IdIndex;
+  readonly index: PackedIdIndex;
   /** Group of each row: a position in `groupNames`, or −1 for none. */
   private readonly group: Int32Array;
   private readonly groupNames: string[] = [];
@@ -33,21 +42,43 @@ export class StateColumns {
   private readonly correctCount: Int32Array;
   private readonly wrongCount: Int32Array;
 
-  /** Columns for up to `capacity` rows. */
-  constructor(readonly capacity: number) {
-    this.index = new IdIndex(capacity);
-    this.group = new Int32Array(capacity);
-    this.successes = new Float64Array(capacity);
-    this.failures = new Float64Array(capacity);
-    this.rewardSum = new Float64Array(capacity);
-    this.correctTokens = new Float64Array(capacity);
-    this.wrongTokens = new Float64Array(capacity);
-    this.priorPassRate = new Float64Array(capacity);
-    this.priorSamples = new Float64Array(capacity);
-    this.lastStep = new Int32Array(capacity);
-    this.rollouts = new Int32Array(capacity);
-    this.correctCount = new Int32Array(capacity);
-    this.wrongCount = new Int32Array(capacity);
+  /** Columns for up to `capacity` rows; `parts`: those of columns made elsewhere (`parts()`). */
+  constructor(readonly capacity: number, parts?: StateColumnParts) {
+    this.index = new PackedIdIndex(capacity, parts?.index);
+    const floats = parts?.floats ?? Array.from({ length: 7 }, () => new Float64Array(capacity));
+    const ints = parts?.ints ?? Array.from({ length: 5 }, () => new Int32Array(capacity));
+    const float = (k: number) => floats[k]!;
+    const int = (k: number) => ints[k]!;
+    this.successes = float(0);
+    this.failures = float(1);
+    this.rewardSum = float(2);
+    this.correctTokens = float(3);
+    this.wrongTokens = float(4);
+    this.priorPassRate = float(5);
+    this.priorSamples = float(6);
+    this.group = int(0);
+    this.lastStep = int(1);
+    this.rollouts = int(2);
+    this.correctCount = int(3);
+    this.wrongCount = int(4);
+    for (const name of parts?.groupNames ?? []) this.groupAt.set(name, this.groupNames.push(name) - 1);
+  }
+
+  /** The columns as parts, for `new StateColumns(capacity, parts)` in another thread (their buffers may be transferred). */
+  parts(): StateColumnParts {
+    return {
+      capacity: this.capacity,
+      index: this.index.parts(),
+      groupNames: this.groupNames,
+      floats: [this.successes, this.failures, this.rewardSum, this.correctTokens, this.wrongTokens, this.priorPassRate, this.priorSamples],
+      ints: [this.group, this.lastStep, this.rollouts, this.correctCount, this.wrongCount],
+    };
+  }
+
+  /** The parts' buffers, for postMessage's transfer list. */
+  static buffers(parts: StateColumnParts): ArrayBuffer[] {
+    const { index } = parts;
+    return [...parts.floats, ...parts.ints, index.units, index.ends, index.hashes, index.slots].map((a) => a.buffer as ArrayBuffer);
   }
 
   get size(): number {
@@ -95,12 +126,12 @@ export class StateColumns {
     return g < 0 ? null : this.groupNames[g]!;
   }
 
-  /** Row k as a PromptState (a new object each call). */
-  state(k: number): PromptState {
+  /** Row k as a PromptState (a new object each call); `id`, when the caller has it, must be row k's. */
+  state(k: number, id = this.index.idAt(k)): PromptState {
     const rate = this.priorPassRate[k]!;
     const samples = this.priorSamples[k]!;
     return {
-      id: this.index.idAt(k),
+      id,
       group: this.groupOf(k),
       successes: this.successes[k]!,
       failures: this.failures[k]!,
@@ -146,7 +177,7 @@ export class StateColumns {
       lastStep: lastStep ?? latest,
       get: (id, hash) => {
         const k = this.index.find(id, hash);
-        return k < 0 ? undefined : this.state(k);
+        return k < 0 ? undefined : this.state(k, id);
       },
       group: (name) => {
         const g = this.groupAt.get(name);

@@ -1,0 +1,65 @@
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import { fnv1a } from '../src/index.js';
+import { PackedIdIndex } from '../src/posterior/packed-ids.js';
+
+// PackedIdIndex keeps ids as UTF-16 code units in one array (posterior/packed-ids.ts). The
+// oracle is a Map from id to its first position: what IdIndex and a Map both give.
+
+const ids = fc.array(
+  fc.oneof(
+    fc.string({ maxLength: 12 }),
+    fc.string({ unit: 'binary', maxLength: 30 }), // any code point, astral ones as surrogate pairs
+    fc.string({ unit: fc.constantFrom('\ud800', '\udfff', 'a', '\u0000'), maxLength: 6 }), // lone surrogates, NUL
+    fc.constantFrom('', 'prompt-1', 'prompt-1 ', 'é', 'e\u0301', 'x'.repeat(5000)),
+  ),
+  { minLength: 20, maxLength: 300 },
+);
+
+describe('PackedIdIndex', () => {
+  it('adds, finds and gives back ids as a Map would: any UTF-16 text, repeats, growth past the first array', () => {
+    let checked = 0;
+    fc.assert(
+      fc.property(ids, fc.nat({ max: 3 }), (list, slack) => {
+        const index = new PackedIdIndex(list.length + slack);
+        const first = new Map<string, number>();
+        for (const id of list) {
+          if (!first.has(id)) first.set(id, first.size);
+          expect(index.add(id)).toBe(first.get(id));
+        }
+        expect(index.size).toBe(first.size);
+        const copy = new PackedIdIndex(list.length + slack, index.parts());
+        for (const [id, k] of first) {
+          for (const ix of [index, copy]) {
+            expect(ix.find(id)).toBe(k);
+            expect(ix.find(id, fnv1a(id))).toBe(k);
+            expect(ix.idAt(k)).toBe(id);
+          }
+          for (const other of [`${id}x`, id.slice(1), `${id}\u0000`]) if (!first.has(other)) expect(index.find(other)).toBe(-1);
+          checked++;
+        }
+      }),
+      { numRuns: 200 },
+    );
+    expect(checked).toBeGreaterThan(3000);
+  });
+
+  it('ids of the same hash are told apart by their units', () => {
+    // 'Aa'/'BB'-style collisions are rare for FNV-1a; equal hashes come from the table: force them.
+    const index = new PackedIdIndex(4);
+    expect(index.add('ab')).toBe(0);
+    expect(index.find('ab', fnv1a('ba'))).toBe(-1); // the hash given is trusted: no slot holds this one
+    expect(index.add('ba')).toBe(1);
+    expect(index.find('ba')).toBe(1);
+    expect(index.find('ab')).toBe(0);
+  });
+
+  it('parts keep only the units used', () => {
+    const index = new PackedIdIndex(3);
+    for (const id of ['abc', 'de', '😀']) index.add(id);
+    const parts = index.parts();
+    expect(parts.size).toBe(3);
+    expect([...parts.units]).toEqual([...'abcde😀'].join('').split('').map((c) => c.charCodeAt(0)));
+    expect([...parts.ends.subarray(0, 3)]).toEqual([3, 5, 7]);
+  });
+});
