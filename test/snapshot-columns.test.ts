@@ -1,7 +1,12 @@
 import seedrandom from 'seedrandom';
 import { describe, expect, it } from 'vitest';
 import { fnv1a, snapshotOf, SqliteStore, type PromptState, type StateSnapshot } from '../src/index.js';
+import { readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { readStateAhead } from '../src/store/scan-ahead.js';
+import { MMAP_BYTES } from '../src/store/sqlite.js';
 import { STATE_COLUMNS, stateFileOf } from './state-file.js';
+import { tempDir } from './temp.js';
 
 // The whole-state snapshot of a SQLite state is read into columns (store/sqlite-scan.ts,
 // posterior/state-columns.ts); these tests compare it with the snapshot made the careful way,
@@ -136,5 +141,95 @@ describe('the columnar snapshot of a SQLite state', () => {
     const fast = store.snapshot();
     store.close();
     sameSnapshot(fast, rowSnapshot(path), [...rows.map((r) => r[0]), 'a-late'], ['math', 'code']);
+  });
+});
+
+// The CLI's plan reads a large state in another thread while it reads the prompts
+// (store/scan-ahead.ts, store/scan-thread.ts): the columns cross threads as buffers and must
+// give the snapshot the store's own read gives; anything the thread cannot read gives
+// undefined, and the store reads the state itself.
+describe('a state read ahead by another thread', () => {
+  const ahead = (path: string) => readStateAhead(path, MMAP_BYTES, 0);
+
+  it('gives the row path\'s snapshot, unicode ids and groups included, and the store plans on it', async () => {
+    let compared = 0;
+    for (const [seed, count, lastStep] of [['ahead a', 3000, 17], ['ahead b', TRICKY_IDS.length, undefined]] as const) {
+      const rows = randomRows(seed, count);
+      const path = stateFile(rows, lastStep);
+      const read = ahead(path);
+      expect(read).toBeDefined();
+      const scanned = await read!.result;
+      expect(scanned).toBeDefined();
+      sameSnapshot(scanned!.columns.snapshot(scanned!.lastStep), rowSnapshot(path), rows.map((r) => r[0]), ['math', 'code', 'ünïcode group', 'g"q']);
+      // SqliteStore.useScan: the next full snapshot is the scan (a lookup makes a new object
+      // each time, as the store's own columns do), the one after is read again.
+      const store = new SqliteStore(path);
+      store.useScan(scanned!);
+      const used = store.snapshot();
+      expect(used.get(rows[0]![0])).toStrictEqual(store.snapshot().get(rows[0]![0]));
+      store.close();
+      compared += rows.length;
+    }
+    expect(compared).toBeGreaterThan(3000);
+  });
+
+  it('the store uses a scan once, as it was read: a write after it shows in the next snapshot only', async () => {
+    const rows = randomRows('ahead once', 50);
+    const path = stateFile(rows, 4);
+    const scanned = await ahead(path)!.result;
+    const db = new (SqliteStore.driver())(path);
+    db.prepare("UPDATE prompts SET successes = 1234.5 WHERE id = ?").run(rows[20]![0]);
+    db.close();
+    const store = new SqliteStore(path);
+    store.useScan(scanned!);
+    expect(store.snapshot().get(rows[20]![0])!.successes).toBe(rows[20]![2]);
+    expect(store.snapshot().get(rows[20]![0])!.successes).toBe(1234.5);
+    store.close();
+  });
+
+  const unreadable: [string, () => string][] = [
+    ['a row the columns cannot hold', () => {
+      const rows = randomRows('ahead bad row', 200);
+      rows[100]![5] = 2 ** 40;
+      return stateFile(rows);
+    }],
+    ['a state written before the prior columns existed', () => {
+      const path = join(tempDir('rb-ahead-old-'), 'old.db');
+      const db = new (SqliteStore.driver())(path);
+      db.exec(`CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+        CREATE TABLE prompts (id TEXT PRIMARY KEY, grp TEXT, successes REAL NOT NULL, failures REAL NOT NULL, last_step INTEGER NOT NULL, rollouts INTEGER NOT NULL,
+          reward_sum REAL NOT NULL, correct_count INTEGER NOT NULL, correct_tokens REAL NOT NULL, wrong_count INTEGER NOT NULL, wrong_tokens REAL NOT NULL);
+        INSERT INTO prompts VALUES ('a', NULL, 1, 2, 0, 3, 1, 1, 10, 2, 20);`);
+      db.close();
+      return path;
+    }],
+    ['a SQLite file without a prompts table', () => {
+      const path = join(tempDir('rb-ahead-other-'), 'other.db');
+      const db = new (SqliteStore.driver())(path);
+      db.exec('CREATE TABLE t (x)');
+      db.close();
+      return path;
+    }],
+    ['a file that is not SQLite', () => {
+      const path = join(tempDir('rb-ahead-text-'), 'notes.txt');
+      writeFileSync(path, 'not a database\n'.repeat(1000));
+      return path;
+    }],
+  ];
+  it.each(unreadable)('%s: undefined, and the file unchanged', async (_, make) => {
+    const path = make();
+    const before = readFileSync(path);
+    const read = ahead(path);
+    expect(read).toBeDefined();
+    expect(await read!.result).toBeUndefined();
+    expect(readFileSync(path).equals(before)).toBe(true);
+  });
+
+  it('starts nothing for :memory:, a missing file, or a file under the size given', () => {
+    const dir = tempDir('rb-ahead-none-');
+    expect(readStateAhead(':memory:', MMAP_BYTES, 0)).toBeUndefined();
+    expect(readStateAhead(join(dir, 'missing.db'), MMAP_BYTES, 0)).toBeUndefined();
+    const small = stateFile(randomRows('ahead small', 10));
+    expect(readStateAhead(small, MMAP_BYTES, 1 << 30)).toBeUndefined();
   });
 });

@@ -7,7 +7,8 @@ import { DEFAULT_MAX_TOKENS, defaultLimitWarning, groupsWithoutLimit, planChunks
 import { resolvePlanOptions } from '../plan/options.js';
 import { calibrationSummary } from '../posterior/hints.js';
 import type { DecayOptions } from '../posterior/decay.js';
-import { SqliteStore } from '../store/sqlite.js';
+import { readStateAhead } from '../store/scan-ahead.js';
+import { MMAP_BYTES, SqliteStore } from '../store/sqlite.js';
 import type { ObserveSummary } from '../store/types.js';
 import { writeChunks, type CliIo } from './io.js';
 import { readPrompts } from './prompts-input.js';
@@ -31,11 +32,16 @@ export interface PlanFlags extends SharedFlags {
 }
 
 export async function planCommand(io: CliIo, opts: PlanFlags): Promise<void> {
-  const { parsed } = await readPrompts(io, opts.prompts);
-  const candidates = opts.maxTokens === undefined ? parsed.candidates : parsed.candidates.map((c) => (c.max_tokens === undefined ? { ...c, max_tokens: opts.maxTokens } : c));
-  carryIdCheck(parsed.candidates, candidates); // the same ids, checked by the reader
-  const allocator = new Allocator({ state: opts.state });
+  // A large state file is read by another thread while this one reads the prompts (store/scan-ahead.ts).
+  const ahead = readStateAhead(opts.state, MMAP_BYTES);
+  let allocator: Allocator | undefined;
   try {
+    const { parsed } = await readPrompts(io, opts.prompts);
+    const candidates = opts.maxTokens === undefined ? parsed.candidates : parsed.candidates.map((c) => (c.max_tokens === undefined ? { ...c, max_tokens: opts.maxTokens } : c));
+    carryIdCheck(parsed.candidates, candidates); // the same ids, checked by the reader
+    allocator = new Allocator({ state: opts.state });
+    const scanned = await ahead?.result;
+    if (scanned !== undefined && allocator.store instanceof SqliteStore) allocator.store.useScan(scanned);
     const result = allocator.plan(candidates, budgetFrom(opts), {
       ...planOptionsFrom(opts),
       prefillWeight: opts.prefillWeight,
@@ -57,7 +63,8 @@ export async function planCommand(io: CliIo, opts: PlanFlags): Promise<void> {
       io.stderr(`rollout-budget: warning: ${defaultLimitWarning(unlimited, exportOptions)}\n`);
     }
   } finally {
-    allocator.close();
+    ahead?.cancel();
+    allocator?.close();
   }
 }
 

@@ -9,13 +9,14 @@ import { POOLED_COLUMNS, POOLED_META_KEY, pooledOf, pooledValues } from './poole
 import { ClaimConflict, SqliteWriter } from './sqlite-apply.js';
 import { installedSqlite, sqliteDriver } from './sqlite-driver.js';
 import { PartialRead } from './sqlite-partial.js';
+import type { ScannedState } from './scan-ahead.js';
 import { PromptScan } from './sqlite-scan.js';
 import { fromRawRow, fromRow, ROW_COLUMNS, type RawRow, type Row } from './sqlite-rows.js';
 import type { ObserveSummary, Store } from './types.js';
 
 
 /** How much of a state file SQLite reads through a memory map. */
-const MMAP_BYTES = 1 << 30;
+export const MMAP_BYTES = 1 << 30;
 
 const SCHEMA = `
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -149,6 +150,9 @@ export class SqliteStore implements Store {
   snapshot(ids?: readonly string[], groups: readonly string[] = [], hinted = false): StateSnapshot {
     const read = this.db.transaction(() => {
       if (ids === undefined) {
+        const scanned = this.scanned;
+        this.scanned = undefined;
+        if (scanned !== undefined) return scanned.columns.snapshot(scanned.lastStep);
         // Columns (store/sqlite-scan.ts), else row by row: each row's array dies young, where a
         // list of a million of them lived through the plan and made every collection slow.
         const columns = (this.scanner ??= new PromptScan(this.db)).read();
@@ -161,6 +165,17 @@ export class SqliteStore implements Store {
     });
     return this.sync(() => read());
   }
+
+  /**
+   * The next full snapshot() is `scanned`, this file's prompts and last step read by another
+   * connection (store/scan-ahead.ts readStateAhead) since this command began, instead of a read
+   * of its own: the state at that moment, as any read is the state at some moment. Once.
+   */
+  useScan(scanned: ScannedState): void {
+    this.scanned = scanned;
+  }
+
+  private scanned: ScannedState | undefined;
 
   /** snapshot()'s read of the whole table, prepared on first use. */
   private scanner: PromptScan | undefined;
