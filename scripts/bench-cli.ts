@@ -44,26 +44,37 @@ export async function planBench(sizes: readonly number[]): Promise<PlanFigure[]>
     const read = readReference(prompts);
     const warm = warmState(size);
     const runs = size >= 1e6 ? 3 : 5;
-    for (const [state, format] of [['fresh', 'json'], ['warm', 'json'], ['warm', 'jsonl']] as const) {
-      if (format === 'jsonl' && size < 1e6) continue;
-      const fresh = join(dir, 'fresh.db');
-      const file = join(dir, `plan-${size}.${format}`);
-      const args = [CLI, 'plan', '--prompts', prompts, '--state', state === 'fresh' ? fresh : warm, '--budget-rollouts', String(8 * size), '--format', format, '--out', file];
-      const r = medianRun(args, runs, () => {
+    const configs = ([['fresh', 'json'], ['warm', 'json'], ['warm', 'jsonl']] as const).filter(([, format]) => format === 'json' || size >= 1e6);
+    const fresh = join(dir, 'fresh.db');
+    const fileOf = (state: string, format: string) => join(dir, `plan-${size}-${state}.${format}`);
+    // The configurations take turns, run by run: a machine that slows down or speeds up
+    // part-way (they do, by a third, over minutes) then moves every column alike, and the
+    // comparisons between them (jsonl against json, warm against fresh) stay fair.
+    const times = configs.map(() => [] as number[]);
+    const peaks = configs.map(() => 0);
+    for (let r = 0; r < runs; r++) {
+      configs.forEach(([state, format], c) => {
         rm(fresh);
-        rmSync(file, { force: true });
+        rmSync(fileOf(state, format), { force: true });
+        const run = runNode([CLI, 'plan', '--prompts', prompts, '--state', state === 'fresh' ? fresh : warm, '--budget-rollouts', String(8 * size), '--format', format, '--out', fileOf(state, format)]);
+        times[c]!.push(run.seconds);
+        peaks[c] = Math.max(peaks[c]!, run.peakRss);
       });
+    }
+    configs.forEach(([state, format], c) => {
+      const file = fileOf(state, format);
       const bytes = statSync(file).size;
       const write = writeReference(dir, bytes);
       rmSync(file, { force: true });
-      rm(fresh);
+      const r = { seconds: median(times[c]!), peakRss: peaks[c]! };
       out.push({ size, state, format, seconds: r.seconds, peakRss: r.peakRss, read, write, bytes });
       rows.push([String(size), state, format, fmtS(r.seconds), fmtMB(r.peakRss), fmtS(read), fmtS(write), fmtS(read + write), fmtX(r.seconds, read + write), `${(bytes / 1e6).toFixed(0)} MB`]);
-    }
+    });
+    rm(fresh);
     rm(warm);
     rmSync(prompts, { force: true });
   }
-  console.log('\nplan end to end (rollout budget 8·N, default options; warm: 90% of prompts seen 8–48 times; median of 5, 3 at 10⁶):');
+  console.log('\nplan end to end (rollout budget 8·N, default options; warm: 90% of prompts seen 8–48 times; median of 5, 3 at 10⁶, the configurations taking turns run by run):');
   console.log('references: read = read + JSON.parse every line of the prompts file; write = write the plan\'s bytes; ratio = time / (read + write)');
   table(['prompts', 'state', 'format', 'time', 'peak RSS', 'read', 'write', 'reference', 'ratio', 'plan file'], rows);
   return out;
