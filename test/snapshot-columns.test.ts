@@ -1,7 +1,7 @@
 import seedrandom from 'seedrandom';
 import { describe, expect, it } from 'vitest';
 import { fnv1a, snapshotOf, SqliteStore, type PromptState, type StateSnapshot } from '../src/index.js';
-import { readFileSync, writeFileSync } from 'node:fs';
+import { copyFileSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { readStateAhead } from '../src/store/scan-ahead.js';
 import { MMAP_BYTES } from '../src/store/sqlite.js';
@@ -223,6 +223,35 @@ describe('a state read ahead by another thread', () => {
     expect(read).toBeDefined();
     expect(await read!.result).toBeUndefined();
     expect(readFileSync(path).equals(before)).toBe(true);
+  });
+
+  it('a state left with its WAL (a writer killed before a checkpoint): reads the WAL\'s rows and writes nothing', async () => {
+    const rows = randomRows('ahead wal', 400);
+    const live = stateFile(rows.slice(0, 300), 3);
+    // A writer in WAL mode commits the last 100 rows and, before it closes (which would
+    // checkpoint them into the file), its files are copied: what a kill -9 leaves behind.
+    const writer = new (SqliteStore.driver())(live);
+    writer.pragma('journal_mode = WAL');
+    writer.pragma('wal_autocheckpoint = 0');
+    const insert = writer.prepare(`INSERT INTO prompts (${COLUMNS}) VALUES (${COLUMNS.split(', ').map(() => '?').join(', ')})`);
+    writer.transaction(() => {
+      for (const row of rows.slice(300)) insert.run(...row);
+      writer.prepare("UPDATE meta SET value = '4' WHERE key = 'last_step'").run();
+    })();
+    const path = join(tempDir('rb-ahead-wal-'), 'state.db');
+    copyFileSync(live, path);
+    copyFileSync(`${live}-wal`, `${path}-wal`);
+    writer.close();
+    const before = [readFileSync(path), readFileSync(`${path}-wal`)];
+    expect(before[1]!.length).toBeGreaterThan(0);
+    const scanned = await ahead(path)!.result;
+    expect(scanned).toBeDefined();
+    // The thread's connection is read-only: a read-write one, the last to close, would have
+    // checkpointed the WAL into the file and removed it.
+    expect(readFileSync(path).equals(before[0]!)).toBe(true);
+    expect(readFileSync(`${path}-wal`).equals(before[1]!)).toBe(true);
+    expect(scanned!.lastStep).toBe(4);
+    sameSnapshot(scanned!.columns.snapshot(scanned!.lastStep), rowSnapshot(path), rows.map((r) => r[0]), ['math', 'code', 'ünïcode group', 'g"q']);
   });
 
   it('starts nothing for :memory:, a missing file, or a file under the size given', () => {

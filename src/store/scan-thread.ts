@@ -17,7 +17,7 @@ const port = parentPort!;
 
 function reply(): { message: ScanReply; transfer: ArrayBuffer[] } {
   const driver = sqliteDriver();
-  const db = new driver.Database(path, { fileMustExist: true, ...driver.options });
+  const db = new driver.Database(path, { readonly: true, fileMustExist: true, ...driver.options });
   try {
     db.pragma(`mmap_size = ${mmapBytes}`);
     const lastStep = db.prepare("SELECT value FROM meta WHERE key = 'last_step'").pluck();
