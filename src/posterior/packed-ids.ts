@@ -1,4 +1,5 @@
 import { fnv1a } from '../math/hash.js';
+import { HashSlots } from './hash-slots.js';
 
 /** The parts of a PackedIdIndex, typed arrays only (with `size`): what crosses a thread. */
 export interface PackedIdParts {
@@ -15,28 +16,19 @@ export interface PackedIdParts {
  * 24 MB of code units off the heap instead of 10⁶ strings on it (~40 MB that every full
  * collection marks), and its parts, typed arrays only, move between threads without a copy
  * (store/scan-thread.ts). Ids are compared unit by unit; `idAt` makes a string.
- * Positions, hashes (FNV-1a, math/hash.ts) and probing are IdIndex's. O(1) expected a lookup.
+ * Positions, hashes and probing are IdIndex's (posterior/hash-slots.ts). O(1) expected a lookup.
  */
-export class PackedIdIndex {
+export class PackedIdIndex extends HashSlots {
   private units: Uint16Array;
   private readonly ends: Int32Array;
-  private readonly hashes: Uint32Array;
-  /** 1 + position; 0 is an empty slot. */
-  private readonly slots: Int32Array;
-  private readonly mask: number;
-  private count = 0;
+  private count: number;
 
   /** An index for up to `capacity` distinct ids (parts: one made elsewhere, `parts()`). */
   constructor(capacity: number, parts?: PackedIdParts) {
-    if (parts !== undefined) {
-      ({ units: this.units, ends: this.ends, hashes: this.hashes, slots: this.slots, size: this.count } = parts);
-    } else {
-      this.units = new Uint16Array(Math.max(16, 16 * capacity));
-      this.ends = new Int32Array(capacity);
-      this.hashes = new Uint32Array(capacity);
-      this.slots = new Int32Array(1 << Math.max(4, Math.ceil(Math.log2(2 * capacity + 1))));
-    }
-    this.mask = this.slots.length - 1;
+    super(parts?.hashes ?? new Uint32Array(capacity), parts?.slots ?? new Int32Array(HashSlots.slotsFor(capacity)));
+    this.units = parts?.units ?? new Uint16Array(Math.max(16, 16 * capacity));
+    this.ends = parts?.ends ?? new Int32Array(capacity);
+    this.count = parts?.size ?? 0;
   }
 
   /** Distinct ids added. */
@@ -54,13 +46,8 @@ export class PackedIdIndex {
   /** The position of `id`, added at the end when new (at most `capacity` ids in all). O(length of id) expected. */
   add(id: string): number {
     const h = fnv1a(id);
-    let slot = h & this.mask;
-    for (;;) {
-      const k = this.slots[slot]! - 1;
-      if (k < 0) break;
-      if (this.hashes[k] === h && this.same(k, id)) return k;
-      slot = (slot + 1) & this.mask;
-    }
+    const slot = this.slotOf(id, h);
+    if (this.slots[slot]! > 0) return this.slots[slot]! - 1;
     const k = this.count;
     const start = k === 0 ? 0 : this.ends[k - 1]!;
     if (start + id.length > this.units.length) {
@@ -79,13 +66,7 @@ export class PackedIdIndex {
 
   /** The position of `id`, or −1; `hash`, when the caller has it, must be fnv1a(id). O(length of id) expected. */
   find(id: string, hash = fnv1a(id)): number {
-    let slot = hash & this.mask;
-    for (;;) {
-      const k = this.slots[slot]! - 1;
-      if (k < 0) return -1;
-      if (this.hashes[k] === hash && this.same(k, id)) return k;
-      slot = (slot + 1) & this.mask;
-    }
+    return this.slots[this.slotOf(id, hash)]! - 1;
   }
 
   /** The parts, the code units trimmed to those used (a copy of them; the index stays usable). */
@@ -94,7 +75,7 @@ export class PackedIdIndex {
     return { size: this.count, units: this.units.slice(0, used), ends: this.ends, hashes: this.hashes, slots: this.slots };
   }
 
-  private same(k: number, id: string): boolean {
+  protected same(k: number, id: string): boolean {
     const start = k === 0 ? 0 : this.ends[k - 1]!;
     if (this.ends[k]! - start !== id.length) return false;
     const units = this.units;
