@@ -3,7 +3,7 @@
  * each beside its physical reference measured in the same run (bench-util.ts). Sections:
  * `planner` (planStep alone), `startup`, `plan`, `observe`, `replay`, `service`, `verifier`
  * (all by default). `--large` adds the 10⁷-rollout replays (a 0.6 GB and a 1.3 GB log, each
- * with a growing and with a fixed pool of prompts; about seven minutes here). Inputs go to .tmp/bench and are removed at the end (`--keep` keeps them).
+ * with a growing and with a fixed pool of prompts; about six minutes here). Inputs go to .tmp/bench and are removed at the end (`--keep` keeps them).
  * PostgreSQL figures need RB_PG_URL. Figures only: no test asserts a time.
  */
 import { rmSync } from 'node:fs';
