@@ -10,6 +10,7 @@ import { parentPort, workerData } from 'node:worker_threads';
 import { StateColumns } from '../posterior/state-columns.js';
 import type { ScanReply } from './scan-ahead.js';
 import { sqliteDriver } from './sqlite-driver.js';
+import { lastStepReader } from './sqlite-last-step.js';
 import { PromptScan } from './sqlite-scan.js';
 
 const { path, mmapBytes } = workerData as { path: string; mmapBytes: number };
@@ -20,13 +21,13 @@ function reply(): { message: ScanReply; transfer: ArrayBuffer[] } {
   const db = new driver.Database(path, { readonly: true, fileMustExist: true, ...driver.options });
   try {
     db.pragma(`mmap_size = ${mmapBytes}`);
-    const lastStep = db.prepare("SELECT value FROM meta WHERE key = 'last_step'").pluck();
+    const lastStep = lastStepReader(db);
     const scan = new PromptScan(db);
-    const read = db.transaction(() => ({ columns: scan.read(), last: lastStep.get() as string | undefined }));
+    const read = db.transaction(() => ({ columns: scan.read(), last: lastStep() }));
     const { columns, last } = read();
     if (columns === undefined) return { message: { kind: 'none', reason: 'a row the columns cannot hold' }, transfer: [] };
     const parts = columns.parts();
-    return { message: { kind: 'columns', parts, lastStep: last === undefined ? null : Number(last) }, transfer: StateColumns.buffers(parts) };
+    return { message: { kind: 'columns', parts, lastStep: last }, transfer: StateColumns.buffers(parts) };
   } finally {
     db.close();
   }

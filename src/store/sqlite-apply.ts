@@ -6,6 +6,7 @@ import { applyEvidence, EvidenceAccumulator } from './accumulate.js';
 import { BatchClaims } from './claims.js';
 import { POOLED_COLUMNS, PooledDeltas } from './pooled.js';
 import { withMeta, type PromptMeta } from './meta.js';
+import { lastStepReader } from './sqlite-last-step.js';
 import { fromRawRow, ROW_COLUMNS, type KeyedRawRow } from './sqlite-rows.js';
 import type { ObserveSummary } from './types.js';
 
@@ -33,7 +34,7 @@ export class SqliteWriter {
   private readonly writes = new Map<number, Database.Statement>();
   private readonly seen: Database.Statement;
   private readonly read: Database.Statement;
-  private readonly lastStep: Database.Statement;
+  private readonly lastStep: () => number | null;
   private readonly setStep: Database.Statement;
   private readonly addPooled: Database.Statement;
 
@@ -41,7 +42,7 @@ export class SqliteWriter {
     this.seen = db.prepare('SELECT 1 FROM seen WHERE rollout_id = ?').pluck();
     // The stored prompts among a JSON array of ids, each with its index in the array.
     this.read = db.prepare(`SELECT ${ROW_COLUMNS.split(', ').map((c) => `p.${c}`).join(', ')}, j.key FROM json_each(?) AS j JOIN prompts AS p ON p.id = j.value`).raw();
-    this.lastStep = db.prepare("SELECT value FROM meta WHERE key = 'last_step'").pluck();
+    this.lastStep = lastStepReader(db);
     this.setStep = db.prepare("INSERT INTO meta (key, value) VALUES ('last_step', ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value");
     this.addPooled = db.prepare(`INSERT INTO pooled (scope, ${POOLED_COLUMNS.join(', ')}) VALUES (?, ${POOLED_COLUMNS.map(() => '?').join(', ')})
       ON CONFLICT(scope) DO UPDATE SET ${POOLED_COLUMNS.map((c) => `${c} = ${c} + excluded.${c}`).join(', ')}`);
@@ -121,8 +122,7 @@ export class SqliteWriter {
    * a claim's time); one with stored keys costs what it read before the first of them.
    */
   apply(source: ResultSource, decay: DecayOptions, hopeful = false): ObserveSummary {
-    const stored = this.lastStep.get() as string | undefined;
-    const before = stored === undefined ? null : Number(stored);
+    const before = this.lastStep();
     const acc = new EvidenceAccumulator(before === null ? 0 : before + 1);
     const claims = new BatchClaims(source.digest);
     for (const chunk of source.chunks(claims.taker(acc))) {

@@ -1,6 +1,7 @@
 import type Database from 'better-sqlite3';
 import type { GroupStats, PromptState, StateSnapshot } from '../posterior/state.js';
 import { ALL_SCOPE, groupScope, partialSnapshot, POOLED_COLUMNS, statsOfValues } from './pooled.js';
+import { lastStepReader } from './sqlite-last-step.js';
 import { fromRawRow, ROW_COLUMNS, type RawRow } from './sqlite-rows.js';
 import { stateOfValues } from './state-values.js';
 
@@ -23,7 +24,7 @@ export class PartialRead {
   private readonly prompts: Database.Statement;
   private readonly pooled: Database.Statement;
   private readonly hinted: Database.Statement;
-  private readonly lastStep: Database.Statement;
+  private readonly lastStep: () => number | null;
 
   constructor(db: Database.Database) {
     // Thirteen named parameters: better-sqlite3 takes a function's arity from its length.
@@ -35,7 +36,7 @@ export class PartialRead {
     this.prompts = db.prepare(`SELECT count(rollout_budget_partial_row(${ROW_COLUMNS})) FROM prompts WHERE id IN (SELECT value FROM json_each(?))`).pluck();
     this.pooled = db.prepare(`SELECT scope, ${POOLED_COLUMNS.join(', ')} FROM pooled WHERE scope IN (SELECT value FROM json_each(?))`).raw();
     this.hinted = db.prepare(`SELECT ${ROW_COLUMNS} FROM prompts WHERE prior_pass_rate IS NOT NULL AND successes + failures > 0`).raw();
-    this.lastStep = db.prepare("SELECT value FROM meta WHERE key = 'last_step'").pluck();
+    this.lastStep = lastStepReader(db);
   }
 
   read(ids: readonly string[], groups: readonly string[], hinted: boolean): StateSnapshot {
@@ -55,7 +56,6 @@ export class PartialRead {
       calibration = [];
       for (const row of this.hinted.iterate() as IterableIterator<RawRow>) calibration.push(fromRawRow(row));
     }
-    const last = this.lastStep.get() as string | undefined;
-    return partialSnapshot(states, pooled, last === undefined ? null : Number(last), calibration);
+    return partialSnapshot(states, pooled, this.lastStep(), calibration);
   }
 }

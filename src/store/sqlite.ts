@@ -10,6 +10,7 @@ import { ClaimConflict, SqliteWriter } from './sqlite-apply.js';
 import { installedSqlite, sqliteDriver } from './sqlite-driver.js';
 import { PartialRead } from './sqlite-partial.js';
 import type { ScannedState } from './scan-ahead.js';
+import { lastStepReader } from './sqlite-last-step.js';
 import { PromptScan } from './sqlite-scan.js';
 import { fromRawRow, fromRow, ROW_COLUMNS, type RawRow, type Row } from './sqlite-rows.js';
 import type { ObserveSummary, Store } from './types.js';
@@ -107,12 +108,11 @@ export class SqliteStore implements Store {
 
   /** The last step observed; its statement prepared once (the service's plans read it every request). */
   lastStep(): number | null {
-    const read = (this.lastStepRead ??= this.db.prepare("SELECT value FROM meta WHERE key = 'last_step'").pluck());
-    const value = this.sync(() => read.get() as string | undefined);
-    return value === undefined ? null : Number(value);
+    const read = (this.lastStepRead ??= lastStepReader(this.db));
+    return this.sync(read);
   }
 
-  private lastStepRead: Database.Statement | undefined;
+  private lastStepRead: (() => number | null) | undefined;
 
   /** Prompts with evidence (a prompt only planned, store/meta.ts, is not counted). */
   count(): number {
