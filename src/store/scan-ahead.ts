@@ -57,7 +57,8 @@ export function readStateAhead(path: string, mmapBytes: number, minBytes = SCAN_
 /** The file's size and its WAL's; 0 when it is not there or empty. */
 function fileBytes(path: string): number {
   const size = (p: string) => statSync(p, { throwIfNoEntry: false })?.size ?? 0;
-  return size(path) === 0 ? 0 : size(path) + size(`${path}-wal`);
+  const bytes = size(path);
+  return bytes === 0 ? 0 : bytes + size(`${path}-wal`);
 }
 
 /** The thread's module: beside this one, or from the CLI's bundle (dist/cli/) in dist/src/store/. */
