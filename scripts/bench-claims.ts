@@ -1,29 +1,25 @@
 /**
  * The floor under `observe` with rollout ids into SQLite (`npm run bench` observe section):
- * the claimed keys' inserts alone. Every id of the results file goes into a bare table of the
- * state's claimed-keys shape (`seen`: TEXT PRIMARY KEY, WITHOUT ROWID) in a new file, with
- * the store's settings (WAL, synchronous=FULL, the memory map) and its statements (`INSERT OR
- * IGNORE`, 500 keys a statement), in one transaction:
- * - as observe claims them: each 512 kB piece of the file's text, its keys sorted
- *   (store/claims.ts, io/results.ts RESULT_CHUNK_BYTES);
- * - all the keys sorted at once, which no bounded-memory reader can do: how much of the cost
- *   is where the keys land in the B-tree, not how many there are.
+ * the claimed keys' inserts alone. Every id of the results file goes into the claimed-keys
+ * table (`seen`) of a new, empty state file (SqliteStore's own schema and settings), with the
+ * store's statement (`INSERT OR IGNORE` of CLAIM_ROWS keys), in one transaction:
+ * - as observe claims them: each RESULT_CHUNK_BYTES piece of the file's text, its keys sorted
+ *   (store/claims.ts);
+ * - all the keys sorted at once, which a reader of bounded memory cannot do: how much of the
+ *   cost is where the keys land in the B-tree, not how many there are.
  * Only the inserts are timed (median of `runs`), not reading the file.
  */
-import { rmSync } from 'node:fs';
 import { join } from 'node:path';
+import { RESULT_CHUNK_BYTES } from '../src/io/results.js';
 import { lineChunks, SqliteStore } from '../src/index.js';
-import { median } from './bench-util.js';
+import { CLAIM_ROWS } from '../src/store/sqlite-apply.js';
+import { MMAP_BYTES } from '../src/store/sqlite.js';
+import { median, rmSqlite } from './bench-util.js';
 
-/** Text of a results chunk, as observe reads it (io/results.ts RESULT_CHUNK_BYTES). */
-const CHUNK_BYTES = 1 << 19;
-/** Keys a statement, as the store's claims (store/sqlite-apply.ts CLAIM_ROWS). */
-const PER_STATEMENT = 500;
-
-/** The file's rollout ids in pieces of CHUNK_BYTES of text, each piece's keys sorted. */
+/** The file's rollout ids in pieces of RESULT_CHUNK_BYTES of text, each piece's keys sorted. */
 function keyPieces(file: string): string[][] {
   const pieces: string[][] = [];
-  for (const { text } of lineChunks(file, file, CHUNK_BYTES)) {
+  for (const { text } of lineChunks(file, file, RESULT_CHUNK_BYTES)) {
     const keys: string[] = [];
     for (const line of text.split('\n')) {
       if (line === '') continue;
@@ -35,16 +31,15 @@ function keyPieces(file: string): string[][] {
   return pieces;
 }
 
-/** Seconds to insert `pieces` (in order, each piece's keys in order) into a new claimed-keys table. */
+/** Seconds to insert `pieces` (in order, each piece's keys in order) into a new state's claimed-keys table. */
 function insertOnce(path: string, pieces: readonly (readonly string[])[]): number {
-  for (const suffix of ['', '-wal', '-shm']) rmSync(`${path}${suffix}`, { force: true });
-  const Database = SqliteStore.driver();
-  const db = new Database(path);
+  rmSqlite(path);
+  new SqliteStore(path).close(); // the schema, in WAL mode (kept by the file)
+  const db = new (SqliteStore.driver())(path);
   try {
-    db.pragma('journal_mode = WAL');
+    // The store's settings of a connection (store/sqlite.ts).
     db.pragma('synchronous = FULL');
-    db.pragma(`mmap_size = ${1 << 30}`);
-    db.exec('CREATE TABLE seen (rollout_id TEXT PRIMARY KEY) WITHOUT ROWID');
+    db.pragma(`mmap_size = ${MMAP_BYTES}`);
     const statements = new Map<number, ReturnType<typeof db.prepare>>();
     const insert = (count: number) => {
       let s = statements.get(count);
@@ -54,8 +49,8 @@ function insertOnce(path: string, pieces: readonly (readonly string[])[]): numbe
     const t0 = performance.now();
     db.transaction(() => {
       for (const keys of pieces) {
-        for (let k = 0; k < keys.length; k += PER_STATEMENT) {
-          const part = keys.slice(k, k + PER_STATEMENT);
+        for (let k = 0; k < keys.length; k += CLAIM_ROWS) {
+          const part = keys.slice(k, k + CLAIM_ROWS);
           insert(part.length).run(part);
         }
       }
@@ -63,12 +58,12 @@ function insertOnce(path: string, pieces: readonly (readonly string[])[]): numbe
     return (performance.now() - t0) / 1000;
   } finally {
     db.close();
-    for (const suffix of ['', '-wal', '-shm']) rmSync(`${path}${suffix}`, { force: true });
+    rmSqlite(path);
   }
 }
 
-/** The claimed keys' inserts of `file` alone: as observe orders them, and all sorted (medians of `runs`). */
-export function claimReference(file: string, dir: string, runs = 3): { chunked: number; sorted: number; keys: number } {
+/** The claimed keys' inserts of `file` alone, in seconds: as observe orders them, and all sorted (medians of `runs`). */
+export function claimReference(file: string, dir: string, runs = 3): { chunked: number; sorted: number } {
   const pieces = keyPieces(file);
   const all = [pieces.flat().sort()];
   const path = join(dir, 'claims-ref.db');
@@ -78,5 +73,5 @@ export function claimReference(file: string, dir: string, runs = 3): { chunked: 
     chunked.push(insertOnce(path, pieces));
     sorted.push(insertOnce(path, all));
   }
-  return { chunked: median(chunked), sorted: median(sorted), keys: all[0]!.length };
+  return { chunked: median(chunked), sorted: median(sorted) };
 }

@@ -9,11 +9,7 @@ import { rmSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { claimReference } from './bench-claims.js';
 import { benchDir, promptsFile, replayLog, resultsFile, warmState } from './bench-inputs.js';
-import { CLI, fmtMB, fmtS, fmtX, median, medianRun, nodeStartReference, readReference, runNode, table, writeReference } from './bench-util.js';
-
-const rm = (path: string) => {
-  for (const suffix of ['', '-wal', '-shm']) rmSync(`${path}${suffix}`, { force: true });
-};
+import { CLI, fmtMB, fmtS, fmtX, median, medianRun, nodeStartReference, readReference, rmSqlite as rm, runNode, table, writeReference } from './bench-util.js';
 
 /** `--help` and a 100-prompt plan (fresh state each run) against `node -e 0`. */
 export async function startupBench(runs = 9): Promise<{ help: number; plan: number; node: number }> {
@@ -104,10 +100,10 @@ export async function observeBench(sizes: readonly number[], pgUrl: string | und
       const claims = ids && rollouts >= 1e6 ? claimReference(file, dir) : undefined;
       if (claims !== undefined) {
         const without = out.find((x) => x.rollouts === rollouts && !x.ids && x.backend === 'sqlite');
-        notes.push(`claimed keys alone (${rollouts.toLocaleString('en-US')} ids into a bare claimed-keys table, one transaction, 500 a statement; bench-claims.ts): ` +
+        notes.push(`claimed keys alone (${rollouts.toLocaleString('en-US')} ids into a new state's claimed-keys table, one transaction, 500 a statement; bench-claims.ts): ` +
           `as observe orders them (each 512 kB piece sorted) ${fmtS(claims.chunked)}, all sorted at once ${fmtS(claims.sorted)}; observe with ids − without: ${without === undefined ? '—' : fmtS(r.seconds - without.seconds)}`);
       }
-      out.push({ rollouts, ids, backend: 'sqlite', seconds: r.seconds, peakRss: r.peakRss, read, ...(claims === undefined ? {} : { claims: { chunked: claims.chunked, sorted: claims.sorted } }) });
+      out.push({ rollouts, ids, backend: 'sqlite', seconds: r.seconds, peakRss: r.peakRss, read, ...(claims === undefined ? {} : { claims }) });
       rows.push([String(rollouts), ids ? 'yes' : 'no', 'SQLite', fmtS(r.seconds), fmtMB(r.peakRss), fmtS(read), fmtX(r.seconds, read)]);
       if (pgUrl !== undefined && rollouts >= 1e5) {
         const times: number[] = [];

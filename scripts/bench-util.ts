@@ -9,6 +9,11 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { lineChunks } from '../src/index.js';
 
+/** Removes a SQLite file and its WAL and shared-memory files, where they exist. */
+export const rmSqlite = (path: string) => {
+  for (const suffix of ['', '-wal', '-shm']) rmSync(`${path}${suffix}`, { force: true });
+};
+
 export const median = (xs: readonly number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 
 export const ROOT = join(fileURLToPath(import.meta.url), '..', '..', '..');

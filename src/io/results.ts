@@ -273,7 +273,7 @@ function result(
  * 237 to 182 MB for the same time, and 1 MB → 512 kB from 188 to 145 MB and 1.86–1.96 to
  * 1.65–1.76 s of CPU (256 kB: 142 MB, 1.77–1.83 s, a chunk's own costs showing).
  */
-const RESULT_CHUNK_BYTES = 1 << 19;
+export const RESULT_CHUNK_BYTES = 1 << 19;
 
 /**
  * A results file as a source (chunks of RESULT_CHUNK_BYTES of text, io/chunks.ts): read once

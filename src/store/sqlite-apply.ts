@@ -11,7 +11,7 @@ import { fromRawRow, ROW_COLUMNS, type KeyedRawRow } from './sqlite-rows.js';
 import type { ObserveSummary } from './types.js';
 
 /** Keys claimed by one statement. */
-const CLAIM_ROWS = 500;
+export const CLAIM_ROWS = 500;
 /** Prompts read by one statement. */
 const READ_ROWS = 1000;
 /** Prompts written by one statement (13 values each, under SQLite's 32,766 bound values). */
