@@ -112,14 +112,14 @@ async function claimKeys(c: pg.PoolClient, s: string, keys: readonly string[]): 
   try {
     // One simple query (no parameters, so it goes out at once, whole): the client needs no
     // answer between the savepoint and the insert.
-    await c.query(`SAVEPOINT claim; INSERT INTO ${s}.seen (rollout_id) SELECT k FROM unnest(${dollarQuoted(array)}::text[]) AS k ORDER BY k; RELEASE SAVEPOINT claim`);
+    await c.query(`SAVEPOINT claim; INSERT INTO ${s}.seen (rollout_id) SELECT k FROM unnest(${dollarQuoted(array)}::text[]) AS k ORDER BY k COLLATE "C"; RELEASE SAVEPOINT claim`);
     return [];
   } catch (error) {
     if ((error as { code?: string }).code !== '23505') throw error;
   }
   await c.query('ROLLBACK TO SAVEPOINT claim');
   const refused = await c.query<{ k: string }>(
-    `WITH claimed AS (INSERT INTO ${s}.seen (rollout_id) SELECT k FROM unnest($1::text[]) AS k ORDER BY k ON CONFLICT DO NOTHING RETURNING rollout_id)
+    `WITH claimed AS (INSERT INTO ${s}.seen (rollout_id) SELECT k FROM unnest($1::text[]) AS k ORDER BY k COLLATE "C" ON CONFLICT DO NOTHING RETURNING rollout_id)
      SELECT k FROM unnest($1::text[]) AS k EXCEPT ALL SELECT rollout_id FROM claimed`, [array]);
   await c.query('RELEASE SAVEPOINT claim');
   return refused.rows.map((r) => r.k);
@@ -159,7 +159,7 @@ export async function applyIn(c: pg.PoolClient, s: string, source: ResultSource,
   const after = new Map<string, PromptState>();
   const byRound = rounds(evidence);
   const lock = async (keys: readonly string[]) => {
-    const { rows } = await c.query<Row>(`SELECT ${COLUMNS} ${promptsOf(s)} ORDER BY id FOR UPDATE OF p`, [keys]);
+    const { rows } = await c.query<Row>(`SELECT ${COLUMNS} ${promptsOf(s)} ORDER BY id COLLATE "C" FOR UPDATE OF p`, [keys]);
     for (const row of rows) old.set(row.id, fromRow(row));
   };
   if (ids.length > 0) {

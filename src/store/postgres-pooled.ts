@@ -4,7 +4,7 @@ import { POOLED_COLUMNS, POOLED_META_KEY, pooledOf, pooledValues, statsOfValues 
 
 /** The pooled rows in PostgreSQL (store/pooled.ts): the table, its first fill, updates, reads. */
 export const pooledTableSql = (s: string) =>
-  `CREATE TABLE IF NOT EXISTS ${s}.pooled (scope TEXT PRIMARY KEY, ${POOLED_COLUMNS.map((c) => `${c} DOUBLE PRECISION NOT NULL`).join(', ')});`;
+  `CREATE TABLE IF NOT EXISTS ${s}.pooled (scope TEXT COLLATE "C" PRIMARY KEY, ${POOLED_COLUMNS.map((c) => `${c} DOUBLE PRECISION NOT NULL`).join(', ')});`;
 
 /**
  * Fills the pooled rows from the prompts once (a state written before they existed, or a new
