@@ -18,8 +18,8 @@ export const median = (xs: readonly number[]) => [...xs].sort((a, b) => a - b)[M
 
 export const ROOT = join(fileURLToPath(import.meta.url), '..', '..', '..');
 export const CLI = join(ROOT, 'bin', 'rollout-budget.js');
-/** Loaded with --import into a measured child: prints its peak RSS at exit (bench-rss.ts). */
-const RSS_HOOK = join(fileURLToPath(import.meta.url), '..', 'bench-rss.js');
+/** Preloaded (-r) into a measured child: prints its peak RSS at exit (bench-rss.cts). */
+const RSS_HOOK = join(fileURLToPath(import.meta.url), '..', 'bench-rss.cjs');
 
 export interface ChildRun {
   /** Wall-clock seconds from spawn to exit (start-up included, as a user sees it). */
@@ -29,10 +29,13 @@ export interface ChildRun {
   readonly stdout: string;
 }
 
-/** Runs `node [args]` (the CLI when args start with it), timing it and reading its peak RSS. */
-export function runNode(args: readonly string[], options: { cwd?: string; input?: string; env?: NodeJS.ProcessEnv } = {}): ChildRun {
+/**
+ * Runs `node [args]` (the CLI when args start with it), timing it and reading its peak RSS;
+ * `rss: false` runs it bare (no hook: the start-up figures), its peakRss then NaN.
+ */
+export function runNode(args: readonly string[], options: { cwd?: string; input?: string; env?: NodeJS.ProcessEnv; rss?: boolean } = {}): ChildRun {
   const t0 = performance.now();
-  const run = spawnSync(process.execPath, ['--import', RSS_HOOK, ...args], {
+  const run = spawnSync(process.execPath, [...(options.rss === false ? [] : ['-r', RSS_HOOK]), ...args], {
     encoding: 'utf8', maxBuffer: 1 << 28, ...(options.cwd === undefined ? {} : { cwd: options.cwd }),
     ...(options.input === undefined ? {} : { input: options.input }), env: { ...process.env, ...options.env },
   });
