@@ -4,14 +4,15 @@ import { join } from 'node:path';
 import pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import { defaultDecay, fileResultSource, PostgresStore, SqliteStore } from '../src/index.js';
-import { pgUrl } from './service-helpers.js';
+import { pgUrl, stdioSession } from './service-helpers.js';
 import { tempDir } from './temp.js';
 
 /**
  * A PostgreSQL state in a database whose own collation is a language's (ICU en-US, as a
  * default install or the official Docker image gives with en_US): the key columns compare
  * bytes all the same (`COLLATE "C"`, store/postgres.ts), and a state made before they did
- * works as it is and after docs/service.md's `ALTER TABLE` statements.
+ * works as it is (its store notes it, and serve logs the note) and after docs/service.md's
+ * `ALTER TABLE` statements.
  */
 const url = pgUrl();
 
@@ -58,8 +59,10 @@ describe.skipIf(url === undefined)('PostgreSQL keys in a database with a languag
       // The database's own order is en-US's, not the bytes'.
       expect((await client.query<{ lt: boolean }>(`SELECT 'a' < 'B' AS lt`)).rows[0]!.lt).toBe(true);
       dbUrl.searchParams.set('schema', 'rb');
-      store = await PostgresStore.connect(dbUrl.toString());
+      const stateUrl = dbUrl.toString();
+      store = await PostgresStore.connect(stateUrl);
       expect(await collations(client, 'rb')).toEqual(['C', 'C', 'C', 'C']);
+      expect(store.notes).toEqual([]);
 
       const check = async (name: string, from: number, to: number, bytes: number) => {
         const file = join(dir, `${name}.jsonl`);
@@ -82,10 +85,21 @@ describe.skipIf(url === undefined)('PostgreSQL keys in a database with a languag
       await client.query(KEYS.map(([t, c]) => `ALTER TABLE rb.${t} ALTER COLUMN ${c} TYPE text COLLATE "default";`).join('\n'));
       expect(await collations(client, 'rb')).toEqual(['default', 'default', 'default', 'default']);
       await check('old schema', 400, 800, 800);
+      // Opened again, it says so, and serve logs it at start.
+      const reopened = await PostgresStore.connect(stateUrl);
+      await reopened.close();
+      expect(reopened.notes).toHaveLength(1);
+      expect(reopened.notes[0]).toContain('prompts.id, seen.rollout_id, pooled.scope, meta.key compare by the rules of a language');
+      const served = await stdioSession(['--stdio', '--state', stateUrl], '');
+      expect(served.code, served.stderr).toBe(0);
+      expect(served.stderr).toContain(`rollout-budget serve: note: ${reopened.notes[0]}`);
 
       await client.query(migrate('rb'));
       expect(await collations(client, 'rb')).toEqual(['C', 'C', 'C', 'C']);
       await check('migrated', 700, 1100, 1000);
+      const migrated = await PostgresStore.connect(stateUrl);
+      await migrated.close();
+      expect(migrated.notes).toEqual([]);
     } finally {
       sqlite.close();
       await store?.close();

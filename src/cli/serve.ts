@@ -92,6 +92,7 @@ export function registerServeCommands(program: Command, io: CliIo): void {
         },
       };
       const where = storeKindOf(opts.state) === 'postgres' ? redactUrl(opts.state) : opts.state;
+      for (const note of store.notes ?? []) log(`note: ${note}`);
       let planner: PlanWorkers | undefined;
       let started = false;
       try {

@@ -13,6 +13,8 @@ import type { ObserveSummary, Store } from './types.js';
 export interface AsyncStore {
   /** Which backend, for logs and /healthz: 'sqlite' or 'postgres'. */
   readonly kind: string;
+  /** What an operator should know about the state, found when it was opened (`serve` logs each). */
+  readonly notes?: readonly string[];
   /** A consistent read view: every prompt, or `ids` and the pooled figures (Store.snapshot). */
   snapshot(ids?: readonly string[], groups?: readonly string[], hinted?: boolean): Promise<StateSnapshot>;
   get(id: string): Promise<PromptState | undefined>;

@@ -56,6 +56,30 @@ function sortedUnique(ids: readonly string[]): string[] {
   return sorted.filter((id, k) => k === 0 || id !== sorted[k - 1]);
 }
 
+/** The key columns, each with the table it is in: what schemaSql makes `COLLATE "C"`. */
+const KEY_COLUMNS = [['prompts', 'id'], ['seen', 'rollout_id'], ['pooled', 'scope'], ['meta', 'key']] as const;
+
+/**
+ * A note when a key column of `schema` compares by a language's rules (a state made before
+ * schemaSql named "C", in a database whose default collation sorts 'a' before 'B', as every
+ * language's does and bytes do not), naming the columns and where the statements that
+ * convert them are; none otherwise. One catalog query (any PostgreSQL version).
+ */
+async function collationNotes(c: pg.PoolClient, schema: string): Promise<string[]> {
+  const { rows } = await c.query<{ col: string; coll: string }>(
+    `SELECT k.t || '.' || k.c AS col, co.collname AS coll
+     FROM unnest($2::text[], $3::text[]) WITH ORDINALITY AS k(t, c, o)
+     JOIN pg_namespace n ON n.nspname = $1 JOIN pg_class r ON r.relnamespace = n.oid AND r.relname = k.t
+     JOIN pg_attribute a ON a.attrelid = r.oid AND a.attname = k.c JOIN pg_collation co ON co.oid = a.attcollation
+     WHERE co.collname NOT IN ('C', 'POSIX', 'ucs_basic') AND (co.collname <> 'default' OR 'a' < 'B')
+     ORDER BY k.o`,
+    [schema, KEY_COLUMNS.map(([table]) => table), KEY_COLUMNS.map(([, column]) => column)],
+  );
+  if (rows.length === 0) return [];
+  const columns = rows.map((r) => (r.coll === 'default' ? r.col : `${r.col} (${r.coll})`)).join(', ');
+  return [`the state's key columns ${columns} compare by the rules of a language, not by bytes, which slows every lookup; docs/service.md ("Shared state on PostgreSQL") gives the ALTER TABLE statements that convert them`];
+}
+
 /** Retry on deadlock (40P01) and serialisation failure (40001): the batch is idempotent. */
 const RETRYABLE = new Set(['40P01', '40001']);
 
@@ -83,6 +107,8 @@ export { redactUrl } from './url.js';
  */
 export class PostgresStore implements AsyncStore {
   readonly kind = 'postgres';
+  /** What an operator should know about this state (`serve` logs each at start); see collationNotes. */
+  notes: readonly string[] = [];
   private closed = false;
 
   private constructor(private readonly pool: pg.Pool, private readonly schema: string, readonly url: string) {}
@@ -102,6 +128,7 @@ export class PostgresStore implements AsyncStore {
         await c.query('SELECT pg_advisory_xact_lock(724019)'); // concurrent CREATE ... IF NOT EXISTS can race
         await c.query(schemaSql(store.schema));
         await buildPooled(c, store.schema, async () => (await c.query<Row>(`SELECT ${COLUMNS} FROM ${store.schema}.prompts`)).rows.map(fromRow));
+        store.notes = await collationNotes(c, schema);
       });
     } catch (error) {
       await pool.end().catch(() => undefined);
