@@ -65,7 +65,7 @@ const KEY_COLUMNS = [['prompts', 'id'], ['seen', 'rollout_id'], ['pooled', 'scop
  * language's does and bytes do not), naming the columns and where the statements that
  * convert them are; none otherwise. One catalog query (any PostgreSQL version).
  */
-async function collationNotes(c: pg.PoolClient, schema: string): Promise<string[]> {
+async function collationNotes(c: pg.Pool, schema: string): Promise<string[]> {
   const { rows } = await c.query<{ col: string; coll: string }>(
     `SELECT k.t || '.' || k.c AS col, co.collname AS coll
      FROM unnest($2::text[], $3::text[]) WITH ORDINALITY AS k(t, c, o)
@@ -128,12 +128,13 @@ export class PostgresStore implements AsyncStore {
         await c.query('SELECT pg_advisory_xact_lock(724019)'); // concurrent CREATE ... IF NOT EXISTS can race
         await c.query(schemaSql(store.schema));
         await buildPooled(c, store.schema, async () => (await c.query<Row>(`SELECT ${COLUMNS} FROM ${store.schema}.prompts`)).rows.map(fromRow));
-        store.notes = await collationNotes(c, schema);
       });
     } catch (error) {
       await pool.end().catch(() => undefined);
       throw new RolloutBudgetError('STATE_ERROR', `${redactUrl(url)}: cannot open the state database (${(error as Error).message})`);
     }
+    // A diagnosis only: a server whose catalog it cannot read still opens, without notes.
+    store.notes = await collationNotes(pool, schema).catch(() => []);
     return store;
   }
 
