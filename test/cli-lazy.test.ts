@@ -28,6 +28,15 @@ function loaded(args: string[], cli = MODULES_CLI): string[] {
 
 const heavy = ['/executor/', '/replay/', '/report/', '/service/', '/simserver/', '/simulate/', '/node_modules/pg/', '/node_modules/jstat/', '/node_modules/javascript-lp-solver/', '/node_modules/eventsource-parser/'];
 
+/** The public built-in modules (node:crypto, ...) a run of the bin loads (test/lazy/builtins.cjs). */
+function builtins(args: string[]): string[] {
+  const run = spawnSync(process.execPath, ['-r', join(ROOT, 'test', 'lazy', 'builtins.cjs'), CLI, ...args], { encoding: 'utf8', cwd: dir });
+  expect(run.status, run.stderr).toBe(0);
+  const line = run.stderr.split('\n').find((l) => l.startsWith('BUILTINS '));
+  expect(line, run.stderr).toBeDefined();
+  return line!.slice('BUILTINS '.length).split(',');
+}
+
 describe('start-up loads what the command uses', () => {
   it('--help loads the catalog and commander, no store, planner or other command', () => {
     const mods = loaded(['--help']);
@@ -58,5 +67,15 @@ describe('start-up loads what the command uses', () => {
     expect(plan.filter((m) => m.includes('/node_modules/better-sqlite3/'))).toEqual([pathToFileURL(sqliteDriver().options.nativeBinding!).href]);
     expect(plan.filter((m) => m.includes('/node_modules/bindings/'))).toEqual([]);
     for (const part of heavy.filter((p) => p.startsWith('/node_modules/'))) expect(plan.filter((m) => m.includes(part)), part).toEqual([]);
+  });
+
+  it('a small plan loads neither node:crypto (digests: observe) nor node:worker_threads (a large state\'s reading thread); observe loads crypto', () => {
+    writeFileSync(join(dir, 'p.jsonl'), Array.from({ length: 100 }, (_, i) => `{"id":"p${i}"}`).join('\n'));
+    const plan = builtins(['plan', '--prompts', 'p.jsonl', '--state', join(dir, 's3.db'), '--budget-rollouts', '800', '--out', join(dir, 'plan3.json')]);
+    expect(plan).toContain('fs');
+    expect(plan).not.toContain('crypto');
+    expect(plan).not.toContain('worker_threads');
+    writeFileSync(join(dir, 'r.jsonl'), '{"prompt_id":"p1","step":0,"reward":1,"tokens":10,"rollout_id":"a"}\n');
+    expect(builtins(['observe', '--results', 'r.jsonl', '--state', join(dir, 's3.db')])).toContain('crypto');
   });
 });

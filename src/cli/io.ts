@@ -1,7 +1,6 @@
 import { closeSync, createWriteStream, mkdtempSync, openSync, renameSync, rmSync, writeSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { pipeline } from 'node:stream/promises';
 import { RolloutBudgetError } from '../errors.js';
 import { readText } from '../io/jsonl.js';
 import type { PlanChunk } from '../plan/byte-chunk.js';
@@ -34,6 +33,7 @@ export const processIo: CliIo = {
   stderrIsTty: Boolean(process.stderr.isTTY),
   spoolStdin: async () => {
     const path = join(mkdtempSync(join(tmpdir(), 'rollout-budget-stdin-')), 'stdin.jsonl');
+    const { pipeline } = await import('node:stream/promises'); // only for stdin: not loaded by a command that reads files
     await pipeline(process.stdin, createWriteStream(path));
     return path;
   },

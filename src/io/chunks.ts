@@ -1,7 +1,14 @@
-import { createHash } from 'node:crypto';
+import type * as Crypto from 'node:crypto';
 import { closeSync, openSync, readSync } from 'node:fs';
 import { RolloutBudgetError } from '../errors.js';
+import { lazyRequire } from '../lazy.js';
 import { decodeUtf8 } from './utf8.js';
+
+/** node:crypto, loaded by the first digest (observe), not by a reader of prompts. */
+const crypto = lazyRequire<typeof Crypto>('node:crypto');
+
+/** A new sha256 hash (node:crypto, loaded on first use). */
+export const sha256 = (): Crypto.Hash => crypto().createHash('sha256');
 
 /**
  * Reading a text file in bounded pieces: whole lines of about CHUNK_BYTES each, with the
@@ -46,7 +53,7 @@ function eachPiece(path: string, size: number, take: (bytes: Buffer, length: num
  * `digestOf` gives for the decoded text (io/results.ts), without holding it. O(size).
  */
 export function fileDigest(path: string): string {
-  const hash = createHash('sha256');
+  const hash = sha256();
   let first = true;
   eachPiece(path, CHUNK_BYTES, (bytes, length) => {
     const skip = first && length >= 3 && bytes[0] === BOM[0] && bytes[1] === BOM[1] && bytes[2] === BOM[2] ? 3 : 0;

@@ -1,6 +1,5 @@
-import { createHash } from 'node:crypto';
 import { badInput, quote } from '../errors.js';
-import { fileDigest, lineChunks } from './chunks.js';
+import { fileDigest, lineChunks, sha256 } from './chunks.js';
 import { compact, eachFlatJsonl, eachFlatJsonlText, FALSE, NUMBER, STRING, TRUE, type FlatFields } from './flat-scan.js';
 import { field } from './jsonl.js';
 
@@ -115,7 +114,7 @@ export function batchKey(digest: string): string {
 const FINISH = new Set(['stop', 'length', 'abort']);
 
 export function digestOf(text: string): string {
-  return createHash('sha256').update(text).digest('hex');
+  return sha256().update(text).digest('hex');
 }
 
 /**

@@ -1,7 +1,11 @@
 import { existsSync, statSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import { Worker } from 'node:worker_threads';
+import type { Worker as WorkerType } from 'node:worker_threads';
+import { lazyRequire } from '../lazy.js';
 import { StateColumns, type StateColumnParts } from '../posterior/state-columns.js';
+
+/** node:worker_threads, loaded when a state is large enough to be read by a thread (not by a small plan). */
+const threads = lazyRequire<typeof import('node:worker_threads')>('node:worker_threads');
 
 /**
  * Below this many bytes of state file (with its WAL), a state is read where it is used: a
@@ -43,7 +47,7 @@ export function readStateAhead(path: string, mmapBytes: number, minBytes = SCAN_
   if (bytes === 0 || bytes < minBytes) return undefined;
   const entry = threadEntry();
   if (entry === undefined) return undefined;
-  const worker = new Worker(entry, { workerData: { path, mmapBytes } });
+  const worker: WorkerType = new (threads().Worker)(entry, { workerData: { path, mmapBytes } });
   worker.unref(); // never keeps the process alive
   const result = new Promise<ScannedState | undefined>((resolve) => {
     worker.once('message', (reply: ScanReply) =>
