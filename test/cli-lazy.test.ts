@@ -69,12 +69,14 @@ describe('start-up loads what the command uses', () => {
     for (const part of heavy.filter((p) => p.startsWith('/node_modules/'))) expect(plan.filter((m) => m.includes(part)), part).toEqual([]);
   });
 
-  it('a small plan loads neither node:crypto (digests: observe) nor node:worker_threads (a large state\'s reading thread); observe loads crypto', () => {
-    writeFileSync(join(dir, 'p.jsonl'), Array.from({ length: 100 }, (_, i) => `{"id":"p${i}"}`).join('\n'));
-    const plan = builtins(['plan', '--prompts', 'p.jsonl', '--state', join(dir, 's3.db'), '--budget-rollouts', '800', '--out', join(dir, 'plan3.json')]);
+  it('a small plan loads no node:crypto (digests: observe), node:worker_threads (a large state\'s reading thread) nor node:net (a stream for stderr it never writes to); observe loads crypto', () => {
+    // With max_tokens: the plan has no warning to write to stderr.
+    writeFileSync(join(dir, 'pm.jsonl'), Array.from({ length: 100 }, (_, i) => `{"id":"p${i}","max_tokens":1024}`).join('\n'));
+    const plan = builtins(['plan', '--prompts', 'pm.jsonl', '--state', join(dir, 's3.db'), '--budget-rollouts', '800', '--out', join(dir, 'plan3.json')]);
     expect(plan).toContain('fs');
     expect(plan).not.toContain('crypto');
     expect(plan).not.toContain('worker_threads');
+    expect(plan).not.toContain('net');
     writeFileSync(join(dir, 'r.jsonl'), '{"prompt_id":"p1","step":0,"reward":1,"tokens":10,"rollout_id":"a"}\n');
     expect(builtins(['observe', '--results', 'r.jsonl', '--state', join(dir, 's3.db')])).toContain('crypto');
   });

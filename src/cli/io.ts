@@ -30,7 +30,11 @@ export const processIo: CliIo = {
     for await (const chunk of process.stdin) chunks.push(chunk as Buffer);
     return decodeUtf8(Buffer.concat(chunks), '<stdin>');
   },
-  stderrIsTty: Boolean(process.stderr.isTTY),
+  // Read when asked (progress bars): process.stderr is made on first use (~4 ms of loading
+  // tty, net and stream), which a command that never writes to stderr need not pay.
+  get stderrIsTty() {
+    return Boolean(process.stderr.isTTY);
+  },
   spoolStdin: async () => {
     const path = join(mkdtempSync(join(tmpdir(), 'rollout-budget-stdin-')), 'stdin.jsonl');
     const { pipeline } = await import('node:stream/promises'); // only for stdin: not loaded by a command that reads files

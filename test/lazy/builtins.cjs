@@ -3,5 +3,5 @@
 'use strict';
 process.on('exit', () => {
   const names = process.moduleLoadList.filter((m) => m.startsWith('NativeModule ') && !m.startsWith('NativeModule internal/')).map((m) => m.slice('NativeModule '.length));
-  process.stderr.write(`BUILTINS ${names.join(',')}\n`);
+  require('node:fs').writeSync(2, `BUILTINS ${names.join(',')}\n`); // not process.stderr: making it loads modules
 });
