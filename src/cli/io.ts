@@ -2,9 +2,17 @@ import { closeSync, createWriteStream, mkdtempSync, openSync, renameSync, rmSync
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { RolloutBudgetError } from '../errors.js';
+import { lazyRequire } from '../lazy.js';
 import { readText } from '../io/jsonl.js';
 import type { PlanChunk } from '../plan/byte-chunk.js';
 import { chunkText, decodeUtf8 } from '../io/utf8.js';
+
+/**
+ * node:stream/promises, for spooling stdin only. A require, not `import()`: the bin runs the
+ * bundle as a vm.Script, where a dynamic import of a built-in fails
+ * (ERR_VM_DYNAMIC_IMPORT_CALLBACK_MISSING).
+ */
+const streams = lazyRequire<typeof import('node:stream/promises')>('node:stream/promises');
 
 /** Everything the CLI touches outside itself, so tests run it in-process. */
 export interface CliIo {
@@ -37,8 +45,7 @@ export const processIo: CliIo = {
   },
   spoolStdin: async () => {
     const path = join(mkdtempSync(join(tmpdir(), 'rollout-budget-stdin-')), 'stdin.jsonl');
-    const { pipeline } = await import('node:stream/promises'); // only for stdin: not loaded by a command that reads files
-    await pipeline(process.stdin, createWriteStream(path));
+    await streams().pipeline(process.stdin, createWriteStream(path));
     return path;
   },
 };
