@@ -42,10 +42,19 @@ async function collations(client: pg.Client, schema: string): Promise<string[]> 
 }
 
 describe.skipIf(url === undefined)('PostgreSQL keys in a database with a language collation', () => {
-  it('compare bytes; a state made before (database collation) works, and after the documented ALTER TABLE too', async () => {
+  it('compare bytes; a state made before (database collation) works, and after the documented ALTER TABLE too', async (ctx) => {
     const dbName = `rb_t_collate_${randomBytes(5).toString('hex')}`;
     const admin = new pg.Client({ connectionString: url });
     await admin.connect();
+    // An ICU database needs PostgreSQL 15 built with ICU (CI's Debian server is); elsewhere
+    // the test says why it skips, and CI fails instead.
+    const icu = await admin.query<{ ok: boolean }>(
+      `SELECT current_setting('server_version_num')::int >= 150000 AND EXISTS (SELECT 1 FROM pg_collation WHERE collprovider = 'i') AS ok`);
+    if (!icu.rows[0]!.ok) {
+      await admin.end();
+      if (process.env.CI === 'true') throw new Error('this PostgreSQL cannot make an ICU database (needs 15+, built with ICU)');
+      ctx.skip('this PostgreSQL cannot make an ICU database (needs 15+, built with ICU)');
+    }
     const dir = tempDir('rb-pg-collate-');
     let store: PostgresStore | undefined;
     let client: pg.Client | undefined;
