@@ -63,3 +63,37 @@ describe('PackedIdIndex', () => {
     expect([...parts.ends.subarray(0, 3)]).toEqual([3, 5, 7]);
   });
 });
+
+describe('PackedIdIndex.findMany', () => {
+  it('gives find\'s answer for every id of a block: ids there, not there, repeated, any text, any block', () => {
+    let checked = 0;
+    fc.assert(
+      fc.property(ids, ids, fc.nat({ max: 40 }), fc.nat({ max: 40 }), (stored, asked, cut, end) => {
+        const index = new PackedIdIndex(stored.length);
+        for (const id of stored) index.add(id);
+        const items = [...asked, ...stored].map((id) => ({ id }));
+        const hashes = Uint32Array.from(items, (item) => fnv1a(item.id));
+        const from = Math.min(cut, items.length);
+        const to = Math.max(from, items.length - end);
+        const out = new Int32Array(to - from + 3).fill(-7);
+        index.findMany(items, hashes, from, to, out);
+        for (let i = from; i < to; i++) expect(out[i - from]).toBe(index.find(items[i]!.id));
+        expect([...out.subarray(to - from)]).toEqual([-7, -7, -7]); // nothing written past the block
+        checked += to - from;
+      }),
+      { numRuns: 200 },
+    );
+    expect(checked).toBeGreaterThan(3000);
+  });
+
+  it('tells apart ids whose first slot holds another id of the same hash', () => {
+    const index = new PackedIdIndex(4);
+    index.add('ab');
+    index.add('cd');
+    // The hashes given are trusted: 'ba' asked with 'ab''s hash lands on 'ab''s slot and is not 'ab'.
+    const items = [{ id: 'ba' }, { id: 'ab' }, { id: 'cd' }];
+    const out = new Int32Array(3);
+    index.findMany(items, Uint32Array.of(fnv1a('ab'), fnv1a('ab'), fnv1a('cd')), 0, 3, out);
+    expect([...out]).toEqual([-1, 0, 1]);
+  });
+});

@@ -52,6 +52,22 @@ function sameSnapshot(fast: StateSnapshot, slow: StateSnapshot, ids: readonly st
     sameState(fast.get(id), slow.get(id), id);
     sameState(fast.get(id, fnv1a(id)), slow.get(id), id);
   }
+  // Many ids at once (the planner's lookup): every item once, in order, each the state `get`
+  // gives; in an order other than the rows', with ids not there and repeats, over blocks.
+  if (fast.eachOf !== undefined) {
+    const random = seedrandom(`eachOf ${ids.length}`);
+    const items = [...ids, ...ids.slice(0, 40), 'no-such-id', '', ...ids.map((id) => `${id}-not-there`)].map((id) => ({ id }));
+    for (let i = items.length - 1; i > 0; i--) {
+      const j = Math.floor(random() * (i + 1));
+      [items[i], items[j]] = [items[j]!, items[i]!];
+    }
+    const seen: number[] = [];
+    fast.eachOf(items, Uint32Array.from(items, (item) => fnv1a(item.id)), (i, state) => {
+      seen.push(i);
+      sameState(state, slow.get(items[i]!.id), `eachOf ${items[i]!.id}`);
+    });
+    expect(seen).toEqual(items.map((_, i) => i));
+  }
   const [a, b] = [fast.states!(), slow.states!()];
   expect(a.length).toBe(b.length);
   a.forEach((s, k) => sameState(s, b[k], `states()[${k}]`));

@@ -48,9 +48,8 @@ export function posteriors(
   let lastPrior = flatPrior;
   let hints: HintPriors | undefined;
   const forget = new Float64Array(256).fill(NaN);
-  for (let i = 0; i < candidates.length; i++) {
+  const one = (i: number, s: PromptState | undefined): void => {
     const c = candidates[i]!;
-    const s = hashes === undefined ? snapshot.get(c.id) : snapshot.get(c.id, hashes[i]!);
     // The candidate's group and hint, else what the state learned of them (store/meta.ts).
     const group = c.group ?? s?.group ?? null;
     let prior = lastPrior;
@@ -81,7 +80,10 @@ export function posteriors(
     alpha[i] = a;
     beta[i] = b;
     each?.(i, s, a, b);
-  }
+  };
+  // Every candidate's state, in order: looked up many at a time where the snapshot can.
+  if (hashes !== undefined && snapshot.eachOf !== undefined) snapshot.eachOf(candidates, hashes, one);
+  else for (let i = 0; i < candidates.length; i++) one(i, hashes === undefined ? snapshot.get(candidates[i]!.id) : snapshot.get(candidates[i]!.id, hashes[i]!));
   return { alpha, beta };
 }
 

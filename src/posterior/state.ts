@@ -84,6 +84,12 @@ export interface StateSnapshot {
    * has every candidate's for its tie-break); an implementation may ignore it.
    */
   get(id: string, hash?: number): PromptState | undefined;
+  /**
+   * `each(i, get(items[i].id, hashes[i]))` for every i in order, where `hashes[i]` is
+   * fnv1a(items[i].id): the planner's lookup of all its candidates. Optional: a snapshot that
+   * looks many ids up faster at once than one by one (StateColumns: in blocks) gives it.
+   */
+  eachOf?(items: readonly { readonly id: string }[], hashes: Uint32Array, each: (i: number, state: PromptState | undefined) => void): void;
   /** Pooled figures of a group (null: prompts without a group are pooled only in `all`). */
   group(name: string): GroupStats | undefined;
   readonly all: GroupStats;
