@@ -30,51 +30,60 @@ export async function startupBench(runs = 9): Promise<{ help: number; plan: numb
   return { help, plan, node };
 }
 
-export interface PlanFigure { size: number; state: 'fresh' | 'warm'; format: string; seconds: number; peakRss: number; read: number; write: number; bytes: number }
+/** `order`: the prompts file in the warm state's row order (`rows`) or shuffled (bench-inputs.ts promptsFile). */
+export interface PlanFigure { size: number; state: 'fresh' | 'warm'; order: 'rows' | 'shuffled'; format: string; seconds: number; peakRss: number; read: number; write: number; bytes: number }
 
-/** `plan` on 10⁴..10⁶ prompts, fresh and warm state, budget 8·N, default options. */
+/**
+ * `plan` on 10⁴..10⁶ prompts, fresh and warm state, budget 8·N, default options. The warm
+ * state is also planned with the prompts in a shuffled order: a trainer's sampler does not give
+ * a step's prompts in the order the state first saw them, and a lookup out of the rows' order
+ * meets the cache misses that one in order does not.
+ */
 export async function planBench(sizes: readonly number[]): Promise<PlanFigure[]> {
   const dir = benchDir();
   const out: PlanFigure[] = [];
   const rows: string[][] = [];
   for (const size of sizes) {
     const prompts = await promptsFile(size);
+    const shuffled = await promptsFile(size, true);
     const read = readReference(prompts);
     const warm = warmState(size);
     const runs = size >= 1e6 ? 3 : 5;
-    const configs = ([['fresh', 'json'], ['warm', 'json'], ['warm', 'jsonl']] as const).filter(([, format]) => format === 'json' || size >= 1e6);
+    const configs = ([['fresh', 'json', 'rows'], ['warm', 'json', 'rows'], ['warm', 'json', 'shuffled'], ['warm', 'jsonl', 'rows']] as const).filter(([, format]) => format === 'json' || size >= 1e6);
     const fresh = join(dir, 'fresh.db');
-    const fileOf = (state: string, format: string) => join(dir, `plan-${size}-${state}.${format}`);
+    const fileOf = (state: string, format: string, order: string) => join(dir, `plan-${size}-${state}-${order}.${format}`);
     // The configurations take turns, run by run: a machine that slows down or speeds up
     // part-way (they do, by a third, over minutes) then moves every column alike, and the
     // comparisons between them (jsonl against json, warm against fresh) stay fair.
     const times = configs.map(() => [] as number[]);
     const peaks = configs.map(() => 0);
     for (let r = 0; r < runs; r++) {
-      configs.forEach(([state, format], c) => {
+      configs.forEach(([state, format, order], c) => {
         rm(fresh);
-        rmSync(fileOf(state, format), { force: true });
-        const run = runNode([CLI, 'plan', '--prompts', prompts, '--state', state === 'fresh' ? fresh : warm, '--budget-rollouts', String(8 * size), '--format', format, '--out', fileOf(state, format)]);
+        rmSync(fileOf(state, format, order), { force: true });
+        const run = runNode([CLI, 'plan', '--prompts', order === 'rows' ? prompts : shuffled, '--state', state === 'fresh' ? fresh : warm, '--budget-rollouts', String(8 * size), '--format', format, '--out', fileOf(state, format, order)]);
         times[c]!.push(run.seconds);
         peaks[c] = Math.max(peaks[c]!, run.peakRss);
       });
     }
-    configs.forEach(([state, format], c) => {
-      const file = fileOf(state, format);
+    configs.forEach(([state, format, order], c) => {
+      const file = fileOf(state, format, order);
       const bytes = statSync(file).size;
       const write = writeReference(dir, bytes);
       rmSync(file, { force: true });
       const r = { seconds: median(times[c]!), peakRss: peaks[c]! };
-      out.push({ size, state, format, seconds: r.seconds, peakRss: r.peakRss, read, write, bytes });
-      rows.push([String(size), state, format, fmtS(r.seconds), fmtMB(r.peakRss), fmtS(read), fmtS(write), fmtS(read + write), fmtX(r.seconds, read + write), `${(bytes / 1e6).toFixed(0)} MB`]);
+      out.push({ size, state, order, format, seconds: r.seconds, peakRss: r.peakRss, read, write, bytes });
+      rows.push([String(size), state, order === 'shuffled' ? 'shuffled' : state === 'fresh' ? '' : 'as rows', format, fmtS(r.seconds), fmtMB(r.peakRss), fmtS(read), fmtS(write), fmtS(read + write), fmtX(r.seconds, read + write), `${(bytes / 1e6).toFixed(0)} MB`]);
     });
     rm(fresh);
     rm(warm);
     rmSync(prompts, { force: true });
+    rmSync(shuffled, { force: true });
   }
   console.log('\nplan end to end (rollout budget 8·N, default options; warm: 90% of prompts seen 8–48 times; median of 5, 3 at 10⁶, the configurations taking turns run by run):');
+  console.log('order: the prompts file in the order of the warm state\'s rows (as rows), or the same lines shuffled, as a trainer\'s sampler gives them');
   console.log('references: read = read + JSON.parse every line of the prompts file; write = write the plan\'s bytes; ratio = time / (read + write)');
-  table(['prompts', 'state', 'format', 'time', 'peak RSS', 'read', 'write', 'reference', 'ratio', 'plan file'], rows);
+  table(['prompts', 'state', 'order', 'format', 'time', 'peak RSS', 'read', 'write', 'reference', 'ratio', 'plan file'], rows);
   return out;
 }
 

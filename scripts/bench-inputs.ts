@@ -49,10 +49,23 @@ async function writeLines(path: string, lines: Iterable<string>): Promise<string
   return path;
 }
 
-/** `size` prompts as a user's prompts file: id, prompt_tokens, max_tokens. */
-export function promptsFile(size: number): Promise<string> {
-  return writeLines(join(benchDir(), `prompts-${size}.jsonl`), (function* () {
-    for (let i = 0; i < size; i++) yield `{"id":"prompt-${i}","prompt_tokens":${50 + (i % 200)},"max_tokens":3072}\n`;
+/**
+ * `size` prompts as a user's prompts file: id, prompt_tokens, max_tokens. In the order of
+ * their numbers, which is the order of warmState's rows; `shuffled`: the same lines in a
+ * seeded random order, as a trainer's sampler gives a step's prompts, so that a plan meets a
+ * warm state's rows out of their order.
+ */
+export function promptsFile(size: number, shuffled = false): Promise<string> {
+  const order = Array.from({ length: size }, (_, i) => i);
+  if (shuffled) {
+    const random = lcg(size + 7);
+    for (let i = size - 1; i > 0; i--) {
+      const j = Math.floor(random() * (i + 1));
+      [order[i], order[j]] = [order[j]!, order[i]!];
+    }
+  }
+  return writeLines(join(benchDir(), `prompts-${size}${shuffled ? '-shuffled' : ''}.jsonl`), (function* () {
+    for (const i of order) yield `{"id":"prompt-${i}","prompt_tokens":${50 + (i % 200)},"max_tokens":3072}\n`;
   })());
 }
 
