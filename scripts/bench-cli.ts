@@ -11,6 +11,9 @@ import { claimReference } from './bench-claims.js';
 import { benchDir, promptsFile, replayLog, resultsFile, warmState } from './bench-inputs.js';
 import { CLI, fmtMB, fmtS, fmtX, median, medianRun, nodeStartReference, readReference, rmSqlite as rm, runNode, table, writeReference } from './bench-util.js';
 
+/** A trainer's step: the prompts planned at once from a large pool. */
+const STEP = 1024;
+
 /** `--help` and a 100-prompt plan (fresh state each run) against `node -e 0`. */
 export async function startupBench(runs = 9): Promise<{ help: number; plan: number; node: number }> {
   const dir = benchDir();
@@ -30,8 +33,12 @@ export async function startupBench(runs = 9): Promise<{ help: number; plan: numb
   return { help, plan, node };
 }
 
-/** `order`: the prompts file in the warm state's row order (`rows`) or shuffled (bench-inputs.ts promptsFile). */
-export interface PlanFigure { size: number; state: 'fresh' | 'warm'; order: 'rows' | 'shuffled'; format: string; seconds: number; peakRss: number; read: number; write: number; bytes: number }
+/**
+ * `order`: the prompts file in the warm state's row order (`rows`), shuffled (bench-inputs.ts
+ * promptsFile), or a step: the first 1,024 of the shuffled prompts, planned on the whole warm
+ * state (a trainer's step drawn from a large pool).
+ */
+export interface PlanFigure { size: number; state: 'fresh' | 'warm'; order: 'rows' | 'shuffled' | 'step'; format: string; seconds: number; peakRss: number; read: number; write: number; bytes: number }
 
 /**
  * `plan` on 10⁴..10⁶ prompts, fresh and warm state, budget 8·N, default options. The warm
@@ -46,10 +53,13 @@ export async function planBench(sizes: readonly number[]): Promise<PlanFigure[]>
   for (const size of sizes) {
     const prompts = await promptsFile(size);
     const shuffled = await promptsFile(size, true);
+    const step = await promptsFile(size, true, STEP);
     const read = readReference(prompts);
+    const stepRead = readReference(step);
     const warm = warmState(size);
     const runs = size >= 1e6 ? 3 : 5;
-    const configs = ([['fresh', 'json', 'rows'], ['warm', 'json', 'rows'], ['warm', 'json', 'shuffled'], ['warm', 'jsonl', 'rows']] as const).filter(([, format]) => format === 'json' || size >= 1e6);
+    const configs = ([['fresh', 'json', 'rows'], ['warm', 'json', 'rows'], ['warm', 'json', 'shuffled'], ['warm', 'jsonl', 'rows'], ['warm', 'json', 'step']] as const)
+      .filter(([, format, order]) => (format === 'json' || size >= 1e6) && (order !== 'step' || size > STEP));
     const fresh = join(dir, 'fresh.db');
     const fileOf = (state: string, format: string, order: string) => join(dir, `plan-${size}-${state}-${order}.${format}`);
     // The configurations take turns, run by run: a machine that slows down or speeds up
@@ -61,7 +71,7 @@ export async function planBench(sizes: readonly number[]): Promise<PlanFigure[]>
       configs.forEach(([state, format, order], c) => {
         rm(fresh);
         rmSync(fileOf(state, format, order), { force: true });
-        const run = runNode([CLI, 'plan', '--prompts', order === 'rows' ? prompts : shuffled, '--state', state === 'fresh' ? fresh : warm, '--budget-rollouts', String(8 * size), '--format', format, '--out', fileOf(state, format, order)]);
+        const run = runNode([CLI, 'plan', '--prompts', order === 'rows' ? prompts : order === 'step' ? step : shuffled, '--state', state === 'fresh' ? fresh : warm, '--budget-rollouts', String(8 * (order === 'step' ? STEP : size)), '--format', format, '--out', fileOf(state, format, order)]);
         times[c]!.push(run.seconds);
         peaks[c] = Math.max(peaks[c]!, run.peakRss);
       });
@@ -72,16 +82,18 @@ export async function planBench(sizes: readonly number[]): Promise<PlanFigure[]>
       const write = writeReference(dir, bytes);
       rmSync(file, { force: true });
       const r = { seconds: median(times[c]!), peakRss: peaks[c]! };
-      out.push({ size, state, order, format, seconds: r.seconds, peakRss: r.peakRss, read, write, bytes });
-      rows.push([String(size), state, order === 'shuffled' ? 'shuffled' : state === 'fresh' ? '' : 'as rows', format, fmtS(r.seconds), fmtMB(r.peakRss), fmtS(read), fmtS(write), fmtS(read + write), fmtX(r.seconds, read + write), `${(bytes / 1e6).toFixed(0)} MB`]);
+      const input = order === 'step' ? stepRead : read;
+      out.push({ size, state, order, format, seconds: r.seconds, peakRss: r.peakRss, read: input, write, bytes });
+      rows.push([String(size), state, order === 'step' ? `a step of ${STEP}` : order === 'shuffled' ? 'shuffled' : state === 'fresh' ? '' : 'as rows', format, fmtS(r.seconds), fmtMB(r.peakRss), fmtS(input), fmtS(write), fmtS(input + write), fmtX(r.seconds, input + write), `${(bytes / 1e6).toFixed(1)} MB`]);
     });
     rm(fresh);
     rm(warm);
     rmSync(prompts, { force: true });
     rmSync(shuffled, { force: true });
+    rmSync(step, { force: true });
   }
   console.log('\nplan end to end (rollout budget 8·N, default options; warm: 90% of prompts seen 8–48 times; median of 5, 3 at 10⁶, the configurations taking turns run by run):');
-  console.log('order: the prompts file in the order of the warm state\'s rows (as rows), or the same lines shuffled, as a trainer\'s sampler gives them');
+  console.log(`order: the prompts file in the order of the warm state's rows (as rows), or the same lines shuffled, as a trainer's sampler gives them; a step of ${STEP}: the first ${STEP} shuffled prompts, budget 8·${STEP}, on the whole warm state`);
   console.log('references: read = read + JSON.parse every line of the prompts file; write = write the plan\'s bytes; ratio = time / (read + write)');
   table(['prompts', 'state', 'order', 'format', 'time', 'peak RSS', 'read', 'write', 'reference', 'ratio', 'plan file'], rows);
   return out;

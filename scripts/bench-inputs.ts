@@ -53,9 +53,10 @@ async function writeLines(path: string, lines: Iterable<string>): Promise<string
  * `size` prompts as a user's prompts file: id, prompt_tokens, max_tokens. In the order of
  * their numbers, which is the order of warmState's rows; `shuffled`: the same lines in a
  * seeded random order, as a trainer's sampler gives a step's prompts, so that a plan meets a
- * warm state's rows out of their order.
+ * warm state's rows out of their order. `first`: only the first lines of that order (a step's
+ * prompts drawn from the pool).
  */
-export function promptsFile(size: number, shuffled = false): Promise<string> {
+export function promptsFile(size: number, shuffled = false, first = size): Promise<string> {
   const order = Array.from({ length: size }, (_, i) => i);
   if (shuffled) {
     const random = lcg(size + 7);
@@ -64,8 +65,8 @@ export function promptsFile(size: number, shuffled = false): Promise<string> {
       [order[i], order[j]] = [order[j]!, order[i]!];
     }
   }
-  return writeLines(join(benchDir(), `prompts-${size}${shuffled ? '-shuffled' : ''}.jsonl`), (function* () {
-    for (const i of order) yield `{"id":"prompt-${i}","prompt_tokens":${50 + (i % 200)},"max_tokens":3072}\n`;
+  return writeLines(join(benchDir(), `prompts-${size}${shuffled ? '-shuffled' : ''}${first < size ? `-first-${first}` : ''}.jsonl`), (function* () {
+    for (const i of order.slice(0, first)) yield `{"id":"prompt-${i}","prompt_tokens":${50 + (i % 200)},"max_tokens":3072}\n`;
   })());
 }
 

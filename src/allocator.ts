@@ -11,6 +11,21 @@ import { SqliteStore } from './store/sqlite.js';
 import type { ObserveSummary, Store } from './store/types.js';
 import { createValueRegistry } from './value/functions.js';
 
+/**
+ * A plan reads only its candidates' rows and the pooled rows (store/pooled.ts), as the service
+ * does, from a state of at least this many prompts (Store.promptsAtMost) ...
+ */
+export const PARTIAL_READ_PROMPTS = 1 << 16;
+/** ... when its candidates are at most this share of them; else it reads the whole state. */
+export const PARTIAL_READ_SHARE = 1 / 8;
+
+/** The candidates' ids and groups: what a plan reads of the state (store snapshot with ids). */
+export function idsAndGroups(candidates: readonly Candidate[]): [string[], string[]] {
+  const groups = new Set<string>();
+  for (const c of candidates) if (c.group !== undefined) groups.add(c.group);
+  return [candidates.map((c) => c.id), [...groups]];
+}
+
 export function createRegistries(): Registries {
   return { values: createValueRegistry(), policies: createPosteriorPolicyRegistry(), solvers: createSolverRegistry() };
 }
@@ -57,11 +72,23 @@ export class Allocator {
    * plan is the one planStep gives on the state after that record.
    */
   plan(candidates: readonly Candidate[], budget: Budget, options: PlanOptionsInput = {}): Plan {
-    const snapshot = this.store.snapshot();
+    const snapshot = this.readsAll(candidates.length) ? this.store.snapshot() : this.store.snapshot(...idsAndGroups(candidates), candidates.some((c) => c.prior_pass_rate !== undefined));
     const changes = metaChanges(snapshot, candidates);
     const plan = planStep(snapshotWithMeta(snapshot, changes), candidates, budget, this.merged(options), this.registries);
     this.store.recordPrompts(changes);
     return plan;
+  }
+
+  /**
+   * Whether a plan of `count` candidates reads the whole state: unless the state holds at
+   * least PARTIAL_READ_PROMPTS prompts and the candidates are at most PARTIAL_READ_SHARE of
+   * them. A whole read sums the pooled figures over every prompt, as every release has; a read
+   * of the candidates' rows takes them from the pooled rows, kept as observes add to them, so
+   * its numbers are the service's and may differ from a whole read's in the last digits.
+   */
+  readsAll(count: number): boolean {
+    const most = this.store.promptsAtMost?.();
+    return most === undefined || most < PARTIAL_READ_PROMPTS || count > most * PARTIAL_READ_SHARE;
   }
 
   /** Applies results (objects as in the results JSONL, or a parsed batch) in one transaction. */

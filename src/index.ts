@@ -69,7 +69,7 @@ export {
 export type { ExportOptions, PlanFormat, PlanGroup, PromptPayload } from './plan/exports.js';
 
 // The allocator: the library entry on a store.
-export { Allocator, createAllocator, createRegistries } from './allocator.js';
+export { Allocator, createAllocator, createRegistries, PARTIAL_READ_PROMPTS, PARTIAL_READ_SHARE } from './allocator.js';
 export type { AllocatorOptions, PosteriorView } from './allocator.js';
 
 // File formats and stores.

@@ -40,8 +40,12 @@ export async function planCommand(io: CliIo, opts: PlanFlags): Promise<void> {
     const candidates = opts.maxTokens === undefined ? parsed.candidates : parsed.candidates.map((c) => (c.max_tokens === undefined ? { ...c, max_tokens: opts.maxTokens } : c));
     carryIdCheck(parsed.candidates, candidates); // the same ids, checked by the reader
     allocator = new Allocator({ state: opts.state });
-    const scanned = await ahead?.result;
-    if (scanned !== undefined && allocator.store instanceof SqliteStore) allocator.store.useScan(scanned);
+    // A plan that reads only its candidates' rows has no use for the whole state read ahead.
+    if (!allocator.readsAll(candidates.length)) ahead?.cancel();
+    else {
+      const scanned = await ahead?.result;
+      if (scanned !== undefined && allocator.store instanceof SqliteStore) allocator.store.useScan(scanned);
+    }
     const result = allocator.plan(candidates, budgetFrom(opts), {
       ...planOptionsFrom(opts),
       prefillWeight: opts.prefillWeight,

@@ -1,4 +1,4 @@
-import { createRegistries } from '../allocator.js';
+import { createRegistries, idsAndGroups } from '../allocator.js';
 import { batchOf, type ResultBatch } from '../io/formats.js';
 import { mergePlanOptions, resolvePlanOptions, type PlanOptionsInput } from '../plan/options.js';
 import { planStep, type Registries } from '../plan/planner.js';
@@ -7,13 +7,6 @@ import type { Budget, Candidate, Plan } from '../plan/types.js';
 import type { AsyncStore } from '../store/async.js';
 import { metaChanges, snapshotWithMeta } from '../store/meta.js';
 import type { ObserveSummary } from '../store/types.js';
-
-/** The candidates' ids and groups: what a plan reads of the state (store snapshot with ids). */
-function idsAndGroups(candidates: readonly Candidate[]): [string[], string[]] {
-  const groups = new Set<string>();
-  for (const c of candidates) if (c.group !== undefined) groups.add(c.group);
-  return [candidates.map((c) => c.id), [...groups]];
-}
 
 /**
  * The Allocator on an async store (SQLite or PostgreSQL): the same plan / observe / posterior,

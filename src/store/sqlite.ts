@@ -166,6 +166,13 @@ export class SqliteStore implements Store {
     return this.sync(() => read());
   }
 
+  /** The largest rowid of the prompts table: the prompts it holds, or more after deletes. O(log N). */
+  promptsAtMost(): number {
+    return (this.maxRowid ??= this.db.prepare('SELECT max(rowid) FROM prompts').pluck()).get() as number | null ?? 0;
+  }
+
+  private maxRowid: Database.Statement | undefined;
+
   /**
    * The next full snapshot() is `scanned`, this file's prompts and last step read by another
    * connection (store/scan-ahead.ts readStateAhead) since this command began, instead of a read

@@ -26,6 +26,11 @@ export interface Store {
    * prompt when `hinted` is set or a prompt read carries a hint (the hint calibration's data).
    */
   snapshot(ids?: readonly string[], groups?: readonly string[], hinted?: boolean): StateSnapshot;
+  /**
+   * At least as many as the prompts the state holds, read at little cost (optional): what
+   * Allocator.plan weighs a plan's candidates against to read only theirs (allocator.ts).
+   */
+  promptsAtMost?(): number;
   get(id: string): PromptState | undefined;
   lastStep(): number | null;
   /** Applies a batch atomically and idempotently: all of it or none of it. */
