@@ -1,6 +1,7 @@
+import fc from 'fast-check';
 import seedrandom from 'seedrandom';
 import { describe, expect, it } from 'vitest';
-import { collidingHashes, firstRepeat as repeatWith, fnv1a } from '../src/math/hash.js';
+import { collidingHashes, firstRepeat as repeatWith, fnv1a, fnv1aAfter } from '../src/math/hash.js';
 
 const firstRepeat = (count: number, keyOf: (i: number) => string, hashes: Uint32Array) => repeatWith(count, keyOf, hashes, collidingHashes(count, hashes));
 
@@ -42,5 +43,20 @@ describe('firstRepeat', () => {
     expect(firstRepeat(keys.length, (i) => keys[i]!, Uint32Array.from(keys, fnv1a))).toBeUndefined();
     keys.push('id-149599');
     expect(firstRepeat(keys.length, (i) => keys[i]!, Uint32Array.from(keys, fnv1a))).toEqual({ at: 5, before: 1 });
+  });
+});
+
+describe('fnv1aAfter', () => {
+  it('continues the hash of a prefix: fnv1aAfter(fnv1a(p), t) is fnv1a(p + t), for any texts', () => {
+    let runs = 0;
+    fc.assert(
+      fc.property(fc.string({ unit: 'binary' }), fc.string({ unit: 'binary' }), (p, t) => {
+        expect(fnv1aAfter(fnv1a(p), t)).toBe(fnv1a(p + t));
+        runs++;
+      }),
+      { numRuns: 500 },
+    );
+    expect(runs).toBe(500);
+    expect(fnv1aAfter(fnv1a('0/12/'), 'prompt-7')).toBe(fnv1a('0/12/prompt-7'));
   });
 });

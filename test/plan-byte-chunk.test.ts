@@ -26,6 +26,37 @@ describe('plan byte chunks (plan/byte-chunk.ts)', () => {
     expect(runs).toBe(300);
   });
 
+  it('write again bytes of the chunk itself, short (byte by byte) and long (copyWithin), across its growth', () => {
+    let runs = 0;
+    fc.assert(
+      fc.property(fc.array(fc.string({ unit: 'binary', maxLength: 40 }), { minLength: 1, maxLength: 20 }), (list) => {
+        const chunk = new ByteChunk(4, 8, 64); // grows many times
+        let want = '';
+        for (const s of list) {
+          chunk.text('<');
+          const from = chunk.length;
+          chunk.quoted(s, 1);
+          const n = chunk.length - from;
+          chunk.text('|"');
+          chunk.again(from, n);
+          want += `<${JSON.stringify(s).slice(1)}|${JSON.stringify(s)}`;
+        }
+        expect(chunkText(chunk.take())).toBe(want);
+        runs++;
+      }),
+      { numRuns: 300, seed: 16 },
+    );
+    expect(runs).toBe(300);
+  });
+
+  it('copy kept texts shorter and longer than a byte-by-byte copy takes', () => {
+    const chunk = new ByteChunk(4, 8, 256);
+    const texts = ['', 'a', 'fifteen-bytes!!', 'sixteen-bytes!!!', 'seventeen-bytes!!', 'x'.repeat(100)];
+    const kept = texts.map((t) => chunk.keep(t));
+    for (let round = 0; round < 3; round++) texts.forEach((t, k) => chunk.copy(kept[k]!, t.length));
+    expect(chunkText(chunk.take())).toBe(texts.join('').repeat(3));
+  });
+
   it('keep texts across a growing chunk and arena; pinned texts outlive a drop of the others', () => {
     const chunk = new ByteChunk(4, 8, 64);
     const pinned = chunk.keep('<pin>', true);

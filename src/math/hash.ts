@@ -1,6 +1,14 @@
 /** FNV-1a 32-bit hash of a string: a stable, order-independent tie-break and seed mixer. */
 export function fnv1a(text: string): number {
-  let h = 0x811c9dc5;
+  return fnv1aAfter(0x811c9dc5, text);
+}
+
+/**
+ * fnv1a(prefix + text), given `after` = fnv1a(prefix): the hash of many texts after one prefix,
+ * with the prefix hashed once and no string made. O(length of text).
+ */
+export function fnv1aAfter(after: number, text: string): number {
+  let h = after;
   for (let i = 0; i < text.length; i++) {
     h ^= text.charCodeAt(i);
     h = Math.imul(h, 0x01000193);

@@ -9,6 +9,9 @@ import { chunkText } from '../io/utf8.js';
  * Texts are written byte by byte when plain ASCII; anything else (an id to escape, non-ASCII
  * text) goes through the string JSON.stringify gives, so the bytes are always the text's.
  */
+/** Below this many bytes a copy goes byte by byte (ByteChunk.move). */
+const SHORT_COPY = 16;
+
 export class ByteChunk {
   /** The chunk, [0, length), then the arena, from `room`. */
   private bytes: Uint8Array;
@@ -71,9 +74,26 @@ export class ByteChunk {
   /** Appends the kept text at arena offset `at`, `n` bytes long. */
   copy(at: number, n: number): void {
     this.ensure(n);
-    const from = this.room + at;
-    this.bytes.copyWithin(this.length, from, from + n);
-    this.length += n;
+    this.move(this.room + at, n);
+  }
+
+  /** Appends again the chunk's own bytes [from, from + n), written since it began. */
+  again(from: number, n: number): void {
+    this.ensure(n);
+    this.move(from, n);
+  }
+
+  /**
+   * Appends bytes [from, from + n) of the array (room made): byte by byte when short, where
+   * copyWithin's call costs more than the bytes (2 bytes: 7 against 33 ns here; 20: 28
+   * against 24 ns).
+   */
+  private move(from: number, n: number): void {
+    const b = this.bytes;
+    const to = this.length;
+    if (n < SHORT_COPY) for (let j = 0; j < n; j++) b[to + j] = b[from + j]!;
+    else b.copyWithin(to, from, from + n);
+    this.length = to + n;
   }
 
   /** Appends a text as UTF-8. */

@@ -1,6 +1,6 @@
 import { ByteChunk, chunkText, joinChunks, type PlanChunk } from './byte-chunk.js';
 import { allocationReader, emptyFields, untouchedColumns } from './columns.js';
-import { groupId, groupSeed } from './groups.js';
+import { groupId, groupSeeds } from './groups.js';
 import { CHUNK, release, rowTexts } from './text-cache.js';
 import type { Plan } from './types.js';
 
@@ -130,9 +130,12 @@ export function* planJsonlChunks(plan: Plan, groupLines: (plan: Plan) => string[
   // "<step>/" (no character to escape) without its closing quote, then the prompt id's JSON
   // without its opening one.
   const { step, seed } = plan;
+  const seedOf = groupSeeds(seed, step);
   const n = columns.n;
   const chunk = new ByteChunk(CHUNK + 1024, 256, 256);
-  const texts = [`{"group_id":${JSON.stringify(groupId(step, '')).slice(0, -1)}`, ',"prompt_id":', ',"n":', ',"max_tokens":', ',"seed":', ',"first_rollout":', '}\n'];
+  // The prompt id's JSON after `"prompt_id":` is the group id's tail written just before it,
+  // with the opening quote: written again from those bytes.
+  const texts = [`{"group_id":${JSON.stringify(groupId(step, '')).slice(0, -1)}`, ',"prompt_id":"', ',"n":', ',"max_tokens":', ',"seed":', ',"first_rollout":', '}\n'];
   const [head, idKey, nKey, maxKey, seedKey, rolloutKey, lineEnd] = texts.map((t) => chunk.keep(t, true));
   const [headLength, idLength, nLength, maxLength, seedLength, rolloutLength] = texts.map((t) => t.length);
   chunk.text(`${header}\n`);
@@ -141,9 +144,11 @@ export function* planJsonlChunks(plan: Plan, groupLines: (plan: Plan) => string[
     const c = columns.candidates[j]!;
     const first = c.partial_rewards?.length ?? 0;
     chunk.copy(head!, headLength!);
+    const id = chunk.length;
     chunk.quoted(c.id, 1);
+    const idBytes = chunk.length - id;
     chunk.copy(idKey!, idLength!);
-    chunk.quoted(c.id);
+    chunk.again(id, idBytes);
     chunk.copy(nKey!, nLength!);
     chunk.num(n[j]!);
     chunk.copy(maxKey!, maxLength!);
@@ -151,7 +156,7 @@ export function* planJsonlChunks(plan: Plan, groupLines: (plan: Plan) => string[
     if (typeof max === 'number') chunk.num(max);
     else chunk.text(JSON.stringify(max));
     chunk.copy(seedKey!, seedLength!);
-    chunk.num((groupSeed(seed, step, c.id) + first) | 0);
+    chunk.num((seedOf(c.id) + first) | 0);
     if (first > 0) {
       chunk.copy(rolloutKey!, rolloutLength!);
       chunk.num(first);
