@@ -61,6 +61,17 @@ describe('PackedIdIndex', () => {
     expect(parts.size).toBe(3);
     expect([...parts.units]).toEqual([...'abcde😀'].join('').split('').map((c) => c.charCodeAt(0)));
     expect([...parts.ends.subarray(0, 3)]).toEqual([3, 5, 7]);
+    // Untrimmed: a view of the index's own units (nothing copied), which an index made from
+    // the parts reads as the trimmed copy.
+    const view = index.parts(false);
+    expect([...view.units]).toEqual([...parts.units]);
+    expect(view.units.buffer).not.toBe(parts.units.buffer);
+    expect(index.parts(false).units.buffer).toBe(view.units.buffer);
+    const copy = new PackedIdIndex(3, view);
+    for (const [k, id] of ['abc', 'de', '😀'].entries()) {
+      expect(copy.find(id)).toBe(k);
+      expect(copy.idAt(k)).toBe(id);
+    }
   });
 });
 

@@ -106,10 +106,14 @@ export class PackedIdIndex extends HashSlots {
     }
   }
 
-  /** The parts, the code units trimmed to those used (a copy of them; the index stays usable). */
-  parts(): PackedIdParts {
+  /**
+   * The parts, the code units trimmed to those used: a copy of them (the index stays usable),
+   * or with `trim` false a view of them, whose whole array a thread then hands over without a
+   * copy (store/scan-thread.ts: 23 MB less at once at 10⁶ ids).
+   */
+  parts(trim = true): PackedIdParts {
     const used = this.count === 0 ? 0 : this.ends[this.count - 1]!;
-    return { size: this.count, units: this.units.slice(0, used), ends: this.ends, slots: this.slots };
+    return { size: this.count, units: trim ? this.units.slice(0, used) : this.units.subarray(0, used), ends: this.ends, slots: this.slots };
   }
 
   protected same(k: number, id: string, at: number): boolean {

@@ -70,9 +70,12 @@ export class StateColumns {
     for (const name of parts?.groupNames ?? []) this.groupAt.set(name, this.groupNames.push(name) - 1);
   }
 
-  /** The columns as parts, for `new StateColumns(capacity, parts)` in another thread (their buffers may be transferred). */
-  parts(): StateColumnParts {
-    return { capacity: this.capacity, index: this.index.parts(), groupNames: this.groupNames, rows: this.f };
+  /**
+   * The columns as parts, for `new StateColumns(capacity, parts)` in another thread (their
+   * buffers may be transferred); `trim`: PackedIdIndex.parts's.
+   */
+  parts(trim = true): StateColumnParts {
+    return { capacity: this.capacity, index: this.index.parts(trim), groupNames: this.groupNames, rows: this.f };
   }
 
   /** The parts' buffers, for postMessage's transfer list. */

@@ -26,7 +26,7 @@ function reply(): { message: ScanReply; transfer: ArrayBuffer[] } {
     const read = db.transaction(() => ({ columns: scan.read(), last: lastStep() }));
     const { columns, last } = read();
     if (columns === undefined) return { message: { kind: 'none', reason: 'a row the columns cannot hold' }, transfer: [] };
-    const parts = columns.parts();
+    const parts = columns.parts(false);
     return { message: { kind: 'columns', parts, lastStep: last }, transfer: StateColumns.buffers(parts) };
   } finally {
     db.close();
