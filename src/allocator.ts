@@ -19,11 +19,14 @@ export const PARTIAL_READ_PROMPTS = 1 << 16;
 /** ... when its candidates are at most this share of them; else it reads the whole state. */
 export const PARTIAL_READ_SHARE = 1 / 8;
 
-/** The candidates' ids and groups: what a plan reads of the state (store snapshot with ids). */
-export function idsAndGroups(candidates: readonly Candidate[]): [string[], string[]] {
+/**
+ * What a plan of only its candidates reads of the state: Store.snapshot's `ids` (theirs),
+ * `groups` (theirs) and `hinted` (whether one carries a hint).
+ */
+export function candidateRead(candidates: readonly Candidate[]): [ids: string[], groups: string[], hinted: boolean] {
   const groups = new Set<string>();
   for (const c of candidates) if (c.group !== undefined) groups.add(c.group);
-  return [candidates.map((c) => c.id), [...groups]];
+  return [candidates.map((c) => c.id), [...groups], candidates.some((c) => c.prior_pass_rate !== undefined)];
 }
 
 export function createRegistries(): Registries {
@@ -72,7 +75,7 @@ export class Allocator {
    * plan is the one planStep gives on the state after that record.
    */
   plan(candidates: readonly Candidate[], budget: Budget, options: PlanOptionsInput = {}): Plan {
-    const snapshot = this.readsAll(candidates.length) ? this.store.snapshot() : this.store.snapshot(...idsAndGroups(candidates), candidates.some((c) => c.prior_pass_rate !== undefined));
+    const snapshot = this.readsAll(candidates.length) ? this.store.snapshot() : this.store.snapshot(...candidateRead(candidates));
     const changes = metaChanges(snapshot, candidates);
     const plan = planStep(snapshotWithMeta(snapshot, changes), candidates, budget, this.merged(options), this.registries);
     this.store.recordPrompts(changes);

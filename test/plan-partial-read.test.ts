@@ -81,6 +81,20 @@ function observedCopy(): string {
 
 const largePath = largeState();
 
+/** The three reads of one state file: this library's (partial where it may), a whole read's, the service's; closed after `use`. */
+async function withReaders<T>(state: string, use: (r: { partial: Allocator; whole: Allocator; service: AsyncAllocator }) => Promise<T>): Promise<T> {
+  const partial = new Allocator({ state });
+  const whole = new Allocator({ store: wholeReads(new SqliteStore(state)) });
+  const service = new AsyncAllocator(await openAsyncStore(state));
+  try {
+    return await use({ partial, whole, service });
+  } finally {
+    partial.close();
+    whole.close();
+    await service.close();
+  }
+}
+
 const text = (plan: Plan) => `${JSON.stringify(plan, null, 2)}\n`;
 
 describe('a plan of few candidates on a large state', () => {
@@ -110,29 +124,17 @@ describe('a plan of few candidates on a large state', () => {
 
   it('plans what a whole read plans when the pooled rows were summed in the table\'s order, and what the service plans', async () => {
     const candidates = stepCandidates(500, 'step a');
-    const state = copyOf(path);
-    const partial = new Allocator({ state });
-    const whole = new Allocator({ store: wholeReads(new SqliteStore(state)) });
-    const service = new AsyncAllocator(await openAsyncStore(state));
-    try {
+    await withReaders(copyOf(path), async ({ partial, whole, service }) => {
       expect(whole.readsAll(candidates.length)).toBe(true);
       const got = text(partial.plan(candidates, budget));
       expect(got).toBe(text(whole.plan(candidates, budget)));
       expect(got).toBe(text(await service.plan(candidates, budget)));
-    } finally {
-      partial.close();
-      whole.close();
-      await service.close();
-    }
+    });
   });
 
   it('after an observe (pooled rows kept by differences): the service\'s plan, the same groups as a whole read\'s, values equal to 1e-9', async () => {
-    const observed = observedCopy();
     const candidates = stepCandidates(700, 'step b');
-    const partial = new Allocator({ state: observed });
-    const whole = new Allocator({ store: wholeReads(new SqliteStore(observed)) });
-    const service = new AsyncAllocator(await openAsyncStore(observed));
-    try {
+    await withReaders(observedCopy(), async ({ partial, whole, service }) => {
       const p = partial.plan(candidates, budget);
       const w = whole.plan(candidates, budget);
       expect(text(p)).toBe(text(await service.plan(candidates, budget)));
@@ -146,11 +148,7 @@ describe('a plan of few candidates on a large state', () => {
         }
       });
       expect(compared).toBeGreaterThan(3000);
-    } finally {
-      partial.close();
-      whole.close();
-      await service.close();
-    }
+    });
   });
 
   it('the CLI plans it as the service does, also where a whole read would differ', async () => {
@@ -161,16 +159,11 @@ describe('a plan of few candidates on a large state', () => {
     writeFileSync(prompts, candidates.map((c) => JSON.stringify(c)).join('\n') + '\n');
     const out = join(dir, 'plan.json');
     execFileSync(process.execPath, [CLI, 'plan', '--prompts', prompts, '--state', state, '--budget-rollouts', String(budget.rollouts), '--out', out]);
-    const service = new AsyncAllocator(await openAsyncStore(state));
-    const whole = new Allocator({ store: wholeReads(new SqliteStore(state)) });
-    try {
+    await withReaders(state, async ({ whole, service }) => {
       const got = readFileSync(out, 'utf8');
       expect(got).toBe(text(await service.plan(candidates, budget)));
       // On this state the two reads' numbers differ in the last digits: the CLI read the candidates' rows.
       expect(got).not.toBe(text(whole.plan(candidates, budget)));
-    } finally {
-      await service.close();
-      whole.close();
-    }
+    });
   });
 });

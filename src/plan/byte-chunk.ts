@@ -1,17 +1,17 @@
 import { chunkText } from '../io/utf8.js';
 
+/** Below this many bytes a copy goes byte by byte (ByteChunk.move). */
+const SHORT_COPY = 16;
+
 /**
  * Plan text built as UTF-8 bytes, for writing a plan file without a string per row. One
  * Uint8Array holds the chunk being written, `bytes[0, length)`, and after it an arena of
  * ASCII texts kept for copying (the writer's constants, pinned, and the numbers formatted by
- * plan/text-cache.ts), so a kept text is copied with copyWithin: a native copy inside one
- * array, with no object made per copy (a copy between two arrays costs 2-3 times more).
+ * plan/text-cache.ts), so a kept text is copied inside one array (copyWithin, or byte by byte
+ * when short), with no object made per copy (a copy between two arrays costs 2-3 times more).
  * Texts are written byte by byte when plain ASCII; anything else (an id to escape, non-ASCII
  * text) goes through the string JSON.stringify gives, so the bytes are always the text's.
  */
-/** Below this many bytes a copy goes byte by byte (ByteChunk.move). */
-const SHORT_COPY = 16;
-
 export class ByteChunk {
   /** The chunk, [0, length), then the arena, from `room`. */
   private bytes: Uint8Array;

@@ -1,4 +1,4 @@
-import { createRegistries, idsAndGroups } from '../allocator.js';
+import { candidateRead, createRegistries } from '../allocator.js';
 import { batchOf, type ResultBatch } from '../io/formats.js';
 import { mergePlanOptions, resolvePlanOptions, type PlanOptionsInput } from '../plan/options.js';
 import { planStep, type Registries } from '../plan/planner.js';
@@ -30,8 +30,7 @@ export class AsyncAllocator {
     const merged = mergePlanOptions(this.defaults, options);
     resolvePlanOptions(merged); // reject bad options before touching the store
     // As Allocator.plan: plan on the state as it reads once the candidates' metadata is recorded, then record it.
-    const [ids, groups] = idsAndGroups(candidates);
-    const snapshot = await this.store.snapshot(ids, groups, candidates.some((c) => c.prior_pass_rate !== undefined));
+    const snapshot = await this.store.snapshot(...candidateRead(candidates));
     const changes = metaChanges(snapshot, candidates);
     const plan = planStep(snapshotWithMeta(snapshot, changes), candidates, budget, merged, this.registries);
     await this.store.recordPrompts(changes);
