@@ -87,6 +87,27 @@ describe('SQLite claims, hopeful first (store/sqlite-apply.ts, store/sqlite.ts)'
     expect(() => applyWriter(path, source(keyless), true)).toThrow(ClaimConflict);
   });
 
+  it('a chunk whose new ids repeat: the hopeful claim gives each id to its first rollout, as the careful path does (store/claims.ts)', () => {
+    const twice = join(dir, 'twice.jsonl');
+    // each id twice in a row, first with reward 1, then 0: one chunk (512 kB), all ids new
+    const lines: string[] = [];
+    for (let i = 0; i < 300; i++) for (const reward of [1, 0]) lines.push(JSON.stringify({ prompt_id: `p${i % 13}`, step: 1, reward, rollout_id: `r${(i * 37) % 300}` }));
+    writeFileSync(twice, `${lines.join('\n')}\n`);
+    const [hopeful, careful] = ['twice-hopeful.db', 'twice-careful.db'].map((name) => join(dir, name)) as [string, string];
+    const summary = applyWriter(hopeful, fileResultSource(twice, twice), true);
+    expect(summary).toMatchObject({ applied: 300, duplicates: 300 });
+    expect(summary).toEqual(applyWriter(careful, fileResultSource(twice, twice), false));
+    expect(dump(hopeful)).toBe(dump(careful));
+    const store = new SqliteStore(hopeful);
+    try {
+      let successes = 0;
+      for (let p = 0; p < 13; p++) successes += store.get(`p${p}`)!.successes;
+      expect(successes).toBeCloseTo(300, 9); // every first rollout (reward 1), no repeat (reward 0)
+    } finally {
+      store.close();
+    }
+  });
+
   it('a store meeting a stored key applies again without hope: the state and counts of the careful path alone', () => {
     const [hopeful, careful] = ['hopeful.db', 'careful.db'].map((name) => join(dir, name)) as [string, string];
     const store = new SqliteStore(hopeful);

@@ -3,7 +3,7 @@ import type { ResultSource } from '../io/results.js';
 import type { DecayOptions } from '../posterior/decay.js';
 import type { PromptState } from '../posterior/state.js';
 import { applyEvidence, EvidenceAccumulator } from './accumulate.js';
-import { BatchClaims } from './claims.js';
+import { ALL_CLAIMED, BatchClaims } from './claims.js';
 import { POOLED_COLUMNS, PooledDeltas } from './pooled.js';
 import { withMeta, type PromptMeta } from './meta.js';
 import { lastStepReader } from './sqlite-last-step.js';
@@ -127,10 +127,10 @@ export class SqliteWriter {
     const claims = new BatchClaims(source.digest);
     for (const chunk of source.chunks(claims.taker(acc))) {
       const request = claims.request(chunk);
-      const claimed = hopeful ? request.keys : new Set<string>();
+      const claimed = hopeful ? ALL_CLAIMED : new Set<string>();
       for (let k = 0; k < request.claim.length; k += CLAIM_ROWS) {
         const part = request.claim.slice(k, k + CLAIM_ROWS);
-        if (!hopeful) for (const key of this.claim(part.length, true).all(part) as string[]) claimed.add(key);
+        if (claimed !== ALL_CLAIMED) for (const key of this.claim(part.length, true).all(part) as string[]) claimed.add(key);
         else if (this.claim(part.length, false).run(part).changes !== part.length) throw new ClaimConflict();
       }
       claims.settle(chunk, claimed, request.legacy !== undefined && this.seen.get(request.legacy) !== undefined, acc);
