@@ -55,6 +55,26 @@ describe.skipIf(url === undefined)('PostgreSQL reads and rollout-id claims', () 
     }
   });
 
+  it('new ids that repeat within a chunk: each is applied once, its first rollout (the claim took every key: store/claims.ts ALL_CLAIMED)', async () => {
+    const file = join(tempDir('rb-pg-claims-'), 'twice.jsonl');
+    // each id twice in a row, first with reward 1, then 0; one chunk, every id new
+    const lines: string[] = [];
+    for (let i = 0; i < 120; i++) for (const reward of [1, 0]) lines.push(JSON.stringify({ prompt_id: `p${i % 7}`, step: 1, reward, rollout_id: `t${(i * 11) % 120}` }));
+    writeFileSync(file, `${lines.join('\n')}\n`);
+    const schemaUrl = freshPgUrl(url!);
+    const store = await PostgresStore.connect(schemaUrl);
+    try {
+      expect(await store.applySource(fileResultSource(file, file), defaultDecay)).toMatchObject({ applied: 120, duplicates: 120 });
+      let successes = 0;
+      for (let p = 0; p < 7; p++) successes += (await store.get(`p${p}`))!.successes;
+      expect(successes).toBeCloseTo(120, 9); // every first rollout (reward 1), no repeat (reward 0)
+      expect(await store.applySource(fileResultSource(file, file), defaultDecay)).toMatchObject({ applied: 0, duplicates: 240 });
+    } finally {
+      await store.close();
+      await dropSchema(url!, schemaUrl);
+    }
+  });
+
   it('a snapshot of ids that repeat, come unsorted or are missing reads each stored prompt once', async () => {
     const file = join(tempDir('rb-pg-claims-'), 'snap.jsonl');
     writeFileSync(file, idLines(0, 40));

@@ -3,7 +3,7 @@ import type { ResultSource } from '../io/results.js';
 import { LN_EVIDENCE_FLOOR, LN_GUARD, type DecayOptions } from '../posterior/decay.js';
 import type { PromptState } from '../posterior/state.js';
 import { applyEvidence, EvidenceAccumulator, type StepEvidence } from './accumulate.js';
-import { BatchClaims } from './claims.js';
+import { ALL_CLAIMED, BatchClaims } from './claims.js';
 import { dollarQuoted, pgArray } from './pg-array.js';
 import { PooledDeltas } from './pooled.js';
 import { addPooled } from './postgres-pooled.js';
@@ -142,8 +142,10 @@ export async function applyIn(c: pg.PoolClient, s: string, source: ResultSource,
     const refusing = request.claim.length > 0 ? claimKeys(c, s, request.claim) : Promise.resolve([]);
     refusing.catch(() => undefined); // awaited below; a bad line in the next chunk throws first
     next = chunks.next();
-    const claimed = new Set<string>(request.claim);
-    for (const k of await refusing) claimed.delete(k);
+    const refused = await refusing;
+    // Every key claimed (the usual batch): settle needs no set of them (store/claims.ts).
+    const claimed = refused.length === 0 ? ALL_CLAIMED : new Set<string>(request.claim);
+    if (claimed !== ALL_CLAIMED) for (const k of refused) claimed.delete(k);
     let legacySeen = false;
     if (request.legacy !== undefined) {
       legacySeen = ((await c.query(`SELECT 1 FROM ${s}.seen WHERE rollout_id = $1`, [request.legacy])).rowCount ?? 0) > 0;
