@@ -20,15 +20,20 @@ export function fnv1aAfter(after: number, text: string): number {
  * The first key that repeats an earlier one, in order: `{ at, before }` (positions), or
  * undefined when all are distinct. `hashes[i]` must be fnv1a(keyOf(i)) (any hash of the key
  * works), and `collide` the hashes that occur more than once among them (collidingHashes).
- * Compares strings only where hashes collide: no map of N strings. O(N).
+ * Compares strings only where hashes collide: no map of N strings. A bitmap of the colliding
+ * hashes' low 16 bits turns nearly every hash away before the set is asked (10⁶ ids: 41 →
+ * 5 ms; a hash past 2³⁰ read for the set is a heap number). O(N).
  */
 export function firstRepeat(
   count: number, keyOf: (i: number) => string, hashes: Uint32Array, collide: Set<number> | undefined,
 ): { at: number; before: number } | undefined {
   if (collide === undefined) return undefined;
+  const bits = new Int32Array(1 << 11);
+  for (const h of collide) bits[(h & 0xffff) >>> 5]! |= 1 << (h & 31);
   const first = new Map<string, number>();
   for (let i = 0; i < count; i++) {
-    if (!collide.has(hashes[i]!)) continue;
+    const h = hashes[i]!;
+    if ((bits[(h & 0xffff) >>> 5]! & (1 << (h & 31))) === 0 || !collide.has(h)) continue;
     const key = keyOf(i);
     const before = first.get(key);
     if (before !== undefined) return { at: i, before };
