@@ -51,24 +51,44 @@ export class ByteChunk {
    */
   keep(text: string, pin = false): number {
     const n = text.length;
-    let arena = this.bytes.length - this.room;
-    if (this.used + n > arena) {
-      if (arena < this.maxArena || this.pinned + n > arena) {
-        while (this.used + n > arena) arena *= 2;
-        const bytes = new Uint8Array(this.room + arena);
-        bytes.set(this.bytes.subarray(0, this.room + this.used));
-        this.bytes = bytes;
-      } else {
-        this.used = this.pinned;
-        this.generation++;
-      }
-    }
+    this.reserve(n);
     const at = this.used;
     const b = this.bytes;
     for (let i = 0, p = this.room + at; i < n; i++) b[p + i] = text.charCodeAt(i);
     this.used = at + n;
     if (pin) this.pinned = this.used;
     return at;
+  }
+
+  /**
+   * Keeps the chunk's own last bytes, [from, length), in the arena as keep() keeps a text (they
+   * must be ASCII: texts written by copy(), num() and quoted() of plain ids); returns their offset.
+   */
+  keepWritten(from: number): number {
+    const n = this.length - from;
+    this.reserve(n);
+    const at = this.used;
+    this.bytes.copyWithin(this.room + at, from, this.length);
+    this.used = at + n;
+    return at;
+  }
+
+  /**
+   * Makes room for `n` more bytes in the arena: doubles it up to `maxArena` (the chunk's bytes
+   * are kept), then drops its unpinned texts instead (`generation` counts the drops).
+   */
+  private reserve(n: number): void {
+    let arena = this.bytes.length - this.room;
+    if (this.used + n <= arena) return;
+    if (arena < this.maxArena || this.pinned + n > arena) {
+      while (this.used + n > arena) arena *= 2;
+      const bytes = new Uint8Array(this.room + arena);
+      bytes.set(this.bytes.subarray(0, this.room + this.used));
+      this.bytes = bytes;
+    } else {
+      this.used = this.pinned;
+      this.generation++;
+    }
   }
 
   /** Appends the kept text at arena offset `at`, `n` bytes long. */

@@ -11,15 +11,10 @@ import type { Plan } from './types.js';
  * whole file (a 10⁶-prompt plan file is ~230-260 MB). The bytes are JSON.stringify's
  * (test/plan-golden.test.ts compares them with plans written before). A plan whose
  * `allocations` were read or replaced is written from those objects instead (one string).
- * Runs of fields whose numbers repeat are formatted once (plan/text-cache.ts) and copied.
+ * Runs of fields whose numbers repeat are formatted once (plan/text-cache.ts) and copied; a
+ * run's first text is written straight into the chunk and kept from there.
  * A chunk ends after a row, so it holds whole characters. O(rows).
  */
-/** A number as JSON.stringify writes it (non-finite: null). */
-const num = (x: number) => (Number.isFinite(x) ? String(x) : 'null');
-
-/** A value as JSON.stringify writes it, with the common number case first. */
-const json = (v: unknown) => (typeof v === 'number' ? num(v) : JSON.stringify(v));
-
 /** Marks the allocations' place in the header's JSON text. */
 const MARK = '\u0000allocations';
 
@@ -79,30 +74,57 @@ function* jsonChunks(plan: Plan, pretty: boolean): Generator<PlanChunk> {
   const texts = rowTexts(pretty, columns.length);
   try {
     const { chunk, counts, posteriors, values } = texts;
-    // The layout's own texts: between two rows, and before first_rollout's number.
+    // The layout's own texts, pinned in the arena and copied by index: between two rows,
+    // before first_rollout's number, and the field names before each cached run's numbers.
     const next = `${close}${between}${open}"prompt_id"${indent}`;
     const rolloutKey = name('first_rollout');
-    const constants = (texts.constants ??= Int32Array.of(chunk.keep(next, true), chunk.keep(rolloutKey, true)));
+    const keys = [next, rolloutKey, nKey, maxKey, tokensKey, meanKey, lowKey, highKey, valueKey];
+    const constants = (texts.constants ??= Int32Array.from(keys, (k) => chunk.keep(k!, true)));
+    const constant = (k: number) => chunk.copy(constants[k]!, keys[k]!.length);
     chunk.text(`${text.slice(0, at)}${key}[${pretty ? '\n' : ''}${open}"prompt_id"${indent}`);
     const read = allocationReader(columns);
     const row = emptyFields();
     for (let j = 0; j < columns.length; j++) {
       read(j, row);
-      if (j > 0) chunk.copy(constants[0]!, next.length);
+      if (j > 0) constant(0);
       chunk.quoted(row.prompt_id);
+      // A text not cached is written straight into the chunk, then kept from there.
       const max = row.max_tokens;
       let s = counts.get(row.n, max ?? 0, max === null ? 1 : 0);
-      if (s < 0) s = counts.put(`${nKey}${num(row.n)}${maxKey}${json(max)}${tokensKey}`);
-      counts.write(s);
+      if (s >= 0) counts.write(s);
+      else {
+        const from = chunk.length;
+        constant(2);
+        chunk.num(row.n);
+        constant(3);
+        if (max === null) chunk.text('null');
+        else chunk.num(max);
+        constant(4);
+        counts.putWritten(from);
+      }
       chunk.num(row.expected_tokens);
       s = posteriors.get(row.p_mean, row.p_low, row.p_high);
-      if (s < 0) s = posteriors.put(`${meanKey}${num(row.p_mean)}${lowKey}${num(row.p_low)}${highKey}${num(row.p_high)}${valueKey}`);
-      posteriors.write(s);
+      if (s >= 0) posteriors.write(s);
+      else {
+        const from = chunk.length;
+        constant(5);
+        chunk.num(row.p_mean);
+        constant(6);
+        chunk.num(row.p_low);
+        constant(7);
+        chunk.num(row.p_high);
+        constant(8);
+        posteriors.putWritten(from);
+      }
       s = values.get(row.value, 0, 0);
-      if (s < 0) s = values.put(num(row.value));
-      values.write(s);
+      if (s >= 0) values.write(s);
+      else {
+        const from = chunk.length;
+        chunk.num(row.value);
+        values.putWritten(from);
+      }
       if (row.first_rollout > 0) {
-        chunk.copy(constants[1]!, rolloutKey.length);
+        constant(1);
         chunk.num(row.first_rollout);
       }
       if (chunk.length >= CHUNK) yield chunk.take();

@@ -51,7 +51,18 @@ export class TextCache {
 
   /** Keeps the ASCII `text` for the numbers of the last get() that missed; returns its slot. */
   put(text: string): number {
-    const at = this.chunk.keep(text);
+    return this.slotFor(this.chunk.keep(text), text.length);
+  }
+
+  /**
+   * Keeps the chunk's bytes written since `from` (ASCII) as the text for the numbers of the
+   * last get() that missed: the text written straight into the chunk, with no string made.
+   */
+  putWritten(from: number): void {
+    this.slotFor(this.chunk.keepWritten(from), this.chunk.length - from);
+  }
+
+  private slotFor(at: number, length: number): number {
     if (this.generation !== this.chunk.generation) this.clear();
     const s = this.slot;
     const b = this.key;
@@ -59,7 +70,7 @@ export class TextCache {
     this.keys[3 * s + 1] = b[1]!;
     this.keys[3 * s + 2] = b[2]!;
     this.starts[s] = at;
-    this.lengths[s] = text.length;
+    this.lengths[s] = length;
     return s;
   }
 
