@@ -1,7 +1,8 @@
 import jstatPkg from 'jstat';
 import seedrandom from 'seedrandom';
 import { describe, expect, it } from 'vitest';
-import { betaQuantile, lgamma } from '../src/index.js';
+import { betaQuantile, betaQuantileFast, lgamma } from '../src/index.js';
+import { betaIntervalFast } from '../src/math/beta.js';
 
 const { jStat } = jstatPkg;
 
@@ -27,5 +28,26 @@ describe('the port of jStat\'s incomplete beta', () => {
       checked++;
     }
     expect(checked).toBe(20_005);
+  });
+
+  it('a plan\'s interval, both quantiles at once (betaIntervalFast), gives the bits of each alone, jStat\'s where exact', () => {
+    const random = seedrandom('beta-interval');
+    let exact = 0;
+    let expanded = 0;
+    for (let k = 0; k < 20_000; k++) {
+      const a = Math.exp(-4.6 + random() * 9);
+      const b = Math.exp(-4.6 + random() * 9);
+      const q = k % 4 === 0 ? 0.05 : random();
+      const [low, high] = betaIntervalFast(q, a, b);
+      expect(low, `betaIntervalFast(${q}, ${a}, ${b})[0]`).toBe(betaQuantileFast(q, a, b));
+      expect(high, `betaIntervalFast(${q}, ${a}, ${b})[1]`).toBe(betaQuantileFast(1 - q, a, b));
+      if (a < 5 || b < 5) {
+        expect(low).toBe(jStat.beta.inv(q, a, b));
+        expect(high).toBe(jStat.beta.inv(1 - q, a, b));
+        exact++;
+      } else expanded++;
+    }
+    expect(exact).toBeGreaterThan(5_000);
+    expect(expanded).toBeGreaterThan(1_000);
   });
 });

@@ -1,4 +1,4 @@
-import { gammaln, ibetainv } from './incomplete-beta.js';
+import { gammaln, ibetainv, ibetainvWith, lnGammas } from './incomplete-beta.js';
 
 /** ln Γ(x), x > 0 (Lanczos, jStat's gammaln: math/incomplete-beta.ts; relative error ~1e-15). */
 export function lgamma(x: number): number {
@@ -73,15 +73,37 @@ function polygammas(x: number): [number, number, number, number] {
  */
 export function betaQuantileFast(q: number, alpha: number, beta: number): number {
   if (alpha < 5 || beta < 5) return betaQuantile(q, alpha, beta);
+  return cornishFisher(q, cumulants(alpha, beta));
+}
+
+/** logit(p)'s mean, standard deviation and scaled third and fourth cumulants for Beta(α, β). */
+function cumulants(alpha: number, beta: number): { mean: number; sd: number; g1: number; g2: number } {
   const [da, ta, ua, va] = polygammas(alpha);
   const [db, tb, ub, vb] = polygammas(beta);
   const k2 = ta + tb;
   const sd = Math.sqrt(k2);
-  const g1 = (ua - ub) / (k2 * sd);
-  const g2 = (va + vb) / (k2 * k2);
+  return { mean: da - db, sd, g1: (ua - ub) / (k2 * sd), g2: (va + vb) / (k2 * k2) };
+}
+
+/** betaQuantileFast's expansion at q for cumulants(α, β). */
+function cornishFisher(q: number, { mean, sd, g1, g2 }: { mean: number; sd: number; g1: number; g2: number }): number {
   const z = normalQuantile(q);
   const w = z + ((z * z - 1) * g1) / 6 + ((z * z * z - 3 * z) * g2) / 24 - ((2 * z * z * z - 5 * z) * g1 * g1) / 36;
-  return 1 / (1 + Math.exp(-(da - db + sd * w)));
+  return 1 / (1 + Math.exp(-(mean + sd * w)));
+}
+
+/**
+ * [betaQuantileFast(q, α, β), betaQuantileFast(1 − q, α, β)], the same bits, sharing what the
+ * two have in common (the polygammas, or the exact quantile's ln Γ of α, β and α + β): a
+ * plan's interval. O(1).
+ */
+export function betaIntervalFast(q: number, alpha: number, beta: number): [number, number] {
+  if (alpha < 5 || beta < 5) {
+    const ln = lnGammas(alpha, beta);
+    return [ibetainvWith(q, alpha, beta, ln), ibetainvWith(1 - q, alpha, beta, ln)];
+  }
+  const c = cumulants(alpha, beta);
+  return [cornishFisher(q, c), cornishFisher(1 - q, c)];
 }
 
 /** A uniform random source on [0, 1): injected everywhere randomness is used. */

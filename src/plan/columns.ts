@@ -1,4 +1,4 @@
-import { betaQuantileFast } from '../math/beta.js';
+import { betaIntervalFast } from '../math/beta.js';
 import { PairCache } from '../math/pair-cache.js';
 import type { Allocation, Candidate, Plan, PlanColumns } from './types.js';
 
@@ -120,7 +120,7 @@ function memoizedInterval(q: number, size: number): (a: number, b: number) => [n
   const bits = Math.min(16, Math.max(12, Math.ceil(Math.log2(2 * size + 1))));
   let cache = kept.get(q);
   if (cache === undefined || cache.bits < bits) {
-    cache = new PairCache((a, b) => [betaQuantileFast(q, a, b), betaQuantileFast(1 - q, a, b)], bits);
+    cache = new PairCache((a, b) => betaIntervalFast(q, a, b), bits);
     kept.delete(q);
     if (kept.size >= KEPT_INTERVALS) kept.delete(kept.keys().next().value!);
     kept.set(q, cache);
