@@ -46,6 +46,53 @@ describe('firstRepeat', () => {
   });
 });
 
+describe('collidingHashes', () => {
+  it('gives the values that occur more than once, as counting them in a map does, for any hashes', () => {
+    let runs = 0;
+    let withRepeats = 0;
+    fc.assert(
+      fc.property(
+        // Few distinct values (many repeats), any uint32, or values equal in their low or high bits.
+        fc.array(fc.oneof(fc.integer({ min: 0, max: 40 }), fc.nat({ max: 0xffffffff }), fc.integer({ min: 0, max: 63 }).map((k) => (k << 26) >>> 0)), { maxLength: 300 }),
+        fc.nat({ max: 5 }),
+        (values, extra) => {
+          const hashes = new Uint32Array(values.length + extra); // only the first values.length count
+          hashes.set(values);
+          hashes.fill(7, values.length);
+          const counts = new Map<number, number>();
+          for (const v of values) counts.set(v, (counts.get(v) ?? 0) + 1);
+          const expected = [...counts].filter(([, n]) => n > 1).map(([v]) => v).sort((a, b) => a - b);
+          const got = collidingHashes(values.length, hashes);
+          if (expected.length === 0) expect(got).toBeUndefined();
+          else {
+            expect([...got!].sort((a, b) => a - b)).toEqual(expected);
+            withRepeats++;
+          }
+          runs++;
+        },
+      ),
+      { numRuns: 400 },
+    );
+    expect(runs).toBe(400);
+    expect(withRepeats).toBeGreaterThan(20);
+    // 10⁵ hashes of distinct ids, then each again: every value repeats.
+    const ids = Uint32Array.from({ length: 200_000 }, (_, i) => fnv1a(`prompt-${i % 100_000}`));
+    expect(collidingHashes(ids.length, ids)!.size).toBe(new Set(ids).size);
+    expect(new Set(ids).size).toBeGreaterThan(99_990);
+  });
+
+  it('hashes made to crowd its table (all in one slot, all different) give the same answer, by sorting', () => {
+    // k · φ⁻¹ (mod 2³²), φ the table's multiplier: times φ it is k again, so every one of them
+    // starts at slot 0 and the probes grow as k².
+    let inverse = 0x9e3779b1;
+    for (let step = 0; step < 5; step++) inverse = Math.imul(inverse, 2 - Math.imul(0x9e3779b1, inverse));
+    expect(Math.imul(inverse, 0x9e3779b1)).toBe(1);
+    const crowded = Uint32Array.from({ length: 1500 }, (_, k) => Math.imul(k % 1000, inverse) >>> 0);
+    const got = collidingHashes(crowded.length, crowded)!;
+    expect([...got].sort((a, b) => a - b)).toEqual(Array.from({ length: 500 }, (_, k) => Math.imul(k, inverse) >>> 0).sort((a, b) => a - b));
+  });
+});
+
 describe('fnv1aAfter', () => {
   it('continues the hash of a prefix: fnv1aAfter(fnv1a(p), t) is fnv1a(p + t), for any texts', () => {
     let runs = 0;
