@@ -4,9 +4,14 @@ import type { ValueFunction } from './functions.js';
 import { slotsOf, WIDE, type Slots } from './slots.js';
 import type { CurveMode, ValueCurves } from './types.js';
 
-/** Where a prompt's cursor state lives: a shared node (≥ 0), its own row, or nowhere yet. */
+/**
+ * Where a prompt's cursor state lives: a shared node (≥ 0), nowhere yet (NONE), or its own
+ * row r, written OWN − r (≤ OWN).
+ */
 const OWN = -2;
 const NONE = -1;
+/** Own rows made at first, then doubled as more prompts need one. */
+const FIRST_ROWS = 1024;
 
 /**
  * Value curves of one value function for N prompts.
@@ -35,11 +40,15 @@ export class MonomialCurves implements ValueCurves {
   private readonly alpha: Float64Array;
   private readonly beta: Float64Array;
   private readonly p: Float64Array;
-  /** Per prompt: its class and where its state is; rows of its own (k a prompt) and their n. */
+  /** Per prompt: its class and where its state is. */
   private classOf: Int32Array = new Int32Array(0);
   private at = new Int32Array(0);
+  /** Own rows (k terms each) and their n, given out in order; rows a prompt left for a node, to give again. */
   private term = new Float64Array(0);
   private cursor = new Int32Array(0);
+  private owned = 0;
+  private readonly freeRows: number[] = [];
+  private classCount = 0;
   /** Per class: shared or not, folded constants (NaN until folded), the last seek's n and node. */
   private shared = new Uint8Array(0);
   private base = new Float64Array(0);
@@ -79,6 +88,7 @@ export class MonomialCurves implements ValueCurves {
     if (this.at.length === this.size) return;
     const classes = curveClasses(this.isBeta ? this.alpha : this.p, this.isBeta ? this.beta : undefined);
     this.classOf = classes.classOf;
+    this.classCount = classes.count;
     this.shared = Uint8Array.from(classes.members, (m) => (m > 1 ? 1 : 0));
     this.base = new Float64Array(classes.count).fill(NaN);
     this.perN = new Float64Array(this.slots.hasPerN ? classes.count : 0);
@@ -88,26 +98,55 @@ export class MonomialCurves implements ValueCurves {
     this.nodes = new CurveNodes(this.k, (this.size >> 1) + 4096);
   }
 
-  /** Gives prompt i a row of its own (the rows are allocated with the first), holding `from`'s state or none. */
+  /**
+   * Gives prompt i a row of its own, holding `from`'s state, or none (zeros: a row not written
+   * yet) when it had no state; a prompt that has its row keeps it. Rows are made as prompts
+   * need them, not N at once: a warm state's 10⁶ prompts needed 673 here (N rows are made at
+   * once when every prompt is alone in its class, as a point-mode policy's draws are).
+   */
   private own(i: number, from: number): void {
-    if (this.term.length === 0) {
-      this.term = new Float64Array(this.size * this.k);
-      this.cursor = new Int32Array(this.size);
-    }
     const k = this.k;
+    const node = this.at[i]!;
+    let r: number;
+    if (node <= OWN) r = OWN - node;
+    else {
+      r = this.freeRows.pop() ?? this.owned++;
+      if (r === this.cursor.length) this.growRows();
+      if (from < 0) {
+        this.term.fill(0, r * k, r * k + k);
+        this.cursor[r] = 0;
+      }
+    }
     if (from >= 0) {
       const term = this.nodes.term;
-      for (let t = 0; t < k; t++) this.term[i * k + t] = term[from * k + t]!;
-      this.cursor[i] = this.nodes.n[from]!;
+      for (let t = 0; t < k; t++) this.term[r * k + t] = term[from * k + t]!;
+      this.cursor[r] = this.nodes.n[from]!;
     }
-    this.moveTo(i, OWN);
+    this.moveTo(i, OWN - r);
   }
 
-  /** Puts prompt i's cursor at `node` (or OWN), counting the prompts at each node. */
+  /** More own rows: twice as many (at least FIRST_ROWS, at most one a prompt). */
+  private growRows(): void {
+    const rows = this.classCount === this.size ? this.size : Math.min(this.size, Math.max(FIRST_ROWS, 2 * this.cursor.length));
+    const term = new Float64Array(rows * this.k);
+    term.set(this.term);
+    this.term = term;
+    const cursor = new Int32Array(rows);
+    cursor.set(this.cursor);
+    this.cursor = cursor;
+  }
+
+  /** Prompt i's own row (its `at` is OWN or below). */
+  private rowOf(i: number): number {
+    return OWN - this.at[i]!;
+  }
+
+  /** Puts prompt i's cursor at `node` (or an own row), counting the prompts at each node; a row left for a node is given again. */
   private moveTo(i: number, node: number): void {
     const refs = this.nodes.refs;
     const from = this.at[i]!;
     if (from >= 0) refs[from]!--;
+    else if (from <= OWN && node > OWN) this.freeRows.push(OWN - from);
     if (node >= 0) refs[node]!++;
     this.at[i] = node;
   }
@@ -171,15 +210,16 @@ export class MonomialCurves implements ValueCurves {
       this.moveTo(i, this.seekNode[c]!);
     } else {
       this.own(i, -1);
-      this.fill(this.term, i * this.k, i, n);
-      this.cursor[i] = n;
+      const r = this.rowOf(i);
+      this.fill(this.term, r * this.k, i, n);
+      this.cursor[r] = n;
     }
     return this.current(i);
   }
 
   cursorOf(i: number): number {
     const node = this.at[i] ?? NONE;
-    return node >= 0 ? this.nodes.n[node]! : node === OWN ? this.cursor[i]! : 0;
+    return node >= 0 ? this.nodes.n[node]! : node <= OWN ? this.cursor[OWN - node]! : 0;
   }
 
   /** Prompt i's shared state (a node), or −1 when its state is its own or it has none. */
@@ -193,7 +233,7 @@ export class MonomialCurves implements ValueCurves {
     const n = this.cursorOf(i);
     if (n <= 0) return 0;
     const term = node >= 0 ? this.nodes.term : this.term;
-    const at = (node >= 0 ? node : i) * this.k;
+    const at = (node >= 0 ? node : OWN - node) * this.k;
     const c = this.classOf[i]!;
     const { k, c0, c1 } = this.slots;
     let total = this.base[c]! + (this.slots.hasPerN ? n * this.perN[c]! : 0);
@@ -255,7 +295,8 @@ export class MonomialCurves implements ValueCurves {
       return g;
     }
     if (node === NONE) this.own(i, -1);
-    return this.gainAt(this.term, i * this.k, i, this.cursor[i]!);
+    const r = this.rowOf(i);
+    return this.gainAt(this.term, r * this.k, i, this.cursor[r]!);
   }
 
   private gainAt(term: Float64Array, at: number, i: number, n: number): number {
@@ -316,10 +357,11 @@ export class MonomialCurves implements ValueCurves {
       }
       this.own(i, node);
     } else if (node === NONE) return 0;
-    const start = this.cursor[i]!;
+    const r = this.rowOf(i);
+    const start = this.cursor[r]!;
     if (start <= 0) return 0;
-    const taken = this.walk(this.term, i * this.k, i, start, unitCost, lambda, maxN);
-    this.cursor[i] = start + taken;
+    const taken = this.walk(this.term, r * this.k, i, start, unitCost, lambda, maxN);
+    this.cursor[r] = start + taken;
     return taken;
   }
 
@@ -350,9 +392,10 @@ export class MonomialCurves implements ValueCurves {
       return;
     }
     if (node === NONE) this.own(i, -1);
-    const n = this.cursor[i]!;
-    this.multiply(this.term, i * this.k, i, n);
-    this.cursor[i] = n + 1;
+    const r = this.rowOf(i);
+    const n = this.cursor[r]!;
+    this.multiply(this.term, r * this.k, i, n);
+    this.cursor[r] = n + 1;
   }
 
   /** The node one rollout above `node` (of prompt i's class), made on first use; −1 when the nodes are full. */
@@ -381,9 +424,13 @@ export class MonomialCurves implements ValueCurves {
     }
     const n = this.cursorOf(i);
     const row = this.scratch.scratch;
-    const from = node >= 0 ? this.nodes.term : this.term;
-    const at = (node >= 0 ? node : i) * this.k;
-    for (let t = 0; t < this.k; t++) row[t] = from[at + t]!;
+    // No state yet (NONE): the zeros of a row not written.
+    if (node === NONE) row.fill(0);
+    else {
+      const from = node >= 0 ? this.nodes.term : this.term;
+      const at = (node >= 0 ? node : OWN - node) * this.k;
+      for (let t = 0; t < this.k; t++) row[t] = from[at + t]!;
+    }
     this.multiply(row, 0, i, n);
     return this.gainAt(row, 0, i, n + 1);
   }
