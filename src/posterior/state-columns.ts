@@ -1,4 +1,4 @@
-import { addToGroupStats, emptyGroupStats, type GroupStats, type PromptState, type StateSnapshot } from './state.js';
+import { addInto, emptyGroupStats, type GroupStats, type PromptState, type StateSnapshot } from './state.js';
 import { PackedIdIndex, type PackedIdParts } from './packed-ids.js';
 
 /** Integers that an Int32Array keeps as they are (not −0). */
@@ -187,10 +187,11 @@ export class StateColumns {
   snapshot(lastStep?: number | null): StateSnapshot {
     const n = this.size;
     const { f, i } = this;
-    // The fields addToGroupStats reads, one object reused over the rows.
+    // The fields addInto reads, one object reused over the rows.
     const row = { successes: 0, failures: 0, correctCount: 0, correctTokens: 0, wrongCount: 0, wrongTokens: 0 };
-    const groups: GroupStats[] = this.groupNames.map(() => emptyGroupStats);
-    let all = emptyGroupStats;
+    // Sums of their own, added to in place (posterior/state.ts addInto).
+    const groups: GroupStats[] = this.groupNames.map(() => ({ ...emptyGroupStats }));
+    const all = { ...emptyGroupStats };
     let latest: number | null = null;
     for (let k = 0; k < n; k++) {
       const a = F * k;
@@ -201,9 +202,9 @@ export class StateColumns {
       row.correctTokens = f[a + CORRECT_TOKENS]!;
       row.wrongCount = i[b + WRONG_COUNT]!;
       row.wrongTokens = f[a + WRONG_TOKENS]!;
-      all = addToGroupStats(all, row);
+      addInto(all, row);
       const g = i[b + GROUP]!;
-      if (g >= 0) groups[g] = addToGroupStats(groups[g]!, row);
+      if (g >= 0) addInto(groups[g]!, row);
       const step = i[b + LAST_STEP]!;
       if (i[b + ROLLOUTS]! > 0 && (latest === null || step > latest)) latest = step;
     }

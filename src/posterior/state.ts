@@ -57,19 +57,28 @@ export type PooledFields = Pick<PromptState, 'successes' | 'failures' | 'correct
 
 /** Adds one prompt to a group's pooled figures. */
 export function addToGroupStats(stats: GroupStats, s: PooledFields): GroupStats {
+  const sum = { ...stats };
+  addInto(sum, s);
+  return sum;
+}
+
+/**
+ * addToGroupStats in place, on a sum of one's own: the same additions in the same order (so
+ * the same bits), without an object a prompt (a state's 10⁶ rows: 147 MB of short-lived
+ * objects in a plan).
+ */
+export function addInto(sum: { -readonly [K in keyof GroupStats]: number }, s: PooledFields): void {
   const evidence = s.successes + s.failures;
   const rate = evidence > 0 ? s.successes / evidence : 0;
   const has = evidence > 0 ? 1 : 0;
-  return {
-    count: stats.count + has,
-    sumRate: stats.sumRate + has * rate,
-    sumRate2: stats.sumRate2 + has * rate * rate,
-    sumNoise: stats.sumNoise + (has ? (rate * (1 - rate)) / evidence : 0),
-    correctCount: stats.correctCount + s.correctCount,
-    correctTokens: stats.correctTokens + s.correctTokens,
-    wrongCount: stats.wrongCount + s.wrongCount,
-    wrongTokens: stats.wrongTokens + s.wrongTokens,
-  };
+  sum.count = sum.count + has;
+  sum.sumRate = sum.sumRate + has * rate;
+  sum.sumRate2 = sum.sumRate2 + has * rate * rate;
+  sum.sumNoise = sum.sumNoise + (has ? (rate * (1 - rate)) / evidence : 0);
+  sum.correctCount = sum.correctCount + s.correctCount;
+  sum.correctTokens = sum.correctTokens + s.correctTokens;
+  sum.wrongCount = sum.wrongCount + s.wrongCount;
+  sum.wrongTokens = sum.wrongTokens + s.wrongTokens;
 }
 
 /**
