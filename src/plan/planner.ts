@@ -1,7 +1,7 @@
 import { RolloutBudgetError, badInput, quote } from '../errors.js';
 import { fnv1a } from '../math/hash.js';
 import { forgetFactor } from '../posterior/decay.js';
-import { expectedTokens } from '../posterior/length.js';
+import { expectedTokensInto } from '../posterior/length.js';
 import { checkHint, hintPriors, type HintPriors } from '../posterior/hints.js';
 import { flatPrior, priorFor, type Prior } from '../posterior/prior.js';
 import type { PromptState, StateSnapshot } from '../posterior/state.js';
@@ -127,6 +127,7 @@ export function planStep(
   const assumedLengths = { total: 0, withoutMaxTokens: 0 };
   let missingPromptTokens = 0;
   let fresh = 0; // candidates new to the state: no evidence, no partial rewards (the round share's u)
+  const estimate = { tokens: 0, assumed: false }; // each prompt's length estimate, in turn
   const { alpha, beta } = posteriors(snapshot, candidates, step, options, tieBreak, (i, s, a, b) => {
     const c = candidates[i]!;
     if ((s === undefined || s.rollouts === 0) && (partials === undefined || partials.groups[i]!.rollouts === 0)) fresh++;
@@ -134,7 +135,7 @@ export function planStep(
     const group = named === null ? undefined : snapshot.group(named);
     const pa = partials === undefined ? a : a + partials.successes[i]!;
     const pb = partials === undefined ? b : b + partials.failures[i]!;
-    const est = expectedTokens(s, group, snapshot.all, pa / (pa + pb), c.max_tokens, options.length);
+    const est = expectedTokensInto(estimate, s, group, snapshot.all, pa / (pa + pb), c.max_tokens, options.length);
     tokensPerRollout[i] = est.tokens;
     if (est.assumed) {
       assumedLengths.total++;

@@ -38,6 +38,19 @@ export function expectedTokens(
   maxTokens: number | undefined,
   opts: LengthOptions,
 ): LengthEstimate {
+  return expectedTokensInto({ tokens: 0, assumed: false }, state, group, all, pMean, maxTokens, opts);
+}
+
+/** expectedTokens written into `out` (returned): a planner's one object for all its prompts. O(1). */
+export function expectedTokensInto(
+  out: { tokens: number; assumed: boolean },
+  state: PromptState | undefined,
+  group: GroupStats | undefined,
+  all: GroupStats,
+  pMean: number,
+  maxTokens: number | undefined,
+  opts: LengthOptions,
+): LengthEstimate {
   const gc = mean(group?.correctTokens ?? 0, group?.correctCount ?? 0) ?? mean(all.correctTokens, all.correctCount);
   const gw = mean(group?.wrongTokens ?? 0, group?.wrongCount ?? 0) ?? mean(all.wrongTokens, all.wrongCount);
   const fallback = maxTokens ?? opts.defaultTokens;
@@ -48,5 +61,7 @@ export function expectedTokens(
   const lc = ((state?.correctTokens ?? 0) + k * baseC) / ((state?.correctCount ?? 0) + k);
   const lw = ((state?.wrongTokens ?? 0) + k * baseW) / ((state?.wrongCount ?? 0) + k);
   const tokens = pMean * lc + (1 - pMean) * lw;
-  return { tokens: maxTokens === undefined ? tokens : Math.min(tokens, maxTokens), assumed: assumed && (state?.correctCount ?? 0) + (state?.wrongCount ?? 0) === 0 };
+  out.tokens = maxTokens === undefined ? tokens : Math.min(tokens, maxTokens);
+  out.assumed = assumed && (state?.correctCount ?? 0) + (state?.wrongCount ?? 0) === 0;
+  return out;
 }

@@ -42,6 +42,12 @@ const LAST_STEP = 15;
 const ROLLOUTS = 16;
 const CORRECT_COUNT = 17;
 const WRONG_COUNT = 18;
+/** eachOf's one state object: a PromptState whose hint fields are always there (undefined for none), so its shape never changes. */
+type RowView = { -readonly [K in Exclude<keyof PromptState, 'priorPassRate' | 'priorSamples'>]: PromptState[K] } & {
+  priorPassRate: number | undefined;
+  priorSamples: number | undefined;
+};
+
 /** Ids looked up at a time by eachOf (findMany's block): 512 ids' slots, ends, units and rows stay in the caches. */
 const LOOKUP_BLOCK = 512;
 
@@ -159,6 +165,29 @@ export class StateColumns {
     return s;
   }
 
+  /** `view` set to row k's state (the hint's fields undefined when null); returns it. */
+  private view(view: RowView, k: number, id: string): PromptState {
+    const { f, i } = this;
+    const a = F * k;
+    const b = I * k;
+    const rate = f[a + PRIOR_PASS_RATE]!;
+    const samples = f[a + PRIOR_SAMPLES]!;
+    view.id = id;
+    view.group = this.groupOf(k);
+    view.successes = f[a + SUCCESSES]!;
+    view.failures = f[a + FAILURES]!;
+    view.lastStep = i[b + LAST_STEP]!;
+    view.rollouts = i[b + ROLLOUTS]!;
+    view.rewardSum = f[a + REWARD_SUM]!;
+    view.correctCount = i[b + CORRECT_COUNT]!;
+    view.correctTokens = f[a + CORRECT_TOKENS]!;
+    view.wrongCount = i[b + WRONG_COUNT]!;
+    view.wrongTokens = f[a + WRONG_TOKENS]!;
+    view.priorPassRate = rate === rate ? rate : undefined;
+    view.priorSamples = samples === samples ? samples : undefined;
+    return view;
+  }
+
   /**
    * StateSnapshot.eachOf: the ids looked up a block at a time (PackedIdIndex.findMany), then
    * the block's rows read once before their states are made, so that their cache misses too
@@ -166,6 +195,12 @@ export class StateColumns {
    */
   private eachOf(items: readonly { readonly id: string }[], hashes: Uint32Array, each: (i: number, state: PromptState | undefined) => void): void {
     const rows = new Int32Array(Math.min(LOOKUP_BLOCK, items.length));
+    // One state object for the call, its fields set anew for each prompt (StateSnapshot.eachOf:
+    // valid during `each` only): no object a prompt (a plan of 10⁶: 167 MB of them).
+    const view: RowView = {
+      id: '', group: null, successes: 0, failures: 0, lastStep: 0, rollouts: 0, rewardSum: 0, correctCount: 0, correctTokens: 0,
+      wrongCount: 0, wrongTokens: 0, priorPassRate: undefined, priorSamples: undefined,
+    };
     const f = this.f;
     for (let from = 0; from < items.length; from += LOOKUP_BLOCK) {
       const to = Math.min(items.length, from + LOOKUP_BLOCK);
@@ -175,7 +210,7 @@ export class StateColumns {
       this.read = read;
       for (let i = from; i < to; i++) {
         const k = rows[i - from]!;
-        each(i, k < 0 ? undefined : this.state(k, items[i]!.id));
+        each(i, k < 0 ? undefined : this.view(view, k, items[i]!.id));
       }
     }
   }

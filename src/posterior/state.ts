@@ -96,7 +96,10 @@ export interface StateSnapshot {
   /**
    * `each(i, get(items[i].id, hashes[i]))` for every i in order, where `hashes[i]` is
    * fnv1a(items[i].id): the planner's lookup of all its candidates. Optional: a snapshot that
-   * looks many ids up faster at once than one by one (StateColumns: in blocks) gives it.
+   * looks many ids up faster at once than one by one (StateColumns: in blocks) gives it. The
+   * state handed to `each` is good during that call only: an implementation may hand every
+   * call one object with its fields set anew (StateColumns does, its hint fields undefined
+   * where `get`'s state has none), so a caller that keeps a state copies it.
    */
   eachOf?(items: readonly { readonly id: string }[], hashes: Uint32Array, each: (i: number, state: PromptState | undefined) => void): void;
   /** Pooled figures of a group (null: prompts without a group are pooled only in `all`). */
