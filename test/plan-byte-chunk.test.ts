@@ -96,7 +96,7 @@ describe('plan byte chunks (plan/byte-chunk.ts)', () => {
     expect(cache.get(NaN, 0, 0)).toBe(-1);
   });
 
-  it('a text written into the chunk and kept from there (putWritten) is the one a later hit copies, also after the arena dropped its texts', () => {
+  it('a text written into the chunk and kept from there (reuse, keepWritten) is the one a later hit copies, also after the arena dropped its texts', () => {
     const chunk = new ByteChunk(16, 16, 64);
     const cache = new TextCache(8, chunk); // 256 slots: the 3 texts' keys share none
     const pinned = chunk.keep('<row>', true);
@@ -106,17 +106,13 @@ describe('plan byte chunks (plan/byte-chunk.ts)', () => {
       const x = round < 30 ? round % 3 : round % 7; // 3 texts fit the arena, 7 do not
       const text = `value ${x} ${'.'.repeat(2 * x)}`;
       chunk.copy(pinned, 5); // the row's bytes before the cached run stay out of it
-      let s = cache.get(x, 0.5, -0);
-      if (s >= 0) {
-        hits++;
-        cache.write(s);
-      } else {
+      if (cache.reuse(x, 0.5, -0)) hits++;
+      else {
         misses++;
-        const from = chunk.length;
         chunk.text('value ');
         chunk.num(x);
         chunk.text(` ${'.'.repeat(2 * x)}`);
-        cache.putWritten(from); // keeps [from, length): not the row's bytes before it
+        cache.keepWritten(); // keeps what came after reuse(): not the row's bytes before it
       }
       expect(chunkText(chunk.take())).toBe(`<row>${text}`);
     }

@@ -1,7 +1,7 @@
 import { RolloutBudgetError, badInput, quote } from '../errors.js';
 import { fnv1a } from '../math/hash.js';
 import { forgetFactor } from '../posterior/decay.js';
-import { expectedTokensInto } from '../posterior/length.js';
+import { expectedTokens } from '../posterior/length.js';
 import { checkHint, hintPriors, type HintPriors } from '../posterior/hints.js';
 import { flatPrior, priorFor, type Prior } from '../posterior/prior.js';
 import type { PromptState, StateSnapshot } from '../posterior/state.js';
@@ -135,7 +135,7 @@ export function planStep(
     const group = named === null ? undefined : snapshot.group(named);
     const pa = partials === undefined ? a : a + partials.successes[i]!;
     const pb = partials === undefined ? b : b + partials.failures[i]!;
-    const est = expectedTokensInto(estimate, s, group, snapshot.all, pa / (pa + pb), c.max_tokens, options.length);
+    const est = expectedTokens(s, group, snapshot.all, pa / (pa + pb), c.max_tokens, options.length, estimate);
     tokensPerRollout[i] = est.tokens;
     if (est.assumed) {
       assumedLengths.total++;

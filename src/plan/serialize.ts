@@ -90,23 +90,17 @@ function* jsonChunks(plan: Plan, pretty: boolean): Generator<PlanChunk> {
       chunk.quoted(row.prompt_id);
       // A text not cached is written straight into the chunk, then kept from there.
       const max = row.max_tokens;
-      let s = counts.get(row.n, max ?? 0, max === null ? 1 : 0);
-      if (s >= 0) counts.write(s);
-      else {
-        const from = chunk.length;
+      if (!counts.reuse(row.n, max ?? 0, max === null ? 1 : 0)) {
         constant(2);
         chunk.num(row.n);
         constant(3);
         if (max === null) chunk.text('null');
         else chunk.num(max);
         constant(4);
-        counts.putWritten(from);
+        counts.keepWritten();
       }
       chunk.num(row.expected_tokens);
-      s = posteriors.get(row.p_mean, row.p_low, row.p_high);
-      if (s >= 0) posteriors.write(s);
-      else {
-        const from = chunk.length;
+      if (!posteriors.reuse(row.p_mean, row.p_low, row.p_high)) {
         constant(5);
         chunk.num(row.p_mean);
         constant(6);
@@ -114,14 +108,11 @@ function* jsonChunks(plan: Plan, pretty: boolean): Generator<PlanChunk> {
         constant(7);
         chunk.num(row.p_high);
         constant(8);
-        posteriors.putWritten(from);
+        posteriors.keepWritten();
       }
-      s = values.get(row.value, 0, 0);
-      if (s >= 0) values.write(s);
-      else {
-        const from = chunk.length;
+      if (!values.reuse(row.value, 0, 0)) {
         chunk.num(row.value);
-        values.putWritten(from);
+        values.keepWritten();
       }
       if (row.first_rollout > 0) {
         constant(1);

@@ -17,6 +17,8 @@ export class TextCache {
   private readonly key = new Float64Array(3);
   private readonly words = new Uint32Array(this.key.buffer);
   private slot = 0;
+  /** Where the chunk ended when reuse() missed. */
+  private from = 0;
   /** The chunk's generation the slots were kept in (older texts were dropped from its arena). */
   private generation: number;
 
@@ -55,11 +57,23 @@ export class TextCache {
   }
 
   /**
-   * Keeps the chunk's bytes written since `from` (ASCII) as the text for the numbers of the
-   * last get() that missed: the text written straight into the chunk, with no string made.
+   * Writes the text kept for (x, y, z) and returns true; or returns false, noting where the
+   * chunk ends: the caller then writes the text straight into the chunk (no string made) and
+   * calls keepWritten().
    */
-  putWritten(from: number): void {
-    this.slotFor(this.chunk.keepWritten(from), this.chunk.length - from);
+  reuse(x: number, y: number, z: number): boolean {
+    const s = this.get(x, y, z);
+    if (s >= 0) {
+      this.write(s);
+      return true;
+    }
+    this.from = this.chunk.length;
+    return false;
+  }
+
+  /** Keeps what the chunk got since reuse() returned false (ASCII) as the text for its numbers. */
+  keepWritten(): void {
+    this.slotFor(this.chunk.keepWritten(this.from), this.chunk.length - this.from);
   }
 
   private slotFor(at: number, length: number): number {

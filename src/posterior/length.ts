@@ -29,7 +29,10 @@ function mean(sum: number, count: number): number | undefined {
   return count > 0 ? sum / count : undefined;
 }
 
-/** O(1). */
+/**
+ * O(1). The estimate is written into `out` when given (and returned): a planner's one object
+ * for all its prompts, not one a prompt.
+ */
 export function expectedTokens(
   state: PromptState | undefined,
   group: GroupStats | undefined,
@@ -37,19 +40,7 @@ export function expectedTokens(
   pMean: number,
   maxTokens: number | undefined,
   opts: LengthOptions,
-): LengthEstimate {
-  return expectedTokensInto({ tokens: 0, assumed: false }, state, group, all, pMean, maxTokens, opts);
-}
-
-/** expectedTokens written into `out` (returned): a planner's one object for all its prompts. O(1). */
-export function expectedTokensInto(
-  out: { tokens: number; assumed: boolean },
-  state: PromptState | undefined,
-  group: GroupStats | undefined,
-  all: GroupStats,
-  pMean: number,
-  maxTokens: number | undefined,
-  opts: LengthOptions,
+  out: { tokens: number; assumed: boolean } = { tokens: 0, assumed: false },
 ): LengthEstimate {
   const gc = mean(group?.correctTokens ?? 0, group?.correctCount ?? 0) ?? mean(all.correctTokens, all.correctCount);
   const gw = mean(group?.wrongTokens ?? 0, group?.wrongCount ?? 0) ?? mean(all.wrongTokens, all.wrongCount);

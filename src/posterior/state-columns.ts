@@ -1,4 +1,4 @@
-import { addInto, emptyGroupStats, type GroupStats, type PromptState, type StateSnapshot } from './state.js';
+import { addInto, emptyGroupStats, stateOfValues, type GroupStats, type PromptState, type StateSnapshot } from './state.js';
 import { PackedIdIndex, type PackedIdParts } from './packed-ids.js';
 
 /** Integers that an Int32Array keeps as they are (not −0). */
@@ -48,6 +48,11 @@ type RowView = { -readonly [K in Exclude<keyof PromptState, 'priorPassRate' | 'p
   priorSamples: number | undefined;
 };
 
+const emptyView = (): RowView => ({
+  id: '', group: null, successes: 0, failures: 0, lastStep: 0, rollouts: 0, rewardSum: 0, correctCount: 0, correctTokens: 0,
+  wrongCount: 0, wrongTokens: 0, priorPassRate: undefined, priorSamples: undefined,
+});
+
 /** Ids looked up at a time by eachOf (findMany's block): 512 ids' slots, ends, units and rows stay in the caches. */
 const LOOKUP_BLOCK = 512;
 
@@ -65,6 +70,8 @@ export class StateColumns {
   /** The rows: float fields at F·k + field, integer fields (group: a position in `groupNames`, or −1 for none) at I·k + field. */
   private readonly f: Float64Array;
   private readonly i: Int32Array;
+  /** state()'s row read, copied into a new state at once. */
+  private readonly scratch = emptyView();
   /** What eachOf's first pass over a block's rows read, kept so that a compiler cannot drop its loads. */
   private read = -0;
 
@@ -138,34 +145,17 @@ export class StateColumns {
     return g < 0 ? null : this.groupNames[g]!;
   }
 
-  /** Row k as a PromptState (a new object each call); `id`, when the caller has it, must be row k's. */
+  /**
+   * Row k as a PromptState (a new object each call), made as every store's reader makes one
+   * (stateOfValues); `id`, when the caller has it, must be row k's.
+   */
   state(k: number, id = this.index.idAt(k)): PromptState {
-    const { f, i } = this;
-    const a = F * k;
-    const b = I * k;
-    const rate = f[a + PRIOR_PASS_RATE]!;
-    const samples = f[a + PRIOR_SAMPLES]!;
-    // The hint's fields added after the others, as store/state-values.ts does: no spread, whose
-    // temporary objects cost a 10⁶-candidate plan about 60 ms here.
-    const s: { -readonly [K in keyof PromptState]: PromptState[K] } = {
-      id,
-      group: this.groupOf(k),
-      successes: f[a + SUCCESSES]!,
-      failures: f[a + FAILURES]!,
-      lastStep: i[b + LAST_STEP]!,
-      rollouts: i[b + ROLLOUTS]!,
-      rewardSum: f[a + REWARD_SUM]!,
-      correctCount: i[b + CORRECT_COUNT]!,
-      correctTokens: f[a + CORRECT_TOKENS]!,
-      wrongCount: i[b + WRONG_COUNT]!,
-      wrongTokens: f[a + WRONG_TOKENS]!,
-    };
-    if (rate === rate) s.priorPassRate = rate;
-    if (samples === samples) s.priorSamples = samples;
-    return s;
+    const v = this.view(this.scratch, k, id);
+    return stateOfValues(v.id, v.group, v.successes, v.failures, v.lastStep, v.rollouts, v.rewardSum, v.correctCount, v.correctTokens,
+      v.wrongCount, v.wrongTokens, v.priorPassRate ?? null, v.priorSamples ?? null);
   }
 
-  /** `view` set to row k's state (the hint's fields undefined when null); returns it. */
+  /** `view` set to row k's state (the hint's fields undefined when null); returns it. The one read of a row's fields. */
   private view(view: RowView, k: number, id: string): PromptState {
     const { f, i } = this;
     const a = F * k;
@@ -197,10 +187,7 @@ export class StateColumns {
     const rows = new Int32Array(Math.min(LOOKUP_BLOCK, items.length));
     // One state object for the call, its fields set anew for each prompt (StateSnapshot.eachOf:
     // valid during `each` only): no object a prompt (a plan of 10⁶: 167 MB of them).
-    const view: RowView = {
-      id: '', group: null, successes: 0, failures: 0, lastStep: 0, rollouts: 0, rewardSum: 0, correctCount: 0, correctTokens: 0,
-      wrongCount: 0, wrongTokens: 0, priorPassRate: undefined, priorSamples: undefined,
-    };
+    const view = emptyView();
     const f = this.f;
     for (let from = 0; from < items.length; from += LOOKUP_BLOCK) {
       const to = Math.min(items.length, from + LOOKUP_BLOCK);

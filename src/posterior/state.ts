@@ -62,12 +62,15 @@ export function addToGroupStats(stats: GroupStats, s: PooledFields): GroupStats 
   return sum;
 }
 
+/** GroupStats being summed (addInto). */
+export type Sums = { -readonly [K in keyof GroupStats]: number };
+
 /**
  * addToGroupStats in place, on a sum of one's own: the same additions in the same order (so
  * the same bits), without an object a prompt (a state's 10⁶ rows: 147 MB of short-lived
  * objects in a plan).
  */
-export function addInto(sum: { -readonly [K in keyof GroupStats]: number }, s: PooledFields): void {
+export function addInto(sum: Sums, s: PooledFields): void {
   const evidence = s.successes + s.failures;
   const rate = evidence > 0 ? s.successes / evidence : 0;
   const has = evidence > 0 ? 1 : 0;
@@ -115,16 +118,39 @@ export interface StateSnapshot {
   states?(): readonly PromptState[];
 }
 
+/**
+ * A prompt's state from its row's values, in the prompts table's column order (id, grp,
+ * successes, failures, last_step, rollouts, reward_sum, correct_count, correct_tokens,
+ * wrong_count, wrong_tokens, prior_pass_rate, prior_samples): the one place every store's
+ * reader makes a state, whether its rows come as objects, as arrays or as a SQL function's
+ * arguments. The hint's fields are present only when not null, after the others. O(1).
+ */
+export function stateOfValues(
+  id: unknown, grp: unknown, successes: unknown, failures: unknown, lastStep: unknown, rollouts: unknown, rewardSum: unknown,
+  correctCount: unknown, correctTokens: unknown, wrongCount: unknown, wrongTokens: unknown, priorPassRate: unknown, priorSamples: unknown,
+): PromptState {
+  const s = { id, group: grp, successes, failures, lastStep, rollouts, rewardSum, correctCount, correctTokens, wrongCount, wrongTokens } as {
+    -readonly [K in keyof PromptState]: PromptState[K];
+  };
+  if (priorPassRate !== null) s.priorPassRate = priorPassRate as number;
+  if (priorSamples !== null) s.priorSamples = priorSamples as number;
+  return s;
+}
+
 /** A snapshot over prompt states held in memory, indexed by id (StateIndex). O(N) to build. */
 export function snapshotOf(states: Iterable<PromptState>, lastStep?: number | null): StateSnapshot {
   const list = Array.isArray(states) ? (states as readonly PromptState[]) : [...states];
   const byId = new StateIndex(list);
-  const groups = new Map<string, GroupStats>();
-  let all = emptyGroupStats;
+  const groups = new Map<string, Sums>();
+  const all = { ...emptyGroupStats };
   let latest: number | null = null;
   for (const s of list) {
-    all = addToGroupStats(all, s);
-    if (s.group !== null) groups.set(s.group, addToGroupStats(groups.get(s.group) ?? emptyGroupStats, s));
+    addInto(all, s);
+    if (s.group !== null) {
+      let sum = groups.get(s.group);
+      if (sum === undefined) groups.set(s.group, (sum = { ...emptyGroupStats }));
+      addInto(sum, s);
+    }
     if (s.rollouts > 0 && (latest === null || s.lastStep > latest)) latest = s.lastStep;
   }
   let hinted: PromptState[] | undefined;

@@ -1,5 +1,5 @@
 import { StateIndex } from '../posterior/state-index.js';
-import { addToGroupStats, emptyGroupStats, type GroupStats, type PromptState, type StateSnapshot } from '../posterior/state.js';
+import { addInto, addToGroupStats, emptyGroupStats, type GroupStats, type PromptState, type StateSnapshot, type Sums } from '../posterior/state.js';
 
 /**
  * The pooled figures of the learned prior and the length model (posterior/state.ts
@@ -37,10 +37,17 @@ export function statsOfValues(v: readonly number[]): GroupStats {
 
 /** Every scope's figures over `states`, summed in their order (as snapshotOf sums them). O(N). */
 export function pooledOf(states: Iterable<PromptState>): Map<string, GroupStats> {
-  const out = new Map<string, GroupStats>([[ALL_SCOPE, emptyGroupStats]]);
+  // Sums of their own, added to in place (posterior/state.ts addInto).
+  const all = { ...emptyGroupStats };
+  const out = new Map<string, Sums>([[ALL_SCOPE, all]]);
   for (const s of states) {
-    out.set(ALL_SCOPE, addToGroupStats(out.get(ALL_SCOPE)!, s));
-    if (s.group !== null) out.set(groupScope(s.group), addToGroupStats(out.get(groupScope(s.group)) ?? emptyGroupStats, s));
+    addInto(all, s);
+    if (s.group !== null) {
+      const scope = groupScope(s.group);
+      let sum = out.get(scope);
+      if (sum === undefined) out.set(scope, (sum = { ...emptyGroupStats }));
+      addInto(sum, s);
+    }
   }
   return out;
 }
