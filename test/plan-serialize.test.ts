@@ -105,21 +105,38 @@ describe('plan writers', () => {
     }
     expect(written).toHaveLength(27);
     // Bounded: one set per layout, at most 2^16 slots, kept (not remade) for smaller plans.
-    const large = rowTexts(true, 1e7);
+    const large = rowTexts(true, 1e7, 0.9);
     release(large);
     expect(large.counts.bits).toBe(16);
-    const first = rowTexts(true, 10);
+    const first = rowTexts(true, 10, 0.9);
     expect(first).toBe(large);
     // A set in use is not shared: a second writer gets its own, not kept.
-    const second = rowTexts(true, 10);
+    const second = rowTexts(true, 10, 0.9);
     expect(second).not.toBe(large);
     release(first);
     release(second);
-    expect(rowTexts(true, 10)).toBe(large);
+    expect(rowTexts(true, 10, 0.9)).toBe(large);
     release(large);
-    const compact = rowTexts(false, 10);
+    const compact = rowTexts(false, 10, 0.9);
     release(compact);
     expect(compact).not.toBe(large);
+  });
+
+  it('write each plan\'s own interval: the same posteriors and values at another interval are written anew, not copied', () => {
+    const a = createAllocator();
+    a.observe(Array.from({ length: 300 }, (_, i) => ({ prompt_id: `v${i}`, step: 0, rewards: Array.from({ length: 2 + (i % 5) }, (_, j) => ((i + j) % 3 === 0 ? 1 : 0)) })));
+    const candidates = Array.from({ length: 300 }, (_, i) => ({ id: `v${i}` }));
+    // The same candidates and budget: the same (α, β, value) rows, only p_low and p_high differ.
+    const texts = [0.9, 0.5, 0.5, 0.9].map((interval) => {
+      const plan = a.plan(candidates, { rollouts: 2400 }, { interval });
+      const written = [formatPlan(plan, 'json'), planJsonCompact(plan)] as const;
+      expect(written[0]).toBe(reference(plan, true));
+      expect(written[1]).toBe(reference(plan, false));
+      return written[0];
+    });
+    expect(texts[1]).not.toBe(texts[0]);
+    expect(texts[2]).toBe(texts[1]);
+    expect(texts[3]).toBe(texts[0]);
   });
 
   it('write the right bytes when two writers of one layout interleave, or one is left unfinished', () => {

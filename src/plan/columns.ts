@@ -52,26 +52,38 @@ export type AllocationFields = Required<Allocation>;
  * Reads row j of `columns` into `out` (reused between rows, so a writer makes no object per
  * row), with the posterior's central `columns.interval` credible interval as [p_low, p_high].
  * The one definition of an allocation's fields: allocationsOf and the plan writers use it.
- * O(1) a row plus one quantile pair per distinct posterior (memoized).
+ * Without `posterior`, p_mean, p_low and p_high are left as they are: a writer that has the
+ * text of a row's posterior already (plan/serialize.ts) reads them with posteriorReader only
+ * when it has not. O(1) a row plus one quantile pair per distinct posterior (memoized).
  */
-export function allocationReader(columns: PlanColumns): (j: number, out: AllocationFields) => AllocationFields {
+export function allocationReader(columns: PlanColumns, posterior = true): (j: number, out: AllocationFields) => AllocationFields {
   const { candidates, n, tokensPerRollout, alpha, beta, value } = columns;
-  const interval = memoizedInterval((1 - columns.interval) / 2, columns.length);
+  const fill = posteriorReader(columns);
   return (j, out) => {
-    const a = alpha[j]!;
-    const b = beta[j]!;
     const c: Candidate = candidates[j]!;
-    const q = interval(a, b); // indexed reads: destructuring takes V8's slow iterator path
     out.prompt_id = c.id;
     out.n = n[j]!;
     out.max_tokens = c.max_tokens ?? null;
     out.expected_tokens = Math.round(n[j]! * tokensPerRollout[j]!);
-    out.p_mean = a / (a + b);
-    out.p_low = q[0];
-    out.p_high = q[1];
+    if (posterior) fill(alpha[j]!, beta[j]!, out);
     out.value = value[j]!;
     out.first_rollout = c.partial_rewards?.length ?? 0;
     return out;
+  };
+}
+
+/**
+ * An allocation's posterior fields from its Beta(α, β): p_mean, and the central
+ * `columns.interval` credible interval as [p_low, p_high]; a pure function of (α, β) for the
+ * columns' interval.
+ */
+export function posteriorReader(columns: PlanColumns): (a: number, b: number, out: AllocationFields) => void {
+  const interval = memoizedInterval((1 - columns.interval) / 2, columns.length);
+  return (a, b, out) => {
+    const q = interval(a, b); // indexed reads: destructuring takes V8's slow iterator path
+    out.p_mean = a / (a + b);
+    out.p_low = q[0];
+    out.p_high = q[1];
   };
 }
 

@@ -1,5 +1,5 @@
 import { ByteChunk, chunkText, joinChunks, type PlanChunk } from './byte-chunk.js';
-import { allocationReader, emptyFields, untouchedColumns } from './columns.js';
+import { allocationReader, emptyFields, posteriorReader, untouchedColumns } from './columns.js';
 import { groupId, groupSeeds } from './groups.js';
 import { CHUNK, release, rowTexts } from './text-cache.js';
 import type { Plan } from './types.js';
@@ -12,7 +12,8 @@ import type { Plan } from './types.js';
  * (test/plan-golden.test.ts compares them with plans written before). A plan whose
  * `allocations` were read or replaced is written from those objects instead (one string).
  * Runs of fields whose numbers repeat are formatted once (plan/text-cache.ts) and copied; a
- * run's first text is written straight into the chunk and kept from there.
+ * run's first text is written straight into the chunk and kept from there. The run from p_mean
+ * to value is kept by the row's (α, β, value), so a row whose text is kept computes no interval.
  * A chunk ends after a row, so it holds whole characters. O(rows).
  */
 /** Marks the allocations' place in the header's JSON text. */
@@ -71,9 +72,9 @@ function* jsonChunks(plan: Plan, pretty: boolean): Generator<PlanChunk> {
     ['n', 'max_tokens', 'expected_tokens', 'p_mean', 'p_low', 'p_high', 'value'].map(name);
   // Runs of fields whose numbers repeat across rows (and plans), each formatted once per
   // distinct numbers; the set is the thread's (plan/text-cache.ts), released when done.
-  const texts = rowTexts(pretty, columns.length);
+  const texts = rowTexts(pretty, columns.length, columns.interval);
   try {
-    const { chunk, counts, posteriors, values } = texts;
+    const { chunk, counts, posteriors } = texts;
     // The layout's own texts, pinned in the arena and copied by index: between two rows,
     // before first_rollout's number, and the field names before each cached run's numbers.
     const next = `${close}${between}${open}"prompt_id"${indent}`;
@@ -82,7 +83,10 @@ function* jsonChunks(plan: Plan, pretty: boolean): Generator<PlanChunk> {
     const constants = (texts.constants ??= Int32Array.from(keys, (k) => chunk.keep(k!, true)));
     const constant = (k: number) => chunk.copy(constants[k]!, keys[k]!.length);
     chunk.text(`${text.slice(0, at)}${key}[${pretty ? '\n' : ''}${open}"prompt_id"${indent}`);
-    const read = allocationReader(columns);
+    // The posterior's fields are read only where their text is not kept.
+    const read = allocationReader(columns, false);
+    const posterior = posteriorReader(columns);
+    const { alpha, beta } = columns;
     const row = emptyFields();
     for (let j = 0; j < columns.length; j++) {
       read(j, row);
@@ -100,7 +104,11 @@ function* jsonChunks(plan: Plan, pretty: boolean): Generator<PlanChunk> {
         counts.keepWritten();
       }
       chunk.num(row.expected_tokens);
-      if (!posteriors.reuse(row.p_mean, row.p_low, row.p_high)) {
+      // p_mean, p_low and p_high are a function of (α, β) at the set's interval; the value follows them.
+      const a = alpha[j]!;
+      const b = beta[j]!;
+      if (!posteriors.reuse(a, b, row.value)) {
+        posterior(a, b, row);
         constant(5);
         chunk.num(row.p_mean);
         constant(6);
@@ -108,11 +116,8 @@ function* jsonChunks(plan: Plan, pretty: boolean): Generator<PlanChunk> {
         constant(7);
         chunk.num(row.p_high);
         constant(8);
-        posteriors.keepWritten();
-      }
-      if (!values.reuse(row.value, 0, 0)) {
         chunk.num(row.value);
-        values.keepWritten();
+        posteriors.keepWritten();
       }
       if (row.first_rollout > 0) {
         constant(1);

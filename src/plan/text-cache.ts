@@ -93,22 +93,25 @@ export class TextCache {
     this.chunk.copy(this.starts[s]!, this.lengths[s]!);
   }
 
-  private clear(): void {
+  /** Forgets every slot's text (a caller whose texts stopped following the numbers alone). */
+  clear(): void {
     this.keys.fill(NaN);
     this.generation = this.chunk.generation;
   }
 }
 
 /**
- * A plan writer's chunk and the text caches of its row fields: counts (n, max_tokens),
- * posteriors, values; `constants` are the layout's own texts, pinned in the chunk's arena by
- * the writer on first use.
+ * A plan writer's chunk and the text caches of its row fields: counts (n, max_tokens), and
+ * posteriors (p_mean to value, keyed by α, β and the value; their interval is the set's
+ * `interval`); `constants` are the layout's own texts, pinned in the chunk's arena by the
+ * writer on first use.
  */
 export interface RowTexts {
   readonly chunk: ByteChunk;
   readonly counts: TextCache;
   readonly posteriors: TextCache;
-  readonly values: TextCache;
+  /** The credible interval (a plan's `interval`) the posteriors' texts were written at. */
+  interval: number;
   constants?: Int32Array;
   /** True while a writer uses the set. */
   busy: boolean;
@@ -121,20 +124,25 @@ export const CHUNK = 1 << 16;
 const kept = new Map<boolean, RowTexts>();
 
 /**
- * Row text caches for a plan of `rows` rows written `pretty` or compact, kept for the thread
- * (call release() when done): a cached text is a pure function of its numbers and the layout,
- * so a service's plans reuse the texts of earlier plans (same bytes). Bounded: two sets of
- * 2^12 to 2^16 slots, a set replaced by a larger one when a larger plan needs more slots, and
- * an arena of at most 96 bytes a slot. A set in use (a writer not finished) is not shared: a
- * second writer gets a set of its own.
+ * Row text caches for a plan of `rows` rows written `pretty` or compact at credible interval
+ * `interval`, kept for the thread (call release() when done): a cached text is a pure function
+ * of its numbers, the layout and (posteriors) the interval, so a service's plans reuse the
+ * texts of earlier plans (same bytes); a plan at another interval than the set's last one
+ * clears its posteriors' texts. Bounded: two sets of 2^12 to 2^16 slots, a set replaced by a
+ * larger one when a larger plan needs more slots, and an arena of at most 96 bytes a slot. A
+ * set in use (a writer not finished) is not shared: a second writer gets a set of its own.
  */
-export function rowTexts(pretty: boolean, rows: number): RowTexts {
+export function rowTexts(pretty: boolean, rows: number, interval: number): RowTexts {
   const bits = Math.min(16, Math.max(12, Math.ceil(Math.log2(rows + 1))));
   let texts = kept.get(pretty);
-  if (texts !== undefined && texts.busy) return newSet(bits, true);
+  if (texts !== undefined && texts.busy) return newSet(bits, true, interval);
   if (texts === undefined || texts.counts.bits < bits) {
-    texts = newSet(bits, false);
+    texts = newSet(bits, false, interval);
     kept.set(pretty, texts);
+  }
+  if (texts.interval !== interval) {
+    texts.posteriors.clear();
+    texts.interval = interval;
   }
   texts.busy = true;
   return texts;
@@ -145,7 +153,7 @@ export function release(texts: RowTexts): void {
   texts.busy = false;
 }
 
-function newSet(bits: number, busy: boolean): RowTexts {
+function newSet(bits: number, busy: boolean, interval: number): RowTexts {
   const chunk = new ByteChunk(CHUNK + 1024, 1 << 14, 96 << bits);
-  return { chunk, counts: new TextCache(bits, chunk), posteriors: new TextCache(bits, chunk), values: new TextCache(bits, chunk), busy };
+  return { chunk, counts: new TextCache(bits, chunk), posteriors: new TextCache(bits, chunk), interval, busy };
 }
