@@ -24,7 +24,10 @@ function plans(): Plan[] {
     { id: 'seen', max_tokens: 100 },
     { id: 'é "quoted" \\ ✓', group: 'g', partial_rewards: [1, 0] },
     { id: 'new\nline', prompt_tokens: 12 },
+    // Rows with first_rollout (a later round's), between others and last.
+    { id: 'partial-mid', partial_rewards: [0] },
     ...Array.from({ length: 50 }, (_, i) => ({ id: `p${i}`, ...(i % 3 === 0 ? { max_tokens: 512 } : {}) })),
+    { id: 'partial-last', partial_rewards: [0, 0] },
   ];
   return [
     a.plan(candidates, { rollouts: 400 }, { seed: 3 }),
@@ -47,6 +50,9 @@ describe('plan writers', () => {
       checked++;
     }
     expect(checked).toBe(4);
+    const rows = plans()[0]!.allocations;
+    expect(rows.find((r) => r.prompt_id === 'partial-mid')?.first_rollout).toBe(1);
+    expect(rows.at(-1)).toMatchObject({ prompt_id: 'partial-last', first_rollout: 2 });
   });
 
   it('write the same bytes from the columns as from the objects when many rows share and collide in the formatting caches', () => {

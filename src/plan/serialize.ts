@@ -13,7 +13,8 @@ import type { Plan } from './types.js';
  * `allocations` were read or replaced is written from those objects instead (one string).
  * Runs of fields whose numbers repeat are formatted once (plan/text-cache.ts) and copied; a
  * run's first text is written straight into the chunk and kept from there. The run from p_mean
- * to value is kept by the row's (α, β, value), so a row whose text is kept computes no interval.
+ * to value, with the text before the next row's prompt_id, is kept by the row's (α, β, value),
+ * so a row whose text is kept computes no interval.
  * A chunk ends after a row, so it holds whole characters. O(rows).
  */
 /** Marks the allocations' place in the header's JSON text. */
@@ -88,9 +89,12 @@ function* jsonChunks(plan: Plan, pretty: boolean): Generator<PlanChunk> {
     const posterior = posteriorReader(columns);
     const { alpha, beta } = columns;
     const row = emptyFields();
-    for (let j = 0; j < columns.length; j++) {
+    const last = columns.length - 1;
+    // Whether the last row's text ended with `next` (a kept posterior's text does).
+    let joined = false;
+    for (let j = 0; j <= last; j++) {
       read(j, row);
-      if (j > 0) constant(0);
+      if (j > 0 && !joined) constant(0);
       chunk.quoted(row.prompt_id);
       // A text not cached is written straight into the chunk, then kept from there.
       const max = row.max_tokens;
@@ -104,7 +108,9 @@ function* jsonChunks(plan: Plan, pretty: boolean): Generator<PlanChunk> {
         counts.keepWritten();
       }
       chunk.num(row.expected_tokens);
-      // p_mean, p_low and p_high are a function of (α, β) at the set's interval; the value follows them.
+      // p_mean, p_low and p_high are a function of (α, β) at the set's interval; the value
+      // follows them, and the text between this row and the next ends the run: a row whose
+      // value is not its last field, or the last row, takes that text back off.
       const a = alpha[j]!;
       const b = beta[j]!;
       if (!posteriors.reuse(a, b, row.value)) {
@@ -117,8 +123,11 @@ function* jsonChunks(plan: Plan, pretty: boolean): Generator<PlanChunk> {
         chunk.num(row.p_high);
         constant(8);
         chunk.num(row.value);
+        constant(0);
         posteriors.keepWritten();
       }
+      joined = j < last && row.first_rollout === 0;
+      if (!joined) chunk.length -= next.length;
       if (row.first_rollout > 0) {
         constant(1);
         chunk.num(row.first_rollout);
