@@ -1,7 +1,7 @@
 import { ByteChunk, chunkText, joinChunks, type PlanChunk } from './byte-chunk.js';
 import { allocationReader, emptyFields, posteriorReader, untouchedColumns } from './columns.js';
 import { groupId, groupSeeds } from './groups.js';
-import { CHUNK, release, rowTexts } from './text-cache.js';
+import { CHUNK, release, rowTexts, TextCache } from './text-cache.js';
 import type { Plan } from './types.js';
 
 /**
@@ -159,38 +159,50 @@ export function* planJsonlChunks(plan: Plan, groupLines: (plan: Plan) => string[
   const { step, seed } = plan;
   const seedOf = groupSeeds(seed, step);
   const n = columns.n;
-  const chunk = new ByteChunk(CHUNK + 1024, 256, 256);
+  const bits = Math.min(16, Math.max(12, Math.ceil(Math.log2(columns.length + 1))));
+  const chunk = new ByteChunk(CHUNK + 1024, 1 << 12, 64 << bits);
+  // From `,"n":` to `"seed":`, kept by (n, max_tokens) as the json writer keeps its runs.
+  const counts = new TextCache(bits, chunk);
   // The prompt id's JSON after `"prompt_id":` is the group id's tail written just before it,
-  // with the opening quote: written again from those bytes.
-  const texts = [`{"group_id":${JSON.stringify(groupId(step, '')).slice(0, -1)}`, ',"prompt_id":"', ',"n":', ',"max_tokens":', ',"seed":', ',"first_rollout":', '}\n'];
-  const [head, idKey, nKey, maxKey, seedKey, rolloutKey, lineEnd] = texts.map((t) => chunk.keep(t, true));
-  const [headLength, idLength, nLength, maxLength, seedLength, rolloutLength] = texts.map((t) => t.length);
+  // with the opening quote: written again from those bytes. A line's end and the next line's
+  // start are one text.
+  const head = `{"group_id":${JSON.stringify(groupId(step, '')).slice(0, -1)}`;
+  const texts = [head, `}\n${head}`, ',"prompt_id":"', ',"n":', ',"max_tokens":', ',"seed":', ',"first_rollout":'];
+  const at = texts.map((t) => chunk.keep(t, true));
+  const [firstHead, nextHead, idKey, nKey, maxKey, seedKey, rolloutKey] = at;
+  const [firstLength, nextLength, idLength, nLength, maxLength, seedLength, rolloutLength] = texts.map((t) => t.length);
   chunk.text(`${header}\n`);
+  let lines = 0;
   for (let j = 0; j < columns.length; j++) {
     if (!(n[j]! > 0)) continue;
     const c = columns.candidates[j]!;
     const first = c.partial_rewards?.length ?? 0;
-    chunk.copy(head!, headLength!);
+    if (lines++ === 0) chunk.copy(firstHead!, firstLength!);
+    else chunk.copy(nextHead!, nextLength!);
     const id = chunk.length;
     chunk.quoted(c.id, 1);
     const idBytes = chunk.length - id;
     chunk.copy(idKey!, idLength!);
     chunk.again(id, idBytes);
-    chunk.copy(nKey!, nLength!);
-    chunk.num(n[j]!);
-    chunk.copy(maxKey!, maxLength!);
     const max = c.max_tokens ?? null;
-    if (typeof max === 'number') chunk.num(max);
-    else chunk.text(JSON.stringify(max));
-    chunk.copy(seedKey!, seedLength!);
+    const limited = typeof max === 'number';
+    if (!counts.reuse(n[j]!, limited ? max : 0, limited ? 0 : 1)) {
+      chunk.copy(nKey!, nLength!);
+      chunk.num(n[j]!);
+      chunk.copy(maxKey!, maxLength!);
+      if (limited) chunk.num(max);
+      else chunk.text(JSON.stringify(max));
+      chunk.copy(seedKey!, seedLength!);
+      counts.keepWritten();
+    }
     chunk.num((seedOf(c.id) + first) | 0);
     if (first > 0) {
       chunk.copy(rolloutKey!, rolloutLength!);
       chunk.num(first);
     }
-    chunk.copy(lineEnd!, 2);
     if (chunk.length >= CHUNK) yield chunk.take();
   }
+  if (lines > 0) chunk.text('}\n');
   if (chunk.length > 0) yield chunk.take();
 }
 
