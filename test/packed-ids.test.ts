@@ -44,6 +44,38 @@ describe('PackedIdIndex', () => {
     expect(checked).toBeGreaterThan(3000);
   });
 
+  it('push then index(): the table add() makes (same slots word for word), over blocks; false at a repeat', () => {
+    let checked = 0;
+    fc.assert(
+      fc.property(ids, fc.nat({ max: 3 }), fc.nat({ max: 2000 }), (list, slack, extra) => {
+        // Distinct ids, more than one block of index() (512) for some runs.
+        const distinct = [...new Set([...list, ...Array.from({ length: extra }, (_, k) => `extra-${k}`)])];
+        const added = new PackedIdIndex(distinct.length + slack);
+        const pushed = new PackedIdIndex(distinct.length + slack);
+        for (const [k, id] of distinct.entries()) {
+          expect(added.add(id)).toBe(k);
+          expect(pushed.push(id)).toBe(k);
+        }
+        expect(pushed.index()).toBe(true);
+        expect([...pushed.parts().slots]).toEqual([...added.parts().slots]);
+        for (const [k, id] of distinct.entries()) {
+          expect(pushed.find(id)).toBe(k);
+          expect(pushed.idAt(k)).toBe(id);
+          checked++;
+        }
+        // An id again, anywhere after its first: index() says so.
+        if (distinct.length > 0) {
+          const again = new PackedIdIndex(distinct.length + 1);
+          const at = slack % distinct.length;
+          for (const id of [...distinct.slice(0, at + 1), distinct[at]!, ...distinct.slice(at + 1)]) again.push(id);
+          expect(again.index()).toBe(false);
+        }
+      }),
+      { numRuns: 100 },
+    );
+    expect(checked).toBeGreaterThan(10_000);
+  });
+
   it('ids of the same hash are told apart by their units', () => {
     // 'Aa'/'BB'-style collisions are rare for FNV-1a; equal hashes come from the table: force them.
     const index = new PackedIdIndex(4);

@@ -17,7 +17,7 @@ export abstract class HashSlots {
   }
 
   /** Slots − 1 (their count is a power of two). */
-  private readonly mask: number;
+  protected readonly mask: number;
 
   /** `slots`: `width` words a slot (a table made with `slotsFor` slots). */
   protected constructor(protected readonly slots: Int32Array, protected readonly width: number) {

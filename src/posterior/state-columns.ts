@@ -103,9 +103,10 @@ export class StateColumns {
 
   /**
    * Adds a row (the prompts table's columns, store/sqlite-rows.ts ROW_COLUMNS) and returns true;
-   * returns false, adding nothing, for a row the columns cannot keep exactly: a repeated id, a
-   * value of another type than the table's, an integer column beyond 32 bits, or more rows
-   * than `capacity`. The caller then reads the state the careful way.
+   * returns false, adding nothing, for a row the columns cannot keep exactly: a value of
+   * another type than the table's, an integer column beyond 32 bits, or more rows than
+   * `capacity`. The caller then reads the state the careful way. The ids are indexed by
+   * seal(), once every row is added (a repeated id shows there).
    */
   add(
     id: unknown, group: unknown, successes: unknown, failures: unknown, lastStep: unknown, rollouts: unknown, rewardSum: unknown,
@@ -115,7 +116,7 @@ export class StateColumns {
     if (k === this.capacity || typeof id !== 'string' || (group !== null && typeof group !== 'string')) return false;
     if (typeof successes !== 'number' || typeof failures !== 'number' || typeof rewardSum !== 'number' || typeof correctTokens !== 'number' || typeof wrongTokens !== 'number') return false;
     if (!isInt32(lastStep) || !isInt32(rollouts) || !isInt32(correctCount) || !isInt32(wrongCount) || !isNumberOrNull(priorPassRate) || !isNumberOrNull(priorSamples)) return false;
-    if (this.index.add(id) !== k) return false;
+    this.index.push(id);
     const { f, i } = this;
     const a = F * k;
     const b = I * k;
@@ -137,6 +138,11 @@ export class StateColumns {
     }
     i[b + GROUP] = g;
     return true;
+  }
+
+  /** Indexes the rows' ids, once every row is added; false when an id repeats (the columns are then unusable). */
+  seal(): boolean {
+    return this.index.index();
   }
 
   /** Row k's group, or null. */

@@ -8,7 +8,7 @@ import { ROW_COLUMNS } from './sqlite-rows.js';
  * takes each row's values: better-sqlite3 makes no array or object per row then, which was
  * most of the read (10⁶ rows: iterating them raw took 2.2–3.4 s here, this 0.4–0.7 s).
  * Call inside a read transaction. Undefined when a row does not fit the columns
- * (StateColumns.add): the caller reads the rows the careful way.
+ * (StateColumns.add, StateColumns.seal): the caller reads the rows the careful way.
  */
 export class PromptScan {
   private target: StateColumns | undefined;
@@ -35,6 +35,6 @@ export class PromptScan {
     } finally {
       this.target = undefined;
     }
-    return this.fits && columns.size === columns.capacity ? columns : undefined;
+    return this.fits && columns.size === columns.capacity && columns.seal() ? columns : undefined;
   }
 }
