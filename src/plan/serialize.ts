@@ -13,8 +13,8 @@ import type { Plan } from './types.js';
  * `allocations` were read or replaced is written from those objects instead (one string).
  * Runs of fields whose numbers repeat are formatted once (plan/text-cache.ts) and copied; a
  * run's first text is written straight into the chunk and kept from there. The run from p_mean
- * to value, with the text before the next row's prompt_id, is kept by the row's (α, β, value),
- * so a row whose text is kept computes no interval.
+ * to the value's key is kept by the row's (α, β), so a row whose text is kept computes no
+ * interval; the value's text, kept by the value, runs on to the next row's prompt_id.
  * A chunk ends after a row, so it holds whole characters. O(rows).
  */
 /** Marks the allocations' place in the header's JSON text. */
@@ -75,7 +75,7 @@ function* jsonChunks(plan: Plan, pretty: boolean): Generator<PlanChunk> {
   // distinct numbers; the set is the thread's (plan/text-cache.ts), released when done.
   const texts = rowTexts(pretty, columns.length, columns.interval);
   try {
-    const { chunk, counts, posteriors } = texts;
+    const { chunk, counts, posteriors, values } = texts;
     // The layout's own texts, pinned in the arena and copied by index: between two rows,
     // before first_rollout's number, and the field names before each cached run's numbers.
     const next = `${close}${between}${open}"prompt_id"${indent}`;
@@ -108,12 +108,13 @@ function* jsonChunks(plan: Plan, pretty: boolean): Generator<PlanChunk> {
         counts.keepWritten();
       }
       chunk.num(row.expected_tokens);
-      // p_mean, p_low and p_high are a function of (α, β) at the set's interval; the value
-      // follows them, and the text between this row and the next ends the run: a row whose
-      // value is not its last field, or the last row, takes that text back off.
+      // p_mean, p_low and p_high are a function of (α, β) at the set's interval, kept by them
+      // (a Thompson plan's values differ where its posteriors repeat). The value's text ends
+      // with the text between this row and the next: a row whose value is not its last field,
+      // or the last row, takes that text back off.
       const a = alpha[j]!;
       const b = beta[j]!;
-      if (!posteriors.reuse(a, b, row.value)) {
+      if (!posteriors.reuse(a, b, 0)) {
         posterior(a, b, row);
         constant(5);
         chunk.num(row.p_mean);
@@ -122,9 +123,12 @@ function* jsonChunks(plan: Plan, pretty: boolean): Generator<PlanChunk> {
         constant(7);
         chunk.num(row.p_high);
         constant(8);
+        posteriors.keepWritten();
+      }
+      if (!values.reuse(row.value, 0, 0)) {
         chunk.num(row.value);
         constant(0);
-        posteriors.keepWritten();
+        values.keepWritten();
       }
       joined = j < last && row.first_rollout === 0;
       if (!joined) chunk.length -= next.length;

@@ -101,15 +101,16 @@ export class TextCache {
 }
 
 /**
- * A plan writer's chunk and the text caches of its row fields: counts (n, max_tokens), and
- * posteriors (p_mean to value, keyed by α, β and the value; their interval is the set's
- * `interval`); `constants` are the layout's own texts, pinned in the chunk's arena by the
- * writer on first use.
+ * A plan writer's chunk and the text caches of its row fields: counts (n, max_tokens),
+ * posteriors (p_mean to p_high, keyed by α and β; their interval is the set's `interval`) and
+ * values; `constants` are the layout's own texts, pinned in the chunk's arena by the writer on
+ * first use.
  */
 export interface RowTexts {
   readonly chunk: ByteChunk;
   readonly counts: TextCache;
   readonly posteriors: TextCache;
+  readonly values: TextCache;
   /** The credible interval (a plan's `interval`) the posteriors' texts were written at. */
   interval: number;
   constants?: Int32Array;
@@ -155,5 +156,5 @@ export function release(texts: RowTexts): void {
 
 function newSet(bits: number, busy: boolean, interval: number): RowTexts {
   const chunk = new ByteChunk(CHUNK + 1024, 1 << 14, 96 << bits);
-  return { chunk, counts: new TextCache(bits, chunk), posteriors: new TextCache(bits, chunk), interval, busy };
+  return { chunk, counts: new TextCache(bits, chunk), posteriors: new TextCache(bits, chunk), values: new TextCache(bits, chunk), interval, busy };
 }
