@@ -120,4 +120,38 @@ describe('plan byte chunks (plan/byte-chunk.ts)', () => {
     expect(misses).toBeGreaterThan(10);
     expect(chunk.generation).toBeGreaterThan(0);
   });
+
+  it('a text cache that finds under a quarter of 4,096 lookups or more stops finding and keeping for the rest of the use; begin() starts again', () => {
+    const chunk = new ByteChunk(1 << 16, 1 << 10, 1 << 20);
+    const cache = new TextCache(12, chunk);
+    const write = (x: number) => {
+      if (cache.reuse(x, 0, 0)) return true;
+      chunk.num(x);
+      cache.keepWritten();
+      return false;
+    };
+    // Kept while the texts found stay at a quarter or more: 1,024 numbers, each asked 4 times.
+    let found = 0;
+    for (let k = 0; k < 4096; k++) if (write(k >> 2)) found++;
+    expect(found).toBe(3072);
+    // Then numbers that never repeat: the share found falls under a quarter and it stops.
+    let lookups = 4096;
+    while (4 * found >= lookups + 1) {
+      expect(write(1e6 + lookups)).toBe(false);
+      lookups++;
+    }
+    expect(write(1e6 + lookups)).toBe(false); // this miss stops it
+    expect(write(0)).toBe(false); // kept before, no longer found
+    chunk.take();
+    // Every text it was given was still written whole.
+    chunk.num(0);
+    expect(chunkText(chunk.take())).toBe('0');
+    expect(write(7e6)).toBe(false);
+    expect(write(7e6)).toBe(false); // nothing kept any more
+    chunk.take();
+    cache.begin(); // a new use: kept and found again
+    expect(write(7e6)).toBe(false);
+    expect(write(7e6)).toBe(true);
+    expect(chunkText(chunk.take())).toBe('70000007000000');
+  });
 });

@@ -145,6 +145,23 @@ describe('plan writers', () => {
     expect(texts[3]).toBe(texts[0]);
   });
 
+  it('write the right bytes when the numbers hardly repeat (the caches stop part-way), and on the next plan', () => {
+    // A Thompson plan's values differ row by row; every prompt has its own max_tokens: past
+    // 4,096 rows the caches of values (json) and counts (jsonl) stop (text-cache.ts).
+    const a = createAllocator();
+    a.observe(Array.from({ length: 500 }, (_, i) => ({ prompt_id: `t${i}`, step: 0, rewards: [i % 2, 1 - (i % 3 === 0 ? 1 : 0)] })));
+    const candidates = Array.from({ length: 6000 }, (_, i) => ({ id: `t${i}`, max_tokens: 1000 + i }));
+    const thompson = a.plan(candidates, { rollouts: 48_000 }, { policy: 'thompson', seed: 5 });
+    const balanced = a.plan(candidates, { rollouts: 48_000 });
+    const texts = [thompson, balanced, thompson].map((plan) => [formatPlan(plan, 'json'), planJsonCompact(plan), formatPlan(plan, 'jsonl')] as const);
+    expect(new Set(thompson.allocations.map((r) => r.value)).size).toBeGreaterThan(4000);
+    for (const [k, plan] of [thompson, balanced, thompson].entries()) {
+      expect(texts[k]![0]).toBe(reference(plan, true));
+      expect(texts[k]![1]).toBe(reference(plan, false));
+      expect(texts[k]![2]).toBe(formatPlan(plan, 'jsonl')); // now from the objects (planGroups)
+    }
+  });
+
   it('write the right bytes when two writers of one layout interleave, or one is left unfinished', () => {
     const a = createAllocator();
     a.observe(Array.from({ length: 4000 }, (_, i) => ({ prompt_id: `s${i}`, step: 0, rewards: Array.from({ length: 1 + (i % 9) }, (_, j) => ((i + j) % 4 === 0 ? 1 : 0)) })));

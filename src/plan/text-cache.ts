@@ -6,7 +6,10 @@ import { ByteChunk } from './byte-chunk.js';
  * slots, a collision overwrites. The texts are kept in a ByteChunk's arena and written by
  * copying them into its chunk. Keys compare with ===, so a caller's text must depend on the
  * numbers only through what === tells apart (String(-0) and String(0) are both "0"); NaN
- * never matches.
+ * never matches. A writer's numbers that hardly repeat (a Thompson plan's values, a file whose
+ * every prompt has its own max_tokens) would only churn the arena: once a writer's use
+ * (begin()) has made TRIAL lookups or more and found under a quarter of them, reuse() misses at
+ * once and nothing more is kept, for the rest of that use. The bytes are the same either way.
  */
 export class TextCache {
   private readonly keys: Float64Array;
@@ -21,6 +24,10 @@ export class TextCache {
   private from = 0;
   /** The chunk's generation the slots were kept in (older texts were dropped from its arena). */
   private generation: number;
+  /** Lookups and texts found since begin(); `off` once too few were found. */
+  private lookups = 0;
+  private found = 0;
+  private off = false;
 
   /** `bits`: log2 of the number of slots. */
   constructor(readonly bits: number, private readonly chunk: ByteChunk) {
@@ -62,18 +69,30 @@ export class TextCache {
    * calls keepWritten().
    */
   reuse(x: number, y: number, z: number): boolean {
+    if (this.off) return false;
     const s = this.get(x, y, z);
+    this.lookups++;
     if (s >= 0) {
+      this.found++;
       this.write(s);
       return true;
     }
+    if (this.lookups >= TRIAL && 4 * this.found < this.lookups) this.off = true;
     this.from = this.chunk.length;
     return false;
   }
 
   /** Keeps what the chunk got since reuse() returned false (ASCII) as the text for its numbers. */
   keepWritten(): void {
+    if (this.off) return;
     this.slotFor(this.chunk.keepWritten(this.from), this.chunk.length - this.from);
+  }
+
+  /** Starts a writer's use: the texts kept stay, the count of lookups and finds starts again. */
+  begin(): void {
+    this.lookups = 0;
+    this.found = 0;
+    this.off = false;
   }
 
   private slotFor(at: number, length: number): number {
@@ -118,6 +137,9 @@ export interface RowTexts {
   busy: boolean;
 }
 
+/** Lookups after which a TextCache that found under a quarter of them stops (see TextCache). */
+const TRIAL = 4096;
+
 /** Chunk capacity before a row past it is written out (plan/serialize.ts yields then). */
 export const CHUNK = 1 << 16;
 
@@ -145,6 +167,7 @@ export function rowTexts(pretty: boolean, rows: number, interval: number): RowTe
     texts.posteriors.clear();
     texts.interval = interval;
   }
+  for (const cache of [texts.counts, texts.posteriors, texts.values]) cache.begin();
   texts.busy = true;
   return texts;
 }
