@@ -15,7 +15,8 @@ import type { Plan } from './types.js';
  * run's first text is written straight into the chunk and kept from there. The run from p_mean
  * to the value's key is kept by the row's (α, β), so a row whose text is kept computes no
  * interval; the value's text, kept by the value, runs on to the next row's prompt_id.
- * A chunk ends after a row, so it holds whole characters. O(rows).
+ * A chunk ends after a row (or, in jsonl, after a line's ASCII digits), so it holds whole
+ * characters. O(rows).
  */
 /** Marks the allocations' place in the header's JSON text. */
 const MARK = '\u0000allocations';
@@ -90,7 +91,7 @@ function* jsonChunks(plan: Plan, pretty: boolean): Generator<PlanChunk> {
     const { alpha, beta } = columns;
     const row = emptyFields();
     const last = columns.length - 1;
-    // Whether the last row's text ended with `next` (a kept posterior's text does).
+    // Whether the last row's text ended with `next` (the text between two rows, after its value).
     let joined = false;
     for (let j = 0; j <= last; j++) {
       read(j, row);
