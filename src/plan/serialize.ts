@@ -1,7 +1,7 @@
 import { ByteChunk, chunkText, joinChunks, type PlanChunk } from './byte-chunk.js';
 import { allocationReader, emptyFields, posteriorReader, untouchedColumns } from './columns.js';
 import { groupId, groupSeeds } from './groups.js';
-import { CHUNK, release, rowTexts, TextCache } from './text-cache.js';
+import { cacheBits, CHUNK, release, rowTexts, TextCache } from './text-cache.js';
 import type { Plan } from './types.js';
 
 /**
@@ -164,7 +164,7 @@ export function* planJsonlChunks(plan: Plan, groupLines: (plan: Plan) => string[
   const { step, seed } = plan;
   const seedOf = groupSeeds(seed, step);
   const n = columns.n;
-  const bits = Math.min(16, Math.max(12, Math.ceil(Math.log2(columns.length + 1))));
+  const bits = cacheBits(columns.length);
   const chunk = new ByteChunk(CHUNK + 1024, 1 << 12, 64 << bits);
   // From `,"n":` to `"seed":`, kept by (n, max_tokens) as the json writer keeps its runs.
   const counts = new TextCache(bits, chunk);

@@ -156,7 +156,7 @@ const kept = new Map<boolean, RowTexts>();
  * set in use (a writer not finished) is not shared: a second writer gets a set of its own.
  */
 export function rowTexts(pretty: boolean, rows: number, interval: number): RowTexts {
-  const bits = Math.min(16, Math.max(12, Math.ceil(Math.log2(rows + 1))));
+  const bits = cacheBits(rows);
   let texts = kept.get(pretty);
   if (texts !== undefined && texts.busy) return newSet(bits, true, interval);
   if (texts === undefined || texts.counts.bits < bits) {
@@ -170,6 +170,11 @@ export function rowTexts(pretty: boolean, rows: number, interval: number): RowTe
   for (const cache of [texts.counts, texts.posteriors, texts.values]) cache.begin();
   texts.busy = true;
   return texts;
+}
+
+/** log2 of a text cache's slots for a plan of `rows` rows: 2^12 to 2^16, about one a row. */
+export function cacheBits(rows: number): number {
+  return Math.min(16, Math.max(12, Math.ceil(Math.log2(rows + 1))));
 }
 
 /** Ends a writer's use of a set from rowTexts. */

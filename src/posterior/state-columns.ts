@@ -219,26 +219,18 @@ export class StateColumns {
   snapshot(lastStep?: number | null): StateSnapshot {
     const n = this.size;
     const { f, i } = this;
-    // The fields addInto reads, one object reused over the rows.
-    const row = { successes: 0, failures: 0, correctCount: 0, correctTokens: 0, wrongCount: 0, wrongTokens: 0 };
-    // Sums of their own, added to in place (posterior/state.ts addInto).
+    // Each row read as eachOf reads it (view), into one object reused over the rows, and
+    // summed into sums of their own, in place (posterior/state.ts addInto).
+    const row = emptyView();
     const groups: GroupStats[] = this.groupNames.map(() => ({ ...emptyGroupStats }));
     const all = { ...emptyGroupStats };
     let latest: number | null = null;
     for (let k = 0; k < n; k++) {
-      const a = F * k;
-      const b = I * k;
-      row.successes = f[a + SUCCESSES]!;
-      row.failures = f[a + FAILURES]!;
-      row.correctCount = i[b + CORRECT_COUNT]!;
-      row.correctTokens = f[a + CORRECT_TOKENS]!;
-      row.wrongCount = i[b + WRONG_COUNT]!;
-      row.wrongTokens = f[a + WRONG_TOKENS]!;
+      this.view(row, k, '');
       addInto(all, row);
-      const g = i[b + GROUP]!;
+      const g = i[I * k + GROUP]!;
       if (g >= 0) addInto(groups[g]!, row);
-      const step = i[b + LAST_STEP]!;
-      if (i[b + ROLLOUTS]! > 0 && (latest === null || step > latest)) latest = step;
+      if (row.rollouts > 0 && (latest === null || row.lastStep > latest)) latest = row.lastStep;
     }
     let hinted: PromptState[] | undefined;
     let states: PromptState[] | undefined;

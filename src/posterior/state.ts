@@ -137,14 +137,16 @@ export function stateOfValues(
   return s;
 }
 
-/** A snapshot over prompt states held in memory, indexed by id (StateIndex). O(N) to build. */
-export function snapshotOf(states: Iterable<PromptState>, lastStep?: number | null): StateSnapshot {
-  const list = Array.isArray(states) ? (states as readonly PromptState[]) : [...states];
-  const byId = new StateIndex(list);
+/**
+ * The pooled figures of `states`, summed in their order: over all of them and by group (in the
+ * order groups first appear), with the latest step that has evidence (null: none). The one sum
+ * of in-memory states (snapshotOf, store/pooled.ts pooledOf). O(N).
+ */
+export function pooledSums(states: Iterable<PromptState>): { all: Sums; groups: Map<string, Sums>; latest: number | null } {
   const groups = new Map<string, Sums>();
   const all = { ...emptyGroupStats };
   let latest: number | null = null;
-  for (const s of list) {
+  for (const s of states) {
     addInto(all, s);
     if (s.group !== null) {
       let sum = groups.get(s.group);
@@ -153,6 +155,14 @@ export function snapshotOf(states: Iterable<PromptState>, lastStep?: number | nu
     }
     if (s.rollouts > 0 && (latest === null || s.lastStep > latest)) latest = s.lastStep;
   }
+  return { all, groups, latest };
+}
+
+/** A snapshot over prompt states held in memory, indexed by id (StateIndex). O(N) to build. */
+export function snapshotOf(states: Iterable<PromptState>, lastStep?: number | null): StateSnapshot {
+  const list = Array.isArray(states) ? (states as readonly PromptState[]) : [...states];
+  const byId = new StateIndex(list);
+  const { all, groups, latest } = pooledSums(list);
   let hinted: PromptState[] | undefined;
   return {
     lastStep: lastStep ?? latest,

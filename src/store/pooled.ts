@@ -1,5 +1,5 @@
 import { StateIndex } from '../posterior/state-index.js';
-import { addInto, addToGroupStats, emptyGroupStats, type GroupStats, type PromptState, type StateSnapshot, type Sums } from '../posterior/state.js';
+import { addToGroupStats, emptyGroupStats, pooledSums, type GroupStats, type PromptState, type StateSnapshot } from '../posterior/state.js';
 
 /**
  * The pooled figures of the learned prior and the length model (posterior/state.ts
@@ -35,20 +35,11 @@ export function statsOfValues(v: readonly number[]): GroupStats {
   };
 }
 
-/** Every scope's figures over `states`, summed in their order (as snapshotOf sums them). O(N). */
+/** Every scope's figures over `states`, summed in their order (posterior/state.ts pooledSums, as snapshotOf sums them). O(N). */
 export function pooledOf(states: Iterable<PromptState>): Map<string, GroupStats> {
-  // Sums of their own, added to in place (posterior/state.ts addInto).
-  const all = { ...emptyGroupStats };
-  const out = new Map<string, Sums>([[ALL_SCOPE, all]]);
-  for (const s of states) {
-    addInto(all, s);
-    if (s.group !== null) {
-      const scope = groupScope(s.group);
-      let sum = out.get(scope);
-      if (sum === undefined) out.set(scope, (sum = { ...emptyGroupStats }));
-      addInto(sum, s);
-    }
-  }
+  const { all, groups } = pooledSums(states);
+  const out = new Map<string, GroupStats>([[ALL_SCOPE, all]]);
+  for (const [group, sum] of groups) out.set(groupScope(group), sum);
   return out;
 }
 
