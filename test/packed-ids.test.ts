@@ -1,6 +1,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { fnv1a } from '../src/index.js';
+import { fnv1aUnits } from '../src/math/hash.js';
 import { PackedIdIndex } from '../src/posterior/packed-ids.js';
 
 // PackedIdIndex keeps ids as UTF-16 code units in one array (posterior/packed-ids.ts). The
@@ -42,6 +43,19 @@ describe('PackedIdIndex', () => {
       { numRuns: 200 },
     );
     expect(checked).toBeGreaterThan(3000);
+  });
+
+  it('fnv1aUnits of an id\'s code units is fnv1a of the id, as an int32: any UTF-16 text', () => {
+    fc.assert(
+      fc.property(ids, fc.nat({ max: 5 }), (list, pad) => {
+        for (const id of list) {
+          const units = new Uint16Array(pad + id.length + 2).fill(0x41);
+          for (let j = 0; j < id.length; j++) units[pad + j] = id.charCodeAt(j);
+          expect(fnv1aUnits(units, pad, pad + id.length)).toBe(fnv1a(id) | 0);
+        }
+      }),
+      { numRuns: 100 },
+    );
   });
 
   it('push then index(): the table add() makes (same slots word for word), over blocks; false at a repeat', () => {

@@ -4,6 +4,16 @@ export function fnv1a(text: string): number {
 }
 
 /**
+ * fnv1a of the text whose UTF-16 code units are `units[from, to)`, as an int32 (fnv1a(text) | 0,
+ * as hash tables keep it): for texts kept packed, without a string. O(to − from).
+ */
+export function fnv1aUnits(units: Uint16Array, from: number, to: number): number {
+  let h = 0x811c9dc5;
+  for (let u = from; u < to; u++) h = Math.imul(h ^ units[u]!, 0x01000193);
+  return h | 0;
+}
+
+/**
  * fnv1a(prefix + text), given `after` = fnv1a(prefix): the hash of many texts after one prefix,
  * with the prefix hashed once and no string made. O(length of text).
  */

@@ -1,4 +1,4 @@
-import { fnv1a } from '../math/hash.js';
+import { fnv1a, fnv1aUnits } from '../math/hash.js';
 import { HashSlots } from './hash-slots.js';
 
 /** The parts of a PackedIdIndex, typed arrays only (with `size`): what crosses a thread. */
@@ -111,9 +111,8 @@ export class PackedIdIndex extends HashSlots {
       const to = Math.min(this.count, from + PLACE_BLOCK);
       let touched = 0;
       for (let k = from; k < to; k++) {
-        let h = 0x811c9dc5;
-        for (let u = k === 0 ? 0 : ends[k - 1]!, end = ends[k]!; u < end; u++) h = Math.imul(h ^ units[u]!, 0x01000193);
-        hashes[k - from] = h; // fnv1a(id) as an int32, as slots keep it
+        const h = fnv1aUnits(units, k === 0 ? 0 : ends[k - 1]!, ends[k]!);
+        hashes[k - from] = h;
         first[k - from] = (h & mask) * width;
         touched = (touched + slots[first[k - from]!]!) | 0;
       }
