@@ -1,4 +1,4 @@
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { copyFileSync, existsSync, mkdirSync, readFileSync, utimesSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { join } from 'node:path';
@@ -86,6 +86,32 @@ describe('the CLI bundle', () => {
     expect(run(bin, ['y'], root)).toMatchObject({ code: 4, stdout: 'bundle y\n' });
     utimesSync(modules, t + 10, t + 10); // tsc ran after the bundle was made
     expect(run(bin, ['z'], root)).toMatchObject({ code: 3, stdout: 'modules z\n' });
+  });
+
+  it('the bin ends the process once the command returns, but not before a reader behind on stdout has it all', async () => {
+    const dir = tempDir('rb-bundle-');
+    writeFileSync(join(dir, 'p.jsonl'), Array.from({ length: 20_000 }, (_, i) => `{"id":"p${i}","prompt_tokens":${10 + (i % 90)},"max_tokens":2048}`).join('\n'));
+    // Says on stderr whether Node's own end ran ('beforeExit' runs there, not on process.exit).
+    const hook = join(dir, 'hook.cjs');
+    writeFileSync(hook, "process.on('beforeExit', () => require('node:fs').writeSync(2, 'NODE-END\\n'));\n");
+    const plan = ['plan', '--prompts', 'p.jsonl', '--state', ':memory:', '--budget-rollouts', '160000'];
+    const env = { ...process.env, NODE_OPTIONS: `--require ${hook}` };
+    const toFile = spawnSync(process.execPath, [CLI, ...plan, '--out', 'plan.json'], { cwd: dir, env, encoding: 'utf8' });
+    expect(toFile.status, toFile.stderr).toBe(0);
+    expect(toFile.stderr).not.toContain('NODE-END'); // nothing left: ended at once
+    const bytes = readFileSync(join(dir, 'plan.json'));
+    expect(bytes.length).toBeGreaterThan(1 << 20); // far more than a pipe holds
+    // stdout read only after a while: the plan waits in the process, which must not end before it is written.
+    const child = spawn(process.execPath, [CLI, ...plan, '--out', '-'], { cwd: dir, env, stdio: ['ignore', 'pipe', 'pipe'] });
+    let stderr = '';
+    child.stderr.on('data', (d: Buffer) => void (stderr += d.toString()));
+    const closed = new Promise((resolve) => child.on('close', resolve));
+    await new Promise((resolve) => setTimeout(resolve, 1500));
+    const chunks: Buffer[] = [];
+    child.stdout.on('data', (d: Buffer) => chunks.push(d));
+    expect(await closed, stderr).toBe(0);
+    expect(Buffer.concat(chunks).equals(bytes)).toBe(true);
+    expect(stderr).toContain('NODE-END');
   });
 
   it('--help does not load node:child_process (commander requires it on first use only), and commander still reaches it', () => {
