@@ -94,6 +94,11 @@ await build({
   define: { 'import.meta.url': '__bundle_url' },
   banner: { js: `// rollout-budget bundle ${buildId}\nconst __bundle_url = require('node:url').pathToFileURL(__filename).href;` },
   plugins: [lazyChildProcess, bundledLazyRequire],
+  // Without comments and indentation the bundle is two thirds the size, and all ASCII (the
+  // regular expressions spell their non-ASCII characters as escapes): V8 holds and scans it as
+  // a one-byte string. ~4 ms off each start here. Names stay, so a stack still names its functions.
+  minifyWhitespace: true,
+  charset: 'ascii',
   logLevel: 'warning',
 });
 

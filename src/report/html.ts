@@ -88,7 +88,7 @@ export interface ReportMeta {
 
 /** Splits "0.681 (1.35×)" into the value and a muted ratio line. */
 function ratioCells(html: string): string {
-  return html.replace(/<td>([^<(]+) \(([\d.]+×)\)/g, '<td>$1<span class="ratio">$2</span>');
+  return html.replace(/<td>([^<(]+) \(([\d.]+\u00d7)\)/g, '<td>$1<span class="ratio">$2</span>');
 }
 
 /**

@@ -73,7 +73,7 @@ export function normalize(input: string): Normalized {
   let s = trimmed.replace(/\n/g, '').replace(/\\[,;: !]/g, '');
   s = s.replace(/\\(?:left|right)(?![a-zA-Z])/g, '').replace(/\\big(?:g|l|r|gl|gr)?(?![a-zA-Z])/gi, '');
   s = s.replace(/\\[dt]frac(?![a-zA-Z])/g, '\\frac');
-  s = s.replace(/\^\{?\\circ\}?/g, '').replace(/°/g, '');
+  s = s.replace(/\^\{?\\circ\}?/g, '').replace(/\u00b0/g, '');
   const percent = /%/.test(s);
   s = s.replace(/\\%|%/g, '').replace(/\\\$/g, '').replace(/\$/g, '');
   s = dropTrailingUnit(s);
