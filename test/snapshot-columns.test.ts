@@ -129,6 +129,20 @@ describe('the columnar snapshot of a SQLite state', () => {
     expect(compared).toBeGreaterThan(1900);
   });
 
+  it('without a last step in meta, lastStep is the latest of the prompts with rollouts: a prompt only planned, at a later step, does not count', () => {
+    const rows = randomRows('latest', 200);
+    const observed = rows.filter((r) => r[5] > 0);
+    expect(observed.length).toBeGreaterThan(10);
+    const latest = Math.max(...observed.map((r) => r[4]));
+    rows[120] = [rows[120]![0], null, 0, 0, latest + 50, 0, 0, 0, 0, 0, 0, null, null]; // planned only
+    const path = stateFile(rows);
+    const store = new SqliteStore(path);
+    const fast = store.snapshot();
+    store.close();
+    sameSnapshot(fast, rowSnapshot(path), rows.map((r) => r[0]), ['math', 'code']);
+    expect(fast.lastStep).toBe(Math.max(...rows.filter((r) => r[5] > 0).map((r) => r[4])));
+  });
+
   it('an empty state: no prompts, lastStep null', () => {
     const path = stateFile([]);
     const store = new SqliteStore(path);

@@ -1,4 +1,4 @@
-import { addInto, emptyGroupStats, stateOfValues, type GroupStats, type PromptState, type StateSnapshot } from './state.js';
+import { addInto, emptyGroupStats, stateOfValues, type GroupStats, type PooledFields, type PromptState, type StateSnapshot, type Sums } from './state.js';
 import { PackedIdIndex, type PackedIdParts } from './packed-ids.js';
 
 /** Integers that an Int32Array keeps as they are (not −0). */
@@ -14,6 +14,18 @@ export interface StateColumnParts {
   readonly groupNames: readonly string[];
   /** The rows' fields, ROW_BYTES a row (StateColumns' layout). */
   readonly rows: Float64Array;
+  readonly sums: RowSums;
+}
+
+/**
+ * The pooled figures of the rows added so far, summed in row order as they are added (all
+ * rows, and each group's, by its place in the group names), and the latest step of a row with
+ * rollouts: what snapshot() gives without reading every row again.
+ */
+interface RowSums {
+  readonly all: Sums;
+  readonly groups: Sums[];
+  latest: number | null;
 }
 
 /**
@@ -74,6 +86,11 @@ export class StateColumns {
   private readonly scratch = emptyView();
   /** What eachOf's first pass over a block's rows read, kept so that a compiler cannot drop its loads. */
   private read = -0;
+  /** The rows' sums so far (add()), and the row being added as addInto reads one. */
+  private readonly sums: RowSums;
+  private readonly adding: { -readonly [K in keyof PooledFields]: number } = {
+    successes: 0, failures: 0, correctCount: 0, correctTokens: 0, wrongCount: 0, wrongTokens: 0,
+  };
 
   /** Columns for up to `capacity` rows; `parts`: those of columns made elsewhere (`parts()`). */
   constructor(readonly capacity: number, parts?: StateColumnParts) {
@@ -81,6 +98,7 @@ export class StateColumns {
     this.f = parts?.rows ?? new Float64Array(F * capacity);
     this.i = new Int32Array(this.f.buffer, this.f.byteOffset, I * capacity);
     for (const name of parts?.groupNames ?? []) this.groupAt.set(name, this.groupNames.push(name) - 1);
+    this.sums = parts?.sums ?? { all: { ...emptyGroupStats }, groups: [], latest: null };
   }
 
   /**
@@ -88,7 +106,7 @@ export class StateColumns {
    * buffers may be transferred); `trim`: PackedIdIndex.parts's.
    */
   parts(trim = true): StateColumnParts {
-    return { capacity: this.capacity, index: this.index.parts(trim), groupNames: this.groupNames, rows: this.f };
+    return { capacity: this.capacity, index: this.index.parts(trim), groupNames: this.groupNames, rows: this.f, sums: this.sums };
   }
 
   /** The parts' buffers, for postMessage's transfer list. */
@@ -134,9 +152,24 @@ export class StateColumns {
     let g = -1;
     if (group !== null) {
       g = this.groupAt.get(group) ?? -1;
-      if (g < 0) this.groupAt.set(group, (g = this.groupNames.push(group) - 1));
+      if (g < 0) {
+        this.groupAt.set(group, (g = this.groupNames.push(group) - 1));
+        this.sums.groups.push({ ...emptyGroupStats });
+      }
     }
     i[b + GROUP] = g;
+    // The sums as snapshot() reads them: the values just stored (exactly the ones given), in row order.
+    const row = this.adding;
+    row.successes = successes;
+    row.failures = failures;
+    row.correctCount = correctCount;
+    row.correctTokens = correctTokens;
+    row.wrongCount = wrongCount;
+    row.wrongTokens = wrongTokens;
+    const { sums } = this;
+    addInto(sums.all, row);
+    if (g >= 0) addInto(sums.groups[g]!, row);
+    if (rollouts > 0 && (sums.latest === null || lastStep > sums.latest)) sums.latest = lastStep;
     return true;
   }
 
@@ -214,24 +247,16 @@ export class StateColumns {
 
   /**
    * The snapshot snapshotOf (posterior/state.ts) gives for `[state(0), state(1), …]`: the same
-   * pooled figures, summed in row order, and states made on lookup. O(rows) to build.
+   * pooled figures, summed in row order, and states made on lookup. O(groups) to build.
    */
   snapshot(lastStep?: number | null): StateSnapshot {
     const n = this.size;
-    const { f, i } = this;
-    // Each row read as eachOf reads it (view), into one object reused over the rows, and
-    // summed into sums of their own, in place (posterior/state.ts addInto).
-    const row = emptyView();
-    const groups: GroupStats[] = this.groupNames.map(() => ({ ...emptyGroupStats }));
-    const all = { ...emptyGroupStats };
-    let latest: number | null = null;
-    for (let k = 0; k < n; k++) {
-      this.view(row, k, '');
-      addInto(all, row);
-      const g = i[I * k + GROUP]!;
-      if (g >= 0) addInto(groups[g]!, row);
-      if (row.rollouts > 0 && (latest === null || row.lastStep > latest)) latest = row.lastStep;
-    }
+    const { f } = this;
+    // The pooled figures were summed row by row as the rows were added (add()), as snapshotOf
+    // sums them; copies, so that no caller's edit reaches the next snapshot.
+    const groups: GroupStats[] = this.sums.groups.map((g) => ({ ...g }));
+    const all: GroupStats = { ...this.sums.all };
+    const latest = this.sums.latest;
     let hinted: PromptState[] | undefined;
     let states: PromptState[] | undefined;
     return {
