@@ -28,6 +28,25 @@ async function drop(base: string, schema: string): Promise<void> {
   }
 }
 
+/**
+ * Throws, naming the URL (without its password) and the server's answer, when no PostgreSQL
+ * server answers at `base`: checked before the bench's first section, so that a stopped server
+ * costs a line, not the minutes of figures before the first PostgreSQL one.
+ */
+export async function checkServer(base: string): Promise<void> {
+  const client = new pg.Client({ connectionString: base, connectionTimeoutMillis: 10_000 });
+  try {
+    await client.connect();
+    await client.query('SELECT 1');
+  } catch (error) {
+    const u = new URL(base);
+    if (u.password !== '') u.password = '***';
+    throw new Error(`RB_PG_URL ${u.toString()}: no PostgreSQL server answers (${(error as Error).message}); start one (.ci/setup-postgres.sh start prints the URL) or unset RB_PG_URL`);
+  } finally {
+    await client.end().catch(() => undefined);
+  }
+}
+
 /** A new empty schema and its dropper. */
 export function freshSchema(base: string): () => Promise<{ url: string; drop: () => Promise<void> }> {
   return async () => {

@@ -9,7 +9,7 @@
 import { rmSync } from 'node:fs';
 import { BENCH_DIR } from './bench-inputs.js';
 import { observeBench, planBench, replayBench, startupBench } from './bench-cli.js';
-import { dropAll, freshSchema, pgStates } from './bench-pg.js';
+import { checkServer, dropAll, freshSchema, pgStates } from './bench-pg.js';
 import { plannerBench, plannerChild } from './bench-planner.js';
 import { serviceBench, sqliteStates, type ServiceFigures } from './bench-service.js';
 import { loadAverage } from './bench-util.js';
@@ -25,6 +25,15 @@ async function main(args: readonly string[]): Promise<void> {
   const want = (s: (typeof SECTIONS)[number]) => asked.length === 0 || asked.includes(s);
   const large = args.includes('--large');
   const pgUrl = process.env.RB_PG_URL === undefined || process.env.RB_PG_URL === '' ? undefined : process.env.RB_PG_URL;
+  if (pgUrl !== undefined && (want('observe') || want('service'))) {
+    try {
+      await checkServer(pgUrl);
+    } catch (error) {
+      console.error(`bench: ${(error as Error).message}`);
+      process.exitCode = 2;
+      return;
+    }
+  }
   console.log('rollout-budget bench (node %s, %s), load average %s', process.version, new Date().toISOString(), loadAverage());
   const targets: string[] = [];
   try {
