@@ -53,7 +53,9 @@ describe('collidingHashes', () => {
     fc.assert(
       fc.property(
         // Few distinct values (many repeats), any uint32, or values equal in their low or high bits.
-        fc.array(fc.oneof(fc.integer({ min: 0, max: 40 }), fc.nat({ max: 0xffffffff }), fc.integer({ min: 0, max: 63 }).map((k) => (k << 26) >>> 0)), { maxLength: 300 }),
+        // Arrays of fast-check's 'medium' size: at its default small size most arrays had a few
+        // elements and no repeat (14–34 runs of 400 had one; the minimum below failed a CI run).
+        fc.array(fc.oneof(fc.integer({ min: 0, max: 40 }), fc.nat({ max: 0xffffffff }), fc.integer({ min: 0, max: 63 }).map((k) => (k << 26) >>> 0)), { maxLength: 300, size: 'medium' }),
         fc.nat({ max: 5 }),
         (values, extra) => {
           const hashes = new Uint32Array(values.length + extra); // only the first values.length count
@@ -74,7 +76,9 @@ describe('collidingHashes', () => {
       { numRuns: 400 },
     );
     expect(runs).toBe(400);
-    expect(withRepeats).toBeGreaterThan(20);
+    // Both answers were checked many times (280–316 runs of 400 have a repeat at this size).
+    expect(withRepeats).toBeGreaterThan(150);
+    expect(runs - withRepeats).toBeGreaterThan(20);
     // 10⁵ hashes of distinct ids, then each again: every value repeats.
     const ids = Uint32Array.from({ length: 200_000 }, (_, i) => fnv1a(`prompt-${i % 100_000}`));
     expect(collidingHashes(ids.length, ids)!.size).toBe(new Set(ids).size);
