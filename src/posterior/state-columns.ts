@@ -1,4 +1,4 @@
-import { addInto, emptyGroupStats, stateOfValues, type GroupStats, type PooledFields, type PromptState, type StateSnapshot, type Sums } from './state.js';
+import { addState, emptyGroupStats, stateOfValues, type GroupStats, type PooledFields, type PromptState, type RunningSums, type StateSnapshot, type Sums } from './state.js';
 import { PackedIdIndex, type PackedIdParts } from './packed-ids.js';
 
 /** Integers that an Int32Array keeps as they are (not −0). */
@@ -18,14 +18,12 @@ export interface StateColumnParts {
 }
 
 /**
- * The pooled figures of the rows added so far, summed in row order as they are added (all
- * rows, and each group's, by its place in the group names), and the latest step of a row with
- * rollouts: what snapshot() gives without reading every row again.
+ * The pooled figures of the rows added so far, summed in row order as they are added
+ * (posterior/state.ts addState), each group's by its place in the group names: what
+ * snapshot() gives without reading every row again.
  */
-interface RowSums {
-  readonly all: Sums;
+interface RowSums extends RunningSums {
   readonly groups: Sums[];
-  latest: number | null;
 }
 
 /**
@@ -86,10 +84,10 @@ export class StateColumns {
   private readonly scratch = emptyView();
   /** What eachOf's first pass over a block's rows read, kept so that a compiler cannot drop its loads. */
   private read = -0;
-  /** The rows' sums so far (add()), and the row being added as addInto reads one. */
+  /** The rows' sums so far (add()), and the row being added as addState reads one. */
   private readonly sums: RowSums;
-  private readonly adding: { -readonly [K in keyof PooledFields]: number } = {
-    successes: 0, failures: 0, correctCount: 0, correctTokens: 0, wrongCount: 0, wrongTokens: 0,
+  private readonly adding: { -readonly [K in keyof PooledFields | 'rollouts' | 'lastStep']: number } = {
+    successes: 0, failures: 0, correctCount: 0, correctTokens: 0, wrongCount: 0, wrongTokens: 0, rollouts: 0, lastStep: 0,
   };
 
   /** Columns for up to `capacity` rows; `parts`: those of columns made elsewhere (`parts()`). */
@@ -166,10 +164,9 @@ export class StateColumns {
     row.correctTokens = correctTokens;
     row.wrongCount = wrongCount;
     row.wrongTokens = wrongTokens;
-    const { sums } = this;
-    addInto(sums.all, row);
-    if (g >= 0) addInto(sums.groups[g]!, row);
-    if (rollouts > 0 && (sums.latest === null || lastStep > sums.latest)) sums.latest = lastStep;
+    row.rollouts = rollouts;
+    row.lastStep = lastStep;
+    addState(this.sums, row, g >= 0 ? this.sums.groups[g] : undefined);
     return true;
   }
 

@@ -144,18 +144,32 @@ export function stateOfValues(
  */
 export function pooledSums(states: Iterable<PromptState>): { all: Sums; groups: Map<string, Sums>; latest: number | null } {
   const groups = new Map<string, Sums>();
-  const all = { ...emptyGroupStats };
-  let latest: number | null = null;
+  const sums: RunningSums = { all: { ...emptyGroupStats }, latest: null };
   for (const s of states) {
-    addInto(all, s);
+    let group: Sums | undefined;
     if (s.group !== null) {
-      let sum = groups.get(s.group);
-      if (sum === undefined) groups.set(s.group, (sum = { ...emptyGroupStats }));
-      addInto(sum, s);
+      group = groups.get(s.group);
+      if (group === undefined) groups.set(s.group, (group = { ...emptyGroupStats }));
     }
-    if (s.rollouts > 0 && (latest === null || s.lastStep > latest)) latest = s.lastStep;
+    addState(sums, s, group);
   }
-  return { all, groups, latest };
+  return { all: sums.all, groups, latest: sums.latest };
+}
+
+/** Pooled figures summed a state at a time (addState): over all states, and the latest step with evidence. Plain data (it crosses threads). */
+export interface RunningSums {
+  readonly all: Sums;
+  latest: number | null;
+}
+
+/**
+ * Adds one state to `sums`, and to `group` (its group's sums; undefined for none): the one rule
+ * of pooledSums and of StateColumns, which sums its rows as they are added. O(1).
+ */
+export function addState(sums: RunningSums, s: PooledFields & Pick<PromptState, 'rollouts' | 'lastStep'>, group: Sums | undefined): void {
+  addInto(sums.all, s);
+  if (group !== undefined) addInto(group, s);
+  if (s.rollouts > 0 && (sums.latest === null || s.lastStep > sums.latest)) sums.latest = s.lastStep;
 }
 
 /** A snapshot over prompt states held in memory, indexed by id (StateIndex). O(N) to build. */
