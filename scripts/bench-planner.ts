@@ -6,6 +6,7 @@
 import { spawnSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import seedrandom from 'seedrandom';
+import { cpuLoop } from './bench-util.js';
 import {
   createRegistries, exactDp, fnv1a, greedySolve, milpSolve, MonomialCurves, planStep, posteriors,
   resolvePlanOptions, snapshotOf, type Candidate, type PromptState, type SolverInput,
@@ -72,14 +73,17 @@ export function plannerBench(): void {
   const defaults = resolvePlanOptions({});
   console.log(`planner: default options (policy ${defaults.policy}, value ${defaults.value}, saturation ${defaults.saturation}), rollout budget 8·N, min_n 2, max_n 64, 10% unseen prompts`);
   console.log('plan ms: the planStep call, which returns the plan with its allocations as columns (the objects: second table)');
-  console.log('size      plan ms (median)  runs  µs/prompt  solver ms  peak RSS growth B/prompt  heap growth B/prompt');
-  const rows: { size: number; ms: number; rss: number; heap: number; materializeMs: number; materializedRss: number; materializedHeap: number }[] = [];
+  console.log('loop ms: a fixed arithmetic loop (bench-util.ts cpuLoop) timed after each plan, median and fastest: the machine\'s speed during the runs');
+  console.log('size      plan ms (median)  runs  µs/prompt  solver ms  peak RSS growth B/prompt  heap growth B/prompt  loop ms (median, fastest)');
+  const rows: { size: number; ms: number; rss: number; heap: number; materializeMs: number; materializedRss: number; materializedHeap: number; loop: number; loopFastest: number }[] = [];
+  cpuLoop(); // compiled before the first size's runs
   for (const size of sizes) {
     const { candidates, states } = world(size, `bench/${size}`);
     const snapshot = snapshotOf(states, 20);
     const runs = size >= 1e6 ? 3 : size >= 1e5 ? 5 : 15;
     const times: number[] = [];
     const materializeTimes: number[] = [];
+    const loopTimes: number[] = [];
     planStep(snapshot, candidates, { rollouts: 8 * size }, {}, registries).allocations; // warm-up
     for (let r = 0; r < runs; r++) {
       const t0 = performance.now();
@@ -88,6 +92,7 @@ export function plannerBench(): void {
       void plan.allocations; // built on first read: timed apart, so both costs show
       materializeTimes.push(performance.now() - t1);
       times.push(t1 - t0);
+      loopTimes.push(cpuLoop());
     }
     // The mechanism alone: the greedy on the same posteriors and value curves.
     const options = resolvePlanOptions({ step: 21 });
@@ -114,11 +119,14 @@ export function plannerBench(): void {
     rows.push({
       size, ms, rss: m.peakRss / size, heap: m.heapGrowth / size,
       materializeMs: median(materializeTimes), materializedRss: m.materializedRss / size, materializedHeap: m.materializedHeap / size,
+      loop: median(loopTimes), loopFastest: Math.min(...loopTimes),
     });
-    console.log(`${String(size).padEnd(9)} ${ms.toFixed(1).padStart(16)}  ${String(runs).padStart(4)}  ${((ms / size) * 1000).toFixed(2).padStart(9)}  ${median(solverTimes).toFixed(1).padStart(9)}  ${(m.peakRss / size).toFixed(0).padStart(24)}  ${(m.heapGrowth / size).toFixed(0).padStart(20)}`);
+    console.log(`${String(size).padEnd(9)} ${ms.toFixed(1).padStart(16)}  ${String(runs).padStart(4)}  ${((ms / size) * 1000).toFixed(2).padStart(9)}  ${median(solverTimes).toFixed(1).padStart(9)}  ${(m.peakRss / size).toFixed(0).padStart(24)}  ${(m.heapGrowth / size).toFixed(0).padStart(20)}  ${`${median(loopTimes).toFixed(1)}, ${Math.min(...loopTimes).toFixed(1)}`.padStart(25)}`);
   }
   const at = (s: number) => rows.find((r) => r.size === s)!;
   console.log(`targets: 1e4 in < 20 ms: ${at(1e4).ms.toFixed(1)} ms ${at(1e4).ms < 20 ? 'MET' : 'MISSED'}; 1e6 in < 2 s: ${(at(1e6).ms / 1000).toFixed(2)} s ${at(1e6).ms < 2000 ? 'MET' : 'MISSED'}; < 200 B/prompt (peak RSS growth at 1e6): ${at(1e6).rss.toFixed(0)} ${at(1e6).rss < 200 ? 'MET' : 'MISSED'}`);
+  const fastest = Math.min(...rows.map((r) => r.loopFastest));
+  console.log(`the machine during the 1e4 runs: the loop's median ${at(1e4).loop.toFixed(1)} ms, ${(at(1e4).loop / fastest).toFixed(2)}× its fastest in this section (${fastest.toFixed(1)} ms)`);
 
   console.log('\nreading plan.allocations (one object per prompt with p_low/p_high, built on first read: the JSON plan file and');
   console.log('callers that iterate allocations pay this; plan.columns does not), medians of the same runs:');

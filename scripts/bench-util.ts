@@ -118,6 +118,24 @@ export function nodeStartReference(runs: number): number {
   return median(times);
 }
 
+/** The values a `cpuLoop` sums over: fixed, so every call does the same work. */
+const LOOP_VALUES = Float64Array.from({ length: 1 << 14 }, (_, i) => 0.5 + (i % 97) / 97);
+
+/**
+ * A fixed arithmetic loop (655,360 logarithms, no allocation), in ms: this machine's speed at
+ * the moment, timed between a section's runs. On the shared 2-core machine its time moved by
+ * up to 2.3× within a minute, staying fast or slow for seconds at a time (docs/performance.md,
+ * seventh round).
+ */
+export function cpuLoop(): number {
+  const t0 = performance.now();
+  let sum = 0;
+  for (let k = 0; k < 40; k++) for (let i = 0; i < LOOP_VALUES.length; i++) sum += Math.log(LOOP_VALUES[i]! + k);
+  const ms = performance.now() - t0;
+  if (sum !== sum) throw new Error('cpuLoop: NaN'); // uses the sum, so the loop is not dropped
+  return ms;
+}
+
 export const fmtS = (s: number) => (s >= 10 ? `${s.toFixed(1)} s` : s >= 1 ? `${s.toFixed(2)} s` : `${(s * 1000).toFixed(0)} ms`);
 export const fmtMB = (b: number) => (Number.isFinite(b) ? `${(b / 1e6).toFixed(0)} MB` : '—');
 export const fmtX = (a: number, b: number) => (b > 0 ? `${(a / b).toFixed(1)}×` : '—');
