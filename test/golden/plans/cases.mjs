@@ -1,6 +1,7 @@
 // Fixed instances whose plan files must stay byte-identical across performance work (issue 15).
 // The expected files in expected/ were written by generate.mjs with main at 0748a87, before
-// any change of issue 15; test/plan-golden.test.ts runs the same commands with today's code
+// any change of issue 15 (the synth-pool ones at 5f68e16, where every older file came out
+// byte for byte the same); test/plan-golden.test.ts runs the same commands with today's code
 // and compares the bytes. Plain JavaScript, so the generator runs on a built tree without vitest.
 import { createHash } from 'node:crypto';
 import { readFileSync, writeFileSync } from 'node:fs';
@@ -74,6 +75,12 @@ export function writeInputs(dir) {
     id: `s-${i}`, group: `g${hash(`p/${i}`) % 7}`, prompt_tokens: 40 + (i % 300),
     ...(i % 4 === 0 ? { max_tokens: 2048 } : {}), text: `problem ${i}`,
   }))));
+  // A pool of 100,000: the 20,000 seen above and 80,000 never seen, enough candidates for the
+  // precommit's three rounds (solver/precommit.ts).
+  writeFileSync(join(dir, 'synth-pool.jsonl'), lines(Array.from({ length: 100_000 }, (_, i) => ({
+    id: `s-${i}`, group: `g${hash(`p/${i}`) % 7}`, prompt_tokens: 40 + (i % 300),
+    ...(i % 4 === 0 ? { max_tokens: 2048 } : {}),
+  }))));
 }
 
 /** Each state: the results files observed in order (with `observe`'s flags). */
@@ -107,6 +114,12 @@ export const cases = [
     argv: ['--prompts', 'synth-prompts.jsonl', '--budget-rollouts', '240000', '--policy', 'bayes', '--value', 'balanced'] },
   { name: 'synth-tokens-skip.jsonl', state: 'synth', compare: 'sha256',
     argv: ['--prompts', 'synth-prompts.jsonl', '--budget-tokens', '150000000', '--skip', '--policy', 'bayes', '--value', 'balanced', '--format', 'jsonl', '--max-tokens', '3000'] },
+  // Added at 5f68e16, before the precommit's later rounds copied the first round's walks of
+  // the sample: 100,000 candidates, so the precommit runs more than one round.
+  { name: 'synth-pool-balanced.jsonl', state: 'synth', compare: 'sha256',
+    argv: ['--prompts', 'synth-pool.jsonl', '--budget-rollouts', '800000', '--policy', 'bayes', '--value', 'balanced', '--format', 'jsonl'] },
+  { name: 'synth-pool-knapsack-tokens.jsonl', state: 'synth', compare: 'sha256',
+    argv: ['--prompts', 'synth-pool.jsonl', '--budget-tokens', '300000000', '--policy', 'bayes', '--value', 'knapsack', '--format', 'jsonl', '--max-tokens', '3000'] },
 ];
 
 export const sha256 = (text) => createHash('sha256').update(text).digest('hex');
