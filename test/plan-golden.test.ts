@@ -11,7 +11,7 @@ import { cases, sha256, stateDump, states, writeInputs } from './golden/plans/ca
 /**
  * Plans stay byte-identical across the performance work of issue 15: the expected files were
  * written by main at 0748a87 (test/golden/plans/generate.mjs), before any change; the two
- * synth-pool plans (100,000 candidates) at 5f68e16, before the change they cover. The states
+ * synth-pool plans (100,000 candidates: the precommit's three rounds) at 5f68e16. The states
  * are built by `observe` with today's code and compared too (every stored number, exactly).
  */
 interface Case { name: string; state: string; compare: 'text' | 'sha256'; argv: string[] }
