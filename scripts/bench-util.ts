@@ -124,8 +124,9 @@ const LOOP_VALUES = Float64Array.from({ length: 1 << 14 }, (_, i) => 0.5 + (i % 
 /**
  * A fixed arithmetic loop (655,360 logarithms, no allocation), in ms: this machine's speed at
  * the moment, timed between a section's runs. On the shared 2-core machine its time moved by
- * up to 2.3× within a minute, staying fast or slow for seconds at a time (docs/performance.md,
- * seventh round).
+ * up to 2.7× within minutes, staying fast or slow for seconds at a time, whatever the other
+ * core did (docs/performance.md, seventh round). Its first three calls in a process are slower
+ * while V8 optimizes it.
  */
 export function cpuLoop(): number {
   const t0 = performance.now();
