@@ -71,16 +71,13 @@ export function writeInputs(dir) {
     }
   }
   writeFileSync(join(dir, 'synth-results.jsonl'), lines(synth));
-  writeFileSync(join(dir, 'synth-prompts.jsonl'), lines(Array.from({ length: 30_000 }, (_, i) => ({
-    id: `s-${i}`, group: `g${hash(`p/${i}`) % 7}`, prompt_tokens: 40 + (i % 300),
-    ...(i % 4 === 0 ? { max_tokens: 2048 } : {}), text: `problem ${i}`,
-  }))));
+  const synthPrompt = (i) => ({
+    id: `s-${i}`, group: `g${hash(`p/${i}`) % 7}`, prompt_tokens: 40 + (i % 300), ...(i % 4 === 0 ? { max_tokens: 2048 } : {}),
+  });
+  writeFileSync(join(dir, 'synth-prompts.jsonl'), lines(Array.from({ length: 30_000 }, (_, i) => ({ ...synthPrompt(i), text: `problem ${i}` }))));
   // A pool of 100,000: the 20,000 seen above and 80,000 never seen, enough candidates for the
   // precommit's three rounds (solver/precommit.ts).
-  writeFileSync(join(dir, 'synth-pool.jsonl'), lines(Array.from({ length: 100_000 }, (_, i) => ({
-    id: `s-${i}`, group: `g${hash(`p/${i}`) % 7}`, prompt_tokens: 40 + (i % 300),
-    ...(i % 4 === 0 ? { max_tokens: 2048 } : {}),
-  }))));
+  writeFileSync(join(dir, 'synth-pool.jsonl'), lines(Array.from({ length: 100_000 }, (_, i) => synthPrompt(i))));
 }
 
 /** Each state: the results files observed in order (with `observe`'s flags). */
