@@ -38,7 +38,11 @@ export async function startupBench(runs = 9): Promise<{ help: number; plan: numb
  * promptsFile), or a step: the first 1,024 of the shuffled prompts, planned on the whole warm
  * state (a trainer's step drawn from a large pool).
  */
-export interface PlanFigure { size: number; state: 'fresh' | 'warm'; order: 'rows' | 'shuffled' | 'step'; format: string; seconds: number; peakRss: number; read: number; write: number; bytes: number }
+export interface PlanFigure {
+  size: number; state: 'fresh' | 'warm'; order: 'rows' | 'shuffled' | 'step'; format: string; seconds: number; peakRss: number; read: number; write: number; bytes: number;
+  /** Each run's seconds, in the order run: run r of every configuration came in the same turn, so two configurations compare run by run. */
+  runs: readonly number[];
+}
 
 /**
  * `plan` on 10⁴..10⁶ prompts, fresh and warm state, budget 8·N, default options. The warm
@@ -83,7 +87,7 @@ export async function planBench(sizes: readonly number[]): Promise<PlanFigure[]>
       rmSync(file, { force: true });
       const r = { seconds: median(times[c]!), peakRss: peaks[c]! };
       const input = order === 'step' ? stepRead : read;
-      out.push({ size, state, order, format, seconds: r.seconds, peakRss: r.peakRss, read: input, write, bytes });
+      out.push({ size, state, order, format, seconds: r.seconds, peakRss: r.peakRss, read: input, write, bytes, runs: times[c]! });
       rows.push([String(size), state, order === 'step' ? `a step of ${STEP}` : order === 'shuffled' ? 'shuffled' : state === 'fresh' ? '' : 'as rows', format, fmtS(r.seconds), fmtMB(r.peakRss), fmtS(input), fmtS(write), fmtS(input + write), fmtX(r.seconds, input + write), `${(bytes / 1e6).toFixed(1)} MB`]);
     });
     rm(fresh);
