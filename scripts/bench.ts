@@ -52,8 +52,9 @@ async function main(args: readonly string[]): Promise<void> {
         const label = state === 'fresh' ? 'fresh' : `warm (prompts ${order === 'rows' ? 'in the rows\' order' : 'shuffled'})`;
         targets.push(`plan 10⁶ ${label} < 3 s and < 500 MB: ${big.seconds.toFixed(2)} s, ${(big.peakRss / 1e6).toFixed(0)} MB ${met(big.seconds < 3 && big.peakRss < 500e6)}; 10⁵ < 0.4 s: ${small.seconds.toFixed(2)} s ${met(small.seconds < 0.4)}`);
       }
-      // jsonl gains 0.1-0.4 s of a 2-4 s plan, about one run's noise: judged on the ratios of
-      // the runs made in the same turn (a slow minute slows both), the medians printed beside.
+      // jsonl's gain end to end is within one run's noise (docs/performance.md, eighth round):
+      // judged on the ratios of the runs made in the same turn (a slow minute slows both),
+      // the medians printed beside.
       const json = at(1e6, 'warm');
       const jsonl = at(1e6, 'warm', 'jsonl');
       const ratios = jsonl.runs.map((s, r) => s / json.runs[r]!);
