@@ -116,8 +116,8 @@ export function replayLog(rollouts: number, format: 'results' | 'verl', pool?: n
  * take longer than the plans measured): 90% seen 8–48 times at steps 0–19, the rest unseen,
  * names `prompt-<i>` (the prompts files' ids). The pooled rows are built when it is opened.
  */
-export function warmState(size: number, name = `warm-${size}.db`): string {
-  const path = join(benchDir(), name);
+export function warmState(size: number, name = `warm-${size}.db`, dir = benchDir()): string {
+  const path = join(dir, name);
   const store = new SqliteStore(path);
   store.close();
   const random = lcg(size + 3);

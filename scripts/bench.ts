@@ -86,7 +86,7 @@ async function main(args: readonly string[]): Promise<void> {
       if (pgUrl !== undefined) figures.push(await serviceBench('PostgreSQL', pgStates(pgUrl)));
       for (const f of figures) {
         // The p99 target is judged on the steady state; the first seconds' figures are printed beside it.
-        targets.push(`service ${f.backend}: 4,096 candidates, state 10⁶ vs 10³ within 2×: ${(f.large / f.small).toFixed(2)}× ${met(f.large / f.small <= 2)}; 16 clients, steady state: p50 ${f.p50.toFixed(1)} ms, p99 ${f.p99.toFixed(1)} ms${f.backend === 'SQLite' ? ` (< 50 ms: ${met(f.p99 < 50)})` : ''} (first seconds after the start: p50 ${f.first.p50.toFixed(1)} ms, p99 ${f.first.p99.toFixed(1)} ms); CPU a plan: serve ${f.serveCpu?.toFixed(2) ?? 'n/a'} ms, clients ${f.clientCpu.toFixed(2)} ms`);
+        targets.push(`service ${f.backend}: 4,096 candidates, as many tracked, state 10⁶ vs 10³ within 2×: ${(f.large / f.small).toFixed(2)}× ${met(f.large / f.small <= 2)} (drawn from the whole 10⁶ state: ${(f.drawn / f.small).toFixed(2)}×); 16 clients, steady state: p50 ${f.p50.toFixed(1)} ms, p99 ${f.p99.toFixed(1)} ms${f.backend === 'SQLite' ? ` (< 50 ms: ${met(f.p99 < 50)})` : ''} (first seconds after the start: p50 ${f.first.p50.toFixed(1)} ms, p99 ${f.first.p99.toFixed(1)} ms); CPU a plan: serve ${f.serveCpu?.toFixed(2) ?? 'n/a'} ms, clients ${f.clientCpu.toFixed(2)} ms`);
       }
     }
     if (want('verifier')) verifierBench();
