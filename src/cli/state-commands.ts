@@ -3,10 +3,13 @@ import { join } from 'node:path';
 import { Allocator } from '../allocator.js';
 import type { ResultSource } from '../io/results.js';
 import { carryIdCheck } from '../plan/checked-ids.js';
-import { DEFAULT_MAX_TOKENS, defaultLimitWarning, groupsWithoutLimit, planChunks, type PlanFormat } from '../plan/exports.js';
-import { resolvePlanOptions } from '../plan/options.js';
+import { DEFAULT_MAX_TOKENS, defaultLimitWarning, groupsWithoutLimit, planChunks, type ExportOptions, type PlanFormat } from '../plan/exports.js';
+import { resolvePlanOptions, type PlanOptionsInput } from '../plan/options.js';
+import { posteriorView } from '../plan/posterior-view.js';
+import type { Candidate, Plan } from '../plan/types.js';
 import { calibrationSummary } from '../posterior/hints.js';
 import type { DecayOptions } from '../posterior/decay.js';
+import type { StateSnapshot } from '../posterior/state.js';
 import { readStateAhead } from '../store/scan-ahead.js';
 import { MMAP_BYTES, SqliteStore } from '../store/sqlite.js';
 import type { ObserveSummary } from '../store/types.js';
@@ -32,13 +35,12 @@ export interface PlanFlags extends SharedFlags {
 }
 
 export async function planCommand(io: CliIo, opts: PlanFlags): Promise<void> {
+  if ((await import('../store/open.js')).storeKindOf(opts.state) === 'postgres') return planOnAsyncStore(io, opts);
   // A large state file is read by another thread while this one reads the prompts (store/scan-ahead.ts).
   const ahead = readStateAhead(opts.state, MMAP_BYTES);
   let allocator: Allocator | undefined;
   try {
-    const { parsed } = await readPrompts(io, opts.prompts);
-    const candidates = opts.maxTokens === undefined ? parsed.candidates : parsed.candidates.map((c) => (c.max_tokens === undefined ? { ...c, max_tokens: opts.maxTokens } : c));
-    carryIdCheck(parsed.candidates, candidates); // the same ids, checked by the reader
+    const { parsed, candidates } = await planCandidates(io, opts);
     allocator = new Allocator({ state: opts.state });
     // A plan that reads only its candidates' rows has no use for the whole state read ahead.
     if (!allocator.readsAll(candidates.length)) ahead?.cancel();
@@ -46,29 +48,58 @@ export async function planCommand(io: CliIo, opts: PlanFlags): Promise<void> {
       const scanned = await ahead?.result;
       if (scanned !== undefined && allocator.store instanceof SqliteStore) allocator.store.useScan(scanned);
     }
-    const result = allocator.plan(candidates, budgetFrom(opts), {
-      ...planOptionsFrom(opts),
-      prefillWeight: opts.prefillWeight,
-      ...(opts.step === undefined ? {} : { step: opts.step }),
-    });
-    // The request exports look prompts up by id; json and jsonl need neither map.
-    const requests = opts.format === 'vllm-batch' || opts.format === 'sglang';
-    const exportOptions = {
-      ...(opts.model === undefined ? {} : { model: opts.model }),
-      promptField: opts.promptField,
-      ...(requests ? { candidates: new Map(candidates.map((c) => [c.id, c])), promptLines: parsed.lines } : {}),
-      ...(opts.maxTokens === undefined ? {} : { maxTokens: opts.maxTokens }),
-    };
-    writeChunks(io, opts.out, planChunks(result, opts.format, exportOptions));
-    const unlimited = groupsWithoutLimit(result);
-    if (unlimited > 0 && (opts.format === 'json' || opts.format === 'jsonl')) {
-      io.stderr(`rollout-budget: warning: ${unlimited} groups have no max_tokens (their prompts give none, no --max-tokens): a server stops them at its own default (vLLM 16 tokens on /v1/completions, SGLang 128); execute sends ${DEFAULT_MAX_TOKENS}\n`);
-    } else if (unlimited > 0) {
-      io.stderr(`rollout-budget: warning: ${defaultLimitWarning(unlimited, exportOptions)}\n`);
-    }
+    writePlan(io, opts, allocator.plan(candidates, budgetFrom(opts), planCallOptions(opts)), candidates, parsed.lines);
   } finally {
     ahead?.cancel();
     allocator?.close();
+  }
+}
+
+/**
+ * `plan --state postgres://...`: the service's plan (service/async-allocator.ts): it reads the
+ * candidates' rows and the pooled rows in one statement, plans, then records the candidates'
+ * group and hint that the state does not hold yet, as a plan on a SQLite state does.
+ */
+async function planOnAsyncStore(io: CliIo, opts: PlanFlags): Promise<void> {
+  const { parsed, candidates } = await planCandidates(io, opts);
+  const [{ openAsyncStore }, { AsyncAllocator }] = await Promise.all([import('../store/open.js'), import('../service/async-allocator.js')]);
+  const store = await openAsyncStore(opts.state);
+  try {
+    const plan = await new AsyncAllocator(store).plan(candidates, budgetFrom(opts), planCallOptions(opts));
+    writePlan(io, opts, plan, candidates, parsed.lines);
+  } finally {
+    await store.close();
+  }
+}
+
+/** The prompts file's candidates, with `--max-tokens` for those that give none. */
+async function planCandidates(io: CliIo, opts: PlanFlags): Promise<{ parsed: Awaited<ReturnType<typeof readPrompts>>['parsed']; candidates: Candidate[] }> {
+  const { parsed } = await readPrompts(io, opts.prompts);
+  const candidates = opts.maxTokens === undefined ? parsed.candidates : parsed.candidates.map((c) => (c.max_tokens === undefined ? { ...c, max_tokens: opts.maxTokens } : c));
+  carryIdCheck(parsed.candidates, candidates); // the same ids, checked by the reader
+  return { parsed, candidates };
+}
+
+function planCallOptions(opts: PlanFlags): PlanOptionsInput {
+  return { ...planOptionsFrom(opts), prefillWeight: opts.prefillWeight, ...(opts.step === undefined ? {} : { step: opts.step }) };
+}
+
+/** Writes the plan in `--format` to `--out`, and warns about groups without a generation limit. */
+function writePlan(io: CliIo, opts: PlanFlags, result: Plan, candidates: readonly Candidate[], promptLines: ExportOptions['promptLines']): void {
+  // The request exports look prompts up by id; json and jsonl need neither map.
+  const requests = opts.format === 'vllm-batch' || opts.format === 'sglang';
+  const exportOptions = {
+    ...(opts.model === undefined ? {} : { model: opts.model }),
+    promptField: opts.promptField,
+    ...(requests ? { candidates: new Map(candidates.map((c) => [c.id, c])), promptLines } : {}),
+    ...(opts.maxTokens === undefined ? {} : { maxTokens: opts.maxTokens }),
+  };
+  writeChunks(io, opts.out, planChunks(result, opts.format, exportOptions));
+  const unlimited = groupsWithoutLimit(result);
+  if (unlimited > 0 && (opts.format === 'json' || opts.format === 'jsonl')) {
+    io.stderr(`rollout-budget: warning: ${unlimited} groups have no max_tokens (their prompts give none, no --max-tokens): a server stops them at its own default (vLLM 16 tokens on /v1/completions, SGLang 128); execute sends ${DEFAULT_MAX_TOKENS}\n`);
+  } else if (unlimited > 0) {
+    io.stderr(`rollout-budget: warning: ${defaultLimitWarning(unlimited, exportOptions)}\n`);
   }
 }
 
@@ -110,35 +141,47 @@ export async function observeInto(state: string, source: ResultSource, decay: De
   }
 }
 
-export function inspectCommand(io: CliIo, opts: { state: string; prompt?: string }): void {
+export async function inspectCommand(io: CliIo, opts: { state: string; prompt?: string }): Promise<void> {
+  if ((await import('../store/open.js')).storeKindOf(opts.state) === 'postgres') {
+    const [{ openAsyncStore }, { AsyncAllocator }] = await Promise.all([import('../store/open.js'), import('../service/async-allocator.js')]);
+    const store = await openAsyncStore(opts.state);
+    try {
+      // One prompt: its row and the pooled rows (as the service's GET /v1/prompts/{id}); the summary reads every row.
+      if (opts.prompt !== undefined) io.stdout(`${JSON.stringify(await new AsyncAllocator(store).posterior(opts.prompt), null, 2)}\n`);
+      else io.stdout(stateSummary(await store.count(), await store.snapshot()));
+    } finally {
+      await store.close();
+    }
+    return;
+  }
   const allocator = new Allocator({ state: opts.state });
   try {
-    if (opts.prompt !== undefined) {
-      io.stdout(`${JSON.stringify(allocator.posterior(opts.prompt), null, 2)}\n`);
-      return;
-    }
-    const snapshot = allocator.snapshot();
-    const probe = allocator.posterior('\u0000never-seen');
-    io.stdout(
-      `${JSON.stringify(
-        {
-          prompts: allocator.store.count(),
-          last_step: snapshot.lastStep,
-          prior_for_new_prompts: { alpha: probe.alpha, beta: probe.beta, p_mean: probe.p_mean },
-          mean_tokens: {
-            correct: snapshot.all.correctCount > 0 ? snapshot.all.correctTokens / snapshot.all.correctCount : null,
-            wrong: snapshot.all.wrongCount > 0 ? snapshot.all.wrongTokens / snapshot.all.wrongCount : null,
-          },
-          // How offline hints map to observed pass rates, pooled and per group (posterior/hints.ts).
-          hint_calibration: calibrationSummary(snapshot, resolvePlanOptions().prior),
-        },
-        null,
-        2,
-      )}\n`,
-    );
+    if (opts.prompt !== undefined) io.stdout(`${JSON.stringify(allocator.posterior(opts.prompt), null, 2)}\n`);
+    else io.stdout(stateSummary(allocator.store.count(), allocator.snapshot()));
   } finally {
     allocator.close();
   }
+}
+
+/** `inspect` without `--prompt`: what the state holds, and the prior a new prompt would get. */
+function stateSummary(prompts: number, snapshot: StateSnapshot): string {
+  const resolved = resolvePlanOptions();
+  const probe = posteriorView(snapshot, '\u0000never-seen', {}, resolved);
+  return `${JSON.stringify(
+    {
+      prompts,
+      last_step: snapshot.lastStep,
+      prior_for_new_prompts: { alpha: probe.alpha, beta: probe.beta, p_mean: probe.p_mean },
+      mean_tokens: {
+        correct: snapshot.all.correctCount > 0 ? snapshot.all.correctTokens / snapshot.all.correctCount : null,
+        wrong: snapshot.all.wrongCount > 0 ? snapshot.all.wrongTokens / snapshot.all.wrongCount : null,
+      },
+      // How offline hints map to observed pass rates, pooled and per group (posterior/hints.ts).
+      hint_calibration: calibrationSummary(snapshot, resolved.prior),
+    },
+    null,
+    2,
+  )}\n`;
 }
 
 /**

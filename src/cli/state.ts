@@ -12,7 +12,7 @@ export function registerStateCommands(program: Command, io: CliIo): void {
     .command('plan')
     .description(describe('plan'))
     .requiredOption('--prompts <path|->', 'candidate prompts, JSONL')
-    .option('--state <path>', 'state database', './rollout-budget.db');
+    .option('--state <path|url>', 'state database: a SQLite file, or postgres://user@host:port/db[?schema=name]', './rollout-budget.db');
   budgetFlags(plan, { rollouts: 'total rollouts (left in this step)', tokens: 'total generated tokens (left in this step)' });
   boundFlags(plan);
   skipFlag(plan);
@@ -36,13 +36,13 @@ export function registerStateCommands(program: Command, io: CliIo): void {
     .command('observe')
     .description(describe('observe'))
     .requiredOption('--results <path|->', 'results, JSONL')
-    .option('--state <path>', 'state database', './rollout-budget.db');
+    .option('--state <path|url>', 'state database: a SQLite file, or postgres://user@host:port/db[?schema=name]', './rollout-budget.db');
   decayFlags(observe).action(async (opts) => (await import('./state-commands.js')).observeCommand(io, opts));
 
   program
     .command('inspect')
     .description(describe('inspect'))
-    .option('--state <path>', 'state database', './rollout-budget.db')
+    .option('--state <path|url>', 'state database: a SQLite file, or postgres://user@host:port/db[?schema=name]', './rollout-budget.db')
     .option('--prompt <id>', 'one prompt')
     .action(async (opts) => (await import('./state-commands.js')).inspectCommand(io, opts));
 
