@@ -2,6 +2,7 @@ import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import pg from 'pg';
 import { describe, expect, it } from 'vitest';
+import { SqliteStore } from '../src/index.js';
 import { cli } from './cli-helpers.js';
 import { freshPgUrl, pgUrl } from './service-helpers.js';
 import { tempDir } from './temp.js';
@@ -46,7 +47,7 @@ function results(ids: readonly string[]): string {
   return `${lines.join('\n')}\n`;
 }
 
-describe('plan and inspect with a PostgreSQL URL that no server answers', () => {
+describe('a PostgreSQL URL that no server answers', () => {
   it('exit 2 with one line naming the URL, the password hidden, and no plan file', async () => {
     const dir = tempDir('rb-cli-pg-');
     const out = join(dir, 'plan.json');
@@ -61,6 +62,26 @@ describe('plan and inspect with a PostgreSQL URL that no server answers', () => 
       expect(inspect.stderr.trim()).toBe('rollout-budget: postgresql://rb:***@127.0.0.1:1/nowhere: cannot open the state database (connect ECONNREFUSED 127.0.0.1:1)');
       expect(inspect.stdout).toBe('');
     }
+  });
+
+  it('execute and loop, which keep partial rollouts in SQLite, refuse a PostgreSQL state in one line, the password hidden; SqliteStore too', async () => {
+    const dir = tempDir('rb-cli-pg-');
+    const out = join(dir, 'results.jsonl');
+    const fixture = join(import.meta.dirname, '..', 'fixtures', 'qwen-math100-k8');
+    const common = ['--prompts', join(fixture, 'prompts.jsonl'), '--endpoint', 'http://127.0.0.1:1', '--model', 'm'];
+    const runs = [
+      await cli(['execute', '--state', 'postgres://rb:s3cret-pw@127.0.0.1:1/nowhere', '--plan', join(fixture, 'plan.json'), '--out', out, ...common]),
+      await cli(['loop', '--state', 'postgres://rb:s3cret-pw@127.0.0.1:1/nowhere', '--budget-rollouts', '800', ...common]),
+    ];
+    for (const run of runs) {
+      expect(run.code).toBe(2);
+      expect(run.stderr.trim()).toBe("rollout-budget: --state postgres://rb:***@127.0.0.1:1/nowhere: execute and loop keep partial rollouts in a SQLite state file; a PostgreSQL state is not supported there (execute's results go into it with observe --state postgres://...)");
+      expect(run.stdout).toBe('');
+    }
+    expect(existsSync(out)).toBe(false);
+    expect(() => new SqliteStore('postgresql://rb:s3cret-pw@db.example/x')).toThrow(
+      'postgresql://rb:***@db.example/x: a PostgreSQL URL, and this store opens SQLite files (PostgresStore.connect or openAsyncStore opens it)',
+    );
   });
 
   it('reads the prompts file first: a bad line is named before any connection is tried', async () => {

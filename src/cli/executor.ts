@@ -149,9 +149,10 @@ export function registerExecutorCommands(program: Command, io: CliIo): void {
   loop.action(async (opts) => {
     const input = await readInput(io, opts.prompts);
     const candidates = parsePrompts(input.text, input.name);
-    const allocator = new Allocator({ state: opts.state });
-    const partials = new PartialStore(opts.state);
+    const partials = new PartialStore(opts.state); // first: it says why a PostgreSQL state is refused here
+    let allocator: Allocator | undefined;
     try {
+      allocator = new Allocator({ state: opts.state });
       await runLoop(
         allocator,
         candidates,
@@ -169,7 +170,7 @@ export function registerExecutorCommands(program: Command, io: CliIo): void {
       );
     } finally {
       partials.close();
-      allocator.close();
+      allocator?.close();
     }
   });
 

@@ -1,6 +1,7 @@
 import type Database from 'better-sqlite3';
 import { RolloutBudgetError } from '../errors.js';
 import { sqliteDriver } from '../store/sqlite-driver.js';
+import { isPostgresUrl, redactUrl } from '../store/url.js';
 
 /**
  * Unfinished (or finished-but-unused) generations kept between steps for partial rollouts
@@ -37,6 +38,9 @@ export class PartialStore {
 
   /** Opens (and creates the table in) the state file at `path`, or ':memory:'. */
   constructor(readonly path: string) {
+    if (isPostgresUrl(path)) {
+      throw new RolloutBudgetError('BAD_OPTION', `--state ${redactUrl(path)}: execute and loop keep partial rollouts in a SQLite state file; a PostgreSQL state is not supported there (execute's results go into it with observe --state postgres://...)`);
+    }
     try {
       const driver = sqliteDriver();
       this.db = new driver.Database(path, driver.options);

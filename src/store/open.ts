@@ -1,5 +1,6 @@
 import { createRegistry, type Registry } from '../registry.js';
 import { asyncStoreOf, type AsyncStore } from './async.js';
+import { isPostgresUrl } from './url.js';
 
 /** Opens a store at a location (a file path or a URL). */
 export type StoreOpener = (location: string) => Promise<AsyncStore>;
@@ -16,7 +17,7 @@ export function createStoreRegistry(): Registry<StoreOpener> {
 
 /** The backend a `--state` value names: `postgres://` or `postgresql://` URLs, else a SQLite path. */
 export function storeKindOf(state: string): string {
-  return /^postgres(ql)?:\/\//i.test(state) ? 'postgres' : 'sqlite';
+  return isPostgresUrl(state) ? 'postgres' : 'sqlite';
 }
 
 export function openAsyncStore(state: string, registry: Registry<StoreOpener> = createStoreRegistry()): Promise<AsyncStore> {

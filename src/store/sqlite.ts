@@ -14,6 +14,7 @@ import { lastStepReader } from './sqlite-last-step.js';
 import { PromptScan } from './sqlite-scan.js';
 import { fromRawRow, fromRow, ROW_COLUMNS, type RawRow, type Row } from './sqlite-rows.js';
 import type { ObserveSummary, Store } from './types.js';
+import { isPostgresUrl, redactUrl } from './url.js';
 
 
 /** How much of a state file SQLite reads through a memory map. */
@@ -61,6 +62,9 @@ export class SqliteStore implements Store {
 
   constructor(readonly path: string, options: SqliteStoreOptions = {}) {
     this.lockWaitMs = options.lockWaitMs ?? lockWaitMs();
+    if (isPostgresUrl(path)) {
+      throw new RolloutBudgetError('BAD_OPTION', `${redactUrl(path)}: a PostgreSQL URL, and this store opens SQLite files (PostgresStore.connect or openAsyncStore opens it)`);
+    }
     try {
       const driver = sqliteDriver();
       this.db = new driver.Database(path, { timeout: ATTEMPT_MS, ...driver.options });
