@@ -8,7 +8,7 @@ import type { ValueCurves } from './types.js';
  */
 export class PartitionedCurves implements ValueCurves {
   readonly size: number;
-  walkGain = 0;
+  walkGain = NaN; // written before it is read; NaN, not 0, for the reason in MonomialCurves
   walkNext = NaN;
 
   constructor(
