@@ -1,8 +1,8 @@
 /**
- * npm run bench [-- sections...] [--large] [--keep]: every performance figure of the project,
+ * npm run bench [-- sections...] [--large] [--keep] [--help]: every performance figure of the project,
  * each beside its physical reference measured in the same run (bench-util.ts). Sections:
  * `planner` (planStep alone), `startup`, `plan`, `observe`, `replay`, `service`, `verifier`
- * (all by default). `--large` adds the 10⁷-rollout replays (a 0.6 GB and a 1.3 GB log, each
+ * (all by default). `--large` adds the 10⁷-rollout replays (a 0.6 GB and a 1.1 GB log, each
  * with a growing and with a fixed pool of prompts; about six minutes here). Inputs go to .tmp/bench and are removed at the end (`--keep` keeps them).
  * PostgreSQL figures need RB_PG_URL. Figures only: no test asserts a time.
  */
@@ -19,9 +19,27 @@ const SECTIONS = ['planner', 'startup', 'plan', 'observe', 'replay', 'service', 
 
 const met = (ok: boolean) => (ok ? 'MET' : 'MISSED');
 
+const USAGE = `usage: npm run bench [-- [section ...] [--large] [--keep]]
+  sections: ${SECTIONS.join(', ')} (all by default)
+  --large   adds the 10⁷-rollout replays (a 0.6 GB and a 1.1 GB log)
+  --keep    keeps the generated inputs in .tmp/bench
+  RB_PG_URL=postgres://...  adds the PostgreSQL rows (observe, service)`;
+
+const FLAGS = ['--large', '--keep'];
+
 async function main(args: readonly string[]): Promise<void> {
-  const asked = args.filter((a) => !a.startsWith('--'));
-  for (const a of asked) if (!(SECTIONS as readonly string[]).includes(a)) throw new Error(`unknown section "${a}"; sections: ${SECTIONS.join(', ')}`);
+  if (args.includes('--help') || args.includes('-h')) {
+    console.log(USAGE);
+    return;
+  }
+  // A mistyped section or flag stops the bench at once, in one line, before minutes of work.
+  const bad = args.find((a) => (a.startsWith('-') ? !FLAGS.includes(a) : !(SECTIONS as readonly string[]).includes(a)));
+  if (bad !== undefined) {
+    console.error(`bench: unknown ${bad.startsWith('-') ? 'flag' : 'section'} "${bad}"; sections: ${SECTIONS.join(', ')}; flags: ${FLAGS.join(', ')}, --help`);
+    process.exitCode = 2;
+    return;
+  }
+  const asked = args.filter((a) => !a.startsWith('-'));
   const want = (s: (typeof SECTIONS)[number]) => asked.length === 0 || asked.includes(s);
   const large = args.includes('--large');
   const pgUrl = process.env.RB_PG_URL === undefined || process.env.RB_PG_URL === '' ? undefined : process.env.RB_PG_URL;
