@@ -12,7 +12,10 @@ import type { DecayOptions } from '../posterior/decay.js';
 import type { StateSnapshot } from '../posterior/state.js';
 import { readStateAhead } from '../store/scan-ahead.js';
 import { MMAP_BYTES, SqliteStore } from '../store/sqlite.js';
+import { isPostgresUrl } from '../store/url.js';
 import type { ObserveSummary } from '../store/types.js';
+import type { AsyncAllocator } from '../service/async-allocator.js';
+import type { AsyncStore } from '../store/async.js';
 import { writeChunks, type CliIo } from './io.js';
 import { readPrompts } from './prompts-input.js';
 import { budgetFrom, planOptionsFrom, type SharedFlags } from './options.js';
@@ -35,7 +38,7 @@ export interface PlanFlags extends SharedFlags {
 }
 
 export async function planCommand(io: CliIo, opts: PlanFlags): Promise<void> {
-  if ((await import('../store/open.js')).storeKindOf(opts.state) === 'postgres') return planOnAsyncStore(io, opts);
+  if (isPostgresUrl(opts.state)) return planOnPostgres(io, opts);
   // A large state file is read by another thread while this one reads the prompts (store/scan-ahead.ts).
   const ahead = readStateAhead(opts.state, MMAP_BYTES);
   let allocator: Allocator | undefined;
@@ -58,15 +61,21 @@ export async function planCommand(io: CliIo, opts: PlanFlags): Promise<void> {
 /**
  * `plan --state postgres://...`: the service's plan (service/async-allocator.ts): it reads the
  * candidates' rows and the pooled rows in one statement, plans, then records the candidates'
- * group and hint that the state does not hold yet, as a plan on a SQLite state does.
+ * group and hint that the state does not hold yet, as a plan on a SQLite state does. The
+ * prompts are read first, so a bad line is named before any connection.
  */
-async function planOnAsyncStore(io: CliIo, opts: PlanFlags): Promise<void> {
+async function planOnPostgres(io: CliIo, opts: PlanFlags): Promise<void> {
   const { parsed, candidates } = await planCandidates(io, opts);
+  const plan = await withAsyncAllocator(opts.state, (allocator) => allocator.plan(candidates, budgetFrom(opts), planCallOptions(opts)));
+  writePlan(io, opts, plan, candidates, () => parsed.lines);
+}
+
+/** Opens the state at `url` (a PostgreSQL URL) for `use`, and closes it after. */
+async function withAsyncAllocator<T>(url: string, use: (allocator: AsyncAllocator, store: AsyncStore) => Promise<T>): Promise<T> {
   const [{ openAsyncStore }, { AsyncAllocator }] = await Promise.all([import('../store/open.js'), import('../service/async-allocator.js')]);
-  const store = await openAsyncStore(opts.state);
+  const store = await openAsyncStore(url);
   try {
-    const plan = await new AsyncAllocator(store).plan(candidates, budgetFrom(opts), planCallOptions(opts));
-    writePlan(io, opts, plan, candidates, () => parsed.lines);
+    return await use(new AsyncAllocator(store), store);
   } finally {
     await store.close();
   }
@@ -123,7 +132,7 @@ export async function observeCommand(io: CliIo, opts: SharedFlags & { results: s
  * batch is refused (nothing of it was applied, so no state is left behind either).
  */
 export async function observeInto(state: string, source: ResultSource, decay: DecayOptions): Promise<ObserveSummary> {
-  if ((await import('../store/open.js')).storeKindOf(state) === 'postgres') {
+  if (isPostgresUrl(state)) {
     const { PostgresStore } = await import('../store/postgres.js');
     const store = await PostgresStore.connect(state);
     try {
@@ -146,16 +155,11 @@ export async function observeInto(state: string, source: ResultSource, decay: De
 }
 
 export async function inspectCommand(io: CliIo, opts: { state: string; prompt?: string }): Promise<void> {
-  if ((await import('../store/open.js')).storeKindOf(opts.state) === 'postgres') {
-    const [{ openAsyncStore }, { AsyncAllocator }] = await Promise.all([import('../store/open.js'), import('../service/async-allocator.js')]);
-    const store = await openAsyncStore(opts.state);
-    try {
-      // One prompt: its row and the pooled rows (as the service's GET /v1/prompts/{id}); the summary reads every row.
-      if (opts.prompt !== undefined) io.stdout(`${JSON.stringify(await new AsyncAllocator(store).posterior(opts.prompt), null, 2)}\n`);
-      else io.stdout(stateSummary(await store.count(), await store.snapshot()));
-    } finally {
-      await store.close();
-    }
+  if (isPostgresUrl(opts.state)) {
+    // One prompt: its row and the pooled rows (as the service's GET /v1/prompts/{id}); the summary reads every row.
+    const prompt = opts.prompt;
+    io.stdout(await withAsyncAllocator(opts.state, async (allocator, store) =>
+      prompt !== undefined ? `${JSON.stringify(await allocator.posterior(prompt), null, 2)}\n` : stateSummary(await store.count(), await store.snapshot())));
     return;
   }
   const allocator = new Allocator({ state: opts.state });
