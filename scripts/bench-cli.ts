@@ -28,8 +28,9 @@ export async function startupBench(runs = 9): Promise<{ help: number; plan: numb
   for (let r = 0; r < runs; r++) {
     times.node.push(nodeStartReference(1));
     // Bare, as a user runs them: no memory hook (its preload is the bench's cost, not the CLI's).
-    times.help.push(medianRun([CLI, '--help'], 1, undefined, { rss: false }).seconds);
-    times.plan.push(medianRun([CLI, 'plan', '--prompts', prompts, '--state', state, '--budget-rollouts', '800', '--out', join(dir, 'start-plan.json')], 1, () => rm(state), { rss: false }).seconds);
+    times.help.push(runNode([CLI, '--help'], { rss: false }).seconds);
+    rm(state);
+    times.plan.push(runNode([CLI, 'plan', '--prompts', prompts, '--state', state, '--budget-rollouts', '800', '--out', join(dir, 'start-plan.json')], { rss: false }).seconds);
   }
   const [node, help, plan] = [median(times.node), median(times.help), median(times.plan)];
   console.log(`\nstart-up (median of ${runs}; target < 150 ms each):`);
