@@ -1,10 +1,9 @@
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import { SqliteStore } from '../src/index.js';
 import { cli } from './cli-helpers.js';
-import { freshPgUrl, pgUrl } from './service-helpers.js';
+import { dropPgSchema, freshPgUrl, pgUrl } from './service-helpers.js';
 import { tempDir } from './temp.js';
 
 // `plan` and `inspect` take `--state postgres://...` as `observe` and `serve` do. The same
@@ -132,10 +131,7 @@ describe.skipIf(base === undefined)('plan and inspect --state postgres://', () =
       const summary = JSON.parse((await cli(['inspect', '--state', url])).stdout) as { prompts: number; last_step: number };
       expect([summary.prompts, summary.last_step]).toEqual([350, 2]);
     } finally {
-      const client = new pg.Client({ connectionString: base });
-      await client.connect();
-      await client.query(`DROP SCHEMA IF EXISTS "${new URL(url).searchParams.get('schema')}" CASCADE`);
-      await client.end();
+      await dropPgSchema(base!, url);
     }
   });
 });

@@ -2,11 +2,10 @@ import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
-import pg from 'pg';
 import { afterAll, describe, expect, it } from 'vitest';
 import { autoKey, defaultDecay, fileResultSource, parseResults, PostgresStore, SqliteStore } from '../src/index.js';
 import { cli } from './cli-helpers.js';
-import { freshPgUrl, pgUrl } from './service-helpers.js';
+import { dropPgSchema, freshPgUrl, pgUrl } from './service-helpers.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'rb-observe-stream-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -144,10 +143,7 @@ describe.skipIf(url === undefined)('observe --state postgres://', () => {
         await store.close();
       }
     } finally {
-      const client = new pg.Client({ connectionString: url });
-      await client.connect();
-      await client.query(`DROP SCHEMA IF EXISTS "${new URL(schemaUrl).searchParams.get('schema')}" CASCADE`);
-      await client.end();
+      await dropPgSchema(url!, schemaUrl);
     }
   });
 });

@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import { batchOf, fileResultSource, PostgresStore, SqliteStore, type DecayOptions, type PromptState } from '../src/index.js';
-import { freshPgUrl, pgUrl } from './service-helpers.js';
+import { dropPgSchema, freshPgUrl, pgUrl } from './service-helpers.js';
 import { tempDir } from './temp.js';
 
 /**
@@ -141,9 +141,4 @@ describe.skipIf(url === undefined)('observe into PostgreSQL: claims sent while t
   });
 });
 
-async function drop(schemaUrl: string): Promise<void> {
-  const client = new pg.Client({ connectionString: url });
-  await client.connect();
-  await client.query(`DROP SCHEMA IF EXISTS "${new URL(schemaUrl).searchParams.get('schema')}" CASCADE`);
-  await client.end();
-}
+const drop = (schemaUrl: string) => dropPgSchema(url!, schemaUrl);

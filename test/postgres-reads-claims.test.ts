@@ -1,9 +1,8 @@
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import { defaultDecay, fileResultSource, PostgresStore, SqliteStore } from '../src/index.js';
-import { freshPgUrl, pgUrl } from './service-helpers.js';
+import { dropPgSchema, freshPgUrl, pgUrl } from './service-helpers.js';
 import { tempDir } from './temp.js';
 
 
@@ -16,12 +15,6 @@ function idLines(from: number, to: number): string {
   return `${lines.join('\n')}\n`;
 }
 
-async function dropSchema(base: string, schemaUrl: string): Promise<void> {
-  const client = new pg.Client({ connectionString: base });
-  await client.connect();
-  await client.query(`DROP SCHEMA IF EXISTS "${new URL(schemaUrl).searchParams.get('schema')}" CASCADE`);
-  await client.end();
-}
 
 const url = pgUrl();
 describe.skipIf(url === undefined)('PostgreSQL reads and rollout-id claims', () => {
@@ -51,7 +44,7 @@ describe.skipIf(url === undefined)('PostgreSQL reads and rollout-id claims', () 
     } finally {
       sqlite.close();
       await store.close();
-      await dropSchema(url!, schemaUrl);
+      await dropPgSchema(url!, schemaUrl);
     }
   });
 
@@ -71,7 +64,7 @@ describe.skipIf(url === undefined)('PostgreSQL reads and rollout-id claims', () 
       expect(await store.applySource(fileResultSource(file, file), defaultDecay)).toMatchObject({ applied: 0, duplicates: 240 });
     } finally {
       await store.close();
-      await dropSchema(url!, schemaUrl);
+      await dropPgSchema(url!, schemaUrl);
     }
   });
 
@@ -91,7 +84,7 @@ describe.skipIf(url === undefined)('PostgreSQL reads and rollout-id claims', () 
       expect(repeated.get('nope')).toBeUndefined();
     } finally {
       await store.close();
-      await dropSchema(url!, schemaUrl);
+      await dropPgSchema(url!, schemaUrl);
     }
   });
 });

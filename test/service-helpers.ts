@@ -2,6 +2,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import pg from 'pg';
 import { PostgresStore } from '../src/index.js';
 
 export const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
@@ -26,6 +27,17 @@ export function freshPgUrl(base: string): string {
   const u = new URL(base);
   u.searchParams.set('schema', `t_${randomBytes(6).toString('hex')}`);
   return u.toString();
+}
+
+/** Drops the schema a `freshPgUrl` names, through a connection to `base`. */
+export async function dropPgSchema(base: string, schemaUrl: string): Promise<void> {
+  const client = new pg.Client({ connectionString: base });
+  await client.connect();
+  try {
+    await client.query(`DROP SCHEMA IF EXISTS "${new URL(schemaUrl).searchParams.get('schema')}" CASCADE`);
+  } finally {
+    await client.end();
+  }
 }
 
 export async function openPg(base: string): Promise<PostgresStore> {
