@@ -37,13 +37,22 @@ export interface PlanFlags extends SharedFlags {
   promptField: string;
 }
 
+/**
+ * `plan` on a SQLite state file. A state file that this call created is removed again when the
+ * plan fails (a bad option, an infeasible budget, an `--out` it cannot write) while the file
+ * holds no evidence, as `observe` removes one: a failed command leaves no state behind that
+ * only it made, and a state that another process observed into meanwhile is kept.
+ */
 export async function planCommand(io: CliIo, opts: PlanFlags): Promise<void> {
   if (isPostgresUrl(opts.state)) return planOnPostgres(io, opts);
   // A large state file is read by another thread while this one reads the prompts (store/scan-ahead.ts).
   const ahead = readStateAhead(opts.state, MMAP_BYTES);
   let allocator: Allocator | undefined;
+  let created = false;
+  let ok = false;
   try {
     const { parsed, candidates } = await planCandidates(io, opts);
+    created = isNewStateFile(opts.state);
     allocator = new Allocator({ state: opts.state });
     // A plan that reads only its candidates' rows has no use for the whole state read ahead.
     if (!allocator.readsAll(candidates.length)) ahead?.cancel();
@@ -52,10 +61,32 @@ export async function planCommand(io: CliIo, opts: PlanFlags): Promise<void> {
       if (scanned !== undefined && allocator.store instanceof SqliteStore) allocator.store.useScan(scanned);
     }
     writePlan(io, opts, allocator.plan(candidates, budgetFrom(opts), planCallOptions(opts)), candidates, () => parsed.lines);
+    ok = true;
   } finally {
     ahead?.cancel();
+    const remove = !ok && created && allocator !== undefined && holdsNoEvidence(allocator);
     allocator?.close();
+    if (remove) removeStateFile(opts.state);
   }
+}
+
+/** Whether `state` names a SQLite state file that is not there yet (':memory:' is not a file). */
+function isNewStateFile(state: string): boolean {
+  return state !== ':memory:' && !existsSync(state);
+}
+
+/** Whether no prompt of the state has evidence (false when it cannot be read: then it is kept). */
+function holdsNoEvidence(allocator: Allocator): boolean {
+  try {
+    return allocator.store.count() === 0;
+  } catch {
+    return false;
+  }
+}
+
+/** Removes a SQLite state file with its WAL and shared-memory files. */
+function removeStateFile(state: string): void {
+  for (const suffix of ['', '-wal', '-shm']) rmSync(`${state}${suffix}`, { force: true });
 }
 
 /**
@@ -141,7 +172,7 @@ export async function observeInto(state: string, source: ResultSource, decay: De
       await store.close();
     }
   }
-  const created = state !== ':memory:' && !existsSync(state);
+  const created = isNewStateFile(state);
   const store = new SqliteStore(state);
   let ok = false;
   try {
@@ -150,7 +181,7 @@ export async function observeInto(state: string, source: ResultSource, decay: De
     return summary;
   } finally {
     store.close();
-    if (!ok && created) for (const suffix of ['', '-wal', '-shm']) rmSync(`${state}${suffix}`, { force: true });
+    if (!ok && created) removeStateFile(state);
   }
 }
 
@@ -162,7 +193,10 @@ export async function inspectCommand(io: CliIo, opts: { state: string; prompt?: 
       prompt !== undefined ? `${JSON.stringify(await allocator.posterior(prompt), null, 2)}\n` : stateSummary(await store.count(), await store.snapshot())));
     return;
   }
-  const allocator = new Allocator({ state: opts.state });
+  // A path with no state yet reads as an empty state, and inspect creates nothing there.
+  const missing = isNewStateFile(opts.state);
+  if (missing) io.stderr(`rollout-budget: note: no state file at ${opts.state} yet: this is an empty state's ${opts.prompt === undefined ? 'summary' : 'posterior'} (no file was created)\n`);
+  const allocator = new Allocator({ state: missing ? ':memory:' : opts.state });
   try {
     if (opts.prompt !== undefined) io.stdout(`${JSON.stringify(allocator.posterior(opts.prompt), null, 2)}\n`);
     else io.stdout(stateSummary(allocator.store.count(), allocator.snapshot()));

@@ -1,0 +1,101 @@
+import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { createAllocator, runCli, type CliIo } from '../src/index.js';
+import { cli } from './cli-helpers.js';
+import { tempDir } from './temp.js';
+
+/**
+ * A command that fails leaves no state file that only it made (as `observe` already did), and
+ * `inspect` creates none: a path with no state yet reads as an empty state.
+ */
+describe('a state file that is not there yet', () => {
+  function workdir() {
+    const dir = tempDir('rb-new-state-');
+    const prompts = join(dir, 'prompts.jsonl');
+    // "c" has a group: a plan records it in the state before it writes the plan file.
+    writeFileSync(prompts, '{"id":"a","max_tokens":100}\n{"id":"b","max_tokens":100}\n{"id":"c","group":"g","max_tokens":100}\n');
+    return { dir, prompts, state: join(dir, 'state.db') };
+  }
+  const stateFiles = (dir: string) => readdirSync(dir).filter((f) => f.startsWith('state.db'));
+
+  it('plan: an infeasible budget, a bad option or an --out it cannot write leaves no state file; a plan that succeeds makes one', async () => {
+    const w = workdir();
+    const failures = [
+      [['--budget-rollouts', '5'], /3 prompts × 2 rollouts \(--min-n\) need 6 rollouts/],
+      [['--budget-rollouts', '24', '--min-n', '70', '--max-n', '64'], /--max-n must be an integer ≥ 70, got 64/],
+      // Fails after the plan recorded c's group in the state: that file is still only this plan's.
+      [['--budget-rollouts', '24', '--out', join(w.dir, 'missing', 'plan.json')], /missing\/plan\.json: cannot write \(ENOENT\)/],
+    ] as const;
+    for (const [flags, message] of failures) {
+      const r = await cli(['plan', '--prompts', w.prompts, '--state', w.state, ...flags]);
+      expect(r.code, flags.join(' ')).toBe(2);
+      expect(r.stderr).toMatch(message);
+      expect(stateFiles(w.dir), flags.join(' ')).toEqual([]);
+    }
+    const out = join(w.dir, 'plan.json');
+    const ok = await cli(['plan', '--prompts', w.prompts, '--state', w.state, '--budget-rollouts', '24', '--out', out]);
+    expect(ok.code).toBe(0);
+    expect(existsSync(w.state)).toBe(true);
+    expect(JSON.parse(readFileSync(out, 'utf8')).totals.rollouts).toBe(24);
+  });
+
+  it('plan: a failed plan keeps a state file that was there before, with its evidence', async () => {
+    const w = workdir();
+    expect((await cli(['observe', '--results', '-', '--state', w.state], '{"prompt_id":"a","reward":1}\n')).code).toBe(0);
+    const before = (await cli(['inspect', '--state', w.state, '--prompt', 'a'])).stdout;
+    const r = await cli(['plan', '--prompts', w.prompts, '--state', w.state, '--budget-rollouts', '5']);
+    expect(r.code).toBe(2);
+    expect(existsSync(w.state)).toBe(true);
+    expect((await cli(['inspect', '--state', w.state, '--prompt', 'a'])).stdout).toBe(before);
+    expect(JSON.parse(before).rollouts).toBe(1);
+  });
+
+  it('plan: a failed plan keeps a state file it made when another writer observed into it meanwhile', async () => {
+    const w = workdir();
+    let stderr = '';
+    // Another connection (as another process would) observes into the new state while the plan
+    // is being written to stdout; then the write fails.
+    const io: CliIo = {
+      stdout: () => {
+        const other = createAllocator({ state: w.state });
+        try {
+          other.observe([{ prompt_id: 'z', reward: 1 }]);
+        } finally {
+          other.close();
+        }
+        throw new Error('stdout closed');
+      },
+      stderr: (t) => void (stderr += t),
+      readStdin: async () => '',
+      stderrIsTty: false,
+    };
+    const code = await runCli(['plan', '--prompts', w.prompts, '--state', w.state, '--budget-rollouts', '24', '--out', '-'], io);
+    expect(code).not.toBe(0);
+    expect(stderr).toMatch(/stdout closed/);
+    expect(existsSync(w.state)).toBe(true);
+    expect(JSON.parse((await cli(['inspect', '--state', w.state, '--prompt', 'z'])).stdout).rollouts).toBe(1);
+  });
+
+  it('inspect: an empty state\'s summary and posterior, a one-line note, and no file made', async () => {
+    const w = workdir();
+    const summary = await cli(['inspect', '--state', w.state]);
+    expect(summary.code).toBe(0);
+    expect(stateFiles(w.dir)).toEqual([]);
+    expect(summary.stderr).toBe(`rollout-budget: note: no state file at ${w.state} yet: this is an empty state's summary (no file was created)\n`);
+    const parsed = JSON.parse(summary.stdout);
+    expect(parsed).toMatchObject({ prompts: 0, last_step: null, prior_for_new_prompts: { alpha: 1, beta: 1, p_mean: 0.5 } });
+    const prompt = await cli(['inspect', '--state', w.state, '--prompt', 'a']);
+    expect(prompt.code).toBe(0);
+    expect(prompt.stderr).toMatch(/empty state's posterior \(no file was created\)\n$/);
+    expect(stateFiles(w.dir)).toEqual([]);
+    // The same as on a state file made empty by hand (observe of aborted rollouts only: applies nothing).
+    const made = join(w.dir, 'made.db');
+    const aborted = await cli(['observe', '--results', '-', '--state', made], '{"prompt_id":"z","reward":0,"finish_reason":"abort"}\n');
+    expect(JSON.parse(aborted.stdout)).toMatchObject({ applied: 0, aborted: 1 });
+    const onFile = await cli(['inspect', '--state', made]);
+    expect(onFile.stderr).toBe('');
+    expect(onFile.stdout).toBe(summary.stdout);
+    expect((await cli(['inspect', '--state', made, '--prompt', 'a'])).stdout).toBe(prompt.stdout);
+  });
+});
