@@ -1,3 +1,5 @@
+import { existsSync } from 'node:fs';
+import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { Allocator, MAX_JSON_DEPTH, MAX_N_LIMIT, addEvidence, defaultDecay, openAsyncStore } from '../src/index.js';
@@ -334,9 +336,34 @@ describe('item 9: invalid UTF-8 became U+FFFD silently; a bad --host printed two
   }, 60_000);
 
   it('a bad --host prints one line, not "store closed" first', async () => {
-    const r = await runServe(['--host', '300.1.1.1', '--port', '0', '--token', 't', '--state', db()], 20_000);
+    const state = db();
+    const r = await runServe(['--host', '300.1.1.1', '--port', '0', '--token', 't', '--state', state], 20_000);
     expect(r.code).toBe(2);
     expect(r.stderr.trim().split('\n')).toEqual([expect.stringContaining('cannot listen on 300.1.1.1:0')]);
+    expect(['', '-wal', '-shm'].filter((s) => existsSync(`${state}${s}`))).toEqual([]); // the state file it made is gone
+  }, 60_000);
+
+  it('a port in use: one line, exit 2; a state file it made is removed, one that was there is kept', async () => {
+    const taken = createServer();
+    await new Promise<void>((resolve) => taken.listen(0, '127.0.0.1', resolve));
+    const port = (taken.address() as { port: number }).port;
+    try {
+      const fresh = db();
+      const r = await runServe(['--port', String(port), '--state', fresh], 20_000);
+      expect(r.code).toBe(2);
+      expect(r.stderr.trim().split('\n')).toEqual([`rollout-budget: cannot listen on 127.0.0.1:${port} (EADDRINUSE)`]);
+      expect(['', '-wal', '-shm'].filter((s) => existsSync(`${fresh}${s}`))).toEqual([]);
+      const kept = db();
+      const allocator = new Allocator({ state: kept });
+      allocator.observe([{ prompt_id: 'a', reward: 1 }]);
+      allocator.close();
+      expect((await runServe(['--port', String(port), '--state', kept], 20_000)).code).toBe(2);
+      const again = new Allocator({ state: kept });
+      expect(again.posterior('a').rollouts).toBe(1);
+      again.close();
+    } finally {
+      await new Promise((resolve) => taken.close(resolve));
+    }
   }, 60_000);
 });
 

@@ -10,6 +10,7 @@ import { Service } from '../service/router.js';
 import { serveStdio } from '../service/stdio.js';
 import { describe } from './catalog.js';
 import type { CliIo } from './io.js';
+import { holdsNoEvidence, isNewStateFile, removeStateFile } from './new-state.js';
 import { decayFlags } from './options.js';
 import { intArg, numberArg } from './parse.js';
 
@@ -84,6 +85,8 @@ export function registerServeCommands(program: Command, io: CliIo): void {
       }
       const log = (line: string) => io.stderr(`rollout-budget serve: ${line}\n`);
       const signal = stopSignal();
+      // A SQLite state file this call creates is removed again if the service never starts (a port in use).
+      const created = isNewStateFile(opts.state);
       const store = await openAsyncStore(opts.state);
       const defaults = {
         decay: {
@@ -127,7 +130,9 @@ export function registerServeCommands(program: Command, io: CliIo): void {
       } finally {
         signal.dispose();
         await planner?.close();
+        const remove = !started && created && (await holdsNoEvidence(() => store.count()));
         await store.close();
+        if (remove) removeStateFile(opts.state);
         if (started) log('store closed'); // a service that never started says only why
       }
     });

@@ -1,4 +1,4 @@
-import { existsSync, rmSync } from 'node:fs';
+import { rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { Allocator } from '../allocator.js';
 import type { ResultSource } from '../io/results.js';
@@ -17,6 +17,7 @@ import type { ObserveSummary } from '../store/types.js';
 import type { AsyncAllocator } from '../service/async-allocator.js';
 import type { AsyncStore } from '../store/async.js';
 import { writeChunks, type CliIo } from './io.js';
+import { holdsNoEvidence, isNewStateFile, removeStateFile } from './new-state.js';
 import { readPrompts } from './prompts-input.js';
 import { budgetFrom, planOptionsFrom, type SharedFlags } from './options.js';
 
@@ -64,29 +65,11 @@ export async function planCommand(io: CliIo, opts: PlanFlags): Promise<void> {
     ok = true;
   } finally {
     ahead?.cancel();
-    const remove = !ok && created && allocator !== undefined && holdsNoEvidence(allocator);
+    const opened = allocator;
+    const remove = !ok && created && opened !== undefined && (await holdsNoEvidence(() => opened.store.count()));
     allocator?.close();
     if (remove) removeStateFile(opts.state);
   }
-}
-
-/** Whether `state` names a SQLite state file that is not there yet (':memory:' is not a file). */
-function isNewStateFile(state: string): boolean {
-  return state !== ':memory:' && !existsSync(state);
-}
-
-/** Whether no prompt of the state has evidence (false when it cannot be read: then it is kept). */
-function holdsNoEvidence(allocator: Allocator): boolean {
-  try {
-    return allocator.store.count() === 0;
-  } catch {
-    return false;
-  }
-}
-
-/** Removes a SQLite state file with its WAL and shared-memory files. */
-function removeStateFile(state: string): void {
-  for (const suffix of ['', '-wal', '-shm']) rmSync(`${state}${suffix}`, { force: true });
 }
 
 /**
