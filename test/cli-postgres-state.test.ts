@@ -1,5 +1,6 @@
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import { SqliteStore } from '../src/index.js';
 import { cli } from './cli-helpers.js';
@@ -130,6 +131,40 @@ describe.skipIf(base === undefined)('plan and inspect --state postgres://', () =
       }
       const summary = JSON.parse((await cli(['inspect', '--state', url])).stdout) as { prompts: number; last_step: number };
       expect([summary.prompts, summary.last_step]).toEqual([350, 2]);
+    } finally {
+      await dropPgSchema(base!, url);
+    }
+  });
+
+  it('inspect on a schema with no state yet: an empty state\'s output, a one-line note, and no schema created', async () => {
+    const url = freshPgUrl(base!);
+    const schema = new URL(url).searchParams.get('schema');
+    const schemaThere = async () => {
+      const client = new pg.Client({ connectionString: base });
+      await client.connect();
+      try {
+        return (await client.query('SELECT 1 FROM information_schema.schemata WHERE schema_name = $1', [schema])).rowCount === 1;
+      } finally {
+        await client.end();
+      }
+    };
+    try {
+      for (const args of [[], ['--prompt', 'a']]) {
+        const onPg = await cli(['inspect', '--state', url, ...args]);
+        expect(onPg.code, onPg.stderr).toBe(0);
+        expect(onPg.stderr).toMatch(new RegExp(`^rollout-budget: note: no state tables at .*schema=${schema} yet: this is an empty state's (summary|posterior) \\(nothing was created\\)\n$`));
+        // The same as a SQLite path with no state yet.
+        const onSqlite = await cli(['inspect', '--state', join(tempDir('rb-cli-pg-'), 'none.db'), ...args]);
+        expect(onPg.stdout).toBe(onSqlite.stdout);
+        expect(JSON.parse(onPg.stdout)).toMatchObject(args.length === 0 ? { prompts: 0, last_step: null } : { id: 'a', rollouts: 0 });
+      }
+      expect(await schemaThere()).toBe(false);
+      // Once observe has made the state, inspect reads it and notes nothing.
+      expect((await cli(['observe', '--results', '-', '--state', url], '{"prompt_id":"a","reward":1}\n')).code).toBe(0);
+      const made = await cli(['inspect', '--state', url, '--prompt', 'a']);
+      expect(made.stderr).toBe('');
+      expect(JSON.parse(made.stdout)).toMatchObject({ id: 'a', rollouts: 1 });
+      expect(await schemaThere()).toBe(true);
     } finally {
       await dropPgSchema(base!, url);
     }

@@ -12,7 +12,7 @@ import type { DecayOptions } from '../posterior/decay.js';
 import type { StateSnapshot } from '../posterior/state.js';
 import { readStateAhead } from '../store/scan-ahead.js';
 import { MMAP_BYTES, SqliteStore } from '../store/sqlite.js';
-import { isPostgresUrl } from '../store/url.js';
+import { isPostgresUrl, redactUrl } from '../store/url.js';
 import type { ObserveSummary } from '../store/types.js';
 import type { AsyncAllocator } from '../service/async-allocator.js';
 import type { AsyncStore } from '../store/async.js';
@@ -169,16 +169,22 @@ export async function observeInto(state: string, source: ResultSource, decay: De
 }
 
 export async function inspectCommand(io: CliIo, opts: { state: string; prompt?: string }): Promise<void> {
-  if (isPostgresUrl(opts.state)) {
+  const postgres = isPostgresUrl(opts.state);
+  // A state not there yet (no SQLite file, no tables in the PostgreSQL schema) reads as an empty
+  // state, and inspect creates nothing for it: a mistyped path or schema is not made real.
+  const missing = postgres ? !(await (await import('../store/postgres.js')).PostgresStore.holdsState(opts.state)) : isNewStateFile(opts.state);
+  if (missing) {
+    const what = opts.prompt === undefined ? 'summary' : 'posterior';
+    io.stderr(postgres
+      ? `rollout-budget: note: no state tables at ${redactUrl(opts.state)} yet: this is an empty state's ${what} (nothing was created)\n`
+      : `rollout-budget: note: no state file at ${opts.state} yet: this is an empty state's ${what} (no file was created)\n`);
+  } else if (postgres) {
     // One prompt: its row and the pooled rows (as the service's GET /v1/prompts/{id}); the summary reads every row.
     const prompt = opts.prompt;
     io.stdout(await withAsyncAllocator(opts.state, async (allocator, store) =>
       prompt !== undefined ? `${JSON.stringify(await allocator.posterior(prompt), null, 2)}\n` : stateSummary(await store.count(), await store.snapshot())));
     return;
   }
-  // A path with no state yet reads as an empty state, and inspect creates nothing there.
-  const missing = isNewStateFile(opts.state);
-  if (missing) io.stderr(`rollout-budget: note: no state file at ${opts.state} yet: this is an empty state's ${opts.prompt === undefined ? 'summary' : 'posterior'} (no file was created)\n`);
   const allocator = new Allocator({ state: missing ? ':memory:' : opts.state });
   try {
     if (opts.prompt !== undefined) io.stdout(`${JSON.stringify(allocator.posterior(opts.prompt), null, 2)}\n`);

@@ -105,6 +105,17 @@ export { redactUrl } from './url.js';
  * (unlocked): two writers doing that at once may both take the same step, as if their
  * results had come in one batch. Trainers with several writers should send `step`.
  */
+/** The schema a state URL names (`?schema=`, default rollout_budget; checked) and the server's URL without it. */
+function serverOf(url: string): { schema: string; connectionString: string } {
+  const parsed = new URL(url);
+  const schema = parsed.searchParams.get('schema') ?? 'rollout_budget';
+  if (!/^[a-z_][a-z0-9_]{0,62}$/.test(schema)) {
+    throw new RolloutBudgetError('BAD_OPTION', `${redactUrl(url)}: "schema" must match [a-z_][a-z0-9_]*, got ${JSON.stringify(schema)}`);
+  }
+  parsed.searchParams.delete('schema');
+  return { schema, connectionString: parsed.toString() };
+}
+
 export class PostgresStore implements AsyncStore {
   readonly kind = 'postgres';
   /** What an operator should know about this state (`serve` logs each at start); see collationNotes. */
@@ -114,13 +125,8 @@ export class PostgresStore implements AsyncStore {
   private constructor(private readonly pool: pg.Pool, private readonly schema: string, readonly url: string) {}
 
   static async connect(url: string, options: { maxConnections?: number } = {}): Promise<PostgresStore> {
-    const parsed = new URL(url);
-    const schema = parsed.searchParams.get('schema') ?? 'rollout_budget';
-    if (!/^[a-z_][a-z0-9_]{0,62}$/.test(schema)) {
-      throw new RolloutBudgetError('BAD_OPTION', `${redactUrl(url)}: "schema" must match [a-z_][a-z0-9_]*, got ${JSON.stringify(schema)}`);
-    }
-    parsed.searchParams.delete('schema');
-    const pool = new pg.Pool({ connectionString: parsed.toString(), max: options.maxConnections ?? 10, connectionTimeoutMillis: 10_000 });
+    const { schema, connectionString } = serverOf(url);
+    const pool = new pg.Pool({ connectionString, max: options.maxConnections ?? 10, connectionTimeoutMillis: 10_000 });
     pool.on('error', () => undefined); // an idle client's broken socket; the next query reports it
     const store = new PostgresStore(pool, `"${schema}"`, url);
     try {
@@ -136,6 +142,24 @@ export class PostgresStore implements AsyncStore {
     // A diagnosis only: a server whose catalog it cannot read still opens, without notes.
     store.notes = await collationNotes(pool, schema).catch(() => []);
     return store;
+  }
+
+  /**
+   * Whether the state at `url` has its tables, asked without creating anything (connect
+   * creates the schema and its tables when they are missing): for commands that only read.
+   */
+  static async holdsState(url: string): Promise<boolean> {
+    const { schema, connectionString } = serverOf(url);
+    const client = new pg.Client({ connectionString, connectionTimeoutMillis: 10_000 });
+    try {
+      await client.connect();
+      const { rows } = await client.query<{ there: boolean }>('SELECT to_regclass($1) IS NOT NULL AS there', [`"${schema}".prompts`]);
+      return rows[0]!.there;
+    } catch (error) {
+      throw new RolloutBudgetError('STATE_ERROR', `${redactUrl(url)}: cannot open the state database (${(error as Error).message})`);
+    } finally {
+      await client.end().catch(() => undefined);
+    }
   }
 
   private async transaction<T>(work: (c: pg.PoolClient) => Promise<T>, mode = 'BEGIN'): Promise<T> {
