@@ -85,6 +85,17 @@ const RETRYABLE = new Set(['40P01', '40001']);
 
 export { redactUrl } from './url.js';
 
+/** The schema a state URL names (`?schema=`, default rollout_budget; checked) and the server's URL without it. */
+function serverOf(url: string): { schema: string; connectionString: string } {
+  const parsed = new URL(url);
+  const schema = parsed.searchParams.get('schema') ?? 'rollout_budget';
+  if (!/^[a-z_][a-z0-9_]{0,62}$/.test(schema)) {
+    throw new RolloutBudgetError('BAD_OPTION', `${redactUrl(url)}: "schema" must match [a-z_][a-z0-9_]*, got ${JSON.stringify(schema)}`);
+  }
+  parsed.searchParams.delete('schema');
+  return { schema, connectionString: parsed.toString() };
+}
+
 /**
  * The state in PostgreSQL, for many writers at once (several controllers, reward workers).
  * Tables live in one schema (`?schema=` in the URL, default `rollout_budget`).
@@ -105,17 +116,6 @@ export { redactUrl } from './url.js';
  * (unlocked): two writers doing that at once may both take the same step, as if their
  * results had come in one batch. Trainers with several writers should send `step`.
  */
-/** The schema a state URL names (`?schema=`, default rollout_budget; checked) and the server's URL without it. */
-function serverOf(url: string): { schema: string; connectionString: string } {
-  const parsed = new URL(url);
-  const schema = parsed.searchParams.get('schema') ?? 'rollout_budget';
-  if (!/^[a-z_][a-z0-9_]{0,62}$/.test(schema)) {
-    throw new RolloutBudgetError('BAD_OPTION', `${redactUrl(url)}: "schema" must match [a-z_][a-z0-9_]*, got ${JSON.stringify(schema)}`);
-  }
-  parsed.searchParams.delete('schema');
-  return { schema, connectionString: parsed.toString() };
-}
-
 export class PostgresStore implements AsyncStore {
   readonly kind = 'postgres';
   /** What an operator should know about this state (`serve` logs each at start); see collationNotes. */
