@@ -3,7 +3,7 @@ import { Allocator } from '../allocator.js';
 import { badOption } from '../errors.js';
 import { defaultRetry } from '../executor/dispatcher.js';
 import { normalizeEndpoint } from '../executor/endpoint.js';
-import { commitPartials, executePlan } from '../executor/execute.js';
+import { checkExecuteInputs, commitPartials, executePlan, type InputCheckOptions } from '../executor/execute.js';
 import { runLoop } from '../executor/loop.js';
 import { PartialStore } from '../executor/partials.js';
 import { SERVER_PROFILES, resolveServer } from '../executor/profiles.js';
@@ -19,6 +19,7 @@ import { SIM_PROFILES, SimServer } from '../simserver/server.js';
 import { describe } from './catalog.js';
 import { registerGradeCommand } from './grade.js';
 import { readInput, writeOutput, type CliIo } from './io.js';
+import { isNewStateFile, removeStateFile, stillEmpty } from './new-state.js';
 import { readPlanInputs } from './plan-inputs.js';
 import {
   boundFlags, budgetFlags, budgetFrom, multipleOfFlag, planOptionsFrom, policyFlags, roundsFlag, seedFlag, skipFlag, stepsFlag,
@@ -82,33 +83,50 @@ interface ExecFlags {
   extraBody?: Record<string, unknown>;
 }
 
-/** The library's execute options from the flags; with `--server auto`, asks the endpoints who they are. */
-async function toExecuteOptions(io: CliIo, o: ExecFlags, partials: PartialStore, origin: ExecuteOptions['origin'] = {}): Promise<ExecuteOptions> {
+/** The options the flags give before any server is asked: the endpoints (at least one) and what checkExecuteInputs needs. */
+function localOptions(o: ExecFlags, origin: ExecuteOptions['origin'] = {}): InputCheckOptions & { readonly endpoints: string[] } {
   const endpoints = o.endpoint ?? [];
   if (endpoints.length === 0) throw badOption('give at least one --endpoint <url>');
-  const verifier = verifierFrom(o.verifier, undefined, { timeoutMs: o.verifierTimeout * 1000 });
-  const retry = { retries: o.retries, backoffMs: defaultRetry.backoffMs, maxBackoffMs: defaultRetry.maxBackoffMs };
-  const { profile, note } = await resolveServer(o.server, endpoints, retry, Math.min(o.timeoutS * 1000, 30_000));
-  if (note !== null) io.stderr(`rollout-budget: ${note}\n`);
   return {
     endpoints,
-    model: o.model,
-    server: profile,
+    verifier: verifierFrom(o.verifier, undefined, { timeoutMs: o.verifierTimeout * 1000 }),
     promptField: o.promptField,
     origin,
     ...(o.api === undefined ? {} : { api: o.api }),
+    defaultMaxTokens: o.maxTokens,
+  };
+}
+
+/** The library's execute options from the flags; with `--server auto`, asks the endpoints who they are. */
+async function toExecuteOptions(io: CliIo, o: ExecFlags, partials: PartialStore, local: ReturnType<typeof localOptions>): Promise<ExecuteOptions> {
+  const retry = { retries: o.retries, backoffMs: defaultRetry.backoffMs, maxBackoffMs: defaultRetry.maxBackoffMs };
+  const { profile, note } = await resolveServer(o.server, local.endpoints, retry, Math.min(o.timeoutS * 1000, 30_000));
+  if (note !== null) io.stderr(`rollout-budget: ${note}\n`);
+  return {
+    ...local,
+    model: o.model,
+    server: profile,
     concurrency: o.concurrency,
     requestN: o.requestN,
     overProvision: o.overProvision,
     timeoutMs: o.timeoutS * 1000,
     retry,
-    verifier,
     partials,
-    defaultMaxTokens: o.maxTokens,
     ...(o.extraBody === undefined ? {} : { extraBody: o.extraBody }),
     ...(o.temperature === undefined ? {} : { temperature: o.temperature }),
     ...(io.stderrIsTty ? { onProgress: progressBar(io.stderr) } : {}),
   };
+}
+
+/**
+ * Closes the partial-rollout store; when `failedNew` (the command created the state file, then
+ * failed) and the file holds nothing to keep (no partial rollout, no evidence), removes it:
+ * a failed execute or loop leaves no empty state behind, and keeps what a rerun resumes from.
+ */
+async function closeStateOf(partials: PartialStore, failedNew: boolean, state: string): Promise<void> {
+  const remove = failedNew && (await stillEmpty(() => partials.holdsNothing()));
+  partials.close();
+  if (remove) removeStateFile(state);
 }
 
 const jsonl = (rows: readonly ExecutedRollout[]) => rows.map((r) => `${JSON.stringify(r)}\n`).join('');
@@ -124,14 +142,20 @@ export function registerExecutorCommands(program: Command, io: CliIo): void {
     .option('--out <path|->', 'results JSONL, as `observe` takes it', '-')
     .action(async (opts) => {
       const { plan, prompts, origin } = await readPlanInputs(io, opts.plan, opts.prompts);
+      // Bad input is named before a server is asked who it is or the state is opened.
+      const local = localOptions(opts, origin);
+      checkExecuteInputs(plan, prompts, local);
+      const created = isNewStateFile(opts.state);
       const partials = new PartialStore(opts.state);
+      let ok = false;
       try {
-        const report = await executePlan(plan, prompts, await toExecuteOptions(io, opts, partials, origin));
+        const report = await executePlan(plan, prompts, await toExecuteOptions(io, opts, partials, local));
         writeOutput(io, opts.out, jsonl(report.results));
         commitPartials(partials, report);
         io.stderr(`${summaryLine(report.summary)}\n`);
+        ok = true;
       } finally {
-        partials.close();
+        await closeStateOf(partials, !ok && created, opts.state);
       }
     });
 
@@ -149,8 +173,11 @@ export function registerExecutorCommands(program: Command, io: CliIo): void {
   loop.action(async (opts) => {
     const input = await readInput(io, opts.prompts);
     const candidates = parsePrompts(input.text, input.name);
+    const local = localOptions(opts, { prompts: input.name });
+    const created = isNewStateFile(opts.state);
     const partials = new PartialStore(opts.state); // first: it says why a PostgreSQL state is refused here
     let allocator: Allocator | undefined;
+    let ok = false;
     try {
       allocator = new Allocator({ state: opts.state });
       await runLoop(
@@ -158,7 +185,7 @@ export function registerExecutorCommands(program: Command, io: CliIo): void {
         candidates,
         budgetFrom(opts),
         planOptionsFrom(opts),
-        await toExecuteOptions(io, opts, partials, { prompts: input.name }),
+        await toExecuteOptions(io, opts, partials, local),
         opts.steps,
         (row) => {
           const s = mergeSummaries(row.rounds.map((r) => r.summary));
@@ -168,9 +195,10 @@ export function registerExecutorCommands(program: Command, io: CliIo): void {
         },
         opts.rounds,
       );
+      ok = true;
     } finally {
-      partials.close();
       allocator?.close();
+      await closeStateOf(partials, !ok && created, opts.state);
     }
   });
 

@@ -2,8 +2,9 @@ import { existsSync, rmSync } from 'node:fs';
 import { isPostgresUrl } from '../store/url.js';
 
 /**
- * A SQLite state file that a command created and then failed with: `plan`, `observe` and
- * `serve` remove it again, so a failed command leaves no state behind that only it made.
+ * A SQLite state file that a command created and then failed with: `plan`, `observe`, `serve`,
+ * `execute` and `loop` remove it again, so a failed command leaves no state behind that only
+ * it made.
  */
 
 /** Whether `state` names a SQLite state file that is not there yet (':memory:' and URLs are not files). */
@@ -12,12 +13,13 @@ export function isNewStateFile(state: string): boolean {
 }
 
 /**
- * Whether no prompt of a state has evidence, by its `count()` of prompts with evidence: a
- * state that another process observed into meanwhile is kept. False when it cannot be read.
+ * `isEmpty()`, asked just before a command removes a state file it created: false when the
+ * file cannot be read (then it is kept). Callers ask whether any prompt has evidence (and any
+ * partial rollout is stored), so a state that another process wrote to meanwhile is kept.
  */
-export async function holdsNoEvidence(count: () => number | Promise<number>): Promise<boolean> {
+export async function stillEmpty(isEmpty: () => boolean | Promise<boolean>): Promise<boolean> {
   try {
-    return (await count()) === 0;
+    return await isEmpty();
   } catch {
     return false;
   }

@@ -10,7 +10,7 @@ import { Service } from '../service/router.js';
 import { serveStdio } from '../service/stdio.js';
 import { describe } from './catalog.js';
 import type { CliIo } from './io.js';
-import { holdsNoEvidence, isNewStateFile, removeStateFile } from './new-state.js';
+import { isNewStateFile, removeStateFile, stillEmpty } from './new-state.js';
 import { decayFlags } from './options.js';
 import { intArg, numberArg } from './parse.js';
 
@@ -130,7 +130,7 @@ export function registerServeCommands(program: Command, io: CliIo): void {
       } finally {
         signal.dispose();
         await planner?.close();
-        const remove = !started && created && (await holdsNoEvidence(() => store.count()));
+        const remove = !started && created && (await stillEmpty(async () => (await store.count()) === 0));
         await store.close();
         if (remove) removeStateFile(opts.state);
         if (started) log('store closed'); // a service that never started says only why

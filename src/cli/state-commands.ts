@@ -17,7 +17,7 @@ import type { ObserveSummary } from '../store/types.js';
 import type { AsyncAllocator } from '../service/async-allocator.js';
 import type { AsyncStore } from '../store/async.js';
 import { writeChunks, type CliIo } from './io.js';
-import { holdsNoEvidence, isNewStateFile, removeStateFile } from './new-state.js';
+import { isNewStateFile, removeStateFile, stillEmpty } from './new-state.js';
 import { readPrompts } from './prompts-input.js';
 import { budgetFrom, planOptionsFrom, type SharedFlags } from './options.js';
 
@@ -66,7 +66,7 @@ export async function planCommand(io: CliIo, opts: PlanFlags): Promise<void> {
   } finally {
     ahead?.cancel();
     const opened = allocator;
-    const remove = !ok && created && opened !== undefined && (await holdsNoEvidence(() => opened.store.count()));
+    const remove = !ok && created && opened !== undefined && (await stillEmpty(() => opened.store.count() === 0));
     allocator?.close();
     if (remove) removeStateFile(opts.state);
   }

@@ -26,20 +26,21 @@ interface Group {
   readonly inflight: Map<AbortController, readonly Unit[]>;
 }
 
+/** What checkExecuteInputs needs of the execute options: no server, endpoint or store. */
+export type InputCheckOptions = Pick<ExecuteOptions, 'verifier' | 'api' | 'promptField' | 'defaultMaxTokens' | 'origin'>;
+
 /**
- * Runs a plan against OpenAI-compatible servers: per group, resumes stored partials first, then
- * launches fresh rollouts (⌊(1 + r)·n⌋ in all with over-provisioning r), dispatches requests of
- * at most `requestN` choices to the least-loaded endpoint under a concurrency bound, retries
- * 5xx / connection errors / timeouts with exponential backoff (never 4xx), keeps the first n
- * finished rollouts of each group and aborts the rest, then grades the finished ones.
- * Every planned rollout appears once in the results (finished or "abort"); a rollout is never
- * written twice: units change state only queued → running → done | aborted.
+ * Checks a plan against its prompts as executePlan does first, before any request: every
+ * planned prompt is in the prompts, and each suits the verifier and the API. Throws BAD_INPUT
+ * naming the allocation or the prompt; the CLI calls it before it asks a server who it is or
+ * opens the state, so bad input is named first and writes nothing.
  */
-export async function executePlan(plan: Plan, prompts: ReadonlyMap<string, Candidate>, options: ExecuteOptions): Promise<ExecuteReport> {
-  const now = options.now ?? Date.now;
-  if (options.endpoints.length === 0) throw new RolloutBudgetError('BAD_OPTION', 'give at least one --endpoint <url>');
-  const endpoints = options.endpoints.map(normalizeEndpoint);
-  const server = options.server ?? SERVER_PROFILES.vllm;
+export function checkExecuteInputs(plan: Plan, prompts: ReadonlyMap<string, Candidate>, options: InputCheckOptions): void {
+  groupsOf(plan, prompts, options);
+}
+
+/** The plan's groups with n > 0, each checked (checkExecuteInputs). */
+function groupsOf(plan: Plan, prompts: ReadonlyMap<string, Candidate>, options: InputCheckOptions): Group[] {
   const origin = options.origin ?? {};
   const groups: Group[] = [];
   plan.allocations.forEach((a, i) => {
@@ -55,6 +56,24 @@ export async function executePlan(plan: Plan, prompts: ReadonlyMap<string, Candi
       maxTokens: a.max_tokens ?? options.defaultMaxTokens ?? null, units: [], done: 0, full: false, inflight: new Map(),
     });
   });
+  return groups;
+}
+
+/**
+ * Runs a plan against OpenAI-compatible servers: per group, resumes stored partials first, then
+ * launches fresh rollouts (⌊(1 + r)·n⌋ in all with over-provisioning r), dispatches requests of
+ * at most `requestN` choices to the least-loaded endpoint under a concurrency bound, retries
+ * 5xx / connection errors / timeouts with exponential backoff (never 4xx), keeps the first n
+ * finished rollouts of each group and aborts the rest, then grades the finished ones.
+ * Every planned rollout appears once in the results (finished or "abort"); a rollout is never
+ * written twice: units change state only queued → running → done | aborted.
+ */
+export async function executePlan(plan: Plan, prompts: ReadonlyMap<string, Candidate>, options: ExecuteOptions): Promise<ExecuteReport> {
+  const now = options.now ?? Date.now;
+  if (options.endpoints.length === 0) throw new RolloutBudgetError('BAD_OPTION', 'give at least one --endpoint <url>');
+  const endpoints = options.endpoints.map(normalizeEndpoint);
+  const server = options.server ?? SERVER_PROFILES.vllm;
+  const groups = groupsOf(plan, prompts, options);
   const stored = options.partials?.forPrompts(groups.map((g) => g.prompt.id)) ?? new Map<string, PartialRollout[]>();
   const start = now();
   const planned = groups.reduce((s, g) => s + g.target, 0);

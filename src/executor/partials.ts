@@ -78,6 +78,16 @@ export class PartialStore {
     return (this.db.prepare('SELECT COUNT(*) AS n FROM partial_rollouts').get() as { n: number }).n;
   }
 
+  /**
+   * Whether the file holds no partial rollout and no prompt with evidence (in the state's
+   * `prompts` table, when the file is also a plan's state): nothing a command should keep.
+   */
+  holdsNothing(): boolean {
+    if (this.count() > 0) return false;
+    if (this.db.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'prompts'").get() === undefined) return true;
+    return (this.db.prepare('SELECT COUNT(*) AS n FROM prompts WHERE rollouts > 0').get() as { n: number }).n === 0;
+  }
+
   all(): PartialRollout[] {
     return this.db.prepare('SELECT * FROM partial_rollouts ORDER BY step, rollout_id').all() as PartialRollout[];
   }
