@@ -24,7 +24,7 @@ describe('a state file that is not there yet', () => {
     const failures = [
       [['--budget-rollouts', '5'], /3 prompts × 2 rollouts \(--min-n\) need 6 rollouts/],
       [['--budget-rollouts', '24', '--min-n', '70', '--max-n', '64'], /--max-n must be an integer ≥ 70, got 64/],
-      // Fails after the plan recorded c's group in the state: that file is still only this plan's.
+      // Checked before the prompts are read or the state opened (cli/io.ts checkOutput).
       [['--budget-rollouts', '24', '--out', join(w.dir, 'missing', 'plan.json')], /missing\/plan\.json: cannot write \(ENOENT\)/],
     ] as const;
     for (const [flags, message] of failures) {
@@ -51,18 +51,22 @@ describe('a state file that is not there yet', () => {
     expect(JSON.parse(before).rollouts).toBe(1);
   });
 
-  it('plan: a failed plan keeps a state file it made when another writer observed into it meanwhile', async () => {
+  it('plan: a plan whose output fails after it recorded a group removes the state it made, unless another writer observed into it meanwhile', async () => {
     const w = workdir();
     let stderr = '';
-    // Another connection (as another process would) observes into the new state while the plan
-    // is being written to stdout; then the write fails.
+    let otherWriter = false;
+    // The plan is written to stdout after the state recorded c's group; then the write fails.
+    // With otherWriter, another connection (as another process would) observes into the new
+    // state first.
     const io: CliIo = {
       stdout: () => {
-        const other = createAllocator({ state: w.state });
-        try {
-          other.observe([{ prompt_id: 'z', reward: 1 }]);
-        } finally {
-          other.close();
+        if (otherWriter) {
+          const other = createAllocator({ state: w.state });
+          try {
+            other.observe([{ prompt_id: 'z', reward: 1 }]);
+          } finally {
+            other.close();
+          }
         }
         throw new Error('stdout closed');
       },
@@ -70,9 +74,12 @@ describe('a state file that is not there yet', () => {
       readStdin: async () => '',
       stderrIsTty: false,
     };
-    const code = await runCli(['plan', '--prompts', w.prompts, '--state', w.state, '--budget-rollouts', '24', '--out', '-'], io);
-    expect(code).not.toBe(0);
+    const argv = ['plan', '--prompts', w.prompts, '--state', w.state, '--budget-rollouts', '24', '--out', '-'];
+    expect(await runCli(argv, io)).not.toBe(0);
     expect(stderr).toMatch(/stdout closed/);
+    expect(stateFiles(w.dir)).toEqual([]);
+    otherWriter = true;
+    expect(await runCli(argv, io)).not.toBe(0);
     expect(existsSync(w.state)).toBe(true);
     expect(JSON.parse((await cli(['inspect', '--state', w.state, '--prompt', 'z'])).stdout).rollouts).toBe(1);
   });

@@ -36,6 +36,22 @@ describe('execute and loop on a state file not there yet', () => {
     expect(stateFiles(dir)).toEqual([]);
   });
 
+  it('execute and grade: an --out in a folder that is not there is named before any work (no server asked)', async () => {
+    const dir = tempDir('rb-exec-new-');
+    const out = join(dir, 'missing', 'r.jsonl');
+    const endpoint = `http://127.0.0.1:${await closedPort()}`;
+    const runs = [
+      ['execute', '--plan', join(fixture, 'plan.json'), '--prompts', join(fixture, 'prompts.jsonl'), '--endpoint', endpoint, '--model', 'm', '--state', join(dir, 'state.db'), '--out', out],
+      ['grade', '--batch-output', join(fixture, 'batch-output.jsonl'), '--plan', join(fixture, 'plan.json'), '--prompts', join(fixture, 'prompts.jsonl'), '--out', out],
+    ];
+    for (const argv of runs) {
+      const r = await cli(argv);
+      expect(r.code, argv[0]).toBe(2);
+      expect(r.stderr, argv[0]).toBe(`rollout-budget: ${out}: cannot write (ENOENT)\n`);
+    }
+    expect(readdirSync(dir)).toEqual([]);
+  });
+
   it('execute and loop: a server that cannot be reached fails the run, and the state file it made is gone', async () => {
     const dir = tempDir('rb-exec-new-');
     const endpoint = `http://127.0.0.1:${await closedPort()}`;

@@ -18,7 +18,7 @@ import { parseSimPrompts } from '../simserver/prompts.js';
 import { SIM_PROFILES, SimServer } from '../simserver/server.js';
 import { describe } from './catalog.js';
 import { registerGradeCommand } from './grade.js';
-import { readInput, writeOutput, type CliIo } from './io.js';
+import { checkOutput, readInput, writeOutput, type CliIo } from './io.js';
 import { isNewStateFile, removeStateFile, stillEmpty } from './new-state.js';
 import { readPlanInputs } from './plan-inputs.js';
 import {
@@ -141,6 +141,7 @@ export function registerExecutorCommands(program: Command, io: CliIo): void {
   )
     .option('--out <path|->', 'results JSONL, as `observe` takes it', '-')
     .action(async (opts) => {
+      checkOutput(opts.out); // before the generation, which a mistyped --out folder would waste
       const { plan, prompts, origin } = await readPlanInputs(io, opts.plan, opts.prompts);
       // Bad input is named before a server is asked who it is or the state is opened.
       const local = localOptions(opts, origin);

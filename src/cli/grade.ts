@@ -3,7 +3,7 @@ import { gradeBatchOutput, gradeSummaryLine } from '../executor/grade.js';
 import { DEFAULT_VERIFIER_TIMEOUT_S } from '../executor/verify/command.js';
 import { verifierFrom } from '../executor/verify/verifiers.js';
 import { describe } from './catalog.js';
-import { readInput, writeOutput, type CliIo } from './io.js';
+import { checkOutput, readInput, writeOutput, type CliIo } from './io.js';
 import { numberArg } from './parse.js';
 import { readPlanInputs } from './plan-inputs.js';
 
@@ -20,6 +20,7 @@ export function registerGradeCommand(program: Command, io: CliIo): void {
     .option('--prompt-field <name>', 'prompts field that held the text (sent to a command: verifier)', 'prompt')
     .option('--out <path|->', 'results JSONL, as `observe` takes it', '-')
     .action(async (opts) => {
+      checkOutput(opts.out); // before the grading, which a command: verifier may make long
       const { plan, prompts, origin } = await readPlanInputs(io, opts.plan, opts.prompts);
       const batch = await readInput(io, opts.batchOutput);
       const report = await gradeBatchOutput(batch.text, batch.name, plan, prompts, {

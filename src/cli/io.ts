@@ -1,6 +1,6 @@
-import { closeSync, createWriteStream, mkdtempSync, openSync, renameSync, rmSync, writeSync } from 'node:fs';
+import { closeSync, createWriteStream, mkdtempSync, openSync, renameSync, rmSync, statSync, writeSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { RolloutBudgetError } from '../errors.js';
 import { lazyRequire } from '../lazy.js';
 import { readText } from '../io/jsonl.js';
@@ -57,6 +57,19 @@ export async function readInput(io: CliIo, path: string): Promise<{ text: string
 }
 
 /** Writes to stdout for '-', else atomically (temp file + rename): never a partial file. */
+/**
+ * Checks, before a command's work, that an output path ('-': stdout) can be written where it
+ * points: its folder is there and it is not itself a folder. The message is the one
+ * writeChunks would give after the work (`cannot write (ENOENT)`), so a mistyped folder costs no
+ * generation and no plan. Other failures (no space, no permission) still come from the write.
+ */
+export function checkOutput(path: string): void {
+  if (path === '-') return;
+  const folder = statSync(dirname(path), { throwIfNoEntry: false });
+  const code = folder === undefined ? 'ENOENT' : !folder.isDirectory() ? 'ENOTDIR' : statSync(path, { throwIfNoEntry: false })?.isDirectory() ? 'EISDIR' : undefined;
+  if (code !== undefined) throw new RolloutBudgetError('IO_ERROR', `${path}: cannot write (${code})`);
+}
+
 export function writeOutput(io: CliIo, path: string, text: string): void {
   writeChunks(io, path, [text]);
 }

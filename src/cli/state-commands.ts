@@ -16,7 +16,7 @@ import { isPostgresUrl, redactUrl } from '../store/url.js';
 import type { ObserveSummary } from '../store/types.js';
 import type { AsyncAllocator } from '../service/async-allocator.js';
 import type { AsyncStore } from '../store/async.js';
-import { writeChunks, type CliIo } from './io.js';
+import { checkOutput, writeChunks, type CliIo } from './io.js';
 import { isNewStateFile, removeStateFile, stillEmpty } from './new-state.js';
 import { readPrompts } from './prompts-input.js';
 import { budgetFrom, planOptionsFrom, type SharedFlags } from './options.js';
@@ -45,6 +45,7 @@ export interface PlanFlags extends SharedFlags {
  * only it made, and a state that another process observed into meanwhile is kept.
  */
 export async function planCommand(io: CliIo, opts: PlanFlags): Promise<void> {
+  checkOutput(opts.out);
   if (isPostgresUrl(opts.state)) return planOnPostgres(io, opts);
   // A large state file is read by another thread while this one reads the prompts (store/scan-ahead.ts).
   const ahead = readStateAhead(opts.state, MMAP_BYTES);
