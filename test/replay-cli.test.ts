@@ -69,6 +69,19 @@ describe('replay CLI', () => {
     expect(existsSync(out)).toBe(false);
   });
 
+  it('replay and simulate: an --out that is a file is named before the run, exit 2, the file untouched', async () => {
+    const d = tmp();
+    const out = join(d, 'not-a-folder');
+    writeFileSync(out, 'kept\n');
+    for (const argv of [['replay', '--log', fixture], ['simulate', '--scenario', scenario]]) {
+      const io = capture();
+      expect(await runCli([...argv, '--out', out], io), argv[0]).toBe(2);
+      expect(io.err, argv[0]).toBe(`rollout-budget: ${out}: cannot write the report (a file is there; --out names a folder)\n`);
+      expect(io.out, argv[0]).toBe(''); // no table: nothing was run
+    }
+    expect(readFileSync(out, 'utf8')).toBe('kept\n');
+  });
+
   it('rejects an unknown policy, oracle in replay, and a bad step range, with exit 2', async () => {
     const io1 = capture();
     expect(await runCli(['replay', '--log', fixture, '--policies', 'uniform,nope'], io1)).toBe(2);

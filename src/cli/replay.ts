@@ -13,7 +13,7 @@ import type { CliIo } from './io.js';
 import { boundFlags, budgetFlags, budgetFrom, roundsFlag, seedFlag, stepsFlag } from './options.js';
 import { intArg } from './parse.js';
 import { createProgress } from './progress.js';
-import { checkTokenBudget, commandLine, emitReport, runSeeds, seedRange, seedsOf } from './report-run.js';
+import { checkReportFolder, checkTokenBudget, commandLine, emitReport, runSeeds, seedRange, seedsOf } from './report-run.js';
 import { defaultDetail, replaySettings, simulateSettings } from './report-settings.js';
 
 /** `a:b` (inclusive; either side may be left out) → [from, to]. */
@@ -112,6 +112,7 @@ export function registerReplayCommands(program: Command, io: CliIo): void {
     .action(async (opts, cmd: Command) => {
       if (opts.maxN < opts.minN) throw badOption(`max_n must be ≥ min_n ${opts.minN}, got ${opts.maxN}`, ['max_n', 'min_n']);
       resolvePolicies(opts.policies);
+      checkReportFolder(opts.out);
       const seeds = seedsOf(cmd, opts, 0);
       const reading = createProgress(io, opts.quiet, 'reading log');
       const { run, format } = await readLog(opts.log, { format: opts.format as LogFormat | 'auto', onProgress: reading.update });
@@ -156,6 +157,7 @@ export function registerReplayCommands(program: Command, io: CliIo): void {
     .action((opts, cmd: Command) => {
       if (opts.maxN < opts.minN) throw badOption(`max_n must be ≥ min_n ${opts.minN}, got ${opts.maxN}`, ['max_n', 'min_n']);
       resolvePolicies(opts.policies);
+      checkReportFolder(opts.out);
       const parsed = parseScenario(readText(opts.scenario), opts.scenario);
       const scenario = { ...parsed, ...(opts.steps === undefined ? {} : { steps: opts.steps }), ...(opts.hints === false ? { hints: null } : {}) };
       const seeds = seedsOf(cmd, opts, scenario.seed);

@@ -1,5 +1,6 @@
+import { statSync } from 'node:fs';
 import { InvalidArgumentError, type Command } from 'commander';
-import { badOption } from '../errors.js';
+import { RolloutBudgetError, badOption } from '../errors.js';
 import type { PolicyResult } from '../replay/engine.js';
 import { tokenCoverage } from '../replay/tokens.js';
 import type { ReplayRun } from '../replay/visits.js';
@@ -70,6 +71,16 @@ export function commandLine(cmd: Command): string {
   const argv = Array.isArray(raw) && raw.every((a) => typeof a === 'string') ? (raw as string[]) : [cmd.name()];
   const args = argv.map((a) => (/^[\w./:=,@+-]+$/.test(a) ? a : `'${a.replace(/'/g, "'\\''")}'`));
   return `rollout-budget ${args.join(' ')}`;
+}
+
+/**
+ * Before a run: `--out` names the report's folder (made when the report is written), so a file
+ * there is named now, not after the run it would waste.
+ */
+export function checkReportFolder(out: string | undefined): void {
+  if (out !== undefined && statSync(out, { throwIfNoEntry: false })?.isDirectory() === false) {
+    throw new RolloutBudgetError('IO_ERROR', `${out}: cannot write the report (a file is there; --out names a folder)`);
+  }
 }
 
 /** Prints the table (medians over seeds when several ran), the headline and, with --out, writes the report. */
