@@ -152,10 +152,10 @@ class HttpClient(_Client):
                     if res.getheader("connection", "").lower() == "close":
                         self._drop()
                     break
-                except (ConnectionError, http.client.HTTPException, OSError):
+                except (ConnectionError, http.client.HTTPException, OSError) as error:
                     self._drop()
                     if attempt == 2:
-                        raise
+                        raise _unreachable(error, self._host, self._port) from error
         try:
             payload = json.loads(text) if text else {}
         except ValueError:
@@ -182,6 +182,21 @@ class HttpClient(_Client):
     def close(self):
         with self._lock:
             self._drop()
+
+
+def _unreachable(error, host, port):
+    """``error`` (a failed request, after the retry) as the same exception class where it can
+    be made, its message naming the service and what to check: a trainer's traceback then says
+    which address it could not reach, not only ``[Errno 111] Connection refused``."""
+    detail = getattr(error, "strerror", None) or str(error) or type(error).__name__
+    message = "cannot reach the rollout-budget service at http://%s:%s (%s); is `rollout-budget serve` running there?" % (
+        host, port, detail)
+    if isinstance(error, OSError):
+        try:
+            return type(error)(error.errno, message) if error.errno is not None else type(error)(message)
+        except TypeError:
+            pass
+    return ConnectionError(message)
 
 
 class StdioClient(_Client):

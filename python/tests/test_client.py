@@ -4,6 +4,7 @@ import http.server
 import json
 import os
 import re
+import socket
 import threading
 import unittest
 
@@ -84,6 +85,19 @@ class ClientTest(support.ServiceCase):
         self.assertFalse(self.http.prompt("x")["seen"])
         with self.assertRaises(TypeError):
             self.http.plan(PROMPTS, budget_rollouts=8, min_rollouts=2)
+
+    def test_http_names_a_service_it_cannot_reach(self):
+        with socket.socket() as probe:  # a port where nothing listens: taken, then given back
+            probe.bind(("127.0.0.1", 0))
+            port = probe.getsockname()[1]
+        client = rb.HttpClient("http://127.0.0.1:%d" % port, timeout=5)
+        # Still the exception class a caller may catch (ConnectionRefusedError), now naming the address.
+        with self.assertRaises(ConnectionRefusedError) as ctx:
+            client.health()
+        self.assertIn("cannot reach the rollout-budget service at http://127.0.0.1:%d" % port, str(ctx.exception))
+        self.assertIn("rollout-budget serve", str(ctx.exception))
+        self.assertIsInstance(ctx.exception.__cause__, ConnectionRefusedError)
+        client.close()
 
     def test_stdio_sees_the_same_state_and_plans_the_same(self):
         http_plan = self.http.plan(PROMPTS, budget_rollouts=24, seed=7)
