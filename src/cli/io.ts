@@ -56,7 +56,6 @@ export async function readInput(io: CliIo, path: string): Promise<{ text: string
   return { text: readText(path), name: path };
 }
 
-/** Writes to stdout for '-', else atomically (temp file + rename): never a partial file. */
 /**
  * Checks, before a command's work, that an output path ('-': stdout) can be written where it
  * points: its folder is there and it is not itself a folder. The message is the one
@@ -70,6 +69,7 @@ export function checkOutput(path: string): void {
   if (code !== undefined) throw new RolloutBudgetError('IO_ERROR', `${path}: cannot write (${code})`);
 }
 
+/** Writes to stdout for '-', else atomically (temp file + rename): never a partial file. */
 export function writeOutput(io: CliIo, path: string, text: string): void {
   writeChunks(io, path, [text]);
 }
