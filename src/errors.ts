@@ -48,9 +48,10 @@ export function withFieldNames(error: RolloutBudgetError, names: Readonly<Record
 
 const escape = (text: string) => text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
 
-/** Quotes a value for an error message: strings in JSON quotes, others as JSON, NaN as NaN. */
+/** Quotes a value for an error message: strings in JSON quotes, others as JSON, NaN as NaN, ±Infinity named as an overflow. */
 export function quote(value: unknown): string {
-  if (typeof value === 'number' && !Number.isFinite(value)) return String(value);
+  // JSON has no Infinity: a literal beyond the largest double (1e400) parses as one, so say so.
+  if (typeof value === 'number' && !Number.isFinite(value)) return value !== value ? 'NaN' : `${value} (a number beyond ±1.8e308)`;
   if (value === undefined) return 'nothing';
   let text: string;
   try {

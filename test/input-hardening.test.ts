@@ -135,3 +135,20 @@ describe('stored text (item 4): NUL and lone surrogates are refused in every inp
     expect(() => batchOf([{ prompt_id: '\ud83d\udc4d', reward: 1 }])).not.toThrow(); // a proper pair is fine
   });
 });
+
+describe('numbers a double cannot hold', () => {
+  it('a number literal beyond the largest double is named as one, not as a bare Infinity (a JSON file cannot hold Infinity)', async () => {
+    const dir = tempDir();
+    const prompts = join(dir, 'prompts.jsonl');
+    writeFileSync(prompts, '{"id":"a","prompt_tokens":10}\n{"id":"b","prompt_tokens":1e400}\n');
+    const p = await cli(['plan', '--prompts', prompts, '--state', ':memory:', '--budget-rollouts', '16']);
+    expect(p.code).toBe(2);
+    expect(p.stderr).toBe(`rollout-budget: ${prompts}:2: "prompt_tokens" must be a non-negative integer, got Infinity (a number beyond ±1.8e308)\n`);
+    const results = join(dir, 'results.jsonl');
+    writeFileSync(results, '{"prompt_id":"a","reward":-1e999,"step":0}\n');
+    const o = await cli(['observe', '--results', results, '--state', ':memory:']);
+    expect(o.code).toBe(2);
+    expect(o.stderr).toBe(`rollout-budget: ${results}:1: "reward" must be a number in [0, 1], got -Infinity (a number beyond ±1.8e308)\n`);
+    expect(quote(Number.NaN)).toBe('NaN');
+  });
+});
