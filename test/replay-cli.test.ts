@@ -150,6 +150,28 @@ describe('replay CLI', () => {
     expect(io.err).toContain('-1');
   });
 
+  it('simulate: a misspelt scenario field is a warning naming it and the fields it could be; the run is the one without it', async () => {
+    const d = tmp();
+    const plain = { prompts: 64, batch: 16, steps: 3, budget: { rollouts_per_prompt: 4 } };
+    const typo = { ...plain, budget: { ...plain.budget, rollout_per_prompt: 16 }, stepz: 9, groups: [{ name: 'g', share: 1, sahre: 2 }] };
+    const files = [join(d, 'plain.json'), join(d, 'typo.json')];
+    writeFileSync(files[0]!, JSON.stringify({ ...plain, groups: [{ name: 'g', share: 1 }] }));
+    writeFileSync(files[1]!, JSON.stringify(typo));
+    const [a, b] = [capture(), capture()];
+    const argv = ['--policies', 'uniform,bayes', '--quiet'];
+    expect(await runCli(['simulate', '--scenario', files[0]!, ...argv], a)).toBe(0);
+    expect(await runCli(['simulate', '--scenario', files[1]!, ...argv], b)).toBe(0);
+    expect(a.err).toBe('');
+    expect(b.err.split('\n').filter(Boolean)).toEqual([
+      `rollout-budget: warning: ${files[1]}: unknown field "stepz" ignored (a misspelt field leaves the one meant at its default); expected one of name, description, prompts, batch, steps, seed, budget, difficulty, drift, length, groups, hints`,
+      `rollout-budget: warning: ${files[1]}: budget: unknown field "rollout_per_prompt" ignored (a misspelt field leaves the one meant at its default); expected one of rollouts_per_prompt, tokens_per_prompt`,
+      `rollout-budget: warning: ${files[1]}: groups[0]: unknown field "sahre" ignored (a misspelt field leaves the one meant at its default); expected one of name, share, difficulty, hint_shift`,
+    ]);
+    // The table has no column that names the file: the same numbers, as the fields were ignored.
+    expect(b.out.replace(/plan ms\/step.*$|\s[\d.]+$/gm, '')).toBe(a.out.replace(/plan ms\/step.*$|\s[\d.]+$/gm, ''));
+    expect(b.out).toMatch(/^uniform\s.*\s192 \(1\.00×\)/m); // 3 steps × 16 prompts × 4 rollouts: rollouts_per_prompt stayed 4, not the 16 misspelt
+  });
+
   it('regression (simulate --no-skip told you to raise --budget-rollouts, a flag simulate does not have): the infeasible budget names the scenario\'s fields', async () => {
     const io = capture();
     expect(await runCli(['simulate', '--scenario', scenario, '--no-skip', '--steps', '2', '--policies', 'bayes', '--quiet'], io)).toBe(2);

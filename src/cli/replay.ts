@@ -158,7 +158,9 @@ export function registerReplayCommands(program: Command, io: CliIo): void {
       if (opts.maxN < opts.minN) throw badOption(`max_n must be ≥ min_n ${opts.minN}, got ${opts.maxN}`, ['max_n', 'min_n']);
       resolvePolicies(opts.policies);
       checkReportFolder(opts.out);
-      const parsed = parseScenario(readText(opts.scenario), opts.scenario);
+      const warnings: string[] = [];
+      const parsed = parseScenario(readText(opts.scenario), opts.scenario, warnings);
+      for (const w of warnings) io.stderr(`rollout-budget: warning: ${w}\n`);
       const scenario = { ...parsed, ...(opts.steps === undefined ? {} : { steps: opts.steps }), ...(opts.hints === false ? { hints: null } : {}) };
       const seeds = seedsOf(cmd, opts, scenario.seed);
       const runs = scenarioBudgetNames(() => runSeeds(io, opts.quiet, 'simulating', seeds, (seed, onProgress) => runPolicies(simulatedEnvironment(scenario), {

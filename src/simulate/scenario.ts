@@ -107,8 +107,34 @@ function section(where: string, obj: Record<string, unknown>, key: string): Reco
   return v as Record<string, unknown>;
 }
 
-/** Parses and validates a scenario file's text; missing fields take the defaults above. */
-export function parseScenario(text: string, name: string): Scenario {
+/** The fields each object of a scenario takes. */
+const FIELDS = {
+  top: ['name', 'description', 'prompts', 'batch', 'steps', 'seed', 'budget', 'difficulty', 'drift', 'length', 'groups', 'hints'],
+  budget: ['rollouts_per_prompt', 'tokens_per_prompt'],
+  difficulty: ['alpha', 'beta', 'unsolvable'],
+  drift: ['learning_rate', 'transfer'],
+  length: ['a', 'b', 'c', 'sd_u', 'sd_e', 'cap'],
+  group: ['name', 'share', 'difficulty', 'hint_shift'],
+  hints: ['share', 'samples', 'shift', 'slope', 'noise'],
+} as const;
+
+/**
+ * A warning for each field of `obj` a scenario does not take: a misspelt field would otherwise
+ * leave its default in place unnoticed. Not an error, so that files with fields of their own
+ * (notes, provenance) still run.
+ */
+function unknownFields(where: string, obj: Record<string, unknown>, known: readonly string[], warnings: string[] | undefined): void {
+  if (warnings === undefined) return;
+  for (const key of Object.keys(obj)) {
+    if (!known.includes(key)) warnings.push(`${where}: unknown field ${quote(key)} ignored (a misspelt field leaves the one meant at its default); expected one of ${known.join(', ')}`);
+  }
+}
+
+/**
+ * Parses and validates a scenario file's text; missing fields take the defaults above.
+ * `warnings`, when given, receives a line for each field the scenario does not take.
+ */
+export function parseScenario(text: string, name: string, warnings?: string[]): Scenario {
   // The nesting limit of every file we read (io/jsonl.ts parseJson): a scenario is shallow.
   const value = parseJson(text, name);
   if (value === null || typeof value !== 'object' || Array.isArray(value)) throw badInput(name, `a scenario must be a JSON object, got ${quote(value)}`);
@@ -118,6 +144,11 @@ export function parseScenario(text: string, name: string): Scenario {
   const diff = section(name, o, 'difficulty');
   const drift = section(name, o, 'drift');
   const len = section(name, o, 'length');
+  unknownFields(name, o, FIELDS.top, warnings);
+  unknownFields(`${name}: budget`, b, FIELDS.budget, warnings);
+  unknownFields(`${name}: difficulty`, diff, FIELDS.difficulty, warnings);
+  unknownFields(`${name}: drift`, drift, FIELDS.drift, warnings);
+  unknownFields(`${name}: length`, len, FIELDS.length, warnings);
   const prompts = num(name, o, 'prompts', d.prompts, 1, 1e7, true);
   const tokensPerPrompt = b.tokens_per_prompt === undefined || b.tokens_per_prompt === null ? null : num(`${name}: budget`, b, 'tokens_per_prompt', 0, 1, 1e9);
   const cap = len.cap === undefined ? d.length.cap : len.cap === null ? null : num(`${name}: length`, len, 'cap', 0, 1, 1e7, true);
@@ -146,12 +177,12 @@ export function parseScenario(text: string, name: string): Scenario {
       sd_e: num(`${name}: length`, len, 'sd_e', d.length.sd_e, 0, 10),
       cap,
     },
-    groups: groupsOf(name, o.groups),
-    hints: o.hints === undefined || o.hints === null ? null : hintsOf(`${name}: hints`, section(name, o, 'hints')),
+    groups: groupsOf(name, o.groups, warnings),
+    hints: o.hints === undefined || o.hints === null ? null : hintsOf(`${name}: hints`, section(name, o, 'hints'), warnings),
   };
 }
 
-function groupsOf(name: string, value: unknown): ScenarioGroup[] {
+function groupsOf(name: string, value: unknown, warnings: string[] | undefined): ScenarioGroup[] {
   if (value === undefined) return [];
   if (!Array.isArray(value) || value.length === 0) throw badInput(name, `"groups" must be a non-empty array of sources, got ${quote(value)}`);
   const seen = new Set<string>();
@@ -164,6 +195,8 @@ function groupsOf(name: string, value: unknown): ScenarioGroup[] {
     seen.add(o.name);
     if (o.share === undefined) throw badInput(where, '"share" is required (the share of the pool), got nothing');
     const diff = section(where, o, 'difficulty');
+    unknownFields(where, o, FIELDS.group, warnings);
+    unknownFields(`${where}: difficulty`, diff, FIELDS.difficulty, warnings);
     const d = defaultScenario.difficulty;
     return {
       name: o.name,
@@ -178,7 +211,8 @@ function groupsOf(name: string, value: unknown): ScenarioGroup[] {
   });
 }
 
-function hintsOf(where: string, o: Record<string, unknown>): HintModel {
+function hintsOf(where: string, o: Record<string, unknown>, warnings: string[] | undefined): HintModel {
+  unknownFields(where, o, FIELDS.hints, warnings);
   const samples = o.samples === null ? null : num(where, o, 'samples', 16, 1, 1e6, true);
   return {
     share: num(where, o, 'share', 1, 0, 1),
