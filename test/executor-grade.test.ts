@@ -141,6 +141,19 @@ describe('grade: outputs shaped as vLLM writes them', () => {
     expect(existsSync(results)).toBe(false);
   });
 
+  it('the batch input given as --batch-output is exit 2 saying so, not every rollout written as aborted', async () => {
+    const results = join(dir, 'results.jsonl');
+    const run = await cli(['grade', '--batch-output', join(fixture, 'batch-input.jsonl'), '--plan', join(fixture, 'plan.json'), '--prompts', join(fixture, 'prompts.jsonl'), '--out', results]);
+    expect(run.code).toBe(2);
+    expect(run.stderr).toMatch(/batch-input\.jsonl:1: no "response" and no "error": this is a request \(it has "url" or "body"\), a line of the batch input; pass the file `vllm run-batch -o` wrote, not its -i\n$/);
+    expect(existsSync(results)).toBe(false);
+    const other = join(dir, 'other.jsonl');
+    writeFileSync(other, '{"custom_id":"0/0","choices":[]}\n');
+    const run2 = await cli(['grade', '--batch-output', other, '--plan', join(fixture, 'plan.json'), '--prompts', join(fixture, 'prompts.jsonl')]);
+    expect(run2.code).toBe(2);
+    expect(run2.stderr).toMatch(/other\.jsonl:1: no "response" and no "error": not a line of a `vllm run-batch` output\n$/);
+  });
+
   it('a repeated custom_id names both lines', async () => {
     const lines = readFileSync(join(fixture, 'batch-output.jsonl'), 'utf8').trim().split('\n');
     const outputPath = join(dir, 'out.jsonl');

@@ -92,6 +92,12 @@ export async function gradeBatchOutput(text: string, name: string, plan: Plan, p
 
   for (const { where, line, value } of parseJsonl(text, name)) {
     lines++;
+    // vLLM writes both fields on every line (null when unused); a line with neither is not an
+    // output, and one with a request's fields is the batch's input given in its place.
+    if (value.response === undefined && value.error === undefined) {
+      const request = value.body !== undefined || value.url !== undefined;
+      throw badInput(where, `no "response" and no "error": ${request ? 'this is a request (it has "url" or "body"), a line of the batch input; pass the file `vllm run-batch -o` wrote, not its -i' : 'not a line of a `vllm run-batch` output'}`);
+    }
     const id = value.custom_id;
     if (typeof id !== 'string') throw badInput(where, `"custom_id" must be a string (a group id "<step>/<prompt id>"), got ${quote(id)}`);
     const g = groups.get(id);
