@@ -152,3 +152,39 @@ describe('numbers a double cannot hold', () => {
     expect(quote(Number.NaN)).toBe('NaN');
   });
 });
+
+describe('a file of another kind given in its place', () => {
+  const fixture = join(import.meta.dirname, '..', 'fixtures', 'qwen-math100-k8');
+  const plan = join(fixture, 'plan.json');
+  const prompts = join(fixture, 'prompts.jsonl');
+
+  it('a plan file (one JSON document over several lines) where JSONL goes says so', async () => {
+    const multiLine = '{\n'; // the plan file's first line: the writer indents
+    expect(readText(plan).startsWith(multiLine)).toBe(true);
+    for (const argv of [['observe', '--results', plan, '--state', ':memory:'], ['plan', '--prompts', plan, '--state', ':memory:', '--budget-rollouts', '8']]) {
+      const run = await cli(argv);
+      expect(run.code).toBe(2);
+      expect(run.stderr).toBe(`rollout-budget: ${plan}:1: malformed JSON: the line is only "{"; JSONL holds a whole JSON object on each line, and this looks like one JSON document over several lines\n`);
+    }
+  });
+
+  it('JSONL where the plan file goes says what it seems to be; a plan that is merely malformed still says malformed JSON', async () => {
+    const dir = tempDir();
+    const jsonlPlan = join(dir, 'plan.jsonl');
+    expect((await cli(['plan', '--prompts', prompts, '--state', ':memory:', '--budget-rollouts', '800', '--format', 'jsonl', '--out', jsonlPlan])).code).toBe(0);
+    const cases: [string, string][] = [
+      [prompts, ' (prompts, by its "id")'],
+      [jsonlPlan, ' (a plan written with --format jsonl)'],
+    ];
+    for (const [file, kind] of cases) {
+      const run = await cli(['execute', '--plan', file, '--prompts', prompts, '--endpoint', 'http://127.0.0.1:9/v1', '--model', 'm', '--out', join(dir, 'r.jsonl')]);
+      expect(run.code).toBe(2);
+      expect(run.stderr).toBe(`rollout-budget: ${file}:2: a second JSON value: this is JSONL, one object a line${kind}, not the one JSON document of a plan file, as \`plan\` writes it by default (--format json)\n`);
+    }
+    const broken = join(dir, 'broken.json');
+    writeFileSync(broken, readText(plan).slice(0, 200));
+    const run = await cli(['execute', '--plan', broken, '--prompts', prompts, '--endpoint', 'http://127.0.0.1:9/v1', '--model', 'm']);
+    expect(run.code).toBe(2);
+    expect(run.stderr).toMatch(/^rollout-budget: .*broken\.json: malformed JSON \(/);
+  });
+});

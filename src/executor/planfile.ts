@@ -4,7 +4,14 @@ import type { Plan } from '../plan/types.js';
 
 /** Parses a plan file (version 1, as `plan` writes it), checking the fields `execute` uses. */
 export function parsePlan(text: string, name: string): Plan {
-  const value = parseJson(text, name); // nesting depth limited, as every input file
+  let value: unknown;
+  try {
+    value = parseJson(text, name); // nesting depth limited, as every input file
+  } catch (error) {
+    const jsonl = jsonlKind(text);
+    if (jsonl !== undefined) throw badInput(`${name}:2`, `a second JSON value: this is JSONL, one object a line${jsonl}, not the one JSON document of a plan file, as \`plan\` writes it by default (--format json)`);
+    throw error;
+  }
   if (value === null || typeof value !== 'object' || Array.isArray(value)) throw badInput(name, `a plan must be a JSON object, got ${quote(value)}`);
   const plan = value as Record<string, unknown>;
   if (plan.version !== 1) throw badInput(name, `"version" must be 1, got ${quote(plan.version)}`);
@@ -34,4 +41,26 @@ export function parsePlan(text: string, name: string): Plan {
     }
   });
   return plan as unknown as Plan;
+}
+
+/**
+ * What a JSONL text given in place of a plan file seems to be (a note in brackets, or '' when
+ * its first line says nothing), or undefined when its first line is not a whole JSON object
+ * followed by more lines. Called on the error path only.
+ */
+function jsonlKind(text: string): string | undefined {
+  const newline = text.indexOf('\n');
+  if (newline < 0 || text.slice(newline + 1).trim() === '') return undefined;
+  let first: unknown;
+  try {
+    first = JSON.parse(text.slice(0, newline));
+  } catch {
+    return undefined;
+  }
+  if (first === null || typeof first !== 'object' || Array.isArray(first)) return undefined;
+  const o = first as Record<string, unknown>;
+  if (o.type === 'header') return ' (a plan written with --format jsonl)';
+  if ('prompt_id' in o) return ' (results or a plan export, by its "prompt_id")';
+  if ('id' in o) return ' (prompts, by its "id")';
+  return '';
 }

@@ -116,7 +116,14 @@ export function jsonlLine(text: string, start: number, end: number, name: string
   const raw = text.slice(start, end).trim();
   if (raw === '') return;
   const where = () => `${name}:${line}`;
-  const value = parseJson(raw, where);
+  let value: unknown;
+  try {
+    value = parseJson(raw, where);
+  } catch (error) {
+    // A JSON document over several lines (a plan file, a pretty-printed body) where JSONL goes.
+    if (raw === '{' || raw === '[') throw badInput(where(), `malformed JSON: the line is only ${quote(raw)}; JSONL holds a whole JSON object on each line, and this looks like one JSON document over several lines`);
+    throw error;
+  }
   if (value === null || typeof value !== 'object' || Array.isArray(value)) {
     throw badInput(where(), `each line must be a JSON object, got ${quote(value)}`);
   }
