@@ -20,9 +20,11 @@ const deep = (depth: number) => `${'['.repeat(depth)}${']'.repeat(depth)}`;
  */
 // Each prompt its own hint, so no two share a posterior: identical prompts share their value
 // curves' work (value/curves.ts) and would plan within the timeouts below.
+// Both budgets, so neither is clamped (src/plan/limits.ts): about 20 s for the CLI on an idle
+// machine in a fast spell (6.7 s with the rollouts alone), far past the deadlines below.
 const slowPlan = {
   candidates: Array.from({ length: 6000 }, (_, i) => ({ id: `p${i}`, prior_pass_rate: (i + 1) / 6002 })),
-  budget: { rollouts: 6000 * MAX_N_LIMIT },
+  budget: { rollouts: 6000 * MAX_N_LIMIT, tokens: 1e11 },
   options: { max_n: MAX_N_LIMIT },
 };
 
