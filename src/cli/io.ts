@@ -1,4 +1,4 @@
-import { closeSync, createWriteStream, mkdtempSync, openSync, renameSync, rmSync, statSync, writeSync } from 'node:fs';
+import { closeSync, createWriteStream, mkdtempSync, openSync, realpathSync, renameSync, rmSync, statSync, writeSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { RolloutBudgetError } from '../errors.js';
@@ -69,6 +69,19 @@ export function checkOutput(path: string): void {
   if (code !== undefined) throw new RolloutBudgetError('IO_ERROR', `${path}: cannot write (${code})`);
 }
 
+/**
+ * Where writeChunks writes `path`, and how. A regular file, or none yet, is replaced atomically
+ * (temp file + rename), through the symlinks that lead to it, so a link stays a link. Anything
+ * else (/dev/null, /dev/stdout, a FIFO, a shell's `>(...)` as /dev/fd/N) is written in place:
+ * a rename would put a regular file where the device or pipe was (as root, /dev/null itself).
+ */
+function outputTarget(path: string): { path: string; atomic: boolean } {
+  const stat = statSync(path, { throwIfNoEntry: false });
+  if (stat === undefined) return { path, atomic: true };
+  if (!stat.isFile()) return { path, atomic: false };
+  return { path: realpathSync(path), atomic: true };
+}
+
 /** Writes to stdout for '-', else atomically (temp file + rename): never a partial file. */
 export function writeOutput(io: CliIo, path: string, text: string): void {
   writeChunks(io, path, [text]);
@@ -78,27 +91,30 @@ export function writeOutput(io: CliIo, path: string, text: string): void {
  * writeOutput for text in chunks (a large plan; a chunk of bytes is UTF-8 text, valid until
  * the next is asked for): each chunk is written as it comes, so the whole text is never held;
  * a file is still written to a temp file and renamed, and removed if anything fails (a chunk's
- * producer may throw, e.g. a prompt an export cannot send).
+ * producer may throw, e.g. a prompt an export cannot send); a device or pipe is written in
+ * place (outputTarget).
  */
 export function writeChunks(io: CliIo, path: string, chunks: Iterable<PlanChunk>): void {
   if (path === '-') {
     for (const chunk of chunks) io.stdout(chunkText(chunk));
     return;
   }
-  const tmp = `${path}.tmp-${process.pid}`;
+  let tmp: string | undefined;
   let fd: number | undefined;
   try {
-    fd = openSync(tmp, 'w');
+    const target = outputTarget(path);
+    tmp = target.atomic ? `${target.path}.tmp-${process.pid}` : undefined;
+    fd = openSync(tmp ?? target.path, 'w');
     for (const chunk of chunks) {
       if (typeof chunk === 'string') writeSync(fd, chunk);
       else for (let at = 0; at < chunk.length; ) at += writeSync(fd, chunk, at);
     }
     closeSync(fd);
     fd = undefined;
-    renameSync(tmp, path);
+    if (tmp !== undefined) renameSync(tmp, target.path);
   } catch (error) {
     if (fd !== undefined) closeSync(fd);
-    rmSync(tmp, { force: true });
+    if (tmp !== undefined) rmSync(tmp, { force: true });
     if (error instanceof RolloutBudgetError) throw error;
     throw new RolloutBudgetError('IO_ERROR', `${path}: cannot write (${(error as NodeJS.ErrnoException).code ?? String(error)})`);
   }
