@@ -1,8 +1,10 @@
 import { spawn, spawnSync } from 'node:child_process';
 import { lstatSync, readFileSync, readdirSync, symlinkSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { cli } from './cli-helpers.js';
+import { CLI } from './service-helpers.js';
 import { tempDir } from './temp.js';
 
 /**
@@ -61,5 +63,48 @@ describe('--out that is a pipe, a device or a symlink', () => {
     const run = await plan(w.prompts, '/dev/null');
     expect(run.code, run.stderr).toBe(0);
     expect(lstatSync('/dev/null').isCharacterDevice()).toBe(true);
+  });
+});
+
+/** Runs a bash script (the real process, its pipes and process substitutions as a shell makes them). */
+function bash(script: string): { status: number | null; stdout: string; stderr: string } {
+  const r = spawnSync('bash', ['-c', script], { encoding: 'utf8', timeout: 60_000 });
+  return { status: r.status, stdout: r.stdout, stderr: r.stderr };
+}
+
+describe('pipes: a reader that closes early, and an input that can be read once', () => {
+  it('a plan piped into `head` ends quietly: exit 0, no stack trace (Node crashed on EPIPE)', () => {
+    const dir = tempDir('rb-pipe-');
+    const prompts = join(dir, 'prompts.jsonl');
+    // 6,000 prompts: a plan of about 1.4 MB, more than a pipe holds, so the writer meets EPIPE.
+    writeFileSync(prompts, Array.from({ length: 6000 }, (_, i) => `{"id":"q${i}","max_tokens":100}\n`).join(''));
+    const r = bash(`set -o pipefail; node '${CLI}' plan --prompts '${prompts}' --state :memory: --budget-rollouts 48000 | head -c 100`);
+    expect(r.stderr).toBe('');
+    expect(r.status).toBe(0);
+    expect(r.stdout).toBe(`{\n  "version": 1,\n  "step": 0,\n  "seed": 0,\n  "policy": "bayes",\n  "value": "balanced",\n  "budget": {\n    "`.slice(0, 100));
+  });
+
+  it('observe and replay read a process substitution <(...) whole: observe reads its input twice (the digest, then the chunks) and applied nothing', () => {
+    const dir = tempDir('rb-pipe-');
+    const results = join(dir, 'results.jsonl');
+    writeFileSync(results, '{"prompt_id":"a","reward":1,"step":0}\n{"prompt_id":"a","reward":0,"step":0}\n{"prompt_id":"b","reward":1,"step":1}\n');
+    const state = join(dir, 'state.db');
+    const first = bash(`node '${CLI}' observe --results <(cat '${results}') --state '${state}'`);
+    expect(first.stderr).toBe('');
+    expect(JSON.parse(first.stdout)).toEqual({ applied: 3, duplicates: 0, aborted: 0, prompts: 2, last_step: 1 });
+    // The same bytes again: the same batch digest, so nothing is applied twice.
+    expect(JSON.parse(bash(`node '${CLI}' observe --results <(cat '${results}') --state '${state}'`).stdout)).toMatchObject({ applied: 0, duplicates: 3 });
+    // A bad line is named by the path the user gave.
+    const bad = bash(`node '${CLI}' observe --results <(printf '{"prompt_id":"a","reward":2}\\n') --state '${state}'`);
+    expect(bad.status).toBe(2);
+    expect(bad.stderr).toMatch(/^rollout-budget: \/dev\/fd\/\d+:1: "reward" must be a number in \[0, 1\], got 2\n$/);
+    // Steps out of order: replay reads such a log a second time, packed.
+    const log = join(dir, 'log.jsonl');
+    writeFileSync(log, '{"prompt_id":"a","step":1,"rewards":[1,0]}\n{"prompt_id":"b","step":0,"rewards":[1,1]}\n');
+    const replay = bash(`node '${CLI}' replay --log <(cat '${log}') --policies uniform --quiet`);
+    expect(replay.stderr).toBe('');
+    expect(replay.status).toBe(0);
+    expect(replay.stdout).toMatch(/^uniform\s/m);
+    expect(readdirSync(tmpdir()).filter((n) => n.startsWith('rollout-budget-input-'))).toEqual([]); // the copies are gone
   });
 });

@@ -1,4 +1,4 @@
-import { closeSync, createWriteStream, mkdtempSync, openSync, realpathSync, renameSync, rmSync, statSync, writeSync } from 'node:fs';
+import { closeSync, createReadStream, createWriteStream, mkdtempSync, openSync, realpathSync, renameSync, rmSync, statSync, writeSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { RolloutBudgetError } from '../errors.js';
@@ -30,9 +30,33 @@ export interface CliIo {
   spoolStdin?(): Promise<string>;
 }
 
+/**
+ * Writes to a standard stream that may be a pipe its reader closed (`rollout-budget ... | head`):
+ * EPIPE then ends the writing to it, quietly, and the command finishes its work (its state, its
+ * report files) and exits with its own code, where Node would crash with an unhandled 'error'
+ * event and a stack trace. Any other error of the stream is thrown as before. The listener is
+ * added on the first write: process.stdout and process.stderr are made on first use (~4 ms).
+ */
+function guardedWriter(stream: () => NodeJS.WriteStream): (text: string) => void {
+  let closed = false;
+  let guarded = false;
+  return (text) => {
+    if (closed) return;
+    const s = stream();
+    if (!guarded) {
+      guarded = true;
+      s.on('error', (error: NodeJS.ErrnoException) => {
+        if (error.code !== 'EPIPE') throw error;
+        closed = true;
+      });
+    }
+    s.write(text);
+  };
+}
+
 export const processIo: CliIo = {
-  stdout: (text) => void process.stdout.write(text),
-  stderr: (text) => void process.stderr.write(text),
+  stdout: guardedWriter(() => process.stdout),
+  stderr: guardedWriter(() => process.stderr),
   readStdin: async () => {
     const chunks: Buffer[] = [];
     for await (const chunk of process.stdin) chunks.push(chunk as Buffer);
@@ -49,6 +73,28 @@ export const processIo: CliIo = {
     return path;
   },
 };
+
+/**
+ * A path that can be read more than once. A file or folder is itself; a pipe or device (a
+ * shell's `<(...)` as /dev/fd/N, /dev/stdin, a FIFO) is first copied into a temporary file,
+ * since a pipe gives its bytes once and the readers that take a path read it twice (observe:
+ * the digest, then the chunks; replay: an out-of-order log again, packed). `done()` removes
+ * the copy. O(size) for a pipe, nothing for a file.
+ */
+export async function rereadable(path: string): Promise<{ path: string; done: () => void }> {
+  const stat = statSync(path, { throwIfNoEntry: false });
+  if (stat === undefined || stat.isFile() || stat.isDirectory()) return { path, done: () => undefined };
+  const dir = mkdtempSync(join(tmpdir(), 'rollout-budget-input-'));
+  const done = () => rmSync(dir, { recursive: true, force: true });
+  const copy = join(dir, 'input.jsonl');
+  try {
+    await streams().pipeline(createReadStream(path), createWriteStream(copy));
+  } catch (error) {
+    done();
+    throw new RolloutBudgetError('IO_ERROR', `${path}: cannot read (${(error as NodeJS.ErrnoException).code ?? String(error)})`);
+  }
+  return { path: copy, done };
+}
 
 /** Reads a path, or stdin for '-'. Returns the text and the name errors should use. */
 export async function readInput(io: CliIo, path: string): Promise<{ text: string; name: string }> {

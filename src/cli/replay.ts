@@ -9,7 +9,7 @@ import { baselineNames, createReplayPolicyRegistry, defaultPolicyList } from '..
 import { parseScenario } from '../simulate/scenario.js';
 import { simulatedEnvironment } from '../simulate/world.js';
 import { describe } from './catalog.js';
-import type { CliIo } from './io.js';
+import { rereadable, type CliIo } from './io.js';
 import { boundFlags, budgetFlags, budgetFrom, roundsFlag, seedFlag, stepsFlag } from './options.js';
 import { intArg } from './parse.js';
 import { createProgress } from './progress.js';
@@ -115,7 +115,14 @@ export function registerReplayCommands(program: Command, io: CliIo): void {
       checkReportFolder(opts.out);
       const seeds = seedsOf(cmd, opts, 0);
       const reading = createProgress(io, opts.quiet, 'reading log');
-      const { run, format } = await readLog(opts.log, { format: opts.format as LogFormat | 'auto', onProgress: reading.update });
+      const input = await rereadable(opts.log);
+      let log: Awaited<ReturnType<typeof readLog>>;
+      try {
+        log = await readLog(input.path, { format: opts.format as LogFormat | 'auto', onProgress: reading.update, name: opts.log });
+      } finally {
+        input.done(); // a streamed log's steps are in its own scratch file by now
+      }
+      const { run, format } = log;
       reading.finish();
       const warnings = checkTokenBudget(run, opts.log, format, opts.budgetTokens);
       const steps = selectSteps(run.steps, opts.steps, opts.stepRange);

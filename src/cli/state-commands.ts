@@ -16,7 +16,7 @@ import { isPostgresUrl, redactUrl } from '../store/url.js';
 import type { ObserveSummary } from '../store/types.js';
 import type { AsyncAllocator } from '../service/async-allocator.js';
 import type { AsyncStore } from '../store/async.js';
-import { checkOutput, writeChunks, type CliIo } from './io.js';
+import { checkOutput, rereadable, writeChunks, type CliIo } from './io.js';
 import { isNewStateFile, removeStateFile, stillEmpty } from './new-state.js';
 import { readPrompts } from './prompts-input.js';
 import { budgetFrom, planOptionsFrom, type SharedFlags } from './options.js';
@@ -218,11 +218,19 @@ function stateSummary(prompts: number, snapshot: StateSnapshot): string {
 
 /**
  * The results at a path, or stdin for '-', as a source read in chunks (io/results.ts); call
- * `done()` afterwards (it removes a copy of stdin).
+ * `done()` afterwards (it removes a copy of stdin or of a pipe).
  */
 export async function readResultSource(io: CliIo, path: string): Promise<{ source: ResultSource; done: () => void }> {
   const { fileResultSource, parseResults, sourceOfBatch } = await import('../io/results.js');
-  if (path !== '-') return { source: fileResultSource(path, path), done: () => undefined };
+  if (path !== '-') {
+    const input = await rereadable(path);
+    try {
+      return { source: fileResultSource(input.path, path), done: input.done };
+    } catch (error) {
+      input.done();
+      throw error;
+    }
+  }
   if (io.spoolStdin === undefined) return { source: sourceOfBatch(parseResults(await io.readStdin(), '<stdin>')), done: () => undefined };
   const copy = await io.spoolStdin();
   const done = () => rmSync(join(copy, '..'), { recursive: true, force: true });

@@ -30,6 +30,8 @@ export interface LoadOptions {
   readonly packed?: boolean;
   /** Bytes read at a time (default io/chunks.ts's CHUNK_BYTES; tests cut small chunks). */
   readonly chunkBytes?: number;
+  /** The name errors give a one-file log read from a copy (the CLI's copy of a pipe). */
+  readonly name?: string;
 }
 
 /** Which format a parsed line is in, or undefined when it fits none. */
@@ -106,8 +108,9 @@ async function eachLogLine(files: readonly string[], options: LoadOptions, each:
   let read = 0;
   let lastReport = 0;
   for (const file of files) {
-    for (const { text, bytes, firstLine } of lineChunks(file, file, options.chunkBytes)) {
-      eachJsonl(text, file, (obj, line) => each(obj, `${file}:${line}`), firstLine);
+    const name = files.length === 1 ? (options.name ?? file) : file;
+    for (const { text, bytes, firstLine } of lineChunks(file, name, options.chunkBytes)) {
+      eachJsonl(text, name, (obj, line) => each(obj, `${name}:${line}`), firstLine);
       read += bytes.length;
       if (options.onProgress !== undefined && read - lastReport > 1 << 20) {
         lastReport = read;
@@ -130,7 +133,7 @@ async function packLog(path: string, files: readonly string[], options: LoadOpti
     if (format === 'visits') addVisitLine(counts, where, obj);
     else addLogLine(format, store, ids, where, obj);
   });
-  if (format === undefined) throw badInput(path, 'the log is empty');
+  if (format === undefined) throw badInput(options.name ?? path, 'the log is empty');
   if (format !== 'visits') return { run: store.run(), format };
   return { run: new LoggedRun([...counts.values()].sort((a, b) => a.step - b.step)), format };
 }
