@@ -84,6 +84,19 @@ describe('pipes: a reader that closes early, and an input that can be read once'
     expect(r.stdout).toBe(`{\n  "version": 1,\n  "step": 0,\n  "seed": 0,\n  "policy": "bayes",\n  "value": "balanced",\n  "budget": {\n    "`.slice(0, 100));
   });
 
+  it('serve --stdio whose reader goes away stops cleanly: exit 0, the store closed, no stack trace (it crashed on EPIPE)', () => {
+    const dir = tempDir('rb-pipe-');
+    const state = join(dir, 'state.db');
+    const err = join(dir, 'stderr.txt');
+    // 3,000 answers fill the pipe after `head` has gone; the input stays open a second longer.
+    const r = bash(`(for i in $(seq 1 3000); do echo '{"id":1,"path":"/healthz"}'; done; sleep 1) | node '${CLI}' serve --stdio --state '${state}' 2>'${err}' | head -c 10 >/dev/null; echo "\${PIPESTATUS[1]}"`);
+    expect(r.stdout.trim()).toBe('0');
+    const stderr = readFileSync(err, 'utf8');
+    expect(stderr).toContain('rollout-budget serve: stopping (output closed)\n');
+    expect(stderr).toContain('rollout-budget serve: store closed\n');
+    expect(stderr).not.toContain('EPIPE');
+  });
+
   it('observe and replay read a process substitution <(...) whole: observe reads its input twice (the digest, then the chunks) and applied nothing', () => {
     const dir = tempDir('rb-pipe-');
     const results = join(dir, 'results.jsonl');

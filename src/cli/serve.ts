@@ -107,8 +107,8 @@ export function registerServeCommands(program: Command, io: CliIo): void {
           started = true;
           log(`reading NDJSON requests on stdin (state: ${store.kind} ${where})`);
           const done = serveStdio(service, process.stdin, process.stdout, opts.bodyLimit);
-          const why = await Promise.race([done.then(() => 'end of input'), signal.stopped]);
-          if (why !== 'end of input') process.stdin.destroy();
+          const why = await Promise.race([done, signal.stopped]);
+          if (why !== 'end of input' && why !== 'output closed') process.stdin.destroy();
           await done;
           log(`stopping (${why})`);
         } else {

@@ -11,14 +11,25 @@ import type { Service, ServiceResponse } from './router.js';
  * request order: `{"id": ..., "status": 200, "body": ...}` (/metrics: body is the text).
  * Requests are handled one at a time. A line over `lineLimit` bytes gets 413 and is skipped;
  * a line that is not UTF-8, not JSON or nested too deep gets 400 (id null). No line stops the
- * loop: only the end of input (or a destroyed stdin) does.
+ * loop: only the end of input (or a destroyed stdin) does, or the output's reader going away.
+ * Resolves with which of the two ended it.
  */
-export async function serveStdio(service: Service, input: Readable, output: Writable, lineLimit: number): Promise<void> {
+export async function serveStdio(service: Service, input: Readable, output: Writable, lineLimit: number): Promise<'end of input' | 'output closed'> {
+  // The reader of the responses went away (EPIPE: the trainer that owned this process exited):
+  // nothing more can be answered, so stop reading, finish the request in hand, skip those
+  // queued behind it, and end, where Node would crash on the unhandled 'error' event.
+  let closed = false;
+  output.on('error', () => {
+    closed = true;
+    input.destroy();
+  });
   const write = (id: unknown, r: ServiceResponse) => {
+    if (closed) return;
     const body = r.contentType.startsWith('application/json') ? (JSON.parse(r.body) as unknown) : r.body;
     output.write(`${JSON.stringify({ id: id ?? null, status: r.status, body })}\n`);
   };
   const handleLine = async (bytes: Buffer, n: number) => {
+    if (closed) return; // read before the reader went away: no one would get its answer
     const where = `request line ${n}`;
     let msg: unknown;
     try {
@@ -66,8 +77,9 @@ export async function serveStdio(service: Service, input: Readable, output: Writ
   } catch {
     // stdin destroyed (SIGTERM) or broken: answer what was already read, then stop
   }
-  if (!skipping && pendingBytes > 0) enqueue(Buffer.concat(pending));
+  if (!skipping && pendingBytes > 0 && !closed) enqueue(Buffer.concat(pending));
   await chain;
+  return closed ? 'output closed' : 'end of input';
 
   async function readLoop(): Promise<void> {
     for await (const data of input as AsyncIterable<Buffer | string>) {
