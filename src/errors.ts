@@ -11,7 +11,9 @@ export type ErrorCode =
   | 'IO_ERROR'
   | 'STATE_ERROR'
   /** A plan ran past the service's deadline (--plan-timeout-s); HTTP 503. */
-  | 'PLAN_TIMEOUT';
+  | 'PLAN_TIMEOUT'
+  /** The user stopped the command (Ctrl-C: SIGINT) after it wrote what it had; CLI exit 130. */
+  | 'INTERRUPTED';
 
 export class RolloutBudgetError extends Error {
   readonly code: ErrorCode;

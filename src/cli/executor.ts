@@ -1,6 +1,6 @@
 import { InvalidArgumentError, Option, type Command } from 'commander';
 import { Allocator } from '../allocator.js';
-import { badOption } from '../errors.js';
+import { RolloutBudgetError, badOption } from '../errors.js';
 import { defaultRetry } from '../executor/dispatcher.js';
 import { normalizeEndpoint } from '../executor/endpoint.js';
 import { checkExecuteInputs, commitPartials, executePlan, type InputCheckOptions } from '../executor/execute.js';
@@ -131,6 +131,23 @@ async function closeStateOf(partials: PartialStore, failedNew: boolean, state: s
 
 const jsonl = (rows: readonly ExecutedRollout[]) => rows.map((r) => `${JSON.stringify(r)}\n`).join('');
 
+/**
+ * Ctrl-C for a command that generates. The first SIGINT aborts `signal`: the run stops
+ * launching, aborts what is in flight (kept as partials to resume, as over-provisioning's
+ * surplus is), and the command writes what finished before it exits 130. A second SIGINT quits
+ * at once, as Node does without this. `dispose()` gives Ctrl-C back its default.
+ */
+function interruptible(io: CliIo): { signal: AbortSignal; dispose(): void } {
+  const controller = new AbortController();
+  const onSigint = () => {
+    process.removeListener('SIGINT', onSigint);
+    io.stderr('rollout-budget: interrupted: stopping the generation; what finished is written, what is in flight is kept to resume (Ctrl-C again quits at once)\n');
+    controller.abort();
+  };
+  process.on('SIGINT', onSigint);
+  return { signal: controller.signal, dispose: () => process.removeListener('SIGINT', onSigint) };
+}
+
 /** Registers `execute`, `loop`, `sim-server` (issue 4) and `grade` (issue 11). */
 export function registerExecutorCommands(program: Command, io: CliIo): void {
   executorOptions(
@@ -148,14 +165,20 @@ export function registerExecutorCommands(program: Command, io: CliIo): void {
       checkExecuteInputs(plan, prompts, local);
       const created = isNewStateFile(opts.state);
       const partials = new PartialStore(opts.state);
+      const interrupt = interruptible(io);
       let ok = false;
       try {
-        const report = await executePlan(plan, prompts, await toExecuteOptions(io, opts, partials, local));
+        const report = await executePlan(plan, prompts, { ...(await toExecuteOptions(io, opts, partials, local)), stop: interrupt.signal });
         writeOutput(io, opts.out, jsonl(report.results));
         commitPartials(partials, report);
         io.stderr(`${summaryLine(report.summary)}\n`);
         ok = true;
+        if (interrupt.signal.aborted) {
+          const finished = report.results.filter((r) => r.finish_reason !== 'abort').length;
+          throw new RolloutBudgetError('INTERRUPTED', `interrupted (Ctrl-C): ${finished} finished rollouts written to ${opts.out === '-' ? 'stdout' : opts.out}, ${report.partials.keep.length} in flight kept in ${opts.state} to resume`, 130);
+        }
       } finally {
+        interrupt.dispose();
         await closeStateOf(partials, !ok && created, opts.state);
       }
     });
@@ -178,15 +201,16 @@ export function registerExecutorCommands(program: Command, io: CliIo): void {
     const created = isNewStateFile(opts.state);
     const partials = new PartialStore(opts.state); // first: it says why a PostgreSQL state is refused here
     let allocator: Allocator | undefined;
+    const interrupt = interruptible(io);
     let ok = false;
     try {
       allocator = new Allocator({ state: opts.state });
-      await runLoop(
+      const rows = await runLoop(
         allocator,
         candidates,
         budgetFrom(opts),
         planOptionsFrom(opts),
-        await toExecuteOptions(io, opts, partials, local),
+        { ...(await toExecuteOptions(io, opts, partials, local)), stop: interrupt.signal },
         opts.steps,
         (row) => {
           const s = mergeSummaries(row.rounds.map((r) => r.summary));
@@ -197,7 +221,13 @@ export function registerExecutorCommands(program: Command, io: CliIo): void {
         opts.rounds,
       );
       ok = true;
+      if (interrupt.signal.aborted) {
+        const last = rows.at(-1);
+        const where = last === undefined ? 'before the first step' : `in step ${last.step}, whose finished rollouts are observed`;
+        throw new RolloutBudgetError('INTERRUPTED', `interrupted (Ctrl-C) ${where}; rollouts in flight are kept in ${opts.state} and resumed first by the next run`, 130);
+      }
     } finally {
+      interrupt.dispose();
       allocator?.close();
       await closeStateOf(partials, !ok && created, opts.state);
     }

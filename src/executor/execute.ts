@@ -257,7 +257,15 @@ export async function executePlan(plan: Plan, prompts: ReadonlyMap<string, Candi
     await Promise.all(seedRuns(retry, perRequest).map((r) => runSpec(g, r, tries + 1)));
   };
 
-  await Promise.all(runs.map((r) => runSpec(r.group, r.units, 0)));
+  // Ctrl-C (options.stop): every group as if it were full, before or during the run.
+  const stop = options.stop;
+  if (stop?.aborted === true) stopAll();
+  else stop?.addEventListener('abort', stopAll, { once: true });
+  try {
+    await Promise.all(runs.map((r) => runSpec(r.group, r.units, 0)));
+  } finally {
+    stop?.removeEventListener('abort', stopAll);
+  }
   if (failure !== null) throw failure;
   const wallMs = now() - start;
 

@@ -80,6 +80,8 @@ export async function runLoop(
     const row: LoopStep = { step: done.plans[0]!.step, prompts: done.rewards.size, planned, report: reports[0]!, rounds: reports, plans: done.plans, observed };
     rows.push(row);
     onStep?.(row);
+    // Stopped (execute.stop): this step's rounds ran no further and its results are observed.
+    if (execute.stop?.aborted === true) break;
   }
   return rows;
 }

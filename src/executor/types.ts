@@ -57,6 +57,12 @@ export interface ExecuteOptions {
   readonly defaultMaxTokens?: number;
   /** Fields merged into every request body last (e.g. {"top_p": 0.95, "return_token_ids": false}). */
   readonly extraBody?: Readonly<Record<string, unknown>>;
+  /**
+   * Stops the run when aborted (the CLI aborts it on Ctrl-C): requests in flight are aborted,
+   * their rollouts written as "abort" and kept as partials to resume (as over-provisioning's
+   * surplus is), none is launched after it, and the finished ones are graded and returned.
+   */
+  readonly stop?: AbortSignal;
   /** Called as rollouts finish (done, planned). */
   readonly onProgress?: (done: number, planned: number) => void;
   /** Milliseconds clock (injectable). */
