@@ -12,7 +12,7 @@ export type ErrorCode =
   | 'STATE_ERROR'
   /** A plan ran past the service's deadline (--plan-timeout-s); HTTP 503. */
   | 'PLAN_TIMEOUT'
-  /** The user stopped the command (Ctrl-C: SIGINT) after it wrote what it had; CLI exit 130. */
+  /** The command was stopped (Ctrl-C, SIGTERM) after it wrote what it had; CLI exit 130 or 143. */
   | 'INTERRUPTED';
 
 export class RolloutBudgetError extends Error {

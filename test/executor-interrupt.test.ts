@@ -1,4 +1,4 @@
-// Ctrl-C during `execute` and `loop`: the real CLI process gets a real SIGINT while it generates
+// Ctrl-C during `execute` and `loop`: the real CLI process gets a real SIGINT (or SIGTERM) while it generates
 // against the sim-server (src/simserver: a TEST DOUBLE of a vLLM server, since no model can run
 // here). Before, Node's default ended the process at once: the step's finished rollouts were
 // not written (loop: not observed) and those in flight were not kept, so the work was lost.
@@ -20,8 +20,8 @@ afterEach(async () => {
   server = undefined;
 });
 
-/** Starts the CLI, sends SIGINT once the server has finished `after` choices, and waits for the exit. */
-async function interrupted(argv: string[], sim: SimServer, after: number): Promise<{ code: number | null; stdout: string; stderr: string }> {
+/** Starts the CLI, sends `signal` once the server has finished `after` choices, and waits for the exit. */
+async function interrupted(argv: string[], sim: SimServer, after: number, signal: NodeJS.Signals = 'SIGINT'): Promise<{ code: number | null; stdout: string; stderr: string }> {
   const child = spawn(process.execPath, [CLI, ...argv], { stdio: ['ignore', 'pipe', 'pipe'] });
   let stdout = '';
   let stderr = '';
@@ -30,7 +30,7 @@ async function interrupted(argv: string[], sim: SimServer, after: number): Promi
   const exited = new Promise<number | null>((resolve) => child.on('close', resolve));
   const started = Date.now();
   while (sim.stats.completedChoices < after && Date.now() - started < 30_000) await new Promise((resolve) => setTimeout(resolve, 20));
-  child.kill('SIGINT');
+  child.kill(signal);
   return { code: await exited, stdout, stderr };
 }
 
@@ -46,7 +46,7 @@ describe('Ctrl-C while generating', () => {
     const out = join(dir, 'results.jsonl');
     const argv = ['execute', '--plan', plan, '--prompts', shipped, '--prompt-field', 'problem', '--endpoint', url, '--model', 'sim', '--state', state, '--out', out];
     const r = await interrupted(argv, server, 10);
-    expect(r.stderr).toContain('rollout-budget: interrupted: stopping the generation; what finished is written, what is in flight is kept to resume (Ctrl-C again quits at once)\n');
+    expect(r.stderr).toContain('rollout-budget: interrupted (Ctrl-C): stopping the generation; what finished is written, what is in flight is kept to resume (Ctrl-C again quits at once)\n');
     expect(r.code, r.stderr).toBe(130);
     const rows = readFileSync(out, 'utf8').trim().split('\n').map((l) => JSON.parse(l) as { finish_reason: string; rollout_id: string });
     const finished = rows.filter((x) => x.finish_reason !== 'abort');
@@ -64,17 +64,20 @@ describe('Ctrl-C while generating', () => {
     expect(again.stderr).toMatch(new RegExp(`resumed ${kept}, `));
   }, 60_000);
 
-  it('loop: exit 130 after the step in hand, its finished rollouts observed; the steps after it never run', async () => {
+  it.each([
+    ['SIGINT', 'Ctrl-C', 130],
+    ['SIGTERM', 'SIGTERM', 143],
+  ] as const)('loop, %s: its exit code after the step in hand, its finished rollouts observed; the steps after it never run', async (signal, name, code) => {
     const dir = tempDir('rb-interrupt-');
     server = new SimServer({ prompts: parseSimPrompts(readFileSync(shipped, 'utf8'), shipped, 'problem'), msPerToken: 2 });
     const url = await server.start();
     const state = join(dir, 'state.db');
-    const r = await interrupted(['loop', '--prompts', shipped, '--prompt-field', 'problem', '--endpoint', url, '--model', 'sim', '--steps', '5', '--budget-rollouts', '96', '--skip', '--state', state], server, 10);
-    expect(r.code, r.stderr).toBe(130);
+    const r = await interrupted(['loop', '--prompts', shipped, '--prompt-field', 'problem', '--endpoint', url, '--model', 'sim', '--steps', '5', '--budget-rollouts', '96', '--skip', '--state', state], server, 10, signal);
+    expect(r.code, r.stderr).toBe(code);
     const steps = r.stdout.trim().split('\n').map((l) => JSON.parse(l) as { step: number; applied: number; aborted: number });
     expect(steps.map((s) => s.step)).toEqual([0]);
     expect(steps[0]!.applied).toBeGreaterThanOrEqual(10);
-    expect(r.stderr).toContain(`rollout-budget: interrupted (Ctrl-C) in step 0, whose finished rollouts are observed; rollouts in flight are kept in ${state} and resumed first by the next run\n`);
+    expect(r.stderr).toContain(`rollout-budget: interrupted (${name}) in step 0, whose finished rollouts are observed; rollouts in flight are kept in ${state} and resumed first by the next run\n`);
     const inspect = await cli(['inspect', '--state', state]);
     expect(JSON.parse(inspect.stdout)).toMatchObject({ last_step: 0 });
     const store = new PartialStore(state);

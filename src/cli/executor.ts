@@ -132,20 +132,29 @@ async function closeStateOf(partials: PartialStore, failedNew: boolean, state: s
 const jsonl = (rows: readonly ExecutedRollout[]) => rows.map((r) => `${JSON.stringify(r)}\n`).join('');
 
 /**
- * Ctrl-C for a command that generates. The first SIGINT aborts `signal`: the run stops
- * launching, aborts what is in flight (kept as partials to resume, as over-provisioning's
- * surplus is), and the command writes what finished before it exits 130. A second SIGINT quits
- * at once, as Node does without this. `dispose()` gives Ctrl-C back its default.
+ * Ctrl-C (SIGINT), or SIGTERM (a scheduler stopping the job), for a command that generates.
+ * The first aborts `signal`: the run stops launching, aborts what is in flight (kept as
+ * partials to resume, as over-provisioning's surplus is), and the command writes what finished
+ * before it exits 130 (SIGINT) or 143 (SIGTERM). A second signal quits at once, as Node does
+ * without this. `dispose()` gives both signals back their default.
  */
-function interruptible(io: CliIo): { signal: AbortSignal; dispose(): void } {
+function interruptible(io: CliIo): { signal: AbortSignal; stopped(): { name: string; code: number } | undefined; dispose(): void } {
   const controller = new AbortController();
-  const onSigint = () => {
-    process.removeListener('SIGINT', onSigint);
-    io.stderr('rollout-budget: interrupted: stopping the generation; what finished is written, what is in flight is kept to resume (Ctrl-C again quits at once)\n');
+  let by: { name: string; code: number } | undefined;
+  const handlers = { SIGINT: () => stop('Ctrl-C', 130), SIGTERM: () => stop('SIGTERM', 143) };
+  const dispose = () => {
+    process.removeListener('SIGINT', handlers.SIGINT);
+    process.removeListener('SIGTERM', handlers.SIGTERM);
+  };
+  const stop = (name: string, code: number) => {
+    dispose();
+    by = { name, code };
+    io.stderr(`rollout-budget: interrupted (${name}): stopping the generation; what finished is written, what is in flight is kept to resume (${name === 'Ctrl-C' ? 'Ctrl-C' : 'the signal'} again quits at once)\n`);
     controller.abort();
   };
-  process.on('SIGINT', onSigint);
-  return { signal: controller.signal, dispose: () => process.removeListener('SIGINT', onSigint) };
+  process.on('SIGINT', handlers.SIGINT);
+  process.on('SIGTERM', handlers.SIGTERM);
+  return { signal: controller.signal, stopped: () => by, dispose };
 }
 
 /** Registers `execute`, `loop`, `sim-server` (issue 4) and `grade` (issue 11). */
@@ -173,9 +182,10 @@ export function registerExecutorCommands(program: Command, io: CliIo): void {
         commitPartials(partials, report);
         io.stderr(`${summaryLine(report.summary)}\n`);
         ok = true;
-        if (interrupt.signal.aborted) {
+        const by = interrupt.stopped();
+        if (by !== undefined) {
           const finished = report.results.filter((r) => r.finish_reason !== 'abort').length;
-          throw new RolloutBudgetError('INTERRUPTED', `interrupted (Ctrl-C): ${finished} finished rollouts written to ${opts.out === '-' ? 'stdout' : opts.out}, ${report.partials.keep.length} in flight kept in ${opts.state} to resume`, 130);
+          throw new RolloutBudgetError('INTERRUPTED', `interrupted (${by.name}): ${finished} finished rollouts written to ${opts.out === '-' ? 'stdout' : opts.out}, ${report.partials.keep.length} in flight kept in ${opts.state} to resume`, by.code);
         }
       } finally {
         interrupt.dispose();
@@ -221,10 +231,11 @@ export function registerExecutorCommands(program: Command, io: CliIo): void {
         opts.rounds,
       );
       ok = true;
-      if (interrupt.signal.aborted) {
+      const by = interrupt.stopped();
+      if (by !== undefined) {
         const last = rows.at(-1);
         const where = last === undefined ? 'before the first step' : `in step ${last.step}, whose finished rollouts are observed`;
-        throw new RolloutBudgetError('INTERRUPTED', `interrupted (Ctrl-C) ${where}; rollouts in flight are kept in ${opts.state} and resumed first by the next run`, 130);
+        throw new RolloutBudgetError('INTERRUPTED', `interrupted (${by.name}) ${where}; rollouts in flight are kept in ${opts.state} and resumed first by the next run`, by.code);
       }
     } finally {
       interrupt.dispose();
