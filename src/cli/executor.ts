@@ -21,6 +21,7 @@ import { registerGradeCommand } from './grade.js';
 import { checkOutput, readInput, writeOutput, type CliIo } from './io.js';
 import { isNewStateFile, removeStateFile, stillEmpty } from './new-state.js';
 import { readPlanInputs } from './plan-inputs.js';
+import { stopSignals } from './signals.js';
 import {
   boundFlags, budgetFlags, budgetFrom, multipleOfFlag, planOptionsFrom, policyFlags, roundsFlag, seedFlag, skipFlag, stepsFlag,
 } from './options.js';
@@ -131,30 +132,25 @@ async function closeStateOf(partials: PartialStore, failedNew: boolean, state: s
 
 const jsonl = (rows: readonly ExecutedRollout[]) => rows.map((r) => `${JSON.stringify(r)}\n`).join('');
 
+/** How `execute` and `loop` name a stop signal, and their exit code after it. */
+const STOPPED_BY = { SIGINT: { name: 'Ctrl-C', code: 130 }, SIGTERM: { name: 'SIGTERM', code: 143 } } as const;
+
 /**
  * Ctrl-C (SIGINT), or SIGTERM (a scheduler stopping the job), for a command that generates.
  * The first aborts `signal`: the run stops launching, aborts what is in flight (kept as
  * partials to resume, as over-provisioning's surplus is), and the command writes what finished
- * before it exits 130 (SIGINT) or 143 (SIGTERM). A second signal quits at once, as Node does
- * without this. `dispose()` gives both signals back their default.
+ * before it exits 130 (SIGINT) or 143 (SIGTERM). A second signal quits at once (signals.ts).
  */
 function interruptible(io: CliIo): { signal: AbortSignal; stopped(): { name: string; code: number } | undefined; dispose(): void } {
-  const controller = new AbortController();
-  let by: { name: string; code: number } | undefined;
-  const handlers = { SIGINT: () => stop('Ctrl-C', 130), SIGTERM: () => stop('SIGTERM', 143) };
-  const dispose = () => {
-    process.removeListener('SIGINT', handlers.SIGINT);
-    process.removeListener('SIGTERM', handlers.SIGTERM);
-  };
-  const stop = (name: string, code: number) => {
-    dispose();
-    by = { name, code };
+  const stop = stopSignals((sig) => {
+    const { name } = STOPPED_BY[sig];
     io.stderr(`rollout-budget: interrupted (${name}): stopping the generation; what finished is written, what is in flight is kept to resume (${name === 'Ctrl-C' ? 'Ctrl-C' : 'the signal'} again quits at once)\n`);
-    controller.abort();
+  });
+  const stopped = () => {
+    const sig = stop.received();
+    return sig === undefined ? undefined : STOPPED_BY[sig];
   };
-  process.on('SIGINT', handlers.SIGINT);
-  process.on('SIGTERM', handlers.SIGTERM);
-  return { signal: controller.signal, stopped: () => by, dispose };
+  return { signal: stop.signal, stopped, dispose: stop.dispose };
 }
 
 /** Registers `execute`, `loop`, `sim-server` (issue 4) and `grade` (issue 11). */
@@ -274,11 +270,7 @@ export function registerExecutorCommands(program: Command, io: CliIo): void {
       });
       const url = await server.start();
       io.stderr(`sim-server (a test double, not a model, behaving as ${opts.profile}) listening on ${url}; ${prompts.length} prompts known; Ctrl-C stops it\n`);
-      await new Promise<void>((resolve) => {
-        const stop = () => resolve();
-        process.once('SIGINT', stop);
-        process.once('SIGTERM', stop);
-      });
+      await stopSignals().stopped;
       await server.close();
     });
   registerGradeCommand(program, io);

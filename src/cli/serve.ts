@@ -12,6 +12,7 @@ import { describe } from './catalog.js';
 import type { CliIo } from './io.js';
 import { isNewStateFile, removeStateFile, stillEmpty } from './new-state.js';
 import { decayFlags } from './options.js';
+import { stopSignals } from './signals.js';
 import { intArg, numberArg } from './parse.js';
 
 interface ServeOptions {
@@ -41,23 +42,6 @@ function tokenOf(opts: ServeOptions): string | undefined {
   return token;
 }
 
-/** Resolves on the first SIGTERM or SIGINT; the handlers go away with it. */
-function stopSignal(): { stopped: Promise<string>; dispose(): void } {
-  let dispose = () => undefined as void;
-  const stopped = new Promise<string>((resolve) => {
-    const on = (sig: string) => () => resolve(sig);
-    const term = on('SIGTERM');
-    const int = on('SIGINT');
-    process.once('SIGTERM', term);
-    process.once('SIGINT', int);
-    dispose = () => {
-      process.off('SIGTERM', term);
-      process.off('SIGINT', int);
-    };
-  });
-  return { stopped, dispose };
-}
-
 /** `rollout-budget serve`: the allocator as a long-running HTTP or stdio service. */
 export function registerServeCommands(program: Command, io: CliIo): void {
   const command = program
@@ -84,7 +68,7 @@ export function registerServeCommands(program: Command, io: CliIo): void {
         );
       }
       const log = (line: string) => io.stderr(`rollout-budget serve: ${line}\n`);
-      const signal = stopSignal();
+      const signal = stopSignals();
       // A SQLite state file this call creates is removed again if the service never starts (a port in use).
       const created = isNewStateFile(opts.state);
       const store = await openAsyncStore(opts.state);
