@@ -67,12 +67,24 @@ export const processIo: CliIo = {
   get stderrIsTty() {
     return Boolean(process.stderr.isTTY);
   },
-  spoolStdin: async () => {
-    const path = join(mkdtempSync(join(tmpdir(), 'rollout-budget-stdin-')), 'stdin.jsonl');
-    await streams().pipeline(process.stdin, createWriteStream(path));
-    return path;
-  },
+  spoolStdin: () => spool(process.stdin, 'rollout-budget-stdin-'),
 };
+
+/**
+ * Copies a stream into a new temporary folder (`prefix` + random) and returns the copy's path;
+ * remove the folder (the path's parent) when done. The folder is removed here if the copy fails.
+ */
+async function spool(source: NodeJS.ReadableStream, prefix: string): Promise<string> {
+  const dir = mkdtempSync(join(tmpdir(), prefix));
+  const path = join(dir, 'input.jsonl');
+  try {
+    await streams().pipeline(source, createWriteStream(path));
+  } catch (error) {
+    rmSync(dir, { recursive: true, force: true });
+    throw error;
+  }
+  return path;
+}
 
 /**
  * A path that can be read more than once. A file or folder is itself; a pipe or device (a
@@ -84,16 +96,13 @@ export const processIo: CliIo = {
 export async function rereadable(path: string): Promise<{ path: string; done: () => void }> {
   const stat = statSync(path, { throwIfNoEntry: false });
   if (stat === undefined || stat.isFile() || stat.isDirectory()) return { path, done: () => undefined };
-  const dir = mkdtempSync(join(tmpdir(), 'rollout-budget-input-'));
-  const done = () => rmSync(dir, { recursive: true, force: true });
-  const copy = join(dir, 'input.jsonl');
+  let copy: string;
   try {
-    await streams().pipeline(createReadStream(path), createWriteStream(copy));
+    copy = await spool(createReadStream(path), 'rollout-budget-input-');
   } catch (error) {
-    done();
     throw new RolloutBudgetError('IO_ERROR', `${path}: cannot read (${(error as NodeJS.ErrnoException).code ?? String(error)})`);
   }
-  return { path: copy, done };
+  return { path: copy, done: () => rmSync(dirname(copy), { recursive: true, force: true }) };
 }
 
 /** Reads a path, or stdin for '-'. Returns the text and the name errors should use. */

@@ -1,5 +1,5 @@
 import { rmSync } from 'node:fs';
-import { join } from 'node:path';
+import { dirname } from 'node:path';
 import { Allocator } from '../allocator.js';
 import type { ResultSource } from '../io/results.js';
 import { carryIdCheck } from '../plan/checked-ids.js';
@@ -233,7 +233,7 @@ export async function readResultSource(io: CliIo, path: string): Promise<{ sourc
   }
   if (io.spoolStdin === undefined) return { source: sourceOfBatch(parseResults(await io.readStdin(), '<stdin>')), done: () => undefined };
   const copy = await io.spoolStdin();
-  const done = () => rmSync(join(copy, '..'), { recursive: true, force: true });
+  const done = () => rmSync(dirname(copy), { recursive: true, force: true });
   try {
     return { source: fileResultSource(copy, '<stdin>'), done };
   } catch (error) {
