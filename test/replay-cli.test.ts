@@ -170,6 +170,12 @@ describe('replay CLI', () => {
     // The table has no column that names the file: the same numbers, as the fields were ignored.
     expect(b.out.replace(/plan ms\/step.*$|\s[\d.]+$/gm, '')).toBe(a.out.replace(/plan ms\/step.*$|\s[\d.]+$/gm, ''));
     expect(b.out).toMatch(/^uniform\s.*\s192 \(1\.00×\)/m); // 3 steps × 16 prompts × 4 rollouts: rollouts_per_prompt stayed 4, not the 16 misspelt
+    // The report carries them too, as it carries replay's warnings: one who reads only the page sees them.
+    const report = join(d, 'report');
+    expect(await runCli(['simulate', '--scenario', files[1]!, ...argv, '--out', report], capture())).toBe(0);
+    const summary = readFileSync(join(report, 'summary.md'), 'utf8');
+    expect(summary).toContain(`> **Warning:** ${files[1]}: budget: unknown field "rollout_per_prompt" ignored`);
+    expect(readFileSync(join(report, 'report.html'), 'utf8')).toContain(`<p class="warn">${files[1]}: unknown field &#34;stepz&#34; ignored`);
   });
 
   it('regression (simulate --no-skip told you to raise --budget-rollouts, a flag simulate does not have): the infeasible budget names the scenario\'s fields', async () => {

@@ -166,8 +166,8 @@ export function registerReplayCommands(program: Command, io: CliIo): void {
       resolvePolicies(opts.policies);
       checkReportFolder(opts.out);
       const warnings: string[] = [];
+      // Printed with the table and carried into the report, as replay's warnings are (emitReport).
       const parsed = parseScenario(readText(opts.scenario), opts.scenario, warnings);
-      for (const w of warnings) io.stderr(`rollout-budget: warning: ${w}\n`);
       const scenario = { ...parsed, ...(opts.steps === undefined ? {} : { steps: opts.steps }), ...(opts.hints === false ? { hints: null } : {}) };
       const seeds = seedsOf(cmd, opts, scenario.seed);
       const runs = scenarioBudgetNames(() => runSeeds(io, opts.quiet, 'simulating', seeds, (seed, onProgress) => runPolicies(simulatedEnvironment(scenario), {
@@ -188,6 +188,7 @@ export function registerReplayCommands(program: Command, io: CliIo): void {
         defaultPolicy: defaultPlanOptions.policy,
         defaultDetail: defaultDetail(opts.rounds),
         settings: simulateSettings({ file: opts.scenario, scenario, opts, seeds, command: commandLine(cmd) }),
+        warnings,
       });
     });
 }
