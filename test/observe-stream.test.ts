@@ -114,6 +114,36 @@ describe('observe reads a results file in chunks, in one transaction', () => {
     // The digest is the text's (mark dropped), as for a file read whole.
     expect(fileResultSource(path, path).digest).toBe(parseResults(`${lines.join('\r\n')}\r\n`, 'x').digest);
   });
+
+  it('reads a file whose every rollout has an id once (its digest is never asked for); a keyless line reads the digest', () => {
+    const withIds = join(dir, 'ids.jsonl');
+    writeFileSync(withIds, Array.from({ length: 300 }, (_, i) => `{"prompt_id":"p${i % 7}","reward":${i % 2},"rollout_id":"r${i}"}\n`).join(''));
+    const keyless = join(dir, 'no-ids.jsonl');
+    writeFileSync(keyless, Array.from({ length: 300 }, (_, i) => `{"prompt_id":"p${i % 7}","reward":${i % 2}${i === 200 ? '' : `,"rollout_id":"s${i}"`}}\n`).join(''));
+    const store = new SqliteStore(join(dir, 'digest.db'));
+    const replaced = '{"prompt_id":"other","reward":1}\n';
+    const digests: string[] = [];
+    for (const path of [withIds, keyless]) {
+      const source = fileResultSource(path, path, 512);
+      expect(store.applySource!(source, defaultDecay)).toMatchObject({ applied: 300 });
+      // The digest a source gives after the file changed tells whether it read the file before.
+      writeFileSync(path, replaced);
+      digests.push(source.digest);
+    }
+    store.close();
+    expect(digests[0]).toBe(parseResults(replaced, 'x').digest);
+    expect(digests[1]).not.toBe(parseResults(replaced, 'x').digest);
+  });
+
+  it('names a results file that cannot be read before the state is opened: none is created', async () => {
+    expect(() => fileResultSource(join(dir, 'missing.jsonl'), 'missing.jsonl')).toThrow(/missing\.jsonl: cannot read \(ENOENT\)/);
+    expect(() => fileResultSource(dir, dir)).toThrow(`${dir}: cannot read (EISDIR)`);
+    const state = join(dir, 'not-made.db');
+    const run = await cli(['observe', '--results', dir, '--state', state]);
+    expect(run.code).toBe(2);
+    expect(run.stderr).toContain(`${dir}: cannot read (EISDIR)`);
+    expect(existsSync(state)).toBe(false);
+  });
 });
 
 const url = pgUrl();

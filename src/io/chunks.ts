@@ -49,6 +49,21 @@ function eachPiece(path: string, size: number, take: (bytes: Buffer, length: num
 }
 
 /**
+ * Throws IO_ERROR (`path: cannot read (CODE)`) unless the file can be opened and read (a missing
+ * file, a folder, no permission), so a source can name such a file before a store opens.
+ */
+export function checkReadable(path: string): void {
+  const fd = openOrThrow(path);
+  try {
+    readSync(fd, Buffer.allocUnsafe(1), 0, 1, 0);
+  } catch (error) {
+    throw new RolloutBudgetError('IO_ERROR', `${path}: cannot read (${(error as NodeJS.ErrnoException).code ?? String(error)})`);
+  } finally {
+    closeSync(fd);
+  }
+}
+
+/**
  * sha256 (hex) of the file's text as UTF-8, a leading byte-order mark left out: the digest
  * `digestOf` gives for the decoded text (io/results.ts), without holding it. O(size).
  */

@@ -1,5 +1,5 @@
 import { badInput, quote } from '../errors.js';
-import { fileDigest, lineChunks, sha256 } from './chunks.js';
+import { checkReadable, fileDigest, lineChunks, sha256 } from './chunks.js';
 import { compact, eachFlatJsonl, eachFlatJsonlText, FALSE, NUMBER, STRING, TRUE, type FlatFields } from './flat-scan.js';
 import { field } from './jsonl.js';
 
@@ -48,8 +48,8 @@ export interface ResultChunk {
 export type ResultTaker = (result: RolloutResult) => boolean;
 
 /**
- * A batch read in bounded chunks (a results file of any size): its digest is known first
- * (the keys of lines without a rollout_id need it), then `chunks()` validates and yields the
+ * A batch read in bounded chunks (a results file of any size): its digest (the keys of lines
+ * without a rollout_id need it; a file source reads it when first asked), and `chunks()`, which validates and yields the
  * results in order, each offered first to `take` when given (a source may ignore it, and
  * keep every result in its chunk). `chunks()` may be called again (a store that retries
  * reads it again); a bad line throws BAD_INPUT from the iteration, so a store applies
@@ -89,12 +89,12 @@ class LinesChunk implements ResultChunk {
   };
 
   constructor(
-    private readonly digest: string,
+    private readonly source: ResultSource,
     private readonly take: ResultTaker | undefined,
   ) {}
 
   key(k: number): string {
-    return this.results[k]!.rollout_id ?? autoKey(this.digest, this.lines[k]!, this.indexes[k]!);
+    return this.results[k]!.rollout_id ?? autoKey(this.source.digest, this.lines[k]!, this.indexes[k]!);
   }
 }
 
@@ -275,19 +275,25 @@ function result(
 export const RESULT_CHUNK_BYTES = 1 << 19;
 
 /**
- * A results file as a source (chunks of RESULT_CHUNK_BYTES of text, io/chunks.ts): read once
- * for the digest, then chunk by chunk as a store consumes it. Memory: one chunk, not the file.
+ * A results file as a source (chunks of RESULT_CHUNK_BYTES of text, io/chunks.ts), read chunk
+ * by chunk as a store consumes it. Memory: one chunk, not the file. The digest is read from the
+ * file when first asked for, which is when a line without a rollout_id needs its key: a file
+ * whose every line has one is read once, not twice (10⁶ rollouts: 94 MB, about 70 ms hashed).
  */
 export function fileResultSource(path: string, name: string, chunkBytes = RESULT_CHUNK_BYTES): ResultSource {
-  const digest = fileDigest(path);
-  return {
-    digest,
+  checkReadable(path);
+  let digest: string | undefined;
+  const source: ResultSource = {
+    get digest() {
+      return (digest ??= fileDigest(path));
+    },
     *chunks(take?: ResultTaker) {
       for (const piece of lineChunks(path, name, chunkBytes)) {
-        const chunk = new LinesChunk(digest, take);
+        const chunk = new LinesChunk(source, take);
         resultsOfText(piece.text, name, chunk.sink, piece);
         yield chunk;
       }
     },
   };
+  return source;
 }

@@ -31,7 +31,8 @@ export class BatchClaims {
   /** The last request's keys, distinct, when some repeated in its chunk; else undefined. */
   private repeats: string[] | undefined;
 
-  constructor(readonly digest: string) {}
+  /** `batch.digest` is asked for only when a keyless rollout is met (a file's is read then). */
+  constructor(private readonly batch: { readonly digest: string }) {}
 
   /**
    * The lookups `settle(chunk)` needs: the keys to claim (the chunk's rollout ids and, at the
@@ -52,7 +53,7 @@ export class BatchClaims {
       else if (this.keylessNew === undefined && legacy === undefined) legacy = chunk.key(k);
     }
     this.asked = legacy !== undefined;
-    if (this.asked) claim.push(batchKey(this.digest));
+    if (this.asked) claim.push(batchKey(this.batch.digest));
     claim.sort();
     let distinct = 0;
     for (let i = 0; i < claim.length; i++) if (distinct === 0 || claim[i] !== claim[distinct - 1]) claim[distinct++] = claim[i]!;
@@ -72,7 +73,7 @@ export class BatchClaims {
     const taken = claimed === ALL_CLAIMED ? (this.repeats === undefined ? undefined : new Set(this.repeats)) : claimed;
     this.repeats = undefined;
     if (this.asked) {
-      this.keylessNew = (taken === undefined || taken.delete(batchKey(this.digest))) && !legacySeen;
+      this.keylessNew = (taken === undefined || taken.delete(batchKey(this.batch.digest))) && !legacySeen;
       this.asked = false;
     }
     const { results } = chunk;

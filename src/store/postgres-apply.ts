@@ -133,7 +133,7 @@ export async function applyIn(c: pg.PoolClient, s: string, source: ResultSource,
   const meta = await c.query<{ v: number }>(`SELECT value::float8 AS v FROM ${s}.meta WHERE key = 'last_step'`);
   const before = meta.rows[0]?.v ?? null;
   const acc = new EvidenceAccumulator(before === null ? 0 : before + 1);
-  const claims = new BatchClaims(source.digest);
+  const claims = new BatchClaims(source);
   // A chunk's claim goes out, then the next chunk is read while the database works on it.
   const chunks = source.chunks()[Symbol.iterator]();
   for (let next = chunks.next(); next.done !== true; ) {

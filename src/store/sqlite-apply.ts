@@ -124,7 +124,7 @@ export class SqliteWriter {
   apply(source: ResultSource, decay: DecayOptions, hopeful = false): ObserveSummary {
     const before = this.lastStep();
     const acc = new EvidenceAccumulator(before === null ? 0 : before + 1);
-    const claims = new BatchClaims(source.digest);
+    const claims = new BatchClaims(source);
     for (const chunk of source.chunks(claims.taker(acc))) {
       const request = claims.request(chunk);
       const claimed = hopeful ? ALL_CLAIMED : new Set<string>();
