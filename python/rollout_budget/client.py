@@ -148,7 +148,7 @@ class HttpClient(_Client):
                 try:
                     self._conn.request(method, path, body=data, headers=headers)
                     res = self._conn.getresponse()
-                    status, text = res.status, res.read().decode("utf-8")
+                    status, text = res.status, res.read().decode("utf-8", errors="replace")
                     if res.getheader("connection", "").lower() == "close":
                         self._drop()
                     break
@@ -157,11 +157,13 @@ class HttpClient(_Client):
                     if attempt == 2:
                         raise _unreachable(error, self._host, self._port) from error
         try:
-            payload = json.loads(text) if text else {}
+            payload = json.loads(text)
         except ValueError:
-            payload = {"error": {"message": text}}
-        if status >= 400:
-            raise RolloutBudgetError(status, payload.get("error", {"message": text}) if isinstance(payload, dict) else {"message": text})
+            payload = None
+        if status >= 400 and isinstance(payload, dict) and isinstance(payload.get("error"), dict):
+            raise RolloutBudgetError(status, payload["error"])
+        if status >= 400 or not isinstance(payload, dict):
+            raise RolloutBudgetError(status, _unexpected(status, text, self._host, self._port, method, path))
         return payload
 
     def metrics(self):
@@ -182,6 +184,20 @@ class HttpClient(_Client):
     def close(self):
         with self._lock:
             self._drop()
+
+
+def _unexpected(status, text, host, port, method, path):
+    """The error of an answer that is not the service's (a body that is not a JSON object, or an
+    error without the service's ``{"error": {...}}``): another server at that address (vLLM's own
+    port, a proxy's HTML page) would otherwise come back as a plan, or as an error saying nothing."""
+    shown = " ".join(text.split())
+    shown = "an empty body" if not shown else repr(shown if len(shown) <= 200 else shown[:200] + "...")
+    return {
+        "code": "UNEXPECTED_RESPONSE",
+        "message": "%s http://%s:%s%s answered %s with %s, not the rollout-budget service's JSON; "
+                   "is `rollout-budget serve` the server at http://%s:%s?" % (method, host, port, path, status, shown, host, port),
+        "value": text[:200],
+    }
 
 
 def _unreachable(error, host, port):
@@ -227,6 +243,11 @@ class StdioClient(_Client):
             except (BrokenPipeError, OSError):
                 line = ""
             if not line:
+                # Its output ended: the child is exiting (it may not have yet), and what it said is on stderr.
+                try:
+                    self._proc.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    pass
                 err = self._proc.stderr.read() if self._proc.poll() is not None else ""
                 raise RuntimeError("rollout-budget serve --stdio stopped: %s" % err.strip())
             reply = json.loads(line)

@@ -151,6 +151,58 @@ class _Recorder(http.server.BaseHTTPRequestHandler):
         pass
 
 
+class _Stranger(http.server.BaseHTTPRequestHandler):
+    """A real HTTP server that is not the service: an HTML page with 200 for POST /v1/plan (a
+    proxy's or a web UI's answer), and for the rest FastAPI's 404 ``{"detail": "Not Found"}``,
+    what vLLM's OpenAI server (vllm/entrypoints/openai/api_server.py) answers a route it lacks."""
+
+    def do_POST(self):
+        if self.path == "/v1/plan":
+            body, status, kind = b"<html>\n<body>Welcome</body></html>", 200, "text/html"
+        elif self.path == "/v1/observe":
+            body, status, kind = b"", 200, "application/json"
+        else:
+            body, status, kind = json.dumps({"detail": "Not Found"}).encode(), 404, "application/json"
+        self.send_response(status)
+        self.send_header("Content-Type", kind)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    do_GET = do_POST
+
+    def log_message(self, *args):
+        pass
+
+
+class StrangerTest(unittest.TestCase):
+    def test_an_answer_that_is_not_the_services_raises_naming_the_address(self):
+        server = http.server.HTTPServer(("127.0.0.1", 0), _Stranger)
+        thread = threading.Thread(target=server.serve_forever, daemon=True)
+        thread.start()
+        url = "http://127.0.0.1:%d" % server.server_address[1]
+        try:
+            with rb.HttpClient(url) as c:
+                # A 200 with an HTML page is not a plan (it came back as {"error": ...} before).
+                with self.assertRaises(rb.RolloutBudgetError) as ctx:
+                    c.plan([{"id": "a"}], budget_rollouts=8)
+                self.assertEqual((ctx.exception.status, ctx.exception.code), (200, "UNEXPECTED_RESPONSE"))
+                self.assertIn("POST %s/v1/plan answered 200 with '<html> <body>Welcome</body></html>'" % url, str(ctx.exception))
+                self.assertIn("is `rollout-budget serve` the server at %s?" % url, str(ctx.exception))
+                # An empty 200 is not a summary (it came back as {}).
+                with self.assertRaises(rb.RolloutBudgetError) as ctx:
+                    c.observe([{"prompt_id": "a", "reward": 1}])
+                self.assertIn("answered 200 with an empty body", str(ctx.exception))
+                # vLLM's 404 has no {"error": ...}: the message says so, not "404 None: ...".
+                with self.assertRaises(rb.RolloutBudgetError) as ctx:
+                    c.health()
+                self.assertEqual((ctx.exception.status, ctx.exception.code), (404, "UNEXPECTED_RESPONSE"))
+                self.assertIn("""GET %s/healthz answered 404 with '{"detail": "Not Found"}'""" % url, str(ctx.exception))
+        finally:
+            server.shutdown()
+            server.server_close()
+
+
 class TokenTest(unittest.TestCase):
     def test_sends_the_bearer_token_from_the_argument_or_the_environment(self):
         server = http.server.HTTPServer(("127.0.0.1", 0), _Recorder)
