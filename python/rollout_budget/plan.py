@@ -99,10 +99,16 @@ def expand_plan(plan, prompts=None):
     allocations = _plan_field(plan, "allocations", lambda v: isinstance(v, list), "a list")
     meta = _meta_of(prompts)
     rows = []
+    seen = set()
     for k, a in enumerate(allocations):
         where = "plan.allocations[%d]" % k
-        if not isinstance(a, dict) or not isinstance(a.get("prompt_id"), str):
-            raise ValueError('%s: "prompt_id" must be a string, got %r' % (where, a))
+        if not isinstance(a, dict) or not isinstance(a.get("prompt_id"), str) or a["prompt_id"] == "":
+            raise ValueError('%s: "prompt_id" must be a non-empty string, got %r' % (where, a))
+        if a["prompt_id"] in seen:
+            # As the executor refuses it (src/executor/planfile.ts): the rows' rollout ids would
+            # repeat, and observe would count the second group as duplicates of the first.
+            raise ValueError('%s: "prompt_id" %r repeats (a plan gives a prompt one allocation)' % (where, a["prompt_id"]))
+        seen.add(a["prompt_id"])
         n = a.get("n")
         if not _is_int(n) or n < 0:
             raise ValueError('%s: "n" must be an integer ≥ 0, got %r' % (where, n))

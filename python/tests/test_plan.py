@@ -113,7 +113,11 @@ class ExpandPlanTest(unittest.TestCase):
             ({"version": 2, "step": 0, "seed": 0, "allocations": []}, r"plan\.version must be 1"),
             ({"version": 1, "seed": 0, "allocations": []}, r"'step' is required"),
             ({"version": 1, "step": 0, "seed": 0, "allocations": [{"prompt_id": "a", "n": -1}]}, r'allocations\[0\]: "n" must be an integer ≥ 0, got -1'),
-            ({"version": 1, "step": 0, "seed": 0, "allocations": [{"n": 1}]}, r'allocations\[0\]: "prompt_id" must be a string'),
+            ({"version": 1, "step": 0, "seed": 0, "allocations": [{"n": 1}]}, r'allocations\[0\]: "prompt_id" must be a non-empty string'),
+            ({"version": 1, "step": 0, "seed": 0, "allocations": [{"prompt_id": "", "n": 1}]}, r'allocations\[0\]: "prompt_id" must be a non-empty string'),
+            # Two groups of one prompt would share rollout ids (0/a#0...), and observe would drop the second.
+            ({"version": 1, "step": 0, "seed": 0, "allocations": [{"prompt_id": "a", "n": 2}, {"prompt_id": "b", "n": 1}, {"prompt_id": "a", "n": 2}]},
+             r'allocations\[2\]: "prompt_id" \'a\' repeats'),
         ]
         for plan, message in cases:
             with self.assertRaisesRegex(ValueError, message):
