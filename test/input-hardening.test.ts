@@ -1,11 +1,13 @@
 import { spawnSync } from 'node:child_process';
-import { writeFileSync } from 'node:fs';
+import { existsSync, writeFileSync } from 'node:fs';
+import { gzipSync } from 'node:zlib';
 import { join } from 'node:path';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import {
   MAX_JSON_DEPTH, RolloutBudgetError, batchOf, decodeUtf8, invalidUtf8At, nestedDeeperThan, parseJson, parsePrompts, quote, readText,
 } from '../src/index.js';
+import { binaryKind } from '../src/io/file-kind.js';
 import { cli } from './cli-helpers.js';
 import { CLI } from './service-helpers.js';
 import { tempDir } from './temp.js';
@@ -186,5 +188,56 @@ describe('a file of another kind given in its place', () => {
     const run = await cli(['execute', '--plan', broken, '--prompts', prompts, '--endpoint', 'http://127.0.0.1:9/v1', '--model', 'm']);
     expect(run.code).toBe(2);
     expect(run.stderr).toMatch(/^rollout-budget: .*broken\.json: malformed JSON \(/);
+  });
+
+  it('a compressed, UTF-16, SQLite or Parquet file is named as one, with what to do; nothing is written', async () => {
+    const dir = tempDir();
+    const text = readText(prompts);
+    const gz = join(dir, 'prompts.jsonl.gz');
+    writeFileSync(gz, gzipSync(text)); // real gzip (node:zlib)
+    const utf16 = join(dir, 'prompts-utf16.jsonl');
+    writeFileSync(utf16, Buffer.concat([Buffer.from([0xff, 0xfe]), Buffer.from(text, 'utf16le')])); // as Notepad's "Unicode" saves it
+    const state = join(dir, 'state.db');
+    const results = join(dir, 'results.jsonl');
+    writeFileSync(results, '{"prompt_id":"a","step":0,"rewards":[1,0]}\n');
+    expect((await cli(['observe', '--results', results, '--state', state])).code).toBe(0); // a real state file
+    // Not a whole Parquet file: its first bytes, the magic "PAR1" every Parquet file starts with
+    // (apache/parquet-format README, "File format"), which is all the check reads.
+    const parquet = join(dir, 'train.parquet');
+    writeFileSync(parquet, Buffer.concat([Buffer.from('PAR1'), Buffer.from([0x15, 0x04, 0x15, 0x80, 0x01, 0x15, 0x00, 0x4c])]));
+    const cases: [string, string][] = [
+      [gz, 'this is gzip-compressed data, not UTF-8 text: decompress it first (gunzip -k, or zcat into a pipe)'],
+      [utf16, 'this is UTF-16 text (little-endian, as Windows\' "Unicode"), not UTF-8 text: save it as UTF-8 (iconv -f UTF-16 -t UTF-8)'],
+      [state, 'this is a SQLite database (a state file?), not UTF-8 text: a state goes to --state, and this place takes a text file'],
+      [parquet, 'this is a Parquet file (as verl\'s datasets are), not UTF-8 text: write its rows as JSONL first, one JSON object a line (pandas: pd.read_parquet(path).to_json(out, orient="records", lines=True))'],
+    ];
+    const out = join(dir, 'out');
+    for (const [file, message] of cases) {
+      for (const [argv, where] of [
+        [['plan', '--prompts', file, '--state', join(dir, 'new.db'), '--budget-rollouts', '8', '--out', out], `${file}:1`],
+        [['observe', '--results', file, '--state', join(dir, 'new.db')], `${file}:1`],
+        [['replay', '--log', file, '--out', out], `${file}:1`],
+        [['execute', '--plan', file, '--prompts', prompts, '--endpoint', 'http://127.0.0.1:9/v1', '--model', 'm', '--out', out], `${file}:1`],
+      ] as const) {
+        const run = await cli([...argv]);
+        expect(run.code, `${argv.join(' ')}: ${run.stderr}`).toBe(2);
+        expect(run.stderr).toBe(`rollout-budget: ${where}: ${message}\n`);
+      }
+    }
+    expect(existsSync(join(dir, 'new.db'))).toBe(false);
+    expect(existsSync(out)).toBe(false);
+    // Through stdin too (spooled, then read as a file).
+    const piped = spawnSync(process.execPath, [CLI, 'plan', '--prompts', '-', '--state', ':memory:', '--budget-rollouts', '8'], { input: gzipSync(text), encoding: 'utf8' });
+    expect(piped.status).toBe(2);
+    expect(piped.stderr).toBe(`rollout-budget: <stdin>:1: ${cases[0]![1]}\n`);
+  });
+
+  it('text that merely starts like one is not named so: a JSON line beginning with "PK" or "BZh" is malformed JSON as before', () => {
+    expect(binaryKind(Buffer.from('{"id":"a"}'))).toBeUndefined();
+    expect(binaryKind('BZh')).toBe('this is bzip2-compressed data, not UTF-8 text: decompress it first (bunzip2 -k)');
+    expect(() => parseJson('PK', 'f:3')).toThrow('f:3: malformed JSON (');
+    expect(() => parseJson('PK\u0003\u0004', 'f:3')).toThrow('f:3: this is a zip archive, not UTF-8 text: unzip it first');
+    // Bytes that are text (a SQLite header before any binary page) are named by the JSON parse.
+    expect(() => parseJson('SQLite format 3\u0000', 'plan.json')).toThrow('plan.json: this is a SQLite database (a state file?)');
   });
 });

@@ -2,6 +2,7 @@ import { readFileSync } from 'node:fs';
 import { RolloutBudgetError, badInput, quote } from '../errors.js';
 import { checkHint } from '../posterior/hints.js';
 import { decodeUtf8 } from './utf8.js';
+import { binaryKind } from './file-kind.js';
 
 /** One parsed JSONL line with where it came from. */
 export interface Located<T> {
@@ -74,6 +75,9 @@ export function parseJson(text: string, where: string | (() => string)): unknown
   try {
     return JSON.parse(text);
   } catch (error) {
+    // A binary file whose first bytes pass as text (Parquet's PAR1, a SQLite state's header).
+    const kind = binaryKind(text.slice(0, 16));
+    if (kind !== undefined) throw badInput(placeOf(where), kind);
     throw badInput(placeOf(where), `malformed JSON (${(error as Error).message}): ${quote(text)}`);
   }
 }

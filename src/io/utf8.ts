@@ -1,4 +1,5 @@
 import { badInput } from '../errors.js';
+import { binaryKind } from './file-kind.js';
 
 /**
  * Strict UTF-8 for everything read from outside (files, stdin, request bodies, stdio lines):
@@ -19,6 +20,8 @@ export function decodeUtf8(bytes: Uint8Array, name: string, lines = true, lineOf
   try {
     return (fileStart ? strict : strictKeepingBom).decode(bytes);
   } catch {
+    const kind = fileStart && lineOffset === 0 ? binaryKind(bytes) : undefined;
+    if (kind !== undefined) throw badInput(lines ? `${name}:1` : name, kind);
     const at = invalidUtf8At(bytes);
     let line = 1 + lineOffset;
     let lineStart = 0;
