@@ -1,6 +1,7 @@
 import { existsSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { join } from 'node:path';
+import { gzipSync } from 'node:zlib';
 import { describe, expect, it } from 'vitest';
 import { Allocator, MAX_JSON_DEPTH, MAX_N_LIMIT, addEvidence, defaultDecay, openAsyncStore } from '../src/index.js';
 import { call, freshPgUrl, pgUrl, request, runServe, sleep, startService, stopService, stdioSession } from './service-helpers.js';
@@ -230,8 +231,14 @@ describe('item 8: any web page could write the state', () => {
       expect((await request(child.port, 'POST', '/v1/observe', {}, body)).status).toBe(415);
       expect((await request(child.port, 'POST', '/v1/plan', { 'content-type': 'application/x-ndjson' }, '{}')).status).toBe(415);
       expect((await request(child.port, 'POST', '/v1/observe', { 'content-type': 'application/json; charset=latin1' }, body)).status).toBe(415);
+      // A compressed body (real gzip) is 415 naming the encoding, not 400 "not valid UTF-8".
+      const gzipped = await request(child.port, 'POST', '/v1/observe', { 'content-type': 'application/json', 'content-encoding': 'gzip' }, gzipSync(body));
+      expect(gzipped.status).toBe(415);
+      expect(gzipped.json.error).toMatchObject({ code: 'UNSUPPORTED_MEDIA_TYPE', message: 'POST /v1/observe takes an uncompressed body (no Content-Encoding), got Content-Encoding "gzip"' });
+      expect(gzipped.headers['accept-encoding']).toBe('identity');
       expect((await call(child.port, 'GET', '/v1/prompts/web')).json.seen).toBe(false);
-      // the JSON and NDJSON types are served
+      // the JSON and NDJSON types are served, and "Content-Encoding: identity" is no encoding
+      expect((await request(child.port, 'POST', '/v1/plan', { 'content-type': 'application/json', 'content-encoding': 'identity' }, '{"candidates":[{"id":"a"}],"budget":{"rollouts":8}}')).status).toBe(200);
       expect((await request(child.port, 'POST', '/v1/observe', { 'content-type': 'application/json; charset=utf-8' }, body)).status).toBe(200);
       expect((await request(child.port, 'POST', '/v1/observe', { 'content-type': 'application/x-ndjson' }, '{"prompt_id":"nd","step":0,"reward":1}\n')).status).toBe(200);
     } finally {

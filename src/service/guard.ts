@@ -114,6 +114,17 @@ export class RequestGuard {
           message: `POST ${path} needs "Content-Type: ${accepted.join('" or "')}" (UTF-8), got ${JSON.stringify(type)}`,
         };
       }
+      // A compressed body (RFC 9110 §8.4) would be read as text and refused as bytes that are
+      // not UTF-8: say instead that only an uncompressed one is taken (§15.5.16: 415).
+      const encoding = (header(head, 'content-encoding') ?? '').trim().toLowerCase();
+      if (encoding !== '' && encoding !== 'identity') {
+        return {
+          status: 415,
+          code: 'UNSUPPORTED_MEDIA_TYPE',
+          message: `POST ${path} takes an uncompressed body (no Content-Encoding), got Content-Encoding ${JSON.stringify(encoding)}`,
+          headers: { 'accept-encoding': 'identity' },
+        };
+      }
     }
     return undefined;
   }
