@@ -60,6 +60,15 @@ describe('CLI bad input: exit 2, one message with file:line, field and value, st
     expect(r.stderr).toMatch(/prompts\.jsonl:1: "max_tokens" must be a positive integer, got -3/);
   });
 
+  it('no command: the help on stderr and exit 2, with no "(outputHelp)" after it', async () => {
+    const r = await cli([]);
+    expect(r.code).toBe(2);
+    expect(r.stdout).toBe('');
+    expect(r.stderr).toMatch(/^Usage: rollout-budget \[options\] \[command\]\n/);
+    expect(r.stderr).toMatch(/  help \[command\] +display help for command\n$/);
+    expect(r.stderr).not.toContain('outputHelp');
+  });
+
   it('an unknown flag, a bad flag value, a missing budget, an unreadable file', async () => {
     const w = workdir();
     const runs = [

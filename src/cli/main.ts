@@ -56,6 +56,8 @@ export async function runCli(argv: readonly string[], io: CliIo = processIo): Pr
   } catch (error) {
     if (error instanceof CommanderError) {
       if (error.code === 'commander.helpDisplayed' || error.code === 'commander.version' || error.exitCode === 0) return 0;
+      // No command: commander has shown the help on stderr; its message is only "(outputHelp)".
+      if (error.code === 'commander.help') return 2;
       io.stderr(`rollout-budget: ${flagValueMessage(error.message)}\n`);
       return 2;
     }
