@@ -69,7 +69,7 @@ describe('start-up loads what the command uses', () => {
     for (const part of heavy.filter((p) => p.startsWith('/node_modules/'))) expect(plan.filter((m) => m.includes(part)), part).toEqual([]);
   });
 
-  it('a small plan loads no node:crypto (digests: observe), node:worker_threads (a large state\'s reading thread) nor node:net (a stream for stderr it never writes to); observe loads crypto', () => {
+  it('a small plan loads no node:crypto (digests: observe), node:worker_threads (a large state\'s reading thread) nor node:net (a stream for stderr it never writes to); observe loads crypto for a file with lines without ids', () => {
     // With max_tokens: the plan has no warning to write to stderr.
     writeFileSync(join(dir, 'pm.jsonl'), Array.from({ length: 100 }, (_, i) => `{"id":"p${i}","max_tokens":1024}`).join('\n'));
     const plan = builtins(['plan', '--prompts', 'pm.jsonl', '--state', join(dir, 's3.db'), '--budget-rollouts', '800', '--out', join(dir, 'plan3.json')]);
@@ -77,7 +77,10 @@ describe('start-up loads what the command uses', () => {
     expect(plan).not.toContain('crypto');
     expect(plan).not.toContain('worker_threads');
     expect(plan).not.toContain('net');
+    // observe digests a results file only for its lines without a rollout_id.
     writeFileSync(join(dir, 'r.jsonl'), '{"prompt_id":"p1","step":0,"reward":1,"tokens":10,"rollout_id":"a"}\n');
-    expect(builtins(['observe', '--results', 'r.jsonl', '--state', join(dir, 's3.db')])).toContain('crypto');
+    expect(builtins(['observe', '--results', 'r.jsonl', '--state', join(dir, 's3.db')])).not.toContain('crypto');
+    writeFileSync(join(dir, 'r2.jsonl'), '{"prompt_id":"p1","step":0,"reward":1,"tokens":10}\n');
+    expect(builtins(['observe', '--results', 'r2.jsonl', '--state', join(dir, 's3.db')])).toContain('crypto');
   });
 });
