@@ -104,6 +104,8 @@ export class Service {
     if (error instanceof RolloutBudgetError) {
       const s = status ?? statusOf(error);
       this.metrics.countError(s, error.code);
+      // A state database that went away (store/unreachable.ts) is not a bug: one line, no stack.
+      if (error.code === 'STATE_ERROR') this.log(error.message);
       return json(s, errorBody(error));
     }
     this.metrics.countError(500, 'INTERNAL');

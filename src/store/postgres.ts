@@ -12,6 +12,7 @@ import type { AsyncStore } from './async.js';
 import { mergeMeta, NO_STEP, type PromptMeta } from './meta.js';
 import type { ObserveSummary } from './types.js';
 import { redactUrl } from './url.js';
+import { rethrowUnreachable, stateUnreachable } from './unreachable.js';
 
 /**
  * The tables. Every key column compares bytes (`COLLATE "C"`, as SQLite does), whatever the
@@ -137,7 +138,8 @@ export class PostgresStore implements AsyncStore {
       });
     } catch (error) {
       await pool.end().catch(() => undefined);
-      throw new RolloutBudgetError('STATE_ERROR', `${redactUrl(url)}: cannot open the state database (${(error as Error).message})`);
+      const cause = error instanceof RolloutBudgetError && error.cause instanceof Error ? error.cause : (error as Error); // the server's own words
+      throw new RolloutBudgetError('STATE_ERROR', `${redactUrl(url)}: cannot open the state database (${cause.message})`);
     }
     // A diagnosis only: a server whose catalog it cannot read still opens, without notes.
     store.notes = await collationNotes(pool, schema).catch(() => []);
@@ -164,35 +166,38 @@ export class PostgresStore implements AsyncStore {
 
   private async transaction<T>(work: (c: pg.PoolClient) => Promise<T>, mode = 'BEGIN'): Promise<T> {
     for (let attempt = 1; ; attempt++) {
-      const client = await this.pool.connect();
+      const client = await this.pool.connect().catch(rethrowUnreachable);
+      let lost: RolloutBudgetError | undefined;
       try {
         await client.query(mode);
         const result = await work(client);
         await client.query('COMMIT');
         return result;
       } catch (error) {
+        lost = stateUnreachable(error);
+        if (lost !== undefined) throw lost; // the server rolls back what the connection held
         await client.query('ROLLBACK').catch(() => undefined);
         const code = (error as { code?: string }).code;
         if (attempt >= 5 || code === undefined || !RETRYABLE.has(code)) throw error;
       } finally {
-        client.release();
+        client.release(lost); // a lost connection is dropped, not given to the next request
       }
     }
   }
 
   async get(id: string): Promise<PromptState | undefined> {
-    const { rows } = await this.pool.query<Row>(`SELECT ${COLUMNS} FROM ${this.schema}.prompts WHERE id = $1`, [id]);
+    const { rows } = await this.pool.query<Row>(`SELECT ${COLUMNS} FROM ${this.schema}.prompts WHERE id = $1`, [id]).catch(rethrowUnreachable);
     return rows[0] === undefined ? undefined : fromRow(rows[0]);
   }
 
   async lastStep(): Promise<number | null> {
-    const { rows } = await this.pool.query<{ v: number }>(`SELECT value::float8 AS v FROM ${this.schema}.meta WHERE key = 'last_step'`);
+    const { rows } = await this.pool.query<{ v: number }>(`SELECT value::float8 AS v FROM ${this.schema}.meta WHERE key = 'last_step'`).catch(rethrowUnreachable);
     return rows[0]?.v ?? null;
   }
 
   /** Prompts with evidence (a prompt only planned, store/meta.ts, is not counted). */
   async count(): Promise<number> {
-    const { rows } = await this.pool.query<{ n: number }>(`SELECT COUNT(*)::float8 AS n FROM ${this.schema}.prompts WHERE rollouts > 0`);
+    const { rows } = await this.pool.query<{ n: number }>(`SELECT COUNT(*)::float8 AS n FROM ${this.schema}.prompts WHERE rollouts > 0`).catch(rethrowUnreachable);
     return rows[0]!.n;
   }
 
@@ -228,7 +233,8 @@ export class PostgresStore implements AsyncStore {
    */
   async snapshot(ids?: readonly string[], groups: readonly string[] = [], hinted = false): Promise<StateSnapshot> {
     if (ids !== undefined && !hinted) {
-      const read = await readPartial(this.pool, this.schema, COLUMNS, promptsOf(this.schema), sortedUnique(ids), [ALL_SCOPE, ...groups.map(groupScope)], fromValues);
+      const read = await readPartial(this.pool, this.schema, COLUMNS, promptsOf(this.schema), sortedUnique(ids), [ALL_SCOPE, ...groups.map(groupScope)], fromValues)
+        .catch(rethrowUnreachable);
       const states = read.prompts;
       if (!states.some((st) => st.priorPassRate !== undefined)) return partialSnapshot(states, read.pooled, read.lastStep);
     }

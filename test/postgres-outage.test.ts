@@ -1,0 +1,128 @@
+import { writeFileSync } from 'node:fs';
+import { createServer, connect, type Server, type Socket } from 'node:net';
+import { join } from 'node:path';
+import pg from 'pg';
+import { describe, expect, it } from 'vitest';
+import { cli } from './cli-helpers.js';
+import { call, dropPgSchema, freshPgUrl, pgUrl, startService, stopService } from './service-helpers.js';
+import { tempDir } from './temp.js';
+
+// The state database going away under a running service (PostgreSQL stopped or restarted, a
+// network cut, an administrator ending connections): the service answered 500 INTERNAL and
+// logged a stack trace for every request. The real PostgreSQL of the tests sits behind a real
+// TCP relay that the test cuts and restores, since stopping the shared server would stop the
+// other test files' too; connections are also ended by the server itself (pg_terminate_backend).
+
+/** A TCP relay to host:port that can be cut (refusing and resetting) and restored on its port. */
+class Relay {
+  private server: Server | undefined;
+  private readonly sockets = new Set<Socket>();
+  /** The relay's own connections to PostgreSQL, by their local port (pg_stat_activity.client_port). */
+  readonly upstreamPorts = new Set<number>();
+  port = 0;
+
+  constructor(private readonly host: string, private readonly target: number) {}
+
+  async open(): Promise<void> {
+    const server = createServer((client) => {
+      const upstream = connect(this.target, this.host);
+      upstream.on('connect', () => this.upstreamPorts.add(upstream.localPort!));
+      for (const s of [client, upstream]) {
+        this.sockets.add(s);
+        s.on('close', () => this.sockets.delete(s));
+        s.on('error', () => undefined);
+      }
+      client.pipe(upstream).pipe(client);
+      client.on('close', () => upstream.destroy());
+      upstream.on('close', () => client.destroy());
+    });
+    await new Promise<void>((resolve) => server.listen(this.port, '127.0.0.1', resolve));
+    this.port = (server.address() as { port: number }).port;
+    this.server = server;
+  }
+
+  /** Stops listening (new connections are refused) and resets every open one. */
+  async cut(): Promise<void> {
+    const server = this.server;
+    this.server = undefined;
+    for (const s of this.sockets) s.resetAndDestroy();
+    if (server !== undefined) await new Promise((resolve) => server.close(resolve));
+  }
+}
+
+const base = pgUrl();
+const dir = tempDir('rb-pg-outage-');
+
+describe.skipIf(base === undefined)('a PostgreSQL state that goes away under a running service', () => {
+  it('answers 503 STATE_ERROR with one log line (no 500, no stack) while it is gone, and serves again when it is back', async () => {
+    const u = new URL(base!);
+    const relay = new Relay(u.hostname, Number(u.port || 5432));
+    await relay.open();
+    const direct = freshPgUrl(base!);
+    const via = new URL(direct);
+    via.port = String(relay.port);
+    const child = await startService(['--state', via.toString()]);
+    const plan = { candidates: [{ id: 'a' }, { id: 'b' }], budget: { rollouts: 8 } };
+    const results = (step: number) => [{ prompt_id: 'a', step, rewards: [1, 0] }];
+    try {
+      expect((await call(child.port, 'POST', '/v1/plan', plan)).status).toBe(200);
+      expect((await call(child.port, 'POST', '/v1/observe', results(0))).json).toMatchObject({ applied: 2 });
+
+      await relay.cut();
+      const down = [
+        await call(child.port, 'POST', '/v1/plan', plan),
+        await call(child.port, 'POST', '/v1/observe', results(1)),
+        await call(child.port, 'GET', '/healthz'),
+        await call(child.port, 'GET', '/v1/prompts/a'),
+      ];
+      for (const r of down) {
+        expect(r.status, r.text).toBe(503);
+        expect(r.json.error.code).toBe('STATE_ERROR');
+        expect(r.json.error.message).toMatch(/^the state database cannot be reached \(connect ECONNREFUSED 127\.0\.0\.1:\d+\); retry when it is back \(re-sending an observe is safe: it is applied once\)$/);
+      }
+      expect(child.stderr()).not.toContain('internal error');
+      expect(child.stderr()).not.toMatch(/^\s+at /m);
+      expect(child.stderr().match(/the state database cannot be reached/g)?.length).toBe(4);
+
+      await relay.open(); // the same port again
+      expect((await call(child.port, 'POST', '/v1/plan', plan)).status).toBe(200);
+      expect((await call(child.port, 'POST', '/v1/observe', results(1))).json).toMatchObject({ applied: 2 });
+      expect((await call(child.port, 'GET', '/healthz')).json).toMatchObject({ status: 'ok', prompts: 1 });
+
+      // PostgreSQL itself ends the service's connections (57P01, as a restart does): a request
+      // may find its connection gone (503) but never fails as a bug, and the next is served.
+      const admin = new pg.Client({ connectionString: base });
+      await admin.connect();
+      try {
+        const ended = await admin.query('SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE client_port = ANY($1)', [[...relay.upstreamPorts]]);
+        expect(ended.rowCount).toBeGreaterThan(0);
+      } finally {
+        await admin.end();
+      }
+      for (let k = 0; k < 3; k++) expect([200, 503]).toContain((await call(child.port, 'POST', '/v1/plan', plan)).status);
+      expect((await call(child.port, 'POST', '/v1/plan', plan)).status).toBe(200);
+      expect((await call(child.port, 'GET', '/v1/prompts/a')).json).toMatchObject({ rollouts: 4 });
+      expect(child.stderr()).not.toContain('internal error');
+      const metrics = (await call(child.port, 'GET', '/metrics')).text;
+      expect(metrics).toMatch(/^rollout_budget_errors_total\{status="503",code="STATE_ERROR"\} \d+$/m);
+      expect(metrics).not.toContain('code="INTERNAL"');
+    } finally {
+      expect((await stopService(child)).code).toBe(0);
+      await relay.cut();
+      await dropPgSchema(base!, direct);
+    }
+  }, 60_000);
+
+  it('a CLI command whose state cannot be reached exits 2 with one line naming it', async () => {
+    const relay = new Relay('127.0.0.1', 1); // opened and cut: its port refuses
+    await relay.open();
+    await relay.cut();
+    const via = new URL(freshPgUrl(base!));
+    via.port = String(relay.port);
+    const prompts = join(dir, 'p.jsonl');
+    writeFileSync(prompts, '{"id":"a"}\n');
+    const run = await cli(['plan', '--prompts', prompts, '--state', via.toString(), '--budget-rollouts', '8']);
+    expect(run.code).toBe(2);
+    expect(run.stderr).toMatch(/^rollout-budget: postgres:\/\/.*: cannot open the state database \(connect ECONNREFUSED 127\.0\.0\.1:\d+\)\n$/);
+  });
+});
