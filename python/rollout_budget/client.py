@@ -24,9 +24,11 @@ from __future__ import annotations
 
 import http.client
 import json
+import logging
 import os
 import subprocess
 import threading
+import time
 import urllib.parse
 
 from .command import cli_command
@@ -83,9 +85,31 @@ def _prompt_path(prompt_id, query):
     return path
 
 
+_log = logging.getLogger("rollout_budget")
+
+#: How many times a request the service answered 503 STATE_ERROR (its state database cannot be
+#: reached: PostgreSQL restarting, a network cut) is sent again, waiting 0.5, 1, 2, 4, 8, 8 s
+#: between tries (23.5 s in all), before the error is raised. Safe: plans only read, and an
+#: observe sent again is applied once.
+STATE_RETRIES = 6
+
+
 class _Client:
+    state_retries = STATE_RETRIES
+
     def _request(self, method, path, body=None):
         raise NotImplementedError
+
+    def _call(self, method, path, body=None):
+        for retry in range(self.state_retries + 1):
+            try:
+                return self._request(method, path, body)
+            except RolloutBudgetError as error:
+                if error.status != 503 or error.code != "STATE_ERROR" or retry == self.state_retries:
+                    raise
+                wait = min(0.5 * 2 ** retry, 8.0)
+                _log.warning("rollout-budget: %s; trying again in %.1f s (%d of %d)", error, wait, retry + 1, self.state_retries)
+                time.sleep(wait)
 
     def plan(self, prompts, budget_rollouts=None, budget_tokens=None, rounds_left=None, multiple_of=None, **options):
         """Plan one step (or one round of it): returns the plan dict.
@@ -96,18 +120,18 @@ class _Client:
         value, seed, step, prefill_weight, decay, reobserve_discount.
         """
         body = plan_body(prompts, budget_rollouts, budget_tokens, rounds_left=rounds_left, multiple_of=multiple_of, **options)
-        return self._request("POST", "/v1/plan", body)
+        return self._call("POST", "/v1/plan", body)
 
     def observe(self, results, **options):
         """Apply results in one transaction; re-sending the same results is a no-op."""
-        return self._request("POST", "/v1/observe", _observe_body(results, options))
+        return self._call("POST", "/v1/observe", _observe_body(results, options))
 
     def prompt(self, prompt_id, **query):
         """One prompt's posterior, counts and expected tokens (query: group, max_tokens, step)."""
-        return self._request("GET", _prompt_path(prompt_id, query))
+        return self._call("GET", _prompt_path(prompt_id, query))
 
     def health(self):
-        return self._request("GET", "/healthz")
+        return self._call("GET", "/healthz")
 
     def __enter__(self):
         return self
@@ -121,10 +145,13 @@ class HttpClient(_Client):
     """HTTP JSON transport on one kept-alive connection (reconnects once if it was dropped).
 
     Retrying is safe: plans only read, and an observe re-sent with the same results is
-    recognised (by rollout_id, or by the batch's content) and applied once.
+    recognised (by rollout_id, or by the batch's content) and applied once. So a 503
+    STATE_ERROR (the service's database cannot be reached) is retried `state_retries` times
+    with backoff (STATE_RETRIES: about 24 s in all), each logged as a warning.
     """
 
-    def __init__(self, url="http://127.0.0.1:8080", timeout=60.0, token=None):
+    def __init__(self, url="http://127.0.0.1:8080", timeout=60.0, token=None, state_retries=STATE_RETRIES):
+        self.state_retries = state_retries
         parsed = urllib.parse.urlsplit(url)
         if parsed.scheme != "http" or not parsed.hostname:
             raise ValueError("url must look like http://host:port, got %r" % url)
@@ -223,7 +250,8 @@ class StdioClient(_Client):
     ``args`` go after ``serve --stdio``.
     """
 
-    def __init__(self, state="./rollout-budget.db", command=None, args=()):
+    def __init__(self, state="./rollout-budget.db", command=None, args=(), state_retries=STATE_RETRIES):
+        self.state_retries = state_retries
         argv = cli_command(command) + ["serve", "--stdio", "--state", state] + list(args)
         self._proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                       text=True, encoding="utf-8", bufsize=1)

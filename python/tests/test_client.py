@@ -6,6 +6,7 @@ import os
 import re
 import socket
 import threading
+import time
 import unittest
 
 from . import support
@@ -173,6 +174,75 @@ class _Stranger(http.server.BaseHTTPRequestHandler):
 
     def log_message(self, *args):
         pass
+
+
+class _Outage(http.server.BaseHTTPRequestHandler):
+    """A stand-in for the service while its PostgreSQL is down: the 503 STATE_ERROR answer
+    `rollout-budget serve` gives then (src/service/router.ts statusOf, store/unreachable.ts;
+    test/postgres-outage.test.ts makes the real one), `failures` times, then its /healthz answer.
+    A PLAN_TIMEOUT 503 for POST /v1/plan, which is not retried."""
+
+    failures = 0
+    seen = 0
+
+    def _send(self, status, value):
+        body = json.dumps(value).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_GET(self):
+        _Outage.seen += 1
+        if _Outage.seen <= _Outage.failures:
+            self._send(503, {"error": {"code": "STATE_ERROR", "message": "the state database cannot be reached (connect ECONNREFUSED 127.0.0.1:5432); retry when it is back"}})
+        else:
+            self._send(200, {"status": "ok", "store": "postgres", "prompts": 3})
+
+    def do_POST(self):
+        _Outage.seen += 1
+        self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        self._send(503, {"error": {"code": "PLAN_TIMEOUT", "message": "the plan was not done within 10 s"}})
+
+    def log_message(self, *args):
+        pass
+
+
+class OutageTest(unittest.TestCase):
+    def setUp(self):
+        self.server = http.server.HTTPServer(("127.0.0.1", 0), _Outage)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.url = "http://127.0.0.1:%d" % self.server.server_address[1]
+        _Outage.seen = 0
+
+    def tearDown(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+    def test_a_state_error_is_retried_with_backoff_then_served(self):
+        _Outage.failures = 2
+        with rb.HttpClient(self.url) as c, self.assertLogs("rollout_budget", level="WARNING") as logs:
+            started = time.monotonic()
+            self.assertEqual(c.health()["status"], "ok")
+            waited = time.monotonic() - started
+        self.assertEqual(_Outage.seen, 3)
+        self.assertGreaterEqual(waited, 1.5)  # 0.5 s, then 1 s
+        self.assertEqual(len(logs.output), 2)
+        self.assertIn("503 STATE_ERROR: the state database cannot be reached", logs.output[0])
+        self.assertIn("trying again in 0.5 s (1 of 6)", logs.output[0])
+
+    def test_retries_end_with_the_error_and_other_503s_are_not_retried(self):
+        _Outage.failures = 100
+        with rb.HttpClient(self.url, state_retries=1) as c, self.assertLogs("rollout_budget", level="WARNING"):
+            with self.assertRaises(rb.RolloutBudgetError) as ctx:
+                c.health()
+        self.assertEqual((ctx.exception.status, ctx.exception.code, _Outage.seen), (503, "STATE_ERROR", 2))
+        _Outage.seen = 0
+        with rb.HttpClient(self.url) as c:
+            with self.assertRaises(rb.RolloutBudgetError) as ctx:
+                c.plan([{"id": "a"}], budget_rollouts=8)
+        self.assertEqual((ctx.exception.code, _Outage.seen), ("PLAN_TIMEOUT", 1))
 
 
 class StrangerTest(unittest.TestCase):
