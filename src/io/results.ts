@@ -49,11 +49,11 @@ export type ResultTaker = (result: RolloutResult) => boolean;
 
 /**
  * A batch read in bounded chunks (a results file of any size): its digest (the keys of lines
- * without a rollout_id need it; a file source reads it when first asked), and `chunks()`, which validates and yields the
- * results in order, each offered first to `take` when given (a source may ignore it, and
- * keep every result in its chunk). `chunks()` may be called again (a store that retries
- * reads it again); a bad line throws BAD_INPUT from the iteration, so a store applies
- * nothing of it.
+ * without a rollout_id need it; a file source reads it when first asked), and `chunks()`,
+ * which validates and yields the results in order, each offered first to `take` when given
+ * (a source may ignore it, and keep every result in its chunk). `chunks()` may be called
+ * again (a store that retries reads it again); a bad line throws BAD_INPUT from the
+ * iteration, so a store applies nothing of it.
  */
 export interface ResultSource {
   readonly digest: string;
