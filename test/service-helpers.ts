@@ -52,9 +52,16 @@ export interface Child {
   readonly exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
 }
 
-/** Starts `rollout-budget serve --port 0 ...` and waits for its "listening" line. */
-export async function startService(args: readonly string[], timeoutMs = 15_000, env?: NodeJS.ProcessEnv): Promise<Child> {
-  const proc = spawn(process.execPath, [CLI, 'serve', '--host', '127.0.0.1', '--port', '0', ...args], {
+/**
+ * Starts `rollout-budget serve --port 0 ...` and waits for its "listening" line. `fileSizeKb`:
+ * the largest file the service may write (bash's `ulimit -f`), past which a write fails (EFBIG).
+ */
+export async function startService(args: readonly string[], timeoutMs = 15_000, env?: NodeJS.ProcessEnv, fileSizeKb?: number): Promise<Child> {
+  const argv = [CLI, 'serve', '--host', '127.0.0.1', '--port', '0', ...args];
+  const [command, commandArgs] = fileSizeKb === undefined
+    ? [process.execPath, argv]
+    : ['bash', ['-c', `ulimit -f ${fileSizeKb} && exec "$0" "$@"`, process.execPath, ...argv]];
+  const proc = spawn(command, commandArgs, {
     stdio: ['ignore', 'pipe', 'pipe'],
     ...(env === undefined ? {} : { env: { ...process.env, ...env } }),
   });

@@ -12,7 +12,7 @@ import type { AsyncStore } from './async.js';
 import { mergeMeta, NO_STEP, type PromptMeta } from './meta.js';
 import type { ObserveSummary } from './types.js';
 import { redactUrl } from './url.js';
-import { rethrowUnreachable, stateUnreachable } from './unreachable.js';
+import { rethrowUnreachable, stateUnreachable } from './unavailable.js';
 
 /**
  * The tables. Every key column compares bytes (`COLLATE "C"`, as SQLite does), whatever the

@@ -4,6 +4,7 @@ import { sourceOfBatch, type ResultBatch, type ResultSource } from '../io/result
 import type { DecayOptions } from '../posterior/decay.js';
 import { snapshotOf, type PromptState, type StateSnapshot } from '../posterior/state.js';
 import { ATTEMPT_MS, LOCK_WAIT_ENV, lockWaitMs, retryAsync, retrySync } from './busy.js';
+import { sqliteUnavailable } from './unavailable.js';
 import type { PromptMeta } from './meta.js';
 import { POOLED_COLUMNS, POOLED_META_KEY, pooledOf, pooledValues } from './pooled.js';
 import { ClaimConflict, SqliteWriter } from './sqlite-apply.js';
@@ -83,8 +84,10 @@ export class SqliteStore implements Store {
       });
       this.sync(() => this.buildPooled());
     } catch (error) {
-      if (error instanceof RolloutBudgetError) throw error;
-      throw new RolloutBudgetError('STATE_ERROR', `${path}: cannot open the state database (${(error as Error).message})`);
+      // sync() names a file SQLite cannot use (store/unavailable.ts); opening, SQLite's own words say it.
+      const cause = error instanceof RolloutBudgetError && error.cause instanceof Error ? error.cause : error;
+      if (cause instanceof RolloutBudgetError) throw cause;
+      throw new RolloutBudgetError('STATE_ERROR', `${path}: cannot open the state database (${(cause as Error).message})`);
     }
   }
 
@@ -102,7 +105,20 @@ export class SqliteStore implements Store {
 
   /** Runs one operation, waiting (this thread asleep) while another process holds the lock. */
   private sync<T>(work: () => T): T {
-    return retrySync(work, this.lockWaitMs, this.busy);
+    try {
+      return retrySync(work, this.lockWaitMs, this.busy);
+    } catch (error) {
+      throw sqliteUnavailable(error, this.path) ?? error;
+    }
+  }
+
+  /** The same, waiting on timers: the event loop keeps serving meanwhile. */
+  private async waiting<T>(work: () => T): Promise<T> {
+    try {
+      return await retryAsync(work, this.lockWaitMs, this.busy);
+    } catch (error) {
+      throw sqliteUnavailable(error, this.path) ?? error;
+    }
   }
 
   get(id: string): PromptState | undefined {
@@ -136,7 +152,7 @@ export class SqliteStore implements Store {
   /** The same, waiting for the write lock on timers. */
   async recordPromptsAsync(meta: readonly PromptMeta[]): Promise<void> {
     if (meta.length === 0) return;
-    await retryAsync(this.recorder(meta), this.lockWaitMs, this.busy);
+    await this.waiting(this.recorder(meta));
   }
 
   private recorder(meta: readonly PromptMeta[]): () => void {
@@ -227,7 +243,7 @@ export class SqliteStore implements Store {
 
   /** apply(), waiting for the write lock on timers: the event loop keeps serving meanwhile. */
   applyAsync(batch: ResultBatch, decay: DecayOptions): Promise<ObserveSummary> {
-    return retryAsync(this.applier(sourceOfBatch(batch), decay), this.lockWaitMs, this.busy);
+    return this.waiting(this.applier(sourceOfBatch(batch), decay));
   }
 
   /**

@@ -1,0 +1,68 @@
+import { RolloutBudgetError } from '../errors.js';
+
+/**
+ * A state that cannot be used for a reason outside the program (PostgreSQL stopped, restarted,
+ * out of connections, a network cut; a SQLite file on a full disk, read-only, damaged), told
+ * apart from a bug: the request is answered 503 STATE_ERROR (a CLI command exits 2) with one
+ * line saying so, not 500 INTERNAL with a stack trace. Nothing half-done is left: a
+ * transaction the connection lost is rolled back by the server, one SQLite could not finish is
+ * rolled back by SQLite, and a re-sent observe applies once (its keys), should its COMMIT have
+ * landed before the answer was lost.
+ */
+
+/** Node's socket errors (`connect ECONNREFUSED ...`) that mean the server is not there. */
+const SOCKET_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH', 'ENOTFOUND', 'EAI_AGAIN', 'EPIPE']);
+
+/**
+ * PostgreSQL's SQLSTATEs for the same (appendix A of its manual): class 08, connection
+ * exception; 57P01–57P03, the server shutting down or starting; 53300, too many connections.
+ */
+const SQLSTATES = new Set(['57P01', '57P02', '57P03', '53300']);
+
+/** node-postgres's own messages for a connection it lost or could not make in time. */
+const PG_MESSAGES = /^(Connection terminated|timeout exceeded when trying to connect|Client has encountered a connection error and is not queryable)/;
+
+/** The STATE_ERROR that `error` means when it says the state database cannot be reached; else undefined. */
+export function stateUnreachable(error: unknown): RolloutBudgetError | undefined {
+  if (!(error instanceof Error) || error instanceof RolloutBudgetError) return undefined;
+  const code = (error as { code?: unknown }).code;
+  const lost = (typeof code === 'string' && (SOCKET_CODES.has(code) || SQLSTATES.has(code) || (code.length === 5 && code.startsWith('08'))))
+    || PG_MESSAGES.test(error.message);
+  if (!lost) return undefined;
+  const detail = error.message || (typeof code === 'string' ? code : error.name);
+  const unreachable = new RolloutBudgetError('STATE_ERROR', `the state database cannot be reached (${detail}); retry when it is back (re-sending an observe is safe: it is applied once)`);
+  unreachable.cause = error;
+  return unreachable;
+}
+
+/** Throws `error` as its STATE_ERROR when it says the state database cannot be reached, else as it is. */
+export function rethrowUnreachable(error: unknown): never {
+  throw stateUnreachable(error) ?? error;
+}
+
+/** What each SQLite primary result code (https://sqlite.org/rescode.html) says of the state file. */
+const SQLITE_FAILURES: Readonly<Record<string, string>> = {
+  SQLITE_FULL: 'the disk holding the state is full',
+  SQLITE_IOERR: 'the state file cannot be read or written',
+  SQLITE_READONLY: 'the state file cannot be written (check the permissions of it and of its folder, where SQLite also writes its -wal and -shm files)',
+  SQLITE_PERM: 'the state file cannot be written (access denied)',
+  SQLITE_CANTOPEN: 'the state file cannot be opened',
+  SQLITE_CORRUPT: 'the state file is damaged',
+  SQLITE_NOTADB: 'the state file is not a SQLite database',
+};
+
+/**
+ * The STATE_ERROR that a SQLite error on the state at `path` means when it is one of the
+ * failures above (an extended code such as SQLITE_IOERR_WRITE included); else undefined.
+ * SQLite has rolled back the transaction it could not finish, so the state is as it was.
+ */
+export function sqliteUnavailable(error: unknown, path: string): RolloutBudgetError | undefined {
+  if (!(error instanceof Error) || error instanceof RolloutBudgetError) return undefined;
+  const code = (error as { code?: unknown }).code;
+  if (typeof code !== 'string') return undefined;
+  const what = SQLITE_FAILURES[/^SQLITE_[A-Z]+/.exec(code)?.[0] ?? ''];
+  if (what === undefined) return undefined;
+  const failure = new RolloutBudgetError('STATE_ERROR', `${path}: ${what} (${code}: ${error.message}); the state is as it was`);
+  failure.cause = error;
+  return failure;
+}

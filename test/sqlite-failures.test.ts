@@ -1,0 +1,72 @@
+import { spawnSync } from 'node:child_process';
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import Database from 'better-sqlite3';
+import { describe, expect, it } from 'vitest';
+import { call, CLI, startService, stopService } from './service-helpers.js';
+import { tempDir } from './temp.js';
+
+// A SQLite state that cannot be written for a reason outside the program (a full disk, an I/O
+// error): observe printed "internal error" and a stack (exit 1), the service answered 500. The
+// failure is a real one: the process runs under bash's `ulimit -f` (RLIMIT_FSIZE), so SQLite's
+// write past that size fails with EFBIG, as on a full disk (SQLITE_IOERR_WRITE).
+
+const dir = tempDir('rb-sqlite-failures-');
+
+/** `n` rollouts with ids over n/10 prompts, one step. */
+function results(name: string, n: number, step = 0): string {
+  const path = join(dir, name);
+  writeFileSync(path, Array.from({ length: n }, (_, i) => `{"prompt_id":"p${i % Math.ceil(n / 10)}","step":${step},"reward":${i % 2},"rollout_id":"${name}#${i}"}\n`).join(''));
+  return path;
+}
+
+/** Every stored row, as text. */
+function dump(path: string): string {
+  const db = new Database(path, { readonly: true });
+  try {
+    return JSON.stringify([db.prepare('SELECT * FROM prompts ORDER BY id').all(), db.prepare('SELECT count(*) AS n FROM seen').get()]);
+  } finally {
+    db.close();
+  }
+}
+
+/** The CLI under a file size limit of `kb` kB. */
+function limited(kb: number, args: string[]) {
+  return spawnSync('bash', ['-c', `ulimit -f ${kb} && exec "$0" "$@"`, process.execPath, CLI, ...args], { encoding: 'utf8' });
+}
+
+describe('a SQLite state that cannot be written', () => {
+  it('observe exits 2 with one line naming the file and the failure; the state is as it was', () => {
+    const state = join(dir, 'cli.db');
+    const small = spawnSync(process.execPath, [CLI, 'observe', '--results', results('small.jsonl', 300), '--state', state], { encoding: 'utf8' });
+    expect(small.status, small.stderr).toBe(0);
+    const before = dump(state);
+    const run = limited(300, ['observe', '--results', results('large.jsonl', 30_000), '--state', state]);
+    expect(run.status).toBe(2);
+    expect(run.stderr).toMatch(new RegExp(`^rollout-budget: ${state.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}: the state file cannot be read or written \\(SQLITE_IOERR_WRITE: disk I/O error\\); the state is as it was\\n$`));
+    expect(dump(state)).toBe(before);
+  });
+
+  it('serve answers 503 STATE_ERROR with one log line, keeps serving reads, and applies nothing of the batch', async () => {
+    const state = join(dir, 'serve.db');
+    const child = await startService(['--state', state], 15_000, undefined, 400);
+    try {
+      const first = [{ prompt_id: 'a', step: 0, rewards: [1, 0] }];
+      expect((await call(child.port, 'POST', '/v1/observe', first)).status).toBe(200);
+      const large = Array.from({ length: 30_000 }, (_, i) => ({ prompt_id: `q${i % 3000}`, step: 1, reward: i % 2, rollout_id: `big#${i}` }));
+      const r = await call(child.port, 'POST', '/v1/observe', large);
+      expect(r.status, r.text).toBe(503);
+      expect(r.json.error.code).toBe('STATE_ERROR');
+      expect(r.json.error.message).toBe(`${state}: the state file cannot be read or written (SQLITE_IOERR_WRITE: disk I/O error); the state is as it was`);
+      expect((await call(child.port, 'GET', '/healthz')).json).toMatchObject({ status: 'ok', prompts: 1 });
+      expect((await call(child.port, 'GET', '/v1/prompts/q1')).json.seen).toBe(false);
+      expect((await call(child.port, 'POST', '/v1/plan', { candidates: [{ id: 'a' }, { id: 'q1' }], budget: { rollouts: 8 } })).status).toBe(200);
+      expect(child.stderr()).toContain(`rollout-budget serve: ${state}: the state file cannot be read or written (SQLITE_IOERR_WRITE`);
+      expect(child.stderr()).not.toContain('internal error');
+      expect(child.stderr()).not.toMatch(/^\s+at /m);
+    } finally {
+      expect((await stopService(child)).code).toBe(0);
+    }
+    expect(JSON.parse(dump(state))[1]).toEqual({ n: 1 }); // the first batch's key only
+  }, 60_000);
+});
