@@ -7,7 +7,7 @@ import { checkExecuteInputs, commitPartials, executePlan, type InputCheckOptions
 import { runLoop } from '../executor/loop.js';
 import { PartialStore } from '../executor/partials.js';
 import { SERVER_PROFILES, resolveServer } from '../executor/profiles.js';
-import { mergeSummaries, progressBar, summaryLine } from '../executor/summary.js';
+import { mergeSummaries, progressBar, summaryLine, tooLongWarning } from '../executor/summary.js';
 import type { ExecuteOptions, ExecutedRollout } from '../executor/types.js';
 import { DEFAULT_VERIFIER_TIMEOUT_S } from '../executor/verify/command.js';
 import { verifierFrom } from '../executor/verify/verifiers.js';
@@ -177,6 +177,8 @@ export function registerExecutorCommands(program: Command, io: CliIo): void {
         writeOutput(io, opts.out, jsonl(report.results));
         commitPartials(partials, report);
         io.stderr(`${summaryLine(report.summary)}\n`);
+        const tooLong = tooLongWarning(report.too_long ?? []);
+        if (tooLong !== undefined) io.stderr(`rollout-budget: warning: ${tooLong}\n`);
         ok = true;
         const by = interrupt.stopped();
         if (by !== undefined) {
@@ -223,6 +225,8 @@ export function registerExecutorCommands(program: Command, io: CliIo): void {
           io.stdout(`${JSON.stringify({ step: row.step, prompts: row.prompts, planned: row.planned, rollouts: s.rollouts, aborted: s.aborted, resumed: s.resumed, applied: row.observed.applied, mean_reward: s.mean_reward, tokens: s.tokens, wall_s: s.wall_s, tokens_per_s: s.tokens_per_s, rounds: row.rounds.length })}\n`);
           io.stderr(`step ${row.step}: ${summaryLine(s)}\n`);
           for (const plan of row.plans) for (const w of plan.warnings) io.stderr(`step ${row.step}: warning: ${w}\n`);
+          const tooLong = tooLongWarning(row.rounds.flatMap((r) => r.too_long ?? []));
+          if (tooLong !== undefined) io.stderr(`step ${row.step}: warning: ${tooLong}\n`);
         },
         opts.rounds,
       );
@@ -256,6 +260,7 @@ export function registerExecutorCommands(program: Command, io: CliIo): void {
     .addOption(new Option('--error-rate <p>', 'probability of an injected 503').default(0).argParser(numberArg(0, 1)))
     .addOption(new Option('--drop-rate <p>', 'probability of a connection dropped mid-stream').default(0).argParser(numberArg(0, 1)))
     .addOption(new Option('--seed <int>', 'server seed').default(0).argParser(intArg(0)))
+    .addOption(new Option('--max-model-len <int>', 'context length in tokens (vLLM --max-model-len): a prompt too long for it with its max_tokens is a 400, as the server gives it').argParser(intArg(1)))
     .action(async (opts) => {
       const prompts = opts.prompts === undefined ? [] : parseSimPrompts((await readInput(io, opts.prompts)).text, opts.prompts, opts.promptField);
       const server = new SimServer({
@@ -267,6 +272,7 @@ export function registerExecutorCommands(program: Command, io: CliIo): void {
         faults: { latencyMs: opts.latencyMs, errorRate: opts.errorRate, dropRate: opts.dropRate },
         seed: opts.seed,
         profile: opts.profile,
+        ...(opts.maxModelLen === undefined ? {} : { maxModelLen: opts.maxModelLen }),
       });
       const url = await server.start();
       io.stderr(`sim-server (a test double, not a model, behaving as ${opts.profile}) listening on ${url}; ${prompts.length} prompts known; Ctrl-C stops it\n`);

@@ -10,11 +10,15 @@
  */
 import { createParser } from 'eventsource-parser';
 
-/** How a failed attempt is classified; only `retryable` ones are tried again. */
+/**
+ * How a failed attempt is classified; only `retryable` ones are tried again. `too-long`: the
+ * server refused the prompt with its max_tokens as longer than its context (a 400 that says so),
+ * which no retry and no other request of the run can change.
+ */
 export class RequestError extends Error {
   constructor(
     message: string,
-    readonly kind: 'retryable' | 'fatal' | 'cancelled',
+    readonly kind: 'retryable' | 'fatal' | 'cancelled' | 'too-long',
     readonly status?: number,
   ) {
     super(message);
@@ -93,10 +97,35 @@ function classify(error: unknown, req: StreamRequest, isTimeout: () => boolean):
 }
 
 /**
+ * A 400 for a prompt whose tokens and max_tokens do not fit the server's context. vLLM:
+ * "This model's maximum context length is N tokens. However, your request has T input tokens"
+ * and "'max_tokens' or 'max_completion_tokens' is too large: M. This model's maximum context
+ * length is N tokens ..." (vllm/entrypoints/openai/serving_engine.py, 0.10–0.17), later "...
+ * However, you requested M output tokens ..."; SGLang: "The input (T tokens) is longer than the
+ * model's context length (N tokens)." and "Requested token count exceeds the model's maximum
+ * context length of N tokens. ..." (sglang/srt/managers/tokenizer_manager.py); OpenAI: code
+ * `context_length_exceeded`.
+ */
+const TOO_LONG = /maximum context length|longer than the model's context length|context_length_exceeded/i;
+
+/** The `message` of a server's error body (`{"message"}` or `{"error": {"message"}}`), else its text. */
+function serverMessage(text: string): string {
+  try {
+    const body = JSON.parse(text) as { message?: unknown; error?: { message?: unknown } };
+    const message = body.message ?? body.error?.message;
+    if (typeof message === 'string') return message.slice(0, 300);
+  } catch {
+    // not JSON: the text itself
+  }
+  return text.slice(0, 300);
+}
+
+/**
  * Sends one request and feeds its events to `sink`. Resolves when the server sends `[DONE]`,
  * when a streamed answer ends (the caller checks every choice finished), or after a JSON
  * answer; rejects with a RequestError: 5xx, 429, connection errors, timeouts and malformed
- * chunks are retryable, 4xx and unsendable URLs fatal, a caller abort cancelled.
+ * chunks are retryable, a 400 for a prompt too long for the server's context too-long, other
+ * 4xx and unsendable URLs fatal, a caller abort cancelled.
  */
 export async function streamRequest(req: StreamRequest, sink: ChoiceSink, isTimeout: () => boolean): Promise<void> {
   let response: Response;
@@ -112,6 +141,7 @@ export async function streamRequest(req: StreamRequest, sink: ChoiceSink, isTime
   }
   if (!response.ok) {
     const text = await response.text().catch(() => '');
+    if (response.status === 400 && TOO_LONG.test(text)) throw new RequestError(serverMessage(text), 'too-long', 400);
     const detail = `HTTP ${response.status} from ${req.url}: ${text.slice(0, 300)}`;
     throw new RequestError(detail, response.status >= 500 || response.status === 429 ? 'retryable' : 'fatal', response.status);
   }

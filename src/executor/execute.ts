@@ -3,6 +3,7 @@ import { groupId, groupSeed } from '../plan/exports.js';
 import type { Candidate, Plan } from '../plan/types.js';
 import { promptMetaFields } from '../store/meta.js';
 import { RequestError, streamRequest } from './client.js';
+import { CONTEXT_LENGTH } from './finish.js';
 import { Dispatcher, backoff } from './dispatcher.js';
 import { endpointUrl, normalizeEndpoint } from './endpoint.js';
 import { finishOutcome, isPlainFinish } from './finish.js';
@@ -79,6 +80,7 @@ export async function executePlan(plan: Plan, prompts: ReadonlyMap<string, Candi
   const planned = groups.reduce((s, g) => s + g.target, 0);
   let finished = 0;
   const counters = { requests: 0, retries: 0, perEndpoint: endpoints.map(() => 0), stepTokens: 0, stoppedByBudget: false, finishReasons: {} as Record<string, number> };
+  const tooLongPrompts: { prompt_id: string; message: string }[] = [];
   const perRequest = choicesPerRequest(server, options.requestN);
   const overProvisioning = options.overProvision > 0;
   const tokenBudget = overProvisioning ? plan.budget.tokens : null;
@@ -223,6 +225,31 @@ export async function executePlan(plan: Plan, prompts: ReadonlyMap<string, Candi
     }
   };
 
+  /**
+   * The server refused the group's prompt as longer than its context with this max_tokens: no
+   * rollout of it can run. Its rollouts are written as aborted, `server_finish_reason`
+   * "context_length", not resumed (as many as the plan gave it); the rest of the run goes on.
+   */
+  const tooLong = (g: Group, message: string) => {
+    if (g.full) return;
+    g.full = true;
+    for (const [c] of g.inflight) c.abort();
+    let written = g.units.filter((u) => u.state === 'done' || u.state === 'aborted').length;
+    for (const u of g.units) {
+      if (u.state !== 'running' && u.state !== 'queued') continue;
+      if (written >= g.target) {
+        if (u.state === 'queued') u.state = 'not-launched';
+        continue;
+      }
+      u.state = 'aborted';
+      u.serverReason = CONTEXT_LENGTH;
+      u.resumable = false;
+      written++;
+      counters.finishReasons[CONTEXT_LENGTH] = (counters.finishReasons[CONTEXT_LENGTH] ?? 0) + 1;
+    }
+    tooLongPrompts.push({ prompt_id: g.prompt.id, message });
+  };
+
   const runSpec = async (g: Group, run: Unit[], tries: number): Promise<void> => {
     if (failure !== null || g.full) return;
     const endpoint = await dispatcher.acquire();
@@ -233,6 +260,10 @@ export async function executePlan(plan: Plan, prompts: ReadonlyMap<string, Candi
     } catch (error) {
       const e = error instanceof RequestError ? error : new RequestError(String(error), 'fatal');
       if (e.kind === 'cancelled' || g.full) return;
+      if (e.kind === 'too-long') {
+        tooLong(g, e.message);
+        return;
+      }
       if (e.kind === 'fatal' || tries >= options.retry.retries) {
         const detail = e.kind === 'fatal' ? e.message : `${e.message}; gave up after ${tries + 1} attempts`;
         if (failure === null) failure = new RolloutBudgetError(e.status !== undefined && e.status < 500 ? 'BAD_OPTION' : 'IO_ERROR', `generation failed: ${detail}`, e.kind === 'fatal' ? 2 : 1);
@@ -296,7 +327,7 @@ export async function executePlan(plan: Plan, prompts: ReadonlyMap<string, Candi
     }
   }
   const summary = summarize(groups.flatMap((g) => g.units), rewards, planned, wallMs, counters);
-  return { results, summary, partials: { consumed, keep } };
+  return { results, summary, partials: { consumed, keep }, too_long: tooLongPrompts };
 }
 
 /**

@@ -34,6 +34,13 @@ const OUTCOMES: Readonly<Record<string, FinishOutcome>> = {
 
 const UNKNOWN: FinishOutcome = { kind: 'aborted', resumable: false };
 
+/**
+ * The `server_finish_reason` of a rollout never generated because the server refused its prompt
+ * as longer than its context with the max_tokens asked (a 400, executor/client.ts): aborted,
+ * not resumed. Not a reason a server sends; counted in `finish_reasons` like one.
+ */
+export const CONTEXT_LENGTH = 'context_length';
+
 /** The outcome of a server finish_reason (see the module comment for the table). */
 export function finishOutcome(reason: string): FinishOutcome {
   return Object.hasOwn(OUTCOMES, reason) ? OUTCOMES[reason]! : UNKNOWN;
@@ -50,7 +57,9 @@ export function describeFinishCounts(counts: Readonly<Record<string, number>>): 
     .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
     .map(([reason, n]) => {
       const o = finishOutcome(reason);
-      const how = o.kind === 'finished' ? `graded as ${o.written}` : o.resumable ? 'aborted, resumable' : 'unknown: not graded';
+      const how = reason === CONTEXT_LENGTH
+        ? 'refused by the server: prompt and max_tokens beyond its context; not generated'
+        : o.kind === 'finished' ? `graded as ${o.written}` : o.resumable ? 'aborted, resumable' : 'unknown: not graded';
       return `${reason} ${n} (${how})`;
     })
     .join(', ');

@@ -114,3 +114,15 @@ export function progressBar(write: (text: string) => void, now: () => number = D
     write(`\r[${'#'.repeat(filled)}${'.'.repeat(width - filled)}] ${done}/${total} rollouts${done >= total ? '\n' : ''}`);
   };
 }
+
+/**
+ * The warning for prompts a server refused as longer than its context (executor/execute.ts),
+ * naming the first three with the server's message; undefined when there are none.
+ */
+export function tooLongWarning(list: readonly { prompt_id: string; message: string }[]): string | undefined {
+  if (list.length === 0) return undefined;
+  const named = list.slice(0, 3).map((p) => `${JSON.stringify(p.prompt_id)} (${p.message.replace(/\.$/, '')})`).join('; ');
+  const more = list.length > 3 ? `; and ${list.length - 3} more` : '';
+  return `${list.length} prompt${list.length === 1 ? '' : 's'} longer than the server's context with their max_tokens, not generated: ${named}${more}. ` +
+    'Their rollouts are written as aborted (server_finish_reason "context_length"), which observe skips; lower their max_tokens, raise the server\'s context length, or drop them';
+}

@@ -123,6 +123,12 @@ export interface ExecuteReport {
    * (written or observed): resumed ids to delete, aborted rollouts to keep.
    */
   partials: { consumed: string[]; keep: PartialRollout[] };
+  /**
+   * Prompts the server refused as longer than its context with their max_tokens (a 400 saying
+   * so), with its message: their rollouts are written aborted, `server_finish_reason`
+   * "context_length". Empty when none.
+   */
+  too_long?: { prompt_id: string; message: string }[];
 }
 
 export type PromptLine = Candidate;

@@ -20,7 +20,9 @@
  * Responses come from SimModel (model.ts). Faults for tests: latency before the first byte, 5xx
  * errors, connections dropped mid-stream, hung requests, choices ended with a given
  * finish_reason (abort, error, repetition, ...), answers as one JSON body although `stream` was
- * asked (a proxy), and SSE variants (stream.ts). GET /stats returns what reached the server.
+ * asked (a proxy), and SSE variants (stream.ts). With `maxModelLen`, a prompt too long for the
+ * context with its max_tokens is the 400 its server gives (contextError). GET /stats returns what
+ * reached the server.
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -75,6 +77,12 @@ export interface SimServerOptions {
   readonly profile?: SimProfile;
   /** SSE formatting variants of streamed answers. */
   readonly sse?: Partial<SimSse>;
+  /**
+   * The context length (vLLM's --max-model-len, SGLang's --context-length): a request whose
+   * prompt tokens and max_tokens do not fit is a 400 with the profile's message (contextError).
+   * Undefined: no limit.
+   */
+  readonly maxModelLen?: number;
 }
 
 /** What reached the server. */
@@ -182,6 +190,9 @@ export class SimServer {
       return json(res, 404, error(`The model \`${String(body.model)}\` does not exist.`));
     }
     const { key, prefix, n, maxTokens, seed } = parsed;
+    const limit = this.options.maxModelLen;
+    const tooLong = limit === undefined ? undefined : contextError(this.profile, limit, promptTokens(body, chat), maxTokens);
+    if (tooLong !== undefined) return json(res, 400, tooLong);
     this.stats.sampling.push({ n, seed, maxTokens });
     const id = this.byText.get(key)?.id ?? '?';
     const choices: SimChoice[] = [];
@@ -278,6 +289,45 @@ function json(res: ServerResponse, status: number, value: unknown): void {
 
 function error(message: string) {
   return { object: 'error', message, type: 'BadRequestError' };
+}
+
+/** A request's prompt tokens as the sim model counts them: the prompt's, or every message's. */
+function promptTokens(body: Record<string, unknown>, chat: boolean): number {
+  const texts = chat ? (body.messages as { content?: unknown }[]).map((m) => String(m.content ?? '')) : [String(body.prompt)];
+  return texts.reduce((sum, text) => sum + countSimTokens(text) + 1, 0);
+}
+
+/**
+ * The 400 body a server gives a request of `input` prompt tokens asking `maxTokens` more past a
+ * context of `limit`, or undefined when it fits. vLLM 0.10–0.17
+ * (vllm/entrypoints/openai/serving_engine.py `_validate_input`): the input alone at or past
+ * the limit, or input + max_tokens past it. SGLang (sglang/srt/managers/tokenizer_manager.py
+ * `_validate_one_request`): the input at or past it, or input + max_new_tokens at or past it.
+ * OpenAI: input + max_tokens past it, code `context_length_exceeded`.
+ */
+function contextError(profile: SimProfile, limit: number, input: number, maxTokens: number): unknown {
+  if (profile === 'openai') {
+    if (input + maxTokens <= limit) return undefined;
+    return {
+      error: {
+        message: `This model's maximum context length is ${limit} tokens. However, you requested ${input + maxTokens} tokens (${input} in the messages, ${maxTokens} in the completion). Please reduce the length of the messages or completion.`,
+        type: 'invalid_request_error', param: 'messages', code: 'context_length_exceeded',
+      },
+    };
+  }
+  let message: string | undefined;
+  if (profile === 'sglang') {
+    if (input >= limit) message = `The input (${input} tokens) is longer than the model's context length (${limit} tokens).`;
+    else if (input + maxTokens >= limit) {
+      message = `Requested token count exceeds the model's maximum context length of ${limit} tokens. You requested a total of ${input + maxTokens} tokens: ` +
+        `${input} tokens from the input messages and ${maxTokens} tokens for the completion. Please reduce the number of tokens in the input messages or the completion to fit within the limit.`;
+    }
+  } else if (input >= limit) {
+    message = `This model's maximum context length is ${limit} tokens. However, your request has ${input} input tokens. Please reduce the length of the input messages.`;
+  } else if (input + maxTokens > limit) {
+    message = `'max_tokens' or 'max_completion_tokens' is too large: ${maxTokens}. This model's maximum context length is ${limit} tokens and your request has ${input} input tokens (${maxTokens} > ${limit} - ${input}).`;
+  }
+  return message === undefined ? undefined : { ...error(message), param: null, code: 400 };
 }
 
 function sleep(ms: number): Promise<void> {
