@@ -6,7 +6,9 @@
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { SERVER_PROFILES, SimModel, defaultSimModel, executePlan, mathVerifier, parseResults, type ExecuteOptions, type Plan } from '../src/index.js';
+import {
+  Allocator, SERVER_PROFILES, SimModel, defaultSimModel, executePlan, mathVerifier, parseResults, runLoop, type ExecuteOptions, type Plan, type PlanExecutor,
+} from '../src/index.js';
 import { cli } from './cli-helpers.js';
 import { expected, planOf, simPrompts, simServers } from './executor-helpers.js';
 import { tempDir } from './temp.js';
@@ -79,5 +81,25 @@ describe('a prompt longer than the server\'s context with its max_tokens', () =>
     expect(results).toHaveLength(7);
     const observed = await cli(['observe', '--results', out, '--state', state]);
     expect(JSON.parse(observed.stdout)).toMatchObject({ applied: 4, aborted: 3 });
+  });
+
+  it('loop leaves a refused prompt out of its later steps (it was planned again every step)', async () => {
+    const { candidates, sim } = simPrompts(4);
+    const server = await serve({ prompts: sim, maxModelLen: 2048 });
+    const withTokens = candidates.map((c) => ({ ...c, max_tokens: c.id === 'q1' ? 4096 : 1024 }));
+    const planned: string[][] = [];
+    const executor: PlanExecutor = (plan, prompts, opts) => {
+      planned.push(plan.allocations.filter((a) => a.n > 0).map((a) => a.prompt_id).sort());
+      return executePlan(plan, prompts, opts);
+    };
+    const allocator = new Allocator({ state: ':memory:' });
+    try {
+      const rows = await runLoop(allocator, withTokens, { rollouts: 16 }, { minN: 2, maxN: 8, seed: 1 }, options(`${server.url}/v1`), 3, undefined, 1, executor);
+      expect(rows.map((r) => (r.report.too_long ?? []).map((p) => p.prompt_id))).toEqual([['q1'], [], []]);
+      expect(planned).toEqual([['q0', 'q1', 'q2', 'q3'], ['q0', 'q2', 'q3'], ['q0', 'q2', 'q3']]);
+      expect(rows.slice(1).every((r) => r.report.summary.rollouts === 16)).toBe(true); // the budget goes to the others
+    } finally {
+      allocator.close();
+    }
   });
 });

@@ -34,7 +34,8 @@ export type PlanExecutor = (plan: Plan, prompts: ReadonlyMap<string, Candidate>,
  * left (plan/rounds.ts), and later rounds plan with every prompt's rewards so far as its
  * `partial_rewards`, so they top up groups by what they showed. Aborted rollouts are not
  * outcomes of the step (they are resumed at a later one). The step's results are observed
- * once, after its last round.
+ * once, after its last round. A prompt the server refused as longer than its context is left
+ * out of the later steps.
  */
 export async function runLoop(
   allocator: Allocator,
@@ -49,12 +50,16 @@ export async function runLoop(
 ): Promise<LoopStep[]> {
   const byId = new Map(candidates.map((c) => [c.id, c]));
   const rows: LoopStep[] = [];
+  // Prompts the server refused as longer than its context (execute's too_long): no later step
+  // can generate them either, so they are left out rather than planned again every step.
+  const refused = new Set<string>();
   for (let s = 0; s < steps; s++) {
     const nextRollout = new Map<string, number>();
     const reports: ExecuteReport[] = [];
+    const stepCandidates = refused.size === 0 ? candidates : candidates.filter((c) => !refused.has(c.id));
     const done = await runStepRoundsAsync(
       {
-        candidates, budget, rounds,
+        candidates: stepCandidates, budget, rounds,
         plan: (r) => allocator.plan(r.candidates, r.budget, { ...planOptions, roundsLeft: r.roundsLeft, ...(r.step === undefined ? {} : { step: r.step }) }),
       },
       async (plan) => {
@@ -76,6 +81,7 @@ export async function runLoop(
     // A step whose rounds planned nothing still reports its (empty) first round.
     if (reports.length === 0) reports.push(await executor(done.plans[0]!, byId, execute));
     const observed = allocator.observe(batchOf(reports.flatMap((x) => x.results)));
+    for (const report of reports) for (const p of report.too_long ?? []) refused.add(p.prompt_id);
     const planned = done.plans.reduce((sum, p) => sum + p.totals.rollouts, 0);
     const row: LoopStep = { step: done.plans[0]!.step, prompts: done.rewards.size, planned, report: reports[0]!, rounds: reports, plans: done.plans, observed };
     rows.push(row);
