@@ -38,6 +38,28 @@ describe('SQLite store', () => {
     expect(store.get('c')!.rollouts).toBe(2);
   });
 
+  it('a new state file has 16 kB pages; one an older version made with 4 kB pages keeps them, with the same rows', () => {
+    const dir = tempDir();
+    const text = Array.from({ length: 2000 }, (_, i) => JSON.stringify({ prompt_id: `p${i % 150}`, step: i % 3, reward: i % 2, rollout_id: `r${i}` })).join('\n');
+    const fresh = join(dir, 'new.db');
+    const older = join(dir, 'older.db');
+    const db = new Database(older); // as SQLite made it before: its default page size, 4096
+    db.pragma('journal_mode = WAL');
+    db.exec('CREATE TABLE written_before (x)'); // not empty: SQLite keeps its page size
+    db.close();
+    const rows: string[] = [];
+    for (const [path, pageSize] of [[fresh, 16_384], [older, 4096]] as const) {
+      const store = new SqliteStore(path);
+      store.apply(parseResults(text, 'r.jsonl'), defaultDecay);
+      store.close();
+      const check = new Database(path, { readonly: true });
+      expect(check.pragma('page_size', { simple: true })).toBe(pageSize);
+      rows.push(JSON.stringify([check.prepare('SELECT * FROM prompts ORDER BY id').all(), check.prepare('SELECT * FROM seen ORDER BY rollout_id').all()]));
+      check.close();
+    }
+    expect(rows[1]).toBe(rows[0]);
+  });
+
   it('aborted rollouts do not update the pass rate and can still count when they finish later', () => {
     const store = new SqliteStore(':memory:');
     store.apply(batchOf([{ prompt_id: 'a', step: 0, reward: 0, finish_reason: 'abort', rollout_id: 'r1' }]), defaultDecay);
