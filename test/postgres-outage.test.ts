@@ -51,7 +51,6 @@ class Relay {
 }
 
 const base = pgUrl();
-const dir = tempDir('rb-pg-outage-');
 
 describe.skipIf(base === undefined)('a PostgreSQL state that goes away under a running service', () => {
   it('answers 503 STATE_ERROR with one log line (no 500, no stack) while it is gone, and serves again when it is back', async () => {
@@ -119,7 +118,7 @@ describe.skipIf(base === undefined)('a PostgreSQL state that goes away under a r
     await relay.cut();
     const via = new URL(freshPgUrl(base!));
     via.port = String(relay.port);
-    const prompts = join(dir, 'p.jsonl');
+    const prompts = join(tempDir('rb-pg-outage-'), 'p.jsonl');
     writeFileSync(prompts, '{"id":"a"}\n');
     const run = await cli(['plan', '--prompts', prompts, '--state', via.toString(), '--budget-rollouts', '8']);
     expect(run.code).toBe(2);
