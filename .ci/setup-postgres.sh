@@ -6,7 +6,8 @@
 #   .ci/setup-postgres.sh stop              # stops the server, removes its data folder
 #
 # Idempotent: installs Debian's `postgresql` only when no server binaries are found, and
-# `start` reuses a server this script already started (RB_PG_DIR, or the state file below).
+# `start` reuses a server this script already started (RB_PG_DIR, or the state file below), and
+# then exports RB_PG_REUSED=1, so that `.ci/run` stops only a server it started itself.
 # Runs as root (CI) or as an ordinary user; as root the cluster belongs to the `postgres`
 # user (created by the package), because PostgreSQL refuses to run as root.
 # Only the export lines go to stdout; progress goes to stderr.
@@ -52,6 +53,7 @@ start() {
     if [ -n "${RB_PG_DIR:-}" ] && [ -d "$RB_PG_DIR/data" ] && as_owner "$RB_PG_BIN/pg_ctl" -D "$RB_PG_DIR/data" status >/dev/null 2>&1; then
       log "reusing the server in $RB_PG_DIR"
       cat "$STATE_FILE"
+      echo "export RB_PG_REUSED=1"   # a caller that stops what it started leaves this one running
       return 0
     fi
     rm -f "$STATE_FILE"

@@ -24,6 +24,12 @@ export class RolloutBudgetError extends Error {
    * flags, the service as body fields.
    */
   readonly fields: readonly string[];
+  /**
+   * Whether the same request may succeed if sent again shortly, unchanged (a state database
+   * that went away: store/unavailable.ts). The service says so in its error body
+   * (`"retryable": true`) and with `Retry-After`; the Python clients retry then.
+   */
+  retryable = false;
   constructor(code: ErrorCode, message: string, exitCode = 2, fields: readonly string[] = []) {
     super(message);
     this.name = 'RolloutBudgetError';

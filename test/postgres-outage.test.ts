@@ -77,6 +77,8 @@ describe.skipIf(base === undefined)('a PostgreSQL state that goes away under a r
       for (const r of down) {
         expect(r.status, r.text).toBe(503);
         expect(r.json.error.code).toBe('STATE_ERROR');
+        expect(r.json.error.retryable).toBe(true); // the same request may work sent again
+        expect(r.headers.get('retry-after')).toBe('1');
         expect(r.json.error.message).toMatch(/^the state database cannot be reached \(connect ECONNREFUSED 127\.0\.0\.1:\d+\); retry when it is back \(re-sending an observe is safe: it is applied once\)$/);
       }
       expect(child.stderr()).not.toContain('internal error');

@@ -57,6 +57,8 @@ describe('a SQLite state that cannot be written', () => {
       const r = await call(child.port, 'POST', '/v1/observe', large);
       expect(r.status, r.text).toBe(503);
       expect(r.json.error.code).toBe('STATE_ERROR');
+      expect(r.json.error.retryable).toBeUndefined(); // a full disk does not clear itself in seconds
+      expect(r.headers.get('retry-after')).toBeNull();
       expect(r.json.error.message).toBe(`${state}: the state file cannot be read or written (SQLITE_IOERR_WRITE: disk I/O error); the state is as it was`);
       expect((await call(child.port, 'GET', '/healthz')).json).toMatchObject({ status: 'ok', prompts: 1 });
       expect((await call(child.port, 'GET', '/v1/prompts/q1')).json.seen).toBe(false);

@@ -48,6 +48,8 @@ class RolloutBudgetError(Exception):
         self.code = error.get("code")
         self.field = error.get("field")
         self.value = error.get("value")
+        #: The service says the same request may succeed sent again shortly (its database went away).
+        self.retryable = error.get("retryable") is True
         super().__init__("%s %s: %s" % (status, self.code, error.get("message")))
 
 
@@ -87,10 +89,10 @@ def _prompt_path(prompt_id, query):
 
 _log = logging.getLogger("rollout_budget")
 
-#: How many times a request the service answered 503 STATE_ERROR (its state database cannot be
-#: reached: PostgreSQL restarting, a network cut) is sent again, waiting 0.5, 1, 2, 4, 8, 8 s
-#: between tries (23.5 s in all), before the error is raised. Safe: plans only read, and an
-#: observe sent again is applied once.
+#: How many times a request the service answered 503 with `"retryable": true` (STATE_ERROR: its
+#: state database cannot be reached, as when PostgreSQL restarts or the network is cut) is sent
+#: again, waiting 0.5, 1, 2, 4, 8, 8 s between tries (23.5 s in all), before the error is raised.
+#: Safe: plans only read, and an observe sent again is applied once.
 STATE_RETRIES = 6
 
 
@@ -105,7 +107,7 @@ class _Client:
             try:
                 return self._request(method, path, body)
             except RolloutBudgetError as error:
-                if error.status != 503 or error.code != "STATE_ERROR" or retry == self.state_retries:
+                if error.status != 503 or not error.retryable or retry == self.state_retries:
                     raise
                 wait = min(0.5 * 2 ** retry, 8.0)
                 _log.warning("rollout-budget: %s; trying again in %.1f s (%d of %d)", error, wait, retry + 1, self.state_retries)
@@ -145,9 +147,10 @@ class HttpClient(_Client):
     """HTTP JSON transport on one kept-alive connection (reconnects once if it was dropped).
 
     Retrying is safe: plans only read, and an observe re-sent with the same results is
-    recognised (by rollout_id, or by the batch's content) and applied once. So a 503
-    STATE_ERROR (the service's database cannot be reached) is retried `state_retries` times
-    with backoff (STATE_RETRIES: about 24 s in all), each logged as a warning.
+    recognised (by rollout_id, or by the batch's content) and applied once. So a 503 the
+    service marks `retryable` (STATE_ERROR: its database cannot be reached) is retried
+    `state_retries` times with backoff (STATE_RETRIES: about 24 s in all), each logged as a
+    warning.
     """
 
     def __init__(self, url="http://127.0.0.1:8080", timeout=60.0, token=None, state_retries=STATE_RETRIES):

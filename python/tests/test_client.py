@@ -178,7 +178,7 @@ class _Stranger(http.server.BaseHTTPRequestHandler):
 
 class _Outage(http.server.BaseHTTPRequestHandler):
     """A stand-in for the service while its PostgreSQL is down: the 503 STATE_ERROR answer
-    `rollout-budget serve` gives then (src/service/router.ts statusOf, store/unreachable.ts;
+    `rollout-budget serve` gives then (src/service/router.ts statusOf, store/unavailable.ts;
     test/postgres-outage.test.ts makes the real one), `failures` times, then its /healthz answer.
     A PLAN_TIMEOUT 503 for POST /v1/plan, which is not retried."""
 
@@ -196,14 +196,17 @@ class _Outage(http.server.BaseHTTPRequestHandler):
     def do_GET(self):
         _Outage.seen += 1
         if _Outage.seen <= _Outage.failures:
-            self._send(503, {"error": {"code": "STATE_ERROR", "message": "the state database cannot be reached (connect ECONNREFUSED 127.0.0.1:5432); retry when it is back"}})
+            self._send(503, {"error": {"code": "STATE_ERROR", "retryable": True, "message": "the state database cannot be reached (connect ECONNREFUSED 127.0.0.1:5432); retry when it is back"}})
         else:
             self._send(200, {"status": "ok", "store": "postgres", "prompts": 3})
 
     def do_POST(self):
         _Outage.seen += 1
         self.rfile.read(int(self.headers.get("Content-Length", 0)))
-        self._send(503, {"error": {"code": "PLAN_TIMEOUT", "message": "the plan was not done within 10 s"}})
+        if self.path == "/v1/observe":  # a full disk: a STATE_ERROR not marked retryable
+            self._send(503, {"error": {"code": "STATE_ERROR", "message": "state.db: the disk holding the state is full (SQLITE_FULL: database or disk is full); the state is as it was"}})
+        else:
+            self._send(503, {"error": {"code": "PLAN_TIMEOUT", "message": "the plan was not done within 10 s"}})
 
     def log_message(self, *args):
         pass
@@ -243,6 +246,11 @@ class OutageTest(unittest.TestCase):
             with self.assertRaises(rb.RolloutBudgetError) as ctx:
                 c.plan([{"id": "a"}], budget_rollouts=8)
         self.assertEqual((ctx.exception.code, _Outage.seen), ("PLAN_TIMEOUT", 1))
+        _Outage.seen = 0
+        with rb.HttpClient(self.url) as c:
+            with self.assertRaises(rb.RolloutBudgetError) as ctx:
+                c.observe([{"prompt_id": "a", "reward": 1}])
+        self.assertEqual((ctx.exception.code, ctx.exception.retryable, _Outage.seen), ("STATE_ERROR", False, 1))
 
 
 class StrangerTest(unittest.TestCase):

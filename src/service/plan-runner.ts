@@ -28,6 +28,6 @@ export type PlanThreadRequest = { readonly kind: 'plan'; readonly id: number; re
 /** Planning thread → service: the plan's JSON text, a caller mistake, an internal error, or closed. */
 export type PlanThreadReply =
   | { readonly kind: 'plan'; readonly id: number; readonly text: string }
-  | { readonly kind: 'error'; readonly id: number; readonly code: string; readonly message: string; readonly exitCode: number; readonly fields: readonly string[] }
+  | { readonly kind: 'error'; readonly id: number; readonly code: string; readonly message: string; readonly exitCode: number; readonly fields: readonly string[]; readonly retryable: boolean }
   | { readonly kind: 'internal'; readonly id: number; readonly message: string; readonly stack: string }
   | { readonly kind: 'closed' };

@@ -47,7 +47,7 @@ port.on('message', (msg: PlanThreadRequest) => {
     (text) => port.postMessage({ kind: 'plan', id, text } satisfies PlanThreadReply),
     (error: unknown) => {
       const reply: PlanThreadReply = error instanceof RolloutBudgetError
-        ? { kind: 'error', id, code: error.code, message: error.message, exitCode: error.exitCode, fields: error.fields }
+        ? { kind: 'error', id, code: error.code, message: error.message, exitCode: error.exitCode, fields: error.fields, retryable: error.retryable }
         : { kind: 'internal', id, message: (error as Error)?.message ?? String(error), stack: (error as Error)?.stack ?? String(error) };
       port.postMessage(reply);
     },

@@ -127,7 +127,11 @@ export class PlanWorkers implements PlanRunner {
     const job = slot.job;
     if (reply.kind === 'closed' || job === undefined || reply.id !== job.id) return;
     if (reply.kind === 'plan') this.settle(job, reply.text);
-    else if (reply.kind === 'error') this.settle(job, undefined, new RolloutBudgetError(reply.code as RolloutBudgetError['code'], reply.message, reply.exitCode, reply.fields));
+    else if (reply.kind === 'error') {
+      const error = new RolloutBudgetError(reply.code as RolloutBudgetError['code'], reply.message, reply.exitCode, reply.fields);
+      error.retryable = reply.retryable;
+      this.settle(job, undefined, error);
+    }
     else {
       const error = new Error(reply.message);
       error.stack = reply.stack;

@@ -215,7 +215,7 @@ const bodyFieldOf: Readonly<Record<string, string>> = {
 };
 
 /** `{error: {code, message, field?, value?}}` for a caller mistake; field and value when the message names them. */
-export function errorBody(thrown: RolloutBudgetError): { error: { code: string; message: string; field?: string; value?: string } } {
+export function errorBody(thrown: RolloutBudgetError): { error: { code: string; message: string; field?: string; value?: string; retryable?: true } } {
   const error = withFieldNames(thrown, bodyFieldOf);
   const unknown = /^unknown (\w+) ("[^"]*")/.exec(error.message);
   if (unknown !== null) return { error: { code: error.code, message: error.message, field: unknown[1]!, value: unknown[2]! } };
@@ -229,6 +229,7 @@ export function errorBody(thrown: RolloutBudgetError): { error: { code: string; 
       message: error.message,
       ...(fieldPath === undefined ? {} : { field: fieldPath }),
       ...(m?.[3] === undefined ? {} : { value: m[3] }),
+      ...(thrown.retryable ? { retryable: true as const } : {}),
     },
   };
 }

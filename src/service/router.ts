@@ -106,7 +106,8 @@ export class Service {
       this.metrics.countError(s, error.code);
       // A state database that went away (store/unreachable.ts) is not a bug: one line, no stack.
       if (error.code === 'STATE_ERROR') this.log(error.message);
-      return json(s, errorBody(error));
+      // A request that may succeed sent again (a state database that went away) says when to.
+      return error.retryable ? { ...json(s, errorBody(error)), headers: { 'retry-after': '1' } } : json(s, errorBody(error));
     }
     this.metrics.countError(500, 'INTERNAL');
     this.log(`internal error: ${(error as Error).stack ?? String(error)}`);

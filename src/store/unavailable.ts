@@ -32,6 +32,7 @@ export function stateUnreachable(error: unknown): RolloutBudgetError | undefined
   const detail = error.message || (typeof code === 'string' ? code : error.name);
   const unreachable = new RolloutBudgetError('STATE_ERROR', `the state database cannot be reached (${detail}); retry when it is back (re-sending an observe is safe: it is applied once)`);
   unreachable.cause = error;
+  unreachable.retryable = true;
   return unreachable;
 }
 
