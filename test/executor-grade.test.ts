@@ -124,6 +124,24 @@ describe('grade: outputs shaped as vLLM writes them', () => {
     expect(check({ ...results[0], server_finish_reason: '' })).toBe(false);
   });
 
+  it('a request vLLM refused as longer than its context: its rollouts aborted with server_finish_reason context_length, as execute writes them', async () => {
+    const plan = JSON.parse(readFileSync(join(fixture, 'plan.json'), 'utf8')) as Plan;
+    const lines = readFileSync(join(fixture, 'batch-output.jsonl'), 'utf8').trim().split('\n').map((l) => JSON.parse(l));
+    // vllm/entrypoints/openai/run_batch.py writes a failed request's ErrorResponse as the body, status 400.
+    const message = "'max_tokens' or 'max_completion_tokens' is too large: 4096. This model's maximum context length is 4096 tokens and your request has 212 input tokens (4096 > 4096 - 212).";
+    lines[0] = { id: 'vllm-x', custom_id: lines[0].custom_id, response: { status_code: 400, request_id: 'vllm-batch-x', body: { object: 'error', message, type: 'BadRequestError', param: null, code: 400 } }, error: null };
+    const outputPath = join(dir, 'out-too-long.jsonl');
+    writeFileSync(outputPath, lines.map((l) => JSON.stringify(l)).join('\n') + '\n');
+    const run = await cli(['grade', '--batch-output', outputPath, '--plan', join(fixture, 'plan.json'), '--prompts', join(fixture, 'prompts.jsonl')]);
+    expect(run.code).toBe(0);
+    const results = run.stdout.trim().split('\n').map((l) => JSON.parse(l));
+    const first = plan.allocations[0]!;
+    const refused = results.filter((r) => r.prompt_id === first.prompt_id);
+    expect(refused).toHaveLength(first.n);
+    expect(refused.every((r) => r.finish_reason === 'abort' && r.server_finish_reason === 'context_length' && r.reward === 0)).toBe(true);
+    expect(run.stderr).toContain(`server finish reasons: context_length ${first.n} (refused by the server: prompt and max_tokens beyond its context; not generated)`);
+  });
+
   it.each([
     [(l: any) => (l.custom_id = '0/nope'), /out\.jsonl:1: "custom_id" "0\/nope" is not a group of .*plan\.json \(step 0\)/],
     [(l: any) => (l.response.body.choices[0].index = 8), /out\.jsonl:1: "response\.body\.choices\[0\]\.index" must be an integer in \[0, 8\) \(the plan's n for "0\/0"\), got 8/],

@@ -106,7 +106,7 @@ function classify(error: unknown, req: StreamRequest, isTimeout: () => boolean):
  * context length of N tokens. ..." (sglang/srt/managers/tokenizer_manager.py); OpenAI: code
  * `context_length_exceeded`.
  */
-const TOO_LONG = /maximum context length|longer than the model's context length|context_length_exceeded/i;
+export const TOO_LONG = /maximum context length|longer than the model's context length|context_length_exceeded/i;
 
 /** The `message` of a server's error body (`{"message"}` or `{"error": {"message"}}`), else its text. */
 function serverMessage(text: string): string {

@@ -3,8 +3,8 @@ import { parseJsonl } from '../io/jsonl.js';
 import { planGroups, type PlanGroup } from '../plan/exports.js';
 import type { Candidate, Plan } from '../plan/types.js';
 import { promptMetaFields } from '../store/meta.js';
-import { tokensOf } from './client.js';
-import { describeFinishCounts, finishOutcome, isPlainFinish } from './finish.js';
+import { TOO_LONG, tokensOf } from './client.js';
+import { CONTEXT_LENGTH, describeFinishCounts, finishOutcome, isPlainFinish } from './finish.js';
 import { promptText } from './requests.js';
 import { mergeCounts } from './summary.js';
 import type { ExecutedRollout, InputOrigin } from './types.js';
@@ -86,8 +86,8 @@ export async function gradeBatchOutput(text: string, name: string, plan: Plan, p
       ...promptMetaFields(prompt), seed: (g.seed + index) | 0,
     };
   };
-  const abortAll = (g: PlanGroup, from: Set<number>) => {
-    for (let i = 0; i < g.n; i++) if (!from.has(i)) pending.push({ row: row(g, i, 'abort', null, null), item: null });
+  const abortAll = (g: PlanGroup, from: Set<number>, serverReason: string | null = null) => {
+    for (let i = 0; i < g.n; i++) if (!from.has(i)) pending.push({ row: row(g, i, 'abort', null, serverReason), item: null });
   };
 
   for (const { where, line, value } of parseJsonl(text, name)) {
@@ -111,7 +111,10 @@ export async function gradeBatchOutput(text: string, name: string, plan: Plan, p
     if ((value.error !== null && value.error !== undefined) || (status !== undefined && status !== 200) || !isObj(body)) {
       failed++;
       firstError ??= `${where}: ${value.error === null || value.error === undefined ? `status ${quote(status)}` : JSON.stringify(value.error).slice(0, 200)}`;
-      abortAll(g, new Set());
+      // The prompt too long for the server's context with its max_tokens: marked as execute marks it.
+      const tooLong = status === 400 && TOO_LONG.test(JSON.stringify(body ?? value.error ?? ''));
+      if (tooLong) counts[CONTEXT_LENGTH] = (counts[CONTEXT_LENGTH] ?? 0) + g.n;
+      abortAll(g, new Set(), tooLong ? CONTEXT_LENGTH : null);
       continue;
     }
     const choices = body.choices;
