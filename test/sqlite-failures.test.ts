@@ -1,5 +1,5 @@
 import { spawnSync } from 'node:child_process';
-import { writeFileSync } from 'node:fs';
+import { existsSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { describe, expect, it } from 'vitest';
@@ -70,5 +70,32 @@ describe('a SQLite state that cannot be written', () => {
       expect((await stopService(child)).code).toBe(0);
     }
     expect(JSON.parse(dump(state))[1]).toEqual({ n: 1 }); // the first batch's key only
+  }, 60_000);
+
+  it('a state file removed under serve: 503 naming it, for writes and plans (no new empty state made), and nothing left at the path', async () => {
+    const plan = { candidates: [{ id: 'a' }, { id: 'b' }], budget: { rollouts: 8 } };
+    for (const planFirst of [true, false]) { // planning threads opened before the removal, or after it
+      const state = join(dir, `removed-${planFirst}.db`);
+      const child = await startService(['--state', state]);
+      try {
+        expect((await call(child.port, 'POST', '/v1/observe', [{ prompt_id: 'a', step: 0, rewards: [1, 0] }])).status).toBe(200);
+        if (planFirst) expect((await call(child.port, 'POST', '/v1/plan', plan)).status).toBe(200);
+        rmSync(state);
+        const answers = [
+          await call(child.port, 'POST', '/v1/observe', [{ prompt_id: 'b', step: 0, reward: 1 }]),
+          await call(child.port, 'POST', '/v1/plan', plan), // it planned on a new, empty state, 200
+          await call(child.port, 'GET', '/healthz'),
+        ];
+        for (const r of answers) {
+          expect(r.status, r.text).toBe(503);
+          expect(r.json.error).toMatchObject({ code: 'STATE_ERROR', message: `${state}: the state file was removed after this process opened it; nothing was read or applied. Restart the command or the service to open the file now at that path` });
+        }
+        expect(existsSync(state)).toBe(false);
+      } finally {
+        expect((await stopService(child)).code).toBe(0);
+      }
+      // Its -wal and -shm are not left to be read by a new state made at the path.
+      expect(readdirSync(dir).filter((f) => f.startsWith(`removed-${planFirst}.db`))).toEqual([]);
+    }
   }, 60_000);
 });

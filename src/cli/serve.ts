@@ -1,6 +1,7 @@
 import { Option, type Command } from 'commander';
 import { RolloutBudgetError } from '../errors.js';
 import { redactUrl } from '../store/url.js';
+import { fileIdentity } from '../store/file-identity.js';
 import { openAsyncStore, storeKindOf } from '../store/open.js';
 import { AsyncAllocator } from '../service/async-allocator.js';
 import { isLoopback } from '../service/guard.js';
@@ -85,7 +86,11 @@ export function registerServeCommands(program: Command, io: CliIo): void {
       try {
         // ':memory:' cannot be opened twice: its plans run on the event loop, without a deadline
         if (opts.state === ':memory:') log('state :memory: is not shared with planning threads: plans run inline, without --plan-timeout-s');
-        else planner = new PlanWorkers({ state: opts.state, defaults, timeoutMs: opts.planTimeoutS * 1000, threads: opts.planThreads, log });
+        else {
+          // The planning threads open this same file, or none (store/file-identity.ts).
+          const file = storeKindOf(opts.state) === 'sqlite' ? fileIdentity(opts.state) : undefined;
+          planner = new PlanWorkers({ state: opts.state, defaults, timeoutMs: opts.planTimeoutS * 1000, threads: opts.planThreads, log, ...(file === undefined ? {} : { file }) });
+        }
         const service = new Service(new AsyncAllocator(store, defaults), log, planner);
         if (opts.stdio) {
           started = true;

@@ -1,4 +1,5 @@
 import type { PlanOptionsInput } from '../plan/options.js';
+import type { FileIdentity } from '../store/file-identity.js';
 
 /**
  * Where the service's plans run. The service validates a plan request first (a bad one is a
@@ -20,6 +21,11 @@ export interface PlanThreadInit {
   readonly state: string;
   /** The service's default plan options (e.g. `--decay`). */
   readonly defaults: PlanOptionsInput;
+  /**
+   * The SQLite file the service opened: a thread opens its connection only while that file is
+   * still at the path (one removed or replaced since would be a new, empty state).
+   */
+  readonly file?: FileIdentity;
 }
 
 /** Service → planning thread. */

@@ -5,6 +5,7 @@
  */
 import { parentPort, workerData } from 'node:worker_threads';
 import { RolloutBudgetError } from '../errors.js';
+import { checkSameFile } from '../store/file-identity.js';
 import { openAsyncStore } from '../store/open.js';
 import { planJsonCompact } from '../plan/serialize.js';
 import { AsyncAllocator } from './async-allocator.js';
@@ -17,6 +18,7 @@ let opening: Promise<AsyncAllocator> | undefined;
 
 /** The allocator, opened on first use; a failed open is tried again by the next request. */
 function allocator(): Promise<AsyncAllocator> {
+  if (init.file !== undefined) checkSameFile(init.state, init.file);
   opening ??= openAsyncStore(init.state).then(
     (store) => new AsyncAllocator(store, init.defaults),
     (error: unknown) => {

@@ -95,7 +95,7 @@ export class PlanWorkers implements PlanRunner {
   }
 
   private spawn(): Slot {
-    const init: PlanThreadInit = { state: this.options.state, defaults: this.options.defaults };
+    const init: PlanThreadInit = { state: this.options.state, defaults: this.options.defaults, ...(this.options.file === undefined ? {} : { file: this.options.file }) };
     const slot: Slot = { worker: new Worker(threadEntry(), { workerData: init }) };
     slot.worker.unref(); // a forgotten close() never keeps the process alive
     slot.worker.on('message', (reply: PlanThreadReply) => this.onReply(slot, reply));

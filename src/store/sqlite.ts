@@ -1,3 +1,4 @@
+import { rmSync } from 'node:fs';
 import type Database from 'better-sqlite3';
 import { RolloutBudgetError } from '../errors.js';
 import { sourceOfBatch, type ResultBatch, type ResultSource } from '../io/results.js';
@@ -5,6 +6,7 @@ import type { DecayOptions } from '../posterior/decay.js';
 import { snapshotOf, type PromptState, type StateSnapshot } from '../posterior/state.js';
 import { ATTEMPT_MS, LOCK_WAIT_ENV, lockWaitMs, retryAsync, retrySync } from './busy.js';
 import { sqliteUnavailable } from './unavailable.js';
+import { checkSameFile, fileIdentity, type FileIdentity } from './file-identity.js';
 import type { PromptMeta } from './meta.js';
 import { POOLED_COLUMNS, POOLED_META_KEY, pooledOf, pooledValues } from './pooled.js';
 import { ClaimConflict, SqliteWriter } from './sqlite-apply.js';
@@ -63,6 +65,8 @@ export const PAGE_BYTES = 16_384;
 export class SqliteStore implements Store {
   private readonly db: Database.Database;
   private readonly lockWaitMs: number;
+  /** The opened file (undefined for ':memory:'), checked before each operation. */
+  private file: FileIdentity | undefined;
 
   constructor(readonly path: string, options: SqliteStoreOptions = {}) {
     this.lockWaitMs = options.lockWaitMs ?? lockWaitMs();
@@ -91,12 +95,18 @@ export class SqliteStore implements Store {
         })();
       });
       this.sync(() => this.buildPooled());
+      if (path !== ':memory:') this.file = fileIdentity(path);
     } catch (error) {
       // sync() names a file SQLite cannot use (store/unavailable.ts); opening, SQLite's own words say it.
       const cause = error instanceof RolloutBudgetError && error.cause instanceof Error ? error.cause : error;
       if (cause instanceof RolloutBudgetError) throw cause;
       throw new RolloutBudgetError('STATE_ERROR', `${path}: cannot open the state database (${(cause as Error).message})`);
     }
+  }
+
+  /** Throws STATE_ERROR when the file at the path is no longer the one opened (store/file-identity.ts). */
+  private checkFile(): void {
+    if (this.file !== undefined) checkSameFile(this.path, this.file);
   }
 
   /** The better-sqlite3 Database class (loaded on first use), for tools that write a state file directly. */
@@ -113,6 +123,7 @@ export class SqliteStore implements Store {
 
   /** Runs one operation, waiting (this thread asleep) while another process holds the lock. */
   private sync<T>(work: () => T): T {
+    this.checkFile();
     try {
       return retrySync(work, this.lockWaitMs, this.busy);
     } catch (error) {
@@ -122,6 +133,7 @@ export class SqliteStore implements Store {
 
   /** The same, waiting on timers: the event loop keeps serving meanwhile. */
   private async waiting<T>(work: () => T): Promise<T> {
+    this.checkFile();
     try {
       return await retryAsync(work, this.lockWaitMs, this.busy);
     } catch (error) {
@@ -279,5 +291,10 @@ export class SqliteStore implements Store {
 
   close(): void {
     this.db.close();
+    // The state file was removed while open: its -wal and -shm are left, and a new state made at
+    // the path would read that WAL as its own (sqlite.org/howtocorrupt.html, 1.4). They go too.
+    if (this.file !== undefined && fileIdentity(this.path) === undefined) {
+      for (const suffix of ['-wal', '-shm']) rmSync(`${this.path}${suffix}`, { force: true });
+    }
   }
 }

@@ -1,0 +1,30 @@
+import { statSync } from 'node:fs';
+import { RolloutBudgetError } from '../errors.js';
+
+/** A file's device and inode: which file a path named when a state was opened. */
+export interface FileIdentity {
+  readonly dev: number;
+  readonly ino: number;
+}
+
+/** The identity of the file at `path`, or undefined when nothing is there. O(1): one stat. */
+export function fileIdentity(path: string): FileIdentity | undefined {
+  const s = statSync(path, { throwIfNoEntry: false });
+  return s === undefined ? undefined : { dev: s.dev, ino: s.ino };
+}
+
+/**
+ * Throws STATE_ERROR unless the file at `path` is still `opened` (not removed, and no other file
+ * moved there). SQLite goes on writing a removed file's inode, whose data is gone when the last
+ * connection closes, while a connection opened later (a planning thread's, the next command's)
+ * opens or creates the file now at the path: two states, one of them lost.
+ */
+export function checkSameFile(path: string, opened: FileIdentity): void {
+  const now = fileIdentity(path);
+  if (now !== undefined && now.dev === opened.dev && now.ino === opened.ino) return;
+  throw new RolloutBudgetError(
+    'STATE_ERROR',
+    `${path}: the state file was ${now === undefined ? 'removed' : 'replaced by another file'} after this process opened it; nothing was read or applied. ` +
+      'Restart the command or the service to open the file now at that path',
+  );
+}
