@@ -1,5 +1,6 @@
 """The service client against a real `rollout-budget serve` (HTTP and stdio)."""
 
+import contextlib
 import http.server
 import json
 import os
@@ -133,50 +134,61 @@ class ClientTest(support.ServiceCase):
         self.assertIn("# TYPE rollout_budget_plan_seconds histogram", text)
 
 
-class _Recorder(http.server.BaseHTTPRequestHandler):
-    """A real HTTP server that records the Authorization header it receives and answers like
-    the service's /healthz. Stands in for `serve --token` (issue 12 adds it to the service)."""
+class _Handler(http.server.BaseHTTPRequestHandler):
+    """A real HTTP server's handler for the stand-ins below: one answer, quietly."""
 
-    seen = []
-
-    def do_GET(self):
-        _Recorder.seen.append(self.headers.get("Authorization"))
-        body = json.dumps({"status": "ok"}).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args):
-        pass
-
-
-class _Stranger(http.server.BaseHTTPRequestHandler):
-    """A real HTTP server that is not the service: an HTML page with 200 for POST /v1/plan (a
-    proxy's or a web UI's answer), and for the rest FastAPI's 404 ``{"detail": "Not Found"}``,
-    what vLLM's OpenAI server (vllm/entrypoints/openai/api_server.py) answers a route it lacks."""
-
-    def do_POST(self):
-        if self.path == "/v1/plan":
-            body, status, kind = b"<html>\n<body>Welcome</body></html>", 200, "text/html"
-        elif self.path == "/v1/observe":
-            body, status, kind = b"", 200, "application/json"
-        else:
-            body, status, kind = json.dumps({"detail": "Not Found"}).encode(), 404, "application/json"
+    def answer(self, status, body, kind="application/json"):
+        body = body if isinstance(body, bytes) else json.dumps(body).encode()
         self.send_response(status)
         self.send_header("Content-Type", kind)
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
         self.wfile.write(body)
 
-    do_GET = do_POST
-
     def log_message(self, *args):
         pass
 
 
-class _Outage(http.server.BaseHTTPRequestHandler):
+@contextlib.contextmanager
+def _serving(handler):
+    """A real HTTP server on 127.0.0.1 with `handler`, in a thread; yields its URL."""
+    server = http.server.HTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield "http://127.0.0.1:%d" % server.server_address[1]
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+class _Recorder(_Handler):
+    """Records the Authorization header it receives and answers like the service's /healthz.
+    Stands in for `serve --token` (issue 12 adds it to the service)."""
+
+    seen = []
+
+    def do_GET(self):
+        _Recorder.seen.append(self.headers.get("Authorization"))
+        self.answer(200, {"status": "ok"})
+
+
+class _Stranger(_Handler):
+    """A server that is not the service: an HTML page with 200 for POST /v1/plan (a
+    proxy's or a web UI's answer), and for the rest FastAPI's 404 ``{"detail": "Not Found"}``,
+    what vLLM's OpenAI server (vllm/entrypoints/openai/api_server.py) answers a route it lacks."""
+
+    def do_POST(self):
+        if self.path == "/v1/plan":
+            self.answer(200, b"<html>\n<body>Welcome</body></html>", "text/html")
+        elif self.path == "/v1/observe":
+            self.answer(200, b"")
+        else:
+            self.answer(404, {"detail": "Not Found"})
+
+    do_GET = do_POST
+
+
+class _Outage(_Handler):
     """A stand-in for the service while its PostgreSQL is down: the 503 STATE_ERROR answer
     `rollout-budget serve` gives then (src/service/router.ts statusOf, store/unavailable.ts;
     test/postgres-outage.test.ts makes the real one), `failures` times, then its /healthz answer.
@@ -185,43 +197,28 @@ class _Outage(http.server.BaseHTTPRequestHandler):
     failures = 0
     seen = 0
 
-    def _send(self, status, value):
-        body = json.dumps(value).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
     def do_GET(self):
         _Outage.seen += 1
         if _Outage.seen <= _Outage.failures:
-            self._send(503, {"error": {"code": "STATE_ERROR", "retryable": True, "message": "the state database cannot be reached (connect ECONNREFUSED 127.0.0.1:5432); retry when it is back"}})
+            self.answer(503, {"error": {"code": "STATE_ERROR", "retryable": True, "message": "the state database cannot be reached (connect ECONNREFUSED 127.0.0.1:5432); retry when it is back"}})
         else:
-            self._send(200, {"status": "ok", "store": "postgres", "prompts": 3})
+            self.answer(200, {"status": "ok", "store": "postgres", "prompts": 3})
 
     def do_POST(self):
         _Outage.seen += 1
         self.rfile.read(int(self.headers.get("Content-Length", 0)))
         if self.path == "/v1/observe":  # a full disk: a STATE_ERROR not marked retryable
-            self._send(503, {"error": {"code": "STATE_ERROR", "message": "state.db: the disk holding the state is full (SQLITE_FULL: database or disk is full); the state is as it was"}})
+            self.answer(503, {"error": {"code": "STATE_ERROR", "message": "state.db: the disk holding the state is full (SQLITE_FULL: database or disk is full); the state is as it was"}})
         else:
-            self._send(503, {"error": {"code": "PLAN_TIMEOUT", "message": "the plan was not done within 10 s"}})
-
-    def log_message(self, *args):
-        pass
+            self.answer(503, {"error": {"code": "PLAN_TIMEOUT", "message": "the plan was not done within 10 s"}})
 
 
 class OutageTest(unittest.TestCase):
     def setUp(self):
-        self.server = http.server.HTTPServer(("127.0.0.1", 0), _Outage)
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-        self.url = "http://127.0.0.1:%d" % self.server.server_address[1]
+        serving = _serving(_Outage)
+        self.url = serving.__enter__()
+        self.addCleanup(serving.__exit__, None, None, None)
         _Outage.seen = 0
-
-    def tearDown(self):
-        self.server.shutdown()
-        self.server.server_close()
 
     def test_a_state_error_is_retried_with_backoff_then_served(self):
         _Outage.failures = 2
@@ -255,55 +252,42 @@ class OutageTest(unittest.TestCase):
 
 class StrangerTest(unittest.TestCase):
     def test_an_answer_that_is_not_the_services_raises_naming_the_address(self):
-        server = http.server.HTTPServer(("127.0.0.1", 0), _Stranger)
-        thread = threading.Thread(target=server.serve_forever, daemon=True)
-        thread.start()
-        url = "http://127.0.0.1:%d" % server.server_address[1]
-        try:
-            with rb.HttpClient(url) as c:
-                # A 200 with an HTML page is not a plan (it came back as {"error": ...} before).
-                with self.assertRaises(rb.RolloutBudgetError) as ctx:
-                    c.plan([{"id": "a"}], budget_rollouts=8)
-                self.assertEqual((ctx.exception.status, ctx.exception.code), (200, "UNEXPECTED_RESPONSE"))
-                self.assertIn("POST %s/v1/plan answered 200 with '<html> <body>Welcome</body></html>'" % url, str(ctx.exception))
-                self.assertIn("is `rollout-budget serve` the server at %s?" % url, str(ctx.exception))
-                # An empty 200 is not a summary (it came back as {}).
-                with self.assertRaises(rb.RolloutBudgetError) as ctx:
-                    c.observe([{"prompt_id": "a", "reward": 1}])
-                self.assertIn("answered 200 with an empty body", str(ctx.exception))
-                # vLLM's 404 has no {"error": ...}: the message says so, not "404 None: ...".
-                with self.assertRaises(rb.RolloutBudgetError) as ctx:
-                    c.health()
-                self.assertEqual((ctx.exception.status, ctx.exception.code), (404, "UNEXPECTED_RESPONSE"))
-                self.assertIn("""GET %s/healthz answered 404 with '{"detail": "Not Found"}'""" % url, str(ctx.exception))
-        finally:
-            server.shutdown()
-            server.server_close()
+        with _serving(_Stranger) as url, rb.HttpClient(url) as c:
+            # A 200 with an HTML page is not a plan (it came back as {"error": ...} before).
+            with self.assertRaises(rb.RolloutBudgetError) as ctx:
+                c.plan([{"id": "a"}], budget_rollouts=8)
+            self.assertEqual((ctx.exception.status, ctx.exception.code), (200, "UNEXPECTED_RESPONSE"))
+            self.assertIn("POST %s/v1/plan answered 200 with '<html> <body>Welcome</body></html>'" % url, str(ctx.exception))
+            self.assertIn("is `rollout-budget serve` the server at %s?" % url, str(ctx.exception))
+            # An empty 200 is not a summary (it came back as {}).
+            with self.assertRaises(rb.RolloutBudgetError) as ctx:
+                c.observe([{"prompt_id": "a", "reward": 1}])
+            self.assertIn("answered 200 with an empty body", str(ctx.exception))
+            # vLLM's 404 has no {"error": ...}: the message says so, not "404 None: ...".
+            with self.assertRaises(rb.RolloutBudgetError) as ctx:
+                c.health()
+            self.assertEqual((ctx.exception.status, ctx.exception.code), (404, "UNEXPECTED_RESPONSE"))
+            self.assertIn("""GET %s/healthz answered 404 with '{"detail": "Not Found"}'""" % url, str(ctx.exception))
 
 
 class TokenTest(unittest.TestCase):
     def test_sends_the_bearer_token_from_the_argument_or_the_environment(self):
-        server = http.server.HTTPServer(("127.0.0.1", 0), _Recorder)
-        thread = threading.Thread(target=server.serve_forever, daemon=True)
-        thread.start()
-        url = "http://127.0.0.1:%d" % server.server_address[1]
         old = os.environ.pop("ROLLOUT_BUDGET_TOKEN", None)
         try:
-            _Recorder.seen.clear()
-            with rb.HttpClient(url, token="s3cret") as c:
-                c.health()
-            with rb.HttpClient(url) as c:
-                c.health()
-            os.environ["ROLLOUT_BUDGET_TOKEN"] = "from-env"
-            with rb.HttpClient(url) as c:
-                c.health()
-            self.assertEqual(_Recorder.seen, ["Bearer s3cret", None, "Bearer from-env"])
+            with _serving(_Recorder) as url:
+                _Recorder.seen.clear()
+                with rb.HttpClient(url, token="s3cret") as c:
+                    c.health()
+                with rb.HttpClient(url) as c:
+                    c.health()
+                os.environ["ROLLOUT_BUDGET_TOKEN"] = "from-env"
+                with rb.HttpClient(url) as c:
+                    c.health()
+                self.assertEqual(_Recorder.seen, ["Bearer s3cret", None, "Bearer from-env"])
         finally:
             os.environ.pop("ROLLOUT_BUDGET_TOKEN", None)
             if old is not None:
                 os.environ["ROLLOUT_BUDGET_TOKEN"] = old
-            server.shutdown()
-            server.server_close()
 
 
 class TokenServiceTest(unittest.TestCase):

@@ -104,7 +104,7 @@ export class Service {
     if (error instanceof RolloutBudgetError) {
       const s = status ?? statusOf(error);
       this.metrics.countError(s, error.code);
-      // A state database that went away (store/unreachable.ts) is not a bug: one line, no stack.
+      // A state database that went away (store/unavailable.ts) is not a bug: one line, no stack.
       if (error.code === 'STATE_ERROR') this.log(error.message);
       // A request that may succeed sent again (a state database that went away) says when to.
       return error.retryable ? { ...json(s, errorBody(error)), headers: { 'retry-after': '1' } } : json(s, errorBody(error));

@@ -12,7 +12,7 @@ import type { AsyncStore } from './async.js';
 import { mergeMeta, NO_STEP, type PromptMeta } from './meta.js';
 import type { ObserveSummary } from './types.js';
 import { redactUrl } from './url.js';
-import { rethrowUnreachable, stateUnreachable } from './unavailable.js';
+import { cannotOpen, rethrowUnreachable, stateUnreachable } from './unavailable.js';
 
 /**
  * The tables. Every key column compares bytes (`COLLATE "C"`, as SQLite does), whatever the
@@ -138,8 +138,7 @@ export class PostgresStore implements AsyncStore {
       });
     } catch (error) {
       await pool.end().catch(() => undefined);
-      const cause = error instanceof RolloutBudgetError && error.cause instanceof Error ? error.cause : (error as Error); // the server's own words
-      throw new RolloutBudgetError('STATE_ERROR', `${redactUrl(url)}: cannot open the state database (${cause.message})`);
+      throw cannotOpen(redactUrl(url), error);
     }
     // A diagnosis only: a server whose catalog it cannot read still opens, without notes.
     store.notes = await collationNotes(pool, schema).catch(() => []);
@@ -158,7 +157,7 @@ export class PostgresStore implements AsyncStore {
       const { rows } = await client.query<{ there: boolean }>('SELECT to_regclass($1) IS NOT NULL AS there', [`"${schema}".prompts`]);
       return rows[0]!.there;
     } catch (error) {
-      throw new RolloutBudgetError('STATE_ERROR', `${redactUrl(url)}: cannot open the state database (${(error as Error).message})`);
+      throw cannotOpen(redactUrl(url), error);
     } finally {
       await client.end().catch(() => undefined);
     }

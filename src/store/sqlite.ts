@@ -5,7 +5,7 @@ import { sourceOfBatch, type ResultBatch, type ResultSource } from '../io/result
 import type { DecayOptions } from '../posterior/decay.js';
 import { snapshotOf, type PromptState, type StateSnapshot } from '../posterior/state.js';
 import { ATTEMPT_MS, LOCK_WAIT_ENV, lockWaitMs, retryAsync, retrySync } from './busy.js';
-import { sqliteUnavailable } from './unavailable.js';
+import { cannotOpen, sqliteUnavailable } from './unavailable.js';
 import { checkSameFile, fileIdentity, type FileIdentity } from './file-identity.js';
 import type { PromptMeta } from './meta.js';
 import { POOLED_COLUMNS, POOLED_META_KEY, pooledOf, pooledValues } from './pooled.js';
@@ -97,10 +97,7 @@ export class SqliteStore implements Store {
       this.sync(() => this.buildPooled());
       if (path !== ':memory:') this.file = fileIdentity(path);
     } catch (error) {
-      // sync() names a file SQLite cannot use (store/unavailable.ts); opening, SQLite's own words say it.
-      const cause = error instanceof RolloutBudgetError && error.cause instanceof Error ? error.cause : error;
-      if (cause instanceof RolloutBudgetError) throw cause;
-      throw new RolloutBudgetError('STATE_ERROR', `${path}: cannot open the state database (${(cause as Error).message})`);
+      throw cannotOpen(path, error);
     }
   }
 

@@ -41,6 +41,17 @@ export function rethrowUnreachable(error: unknown): never {
   throw stateUnreachable(error) ?? error;
 }
 
+/**
+ * The error of a state that could not be opened: `where: cannot open the state database (the
+ * server's or SQLite's own words)`, or the RolloutBudgetError itself when it is one of the
+ * program's (a lock wait that ran out) and not one of the above wrapping a driver's error.
+ */
+export function cannotOpen(where: string, error: unknown): RolloutBudgetError {
+  const cause = error instanceof RolloutBudgetError && error.cause instanceof Error ? error.cause : error;
+  if (cause instanceof RolloutBudgetError) return cause;
+  return new RolloutBudgetError('STATE_ERROR', `${where}: cannot open the state database (${cause instanceof Error ? cause.message : String(cause)})`);
+}
+
 /** What each SQLite primary result code (https://sqlite.org/rescode.html) says of the state file. */
 const SQLITE_FAILURES: Readonly<Record<string, string>> = {
   SQLITE_FULL: 'the disk holding the state is full',
