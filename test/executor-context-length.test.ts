@@ -83,7 +83,7 @@ describe('a prompt longer than the server\'s context with its max_tokens', () =>
     expect(JSON.parse(observed.stdout)).toMatchObject({ applied: 4, aborted: 3 });
   });
 
-  it('loop leaves a refused prompt out of its later steps (it was planned again every step)', async () => {
+  it('loop leaves a refused prompt out of its later rounds and steps (it was planned again every round)', async () => {
     const { candidates, sim } = simPrompts(4);
     const server = await serve({ prompts: sim, maxModelLen: 2048 });
     const withTokens = candidates.map((c) => ({ ...c, max_tokens: c.id === 'q1' ? 4096 : 1024 }));
@@ -98,6 +98,18 @@ describe('a prompt longer than the server\'s context with its max_tokens', () =>
       expect(rows.map((r) => (r.report.too_long ?? []).map((p) => p.prompt_id))).toEqual([['q1'], [], []]);
       expect(planned).toEqual([['q0', 'q1', 'q2', 'q3'], ['q0', 'q2', 'q3'], ['q0', 'q2', 'q3']]);
       expect(rows.slice(1).every((r) => r.report.summary.rollouts === 16)).toBe(true); // the budget goes to the others
+      // In rounds: the step's second round does not plan it again either.
+      planned.length = 0;
+      const fresh = new Allocator({ state: ':memory:' });
+      try {
+        const inRounds = await runLoop(fresh, withTokens, { rollouts: 32 }, { minN: 2, maxN: 8, seed: 1 }, options(`${server.url}/v1`), 1, undefined, 2, executor);
+        expect(inRounds[0]!.rounds).toHaveLength(2);
+        expect(planned[0]).toContain('q1');
+        expect(planned[1]).not.toContain('q1');
+        expect(inRounds[0]!.rounds.flatMap((r) => (r.too_long ?? []).map((p) => p.prompt_id))).toEqual(['q1']);
+      } finally {
+        fresh.close();
+      }
     } finally {
       allocator.close();
     }

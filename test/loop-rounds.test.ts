@@ -42,6 +42,9 @@ describe('loop in rounds against the sim-server (a test double of an OpenAI-comp
     // The server saw exactly what was planned: nothing beyond the budget.
     const served = Object.values(server.stats.choicesByPrompt).reduce((s, n) => s + n, 0);
     expect(served).toBe(rows.reduce((s, r) => s + r.planned, 0));
+    // A warning both rounds' plans give (step 0: no length data yet) is printed once a step.
+    const lengthData = run.stderr.split('\n').filter((l) => l.startsWith('step 0: warning:') && l.includes('have no length data'));
+    expect(lengthData).toHaveLength(1);
   });
 
   it('a budget the whole step cannot give min_n is still an error, with the flags to change', async () => {

@@ -224,7 +224,8 @@ export function registerExecutorCommands(program: Command, io: CliIo): void {
           const s = mergeSummaries(row.rounds.map((r) => r.summary));
           io.stdout(`${JSON.stringify({ step: row.step, prompts: row.prompts, planned: row.planned, rollouts: s.rollouts, aborted: s.aborted, resumed: s.resumed, applied: row.observed.applied, mean_reward: s.mean_reward, tokens: s.tokens, wall_s: s.wall_s, tokens_per_s: s.tokens_per_s, rounds: row.rounds.length })}\n`);
           io.stderr(`step ${row.step}: ${summaryLine(s)}\n`);
-          for (const plan of row.plans) for (const w of plan.warnings) io.stderr(`step ${row.step}: warning: ${w}\n`);
+          // Once each: a step's rounds often plan with the same warning (prompts without length data).
+          for (const w of new Set(row.plans.flatMap((plan) => plan.warnings))) io.stderr(`step ${row.step}: warning: ${w}\n`);
           const tooLong = tooLongWarning(row.rounds.flatMap((r) => r.too_long ?? []));
           if (tooLong !== undefined) io.stderr(`step ${row.step}: warning: ${tooLong}\n`);
         },

@@ -35,7 +35,7 @@ export type PlanExecutor = (plan: Plan, prompts: ReadonlyMap<string, Candidate>,
  * `partial_rewards`, so they top up groups by what they showed. Aborted rollouts are not
  * outcomes of the step (they are resumed at a later one). The step's results are observed
  * once, after its last round. A prompt the server refused as longer than its context is left
- * out of the later steps.
+ * out of the later rounds and steps.
  */
 export async function runLoop(
   allocator: Allocator,
@@ -50,22 +50,22 @@ export async function runLoop(
 ): Promise<LoopStep[]> {
   const byId = new Map(candidates.map((c) => [c.id, c]));
   const rows: LoopStep[] = [];
-  // Prompts the server refused as longer than its context (execute's too_long): no later step
-  // can generate them either, so they are left out rather than planned again every step.
+  // Prompts the server refused as longer than its context (execute's too_long): no later round
+  // or step can generate them either, so they are left out rather than planned again.
   const refused = new Set<string>();
   for (let s = 0; s < steps; s++) {
     const nextRollout = new Map<string, number>();
     const reports: ExecuteReport[] = [];
-    const stepCandidates = refused.size === 0 ? candidates : candidates.filter((c) => !refused.has(c.id));
     const done = await runStepRoundsAsync(
       {
-        candidates: stepCandidates, budget, rounds,
+        candidates, dropped: refused, budget, rounds,
         plan: (r) => allocator.plan(r.candidates, r.budget, { ...planOptions, roundsLeft: r.roundsLeft, ...(r.step === undefined ? {} : { step: r.step }) }),
       },
       async (plan) => {
         const report = await executor(plan, byId, reports.length === 0 ? execute : { ...execute, nextRollout });
         if (execute.partials !== undefined) commitPartials(execute.partials, report);
         reports.push(report);
+        for (const p of report.too_long ?? []) refused.add(p.prompt_id);
         const finished: RoundRollout[] = [];
         for (const res of report.results) {
           const own = `${groupId(plan.step, res.prompt_id)}#`;
@@ -81,7 +81,6 @@ export async function runLoop(
     // A step whose rounds planned nothing still reports its (empty) first round.
     if (reports.length === 0) reports.push(await executor(done.plans[0]!, byId, execute));
     const observed = allocator.observe(batchOf(reports.flatMap((x) => x.results)));
-    for (const report of reports) for (const p of report.too_long ?? []) refused.add(p.prompt_id);
     const planned = done.plans.reduce((sum, p) => sum + p.totals.rollouts, 0);
     const row: LoopStep = { step: done.plans[0]!.step, prompts: done.rewards.size, planned, report: reports[0]!, rounds: reports, plans: done.plans, observed };
     rows.push(row);

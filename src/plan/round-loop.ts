@@ -46,6 +46,12 @@ export interface RoundRequest {
 
 export interface StepRoundsInput {
   readonly candidates: readonly Candidate[];
+  /**
+   * Candidates left out of the rounds still to plan, read before each round: the caller adds
+   * to it as it learns a prompt cannot be generated (`loop`: refused by the server as longer
+   * than its context), so a later round does not plan it again.
+   */
+  readonly dropped?: ReadonlySet<string>;
   /** The step's whole budget. */
   readonly budget: Budget;
   /** Rounds a step is planned in, at most (≥ 1; plan/options.ts defaultRounds: 2). */
@@ -82,11 +88,13 @@ export function* stepRounds(input: StepRoundsInput): Generator<Plan, StepRounds,
     ...(budget.tokens === undefined ? {} : { tokens: Math.max(0, Math.floor(budget.tokens - spent.tokens)) }),
   });
   let step: number | undefined;
+  const dropped = input.dropped;
   for (let round = 0; round < input.rounds; round++) {
     const left = leftOf();
     if (round > 0 && (left.rollouts === 0 || left.tokens === 0)) break;
     const plan = input.plan({
-      candidates: withPartials(input.candidates, rewards), budget: left, roundsLeft: input.rounds - round, round,
+      candidates: withPartials(dropped === undefined || dropped.size === 0 ? input.candidates : input.candidates.filter((c) => !dropped.has(c.id)), rewards),
+      budget: left, roundsLeft: input.rounds - round, round,
       ...(step === undefined ? {} : { step }),
     });
     step ??= plan.step;
