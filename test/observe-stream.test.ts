@@ -6,19 +6,12 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { autoKey, defaultDecay, fileResultSource, parseResults, PostgresStore, SqliteStore } from '../src/index.js';
 import { cli } from './cli-helpers.js';
 import { dropPgSchema, freshPgUrl, pgUrl } from './service-helpers.js';
+import { dumpState } from './state-file.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'rb-observe-stream-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
-/** Every stored number and key count, as text. */
-function dump(path: string): string {
-  const db = new Database(path, { readonly: true });
-  try {
-    return JSON.stringify([db.prepare('SELECT * FROM prompts ORDER BY id').all(), db.prepare("SELECT * FROM meta WHERE key = 'last_step'").all()]);
-  } finally {
-    db.close();
-  }
-}
+const dump = (path: string) => dumpState(path, "SELECT * FROM meta WHERE key = 'last_step'");
 
 /** 3,000 lines over 3 steps (out of order), fractional rewards, groups, ids on every third line, a repeated id, aborts. */
 function resultsText(): string {

@@ -1,9 +1,9 @@
 import { spawnSync } from 'node:child_process';
 import { existsSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import Database from 'better-sqlite3';
 import { describe, expect, it } from 'vitest';
 import { call, CLI, startService, stopService } from './service-helpers.js';
+import { dumpState } from './state-file.js';
 import { tempDir } from './temp.js';
 
 // A SQLite state that cannot be written for a reason outside the program (a full disk, an I/O
@@ -20,15 +20,7 @@ function results(name: string, n: number, step = 0): string {
   return path;
 }
 
-/** Every stored row, as text. */
-function dump(path: string): string {
-  const db = new Database(path, { readonly: true });
-  try {
-    return JSON.stringify([db.prepare('SELECT * FROM prompts ORDER BY id').all(), db.prepare('SELECT count(*) AS n FROM seen').get()]);
-  } finally {
-    db.close();
-  }
-}
+const dump = (path: string) => dumpState(path, 'SELECT count(*) AS n FROM seen');
 
 /** The CLI under a file size limit of `kb` kB. */
 function limited(kb: number, args: string[]) {
@@ -69,7 +61,7 @@ describe('a SQLite state that cannot be written', () => {
     } finally {
       expect((await stopService(child)).code).toBe(0);
     }
-    expect(JSON.parse(dump(state))[1]).toEqual({ n: 1 }); // the first batch's key only
+    expect(JSON.parse(dump(state))[1]).toEqual([{ n: 1 }]); // the first batch's key only
   }, 60_000);
 
   it('a state file removed under serve: 503 naming it, for writes and plans (no new empty state made), and nothing left at the path', async () => {

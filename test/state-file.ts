@@ -25,3 +25,17 @@ export function stateFileOf(prefix: string, rows: readonly unknown[][], lastStep
   db.close();
   return path;
 }
+
+/**
+ * A SQLite state's prompts, every row, and the rows `more` selects (the claimed keys' count, the
+ * meta table, ...), as text: what a test compares before and after a command that must change
+ * nothing. Read on its own read-only connection.
+ */
+export function dumpState(path: string, more: string): string {
+  const db = new (SqliteStore.driver())(path, { readonly: true });
+  try {
+    return JSON.stringify([db.prepare('SELECT * FROM prompts ORDER BY id').all(), db.prepare(more).all()]);
+  } finally {
+    db.close();
+  }
+}

@@ -7,6 +7,7 @@ import { describe, expect, it } from 'vitest';
 import { LOCK_WAIT_ENV, SqliteStore } from '../src/index.js';
 import { CLI, sleep } from './service-helpers.js';
 import { tempDir } from './temp.js';
+import { dumpState } from './state-file.js';
 
 // Issue 12, item 3: 8 `observe` processes on one state file; 9 of 16 died with
 // "SqliteError: database is locked" and a stack. Sized for CI (25k rollouts a writer);
@@ -42,14 +43,7 @@ function holdWriteLock(state: string): { release(): void } {
   };
 }
 
-function dump(state: string): string {
-  const db = new Database(state, { readonly: true });
-  try {
-    return JSON.stringify([db.prepare('SELECT * FROM prompts ORDER BY id').all(), db.prepare('SELECT COUNT(*) AS n FROM seen').get()]);
-  } finally {
-    db.close();
-  }
-}
+const dump = (state: string) => dumpState(state, 'SELECT COUNT(*) AS n FROM seen');
 
 describe('SQLite: concurrent observe processes on one state file', () => {
   it('8 writers queued behind a write lock held longer than the old 10 s busy timeout: none fails, every rollout applied exactly once', async () => {

@@ -2,6 +2,7 @@ import { Option, type Command } from 'commander';
 import { RolloutBudgetError } from '../errors.js';
 import { redactUrl } from '../store/url.js';
 import { fileIdentity } from '../store/file-identity.js';
+import { requireWritable } from '../store/sqlite-read-only.js';
 import { openAsyncStore, storeKindOf } from '../store/open.js';
 import { AsyncAllocator } from '../service/async-allocator.js';
 import { isLoopback } from '../service/guard.js';
@@ -72,6 +73,7 @@ export function registerServeCommands(program: Command, io: CliIo): void {
       const signal = stopSignals();
       // A SQLite state file this call creates is removed again if the service never starts (a port in use).
       const created = isNewStateFile(opts.state);
+      if (storeKindOf(opts.state) === 'sqlite') requireWritable(opts.state, 'serve writes each observe and the prompts it plans into it');
       const store = await openAsyncStore(opts.state);
       const defaults = {
         decay: {

@@ -1,5 +1,6 @@
 import type Database from 'better-sqlite3';
 import { RolloutBudgetError } from '../errors.js';
+import { requireWritable } from '../store/sqlite-read-only.js';
 import { sqliteDriver } from '../store/sqlite-driver.js';
 import { isPostgresUrl, redactUrl } from '../store/url.js';
 
@@ -41,6 +42,8 @@ export class PartialStore {
     if (isPostgresUrl(path)) {
       throw new RolloutBudgetError('BAD_OPTION', `--state ${redactUrl(path)}: execute and loop keep partial rollouts in a SQLite state file; a PostgreSQL state is not supported there (execute's results go into it with observe --state postgres://...)`);
     }
+    // A state this user cannot write would keep the -wal and -shm files this connection makes (store/sqlite-read-only.ts).
+    requireWritable(path, 'execute and loop keep partial rollouts in it');
     try {
       const driver = sqliteDriver();
       this.db = new driver.Database(path, driver.options);

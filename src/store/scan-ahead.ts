@@ -3,6 +3,7 @@ import { fileURLToPath } from 'node:url';
 import type { Worker as WorkerType } from 'node:worker_threads';
 import { lazyRequire } from '../lazy.js';
 import { StateColumns, type StateColumnParts } from '../posterior/state-columns.js';
+import { unwritableReason } from './sqlite-read-only.js';
 
 /** node:worker_threads, loaded when a state is large enough to be read by a thread (not by a small plan). */
 const threads = lazyRequire<typeof import('node:worker_threads')>('node:worker_threads');
@@ -39,12 +40,13 @@ export interface StateReadAhead {
  * prompts then spends the longer of the two reads, not their sum. The thread only reads, on
  * its own connection: the columns are those a full snapshot (SqliteStore.snapshot) would read
  * at that moment, to be handed to the store with SqliteStore.useScan. Undefined (nothing
- * started) for ':memory:', a file not there or empty, one under `minBytes` with its WAL, or a
- * build without the thread's file.
+ * started) for ':memory:', a file not there or empty, one under `minBytes` with its WAL, one
+ * this user cannot write, or a build without the thread's file.
  */
 export function readStateAhead(path: string, mmapBytes: number, minBytes = SCAN_AHEAD_BYTES): StateReadAhead | undefined {
   const bytes = path === ':memory:' ? 0 : fileBytes(path);
-  if (bytes === 0 || bytes < minBytes) return undefined;
+  // A state this user cannot write: its thread's connection would leave -wal and -shm files beside it (store/sqlite-read-only.ts).
+  if (bytes === 0 || bytes < minBytes || unwritableReason(path) !== undefined) return undefined;
   const entry = threadEntry();
   if (entry === undefined) return undefined;
   const worker: WorkerType = new (threads().Worker)(entry, { workerData: { path, mmapBytes } });

@@ -11,6 +11,7 @@ import type { PromptMeta } from './meta.js';
 import { POOLED_COLUMNS, POOLED_META_KEY, pooledOf, pooledValues } from './pooled.js';
 import { ClaimConflict, SqliteWriter } from './sqlite-apply.js';
 import { installedSqlite, sqliteDriver } from './sqlite-driver.js';
+import { openReadOnly, readOnlyError, unwritableReason } from './sqlite-read-only.js';
 import { PartialRead } from './sqlite-partial.js';
 import type { ScannedState } from './scan-ahead.js';
 import { lastStepReader } from './sqlite-last-step.js';
@@ -67,6 +68,11 @@ export class SqliteStore implements Store {
   private readonly lockWaitMs: number;
   /** The opened file (undefined for ':memory:'), checked before each operation. */
   private file: FileIdentity | undefined;
+  /**
+   * Why the state was opened read-only (`path: this user cannot write it ...`), or undefined when
+   * it may be written (store/sqlite-read-only.ts). Commands that must write check it first.
+   */
+  readonly readOnly: string | undefined;
 
   constructor(readonly path: string, options: SqliteStoreOptions = {}) {
     this.lockWaitMs = options.lockWaitMs ?? lockWaitMs();
@@ -75,15 +81,19 @@ export class SqliteStore implements Store {
     }
     try {
       const driver = sqliteDriver();
-      this.db = new driver.Database(path, { timeout: ATTEMPT_MS, ...driver.options });
+      const unwritable = unwritableReason(path);
+      // A state this user cannot write is read without making files beside it (store/sqlite-read-only.ts).
+      this.db = unwritable === undefined ? new driver.Database(path, { timeout: ATTEMPT_MS, ...driver.options }) : openReadOnly(driver, path, unwritable);
       this.sync(() => {
-        // A new file gets 16 kB pages (an existing one keeps its own: SQLite ignores this then).
-        // observe's claimed keys go into the B-tree at scattered places, and larger pages split
-        // less: 10⁶ rollouts with ids 1.99 → 1.81 s (median of 5 each, taking turns), the keys'
-        // inserts alone 0.79 → 0.63 s; plans the same, an 8-rollout observe +0.1 ms (p50).
-        this.db.pragma(`page_size = ${PAGE_BYTES}`);
-        if (path !== ':memory:') this.db.pragma('journal_mode = WAL');
-        this.db.pragma('synchronous = FULL');
+        if (unwritable === undefined) {
+          // A new file gets 16 kB pages (an existing one keeps its own: SQLite ignores this then).
+          // observe's claimed keys go into the B-tree at scattered places, and larger pages split
+          // less: 10⁶ rollouts with ids 1.99 → 1.81 s (median of 5 each, taking turns), the keys'
+          // inserts alone 0.79 → 0.63 s; plans the same, an 8-rollout observe +0.1 ms (p50).
+          this.db.pragma(`page_size = ${PAGE_BYTES}`);
+          if (path !== ':memory:') this.db.pragma('journal_mode = WAL');
+          this.db.pragma('synchronous = FULL');
+        }
         // Reads through a memory map (up to 1 GiB of the file): a plan's row lookups cost a
         // memory access, not a read() each (4,096 lookups in a 10⁶-prompt state: ~80 → ~10 ms).
         this.db.pragma(`mmap_size = ${MMAP_BYTES}`);
@@ -95,6 +105,11 @@ export class SqliteStore implements Store {
         })();
       });
       this.sync(() => this.buildPooled());
+      if (unwritable !== undefined) {
+        // Any write now fails (SQLITE_READONLY), and sync() says why.
+        this.db.pragma('query_only = ON');
+        this.readOnly = `${path}: ${unwritable}`;
+      }
       if (path !== ':memory:') this.file = fileIdentity(path);
     } catch (error) {
       throw cannotOpen(path, error);
@@ -124,7 +139,7 @@ export class SqliteStore implements Store {
     try {
       return retrySync(work, this.lockWaitMs, this.busy);
     } catch (error) {
-      throw sqliteUnavailable(error, this.path) ?? error;
+      throw this.failure(error);
     }
   }
 
@@ -134,8 +149,16 @@ export class SqliteStore implements Store {
     try {
       return await retryAsync(work, this.lockWaitMs, this.busy);
     } catch (error) {
-      throw sqliteUnavailable(error, this.path) ?? error;
+      throw this.failure(error);
     }
+  }
+
+  /** What a failed operation throws: a write to a read-only state says why it is read-only; a SQLite failure its STATE_ERROR. */
+  private failure(error: unknown): unknown {
+    if (this.readOnly !== undefined && /^SQLITE_READONLY/.test(String((error as { code?: unknown }).code))) {
+      return readOnlyError(this.readOnly);
+    }
+    return sqliteUnavailable(error, this.path) ?? error;
   }
 
   get(id: string): PromptState | undefined {

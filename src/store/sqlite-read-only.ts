@@ -1,0 +1,100 @@
+import { accessSync, constants, readFileSync, statSync, type Stats } from 'node:fs';
+import { dirname } from 'node:path';
+import type Database from 'better-sqlite3';
+import { RolloutBudgetError } from '../errors.js';
+import type { SqliteDriver } from './sqlite-driver.js';
+
+/**
+ * A SQLite state file this process may read but not write: a teammate's `inspect` of the
+ * trainer's state, a state on a read-only mount or in a folder only its owner may write.
+ *
+ * SQLite in WAL mode makes `-wal` and `-shm` files beside the state to read it, read-only
+ * connections too, and only a connection that can write the state removes them when it
+ * closes. Made by a user who cannot write the state, they stay, owned by that user, and the
+ * owner's next `observe` then fails (SQLITE_READONLY: the owner cannot write that `-shm`)
+ * until someone removes them. So such a state is never opened the usual way: it is read from a
+ * copy in memory (nothing is made beside it), or, while its owner has it open (its `-wal` and
+ * `-shm` are there), through those files read-only. Either way any write fails, naming why.
+ */
+
+/** Why this process cannot write the SQLite state file at `path`, or undefined when it can (or the file is not there). */
+export function unwritableReason(path: string): string | undefined {
+  if (path === ':memory:') return undefined;
+  const file = statSync(path, { throwIfNoEntry: false });
+  if (file === undefined || !file.isFile()) return undefined;
+  const denied = writeDenied(path);
+  if (denied === 'EROFS') return 'it is on a read-only file system';
+  if (denied !== undefined) return `this user (uid ${process.getuid?.() ?? '?'}) cannot write it (owner uid ${file.uid}, mode ${(file.mode & 0o777).toString(8).padStart(4, '0')})`;
+  const folder = dirname(path);
+  if (writeDenied(folder) !== undefined && statSync(`${path}-shm`, { throwIfNoEntry: false }) === undefined) {
+    return `this user cannot write its folder ${folder}, where SQLite makes the state's -wal and -shm files`;
+  }
+  return undefined;
+}
+
+/** The code of access(2) refusing to let this process write `path` (EACCES, EROFS, ...), or undefined when it may. */
+function writeDenied(path: string): string | undefined {
+  try {
+    accessSync(path, constants.W_OK);
+    return undefined;
+  } catch (error) {
+    return String((error as NodeJS.ErrnoException).code ?? 'EACCES');
+  }
+}
+
+/** Tries at reading a file whose bytes change meanwhile (its owner checkpointing it) before giving up. */
+const COPY_TRIES = 5;
+
+/**
+ * Opens the state at `path` without writing anything beside it (see above). With no WAL content
+ * the file holds the whole state: it is copied into memory (its header's WAL mark set to the
+ * rollback journal's, as the in-memory database cannot use a WAL) while its size and mtime stay
+ * the same and no WAL appears, so the copy is one moment's state. With a `-wal` and `-shm` there
+ * (a writer has it open), SQLite reads it through them read-only. A `-wal` with content but no
+ * `-shm` (a writer that crashed) only a connection that can write may replay: refused.
+ */
+export function openReadOnly(driver: SqliteDriver, path: string, reason: string): Database.Database {
+  const wal = statSync(`${path}-wal`, { throwIfNoEntry: false });
+  const shm = statSync(`${path}-shm`, { throwIfNoEntry: false });
+  if (wal !== undefined && shm !== undefined) return new driver.Database(path, { readonly: true, fileMustExist: true, ...driver.options });
+  if (wal !== undefined && wal.size > 0) {
+    throw new RolloutBudgetError('STATE_ERROR', `${path}: ${reason}, and its write-ahead log (${path}-wal) holds changes only a process that can write the state may apply: run a command on it as its owner first`);
+  }
+  for (let attempt = 0; attempt < COPY_TRIES; attempt++) {
+    const before = statSync(path);
+    const bytes = readFileSync(path);
+    if (!sameFile(before, statSync(path)) || statSync(`${path}-wal`, { throwIfNoEntry: false })?.size) continue;
+    // Bytes 18 and 19 of the header: the file format's write and read versions, 2 for WAL, 1 for a rollback journal.
+    if (bytes.length >= 20 && bytes[18] === 2 && bytes[19] === 2) bytes[18] = bytes[19] = 1;
+    return new driver.Database(bytes, driver.options);
+  }
+  throw new RolloutBudgetError('STATE_ERROR', `${path}: ${reason}, and it kept changing while it was read (${COPY_TRIES} tries); retry`);
+}
+
+function sameFile(a: Stats, b: Stats): boolean {
+  return a.ino === b.ino && a.size === b.size && a.mtimeMs === b.mtimeMs;
+}
+
+/** The STATE_ERROR of a write to a state opened read-only: `reason` is `path: why`. */
+export function readOnlyError(reason: string): RolloutBudgetError {
+  return new RolloutBudgetError(
+    'STATE_ERROR',
+    `${reason}, so it was opened read-only and this command cannot write it; nothing was written. ` +
+      'Run it as the state\'s owner, or give this user write access to the file and its folder',
+  );
+}
+
+/**
+ * Throws STATE_ERROR, before anything opens the SQLite state at `path`, when this user cannot
+ * write it: for commands that always write it (`serve`, `execute`, `loop`), which should
+ * fail at once, not after a generation. `writes` says what they write (`serve writes each observe into it`).
+ */
+export function requireWritable(path: string, writes: string): void {
+  const reason = unwritableReason(path);
+  if (reason === undefined) return;
+  throw new RolloutBudgetError(
+    'STATE_ERROR',
+    `${path}: ${reason}; ${writes}, so it must be writable, and nothing was opened. ` +
+      'Run it as the state\'s owner, or give this user write access to the file and its folder',
+  );
+}
