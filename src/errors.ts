@@ -56,10 +56,14 @@ export function withFieldNames(error: RolloutBudgetError, names: Readonly<Record
 
 const escape = (text: string) => text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
 
-/** Quotes a value for an error message: strings in JSON quotes, others as JSON, NaN as NaN, ±Infinity named as an overflow. */
+/** Quotes a value for an error message: strings in JSON quotes, others as JSON, NaN as NaN, ±Infinity named as an overflow, an integer beyond 2^53 as one. */
 export function quote(value: unknown): string {
   // JSON has no Infinity: a literal beyond the largest double (1e400) parses as one, so say so.
   if (typeof value === 'number' && !Number.isFinite(value)) return value !== value ? 'NaN' : `${value} (a number beyond ±1.8e308)`;
+  // Beyond 2^53 a double skips integers: 9007199254740993 in a file reads as ...992, so say what was read.
+  if (typeof value === 'number' && Number.isInteger(value) && !Number.isSafeInteger(value)) {
+    return `${value} (as read: an integer beyond 2^53 − 1 = 9007199254740991, the largest a JSON number holds exactly)`;
+  }
   if (value === undefined) return 'nothing';
   let text: string;
   try {

@@ -146,6 +146,12 @@ describe('numbers a double cannot hold', () => {
     const p = await cli(['plan', '--prompts', prompts, '--state', ':memory:', '--budget-rollouts', '16']);
     expect(p.code).toBe(2);
     expect(p.stderr).toBe(`rollout-budget: ${prompts}:2: "prompt_tokens" must be a non-negative integer, got Infinity (a number beyond ±1.8e308)\n`);
+    // 2^53 + 1 reads as 2^53: the message says the number it read is beyond what a JSON number holds exactly.
+    const steps = join(dir, 'steps.jsonl');
+    writeFileSync(steps, '{"prompt_id":"a","reward":1,"step":9007199254740993}\n');
+    const big = await cli(['observe', '--results', steps, '--state', ':memory:']);
+    expect(big.code).toBe(2);
+    expect(big.stderr).toBe(`rollout-budget: ${steps}:1: "step" must be a non-negative integer, got 9007199254740992 (as read: an integer beyond 2^53 − 1 = 9007199254740991, the largest a JSON number holds exactly)\n`);
     const results = join(dir, 'results.jsonl');
     writeFileSync(results, '{"prompt_id":"a","reward":-1e999,"step":0}\n');
     const o = await cli(['observe', '--results', results, '--state', ':memory:']);
