@@ -93,6 +93,18 @@ describe('a SQLite state this user cannot write', () => {
     expect(JSON.parse(run(['inspect', '--state', state]).stdout).prompts).toBe(2);
   });
 
+  it('backup copies it, the copy the same rows, and makes nothing beside it', () => {
+    const { dir, state } = stateFolder();
+    lockFile(dir, state);
+    const before = listing(dir);
+    const copy = join(dir, 'copy.db');
+    const r = asReader(['backup', '--state', state, '--out', copy]);
+    expect(r.status, r.stderr).toBe(0);
+    expect(JSON.parse(r.stdout)).toMatchObject({ out: copy, prompts: 2 });
+    expect(listing(dir)).toEqual([...before, 'copy.db'].sort());
+    expect(dump(copy)).toBe(dump(state)); // (this test's own read-only connection leaves -wal and -shm: after the listing)
+  });
+
   it.runIf(isRoot)('its owner can still observe after another user inspected it (the files that inspect left made it fail)', () => {
     const { dir, state } = stateFolder();
     lockFile(dir, state);

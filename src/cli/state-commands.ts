@@ -1,6 +1,7 @@
-import { rmSync } from 'node:fs';
+import { closeSync, existsSync, fsyncSync, openSync, readSync, renameSync, rmSync, statSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { Allocator } from '../allocator.js';
+import { RolloutBudgetError } from '../errors.js';
 import type { ResultSource } from '../io/results.js';
 import { carryIdCheck } from '../plan/checked-ids.js';
 import { DEFAULT_MAX_TOKENS, defaultLimitWarning, groupsWithoutLimit, planChunks, type ExportOptions, type PlanFormat } from '../plan/exports.js';
@@ -12,6 +13,7 @@ import type { DecayOptions } from '../posterior/decay.js';
 import type { StateSnapshot } from '../posterior/state.js';
 import { readStateAhead } from '../store/scan-ahead.js';
 import { MMAP_BYTES, SqliteStore } from '../store/sqlite.js';
+import { lastStepReader } from '../store/sqlite-last-step.js';
 import { isPostgresUrl, redactUrl } from '../store/url.js';
 import type { ObserveSummary } from '../store/types.js';
 import type { AsyncAllocator } from '../service/async-allocator.js';
@@ -192,6 +194,77 @@ export async function inspectCommand(io: CliIo, opts: { state: string; prompt?: 
     else io.stdout(stateSummary(allocator.store.count(), allocator.snapshot()));
   } finally {
     allocator.close();
+  }
+}
+
+/** The first 16 bytes of every SQLite database file. */
+const SQLITE_MAGIC = 'SQLite format 3\u0000';
+
+/**
+ * `backup`: a consistent copy of a SQLite state at `--out` (SqliteStore.copyTo), written to a
+ * temp file beside it, synced, then renamed over it: `--out` is the old file or the whole new
+ * one. It replaces only a SQLite file with no -wal or -shm beside it (one no process has
+ * open): not a results file given by mistake, not a state in use. Prints what the copy holds.
+ */
+export async function backupCommand(io: CliIo, opts: { state: string; out: string }): Promise<void> {
+  const { state, out } = opts;
+  if (isPostgresUrl(state)) {
+    throw new RolloutBudgetError('BAD_OPTION', `--state ${redactUrl(state)}: backup copies a SQLite state file; copy a PostgreSQL state's schema with pg_dump --schema <schema>`);
+  }
+  if (state === ':memory:' || isNewStateFile(state)) throw new RolloutBudgetError('BAD_OPTION', `--state ${state}: no state file there to copy (nothing was created)`);
+  if (out === '-') throw new RolloutBudgetError('BAD_OPTION', '--out -: a state is a SQLite file, not text for stdout: give a file path');
+  checkOutput(out);
+  const there = statSync(out, { throwIfNoEntry: false });
+  if (there !== undefined) {
+    const source = statSync(state);
+    if (there.dev === source.dev && there.ino === source.ino) throw new RolloutBudgetError('BAD_OPTION', `--out ${out} is the state file itself: give another path`);
+    if (!there.isFile() || !isSqliteFile(out)) throw new RolloutBudgetError('BAD_OPTION', `--out ${out}: there is a file there that is not a SQLite state; backup replaces only a state file: give another path`);
+    const open = ['-wal', '-shm'].filter((suffix) => existsSync(`${out}${suffix}`));
+    if (open.length > 0) {
+      throw new RolloutBudgetError('STATE_ERROR', `--out ${out}: a state with ${open.map((s) => `${out}${s}`).join(' and ')} beside it, so a process may have it open: stop what uses it (and remove those files) before replacing it, or give another path`);
+    }
+  }
+  const tmp = `${out}.tmp-${process.pid}`;
+  rmSync(tmp, { force: true });
+  const store = new SqliteStore(state);
+  try {
+    store.copyTo(tmp);
+    const fd = openSync(tmp, 'r+');
+    try {
+      fsyncSync(fd);
+    } finally {
+      closeSync(fd);
+    }
+    const held = copySummary(tmp);
+    renameSync(tmp, out);
+    io.stdout(`${JSON.stringify({ out, ...held, bytes: statSync(out).size })}\n`);
+  } catch (error) {
+    rmSync(tmp, { force: true });
+    if (error instanceof RolloutBudgetError) throw error;
+    throw new RolloutBudgetError('IO_ERROR', `${out}: cannot write the copy (${(error as NodeJS.ErrnoException).code ?? String(error)})`);
+  } finally {
+    store.close();
+  }
+}
+
+function isSqliteFile(path: string): boolean {
+  const fd = openSync(path, 'r');
+  try {
+    const head = Buffer.alloc(16);
+    return readSync(fd, head, 0, 16, 0) === 16 && head.toString('latin1') === SQLITE_MAGIC;
+  } finally {
+    closeSync(fd);
+  }
+}
+
+/** The prompts and last step a copy holds, read from the copy (read-only: a copy in rollback-journal mode gets no file beside it). */
+function copySummary(path: string): { prompts: number; last_step: number | null } {
+  const db = new (SqliteStore.driver())(path, { readonly: true, fileMustExist: true });
+  try {
+    const prompts = db.prepare('SELECT count(*) FROM prompts').pluck().get() as number;
+    return { prompts, last_step: lastStepReader(db)() };
+  } finally {
+    db.close();
   }
 }
 

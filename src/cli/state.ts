@@ -6,7 +6,7 @@ import type { CliIo } from './io.js';
 import { boundFlags, budgetFlags, decayFlags, multipleOfFlag, policyFlags, roundsLeftFlag, seedFlag, skipFlag } from './options.js';
 import { intArg, numberArg } from './parse.js';
 
-/** Registers `plan`, `observe` and `inspect`; their actions live in cli/state-commands.ts. */
+/** Registers `plan`, `observe`, `inspect` and `backup`; their actions live in cli/state-commands.ts. */
 export function registerStateCommands(program: Command, io: CliIo): void {
   const plan = program
     .command('plan')
@@ -45,5 +45,12 @@ export function registerStateCommands(program: Command, io: CliIo): void {
     .option('--state <path|url>', 'state database: a SQLite file, or postgres://user@host:port/db[?schema=name]', './rollout-budget.db')
     .option('--prompt <id>', 'one prompt')
     .action(async (opts) => (await import('./state-commands.js')).inspectCommand(io, opts));
+
+  program
+    .command('backup')
+    .description(describe('backup'))
+    .option('--state <path>', 'the SQLite state file to copy', './rollout-budget.db')
+    .requiredOption('--out <path>', 'the copy: a new SQLite state file (replaced if it is one no process has open)')
+    .action(async (opts) => (await import('./state-commands.js')).backupCommand(io, opts));
 
 }
