@@ -94,24 +94,37 @@ _log = logging.getLogger("rollout_budget")
 #: again, waiting 0.5, 1, 2, 4, 8, 8 s between tries (23.5 s in all), before the error is raised.
 #: Safe: plans only read, and an observe sent again is applied once.
 STATE_RETRIES = 6
+#: The same for a service that cannot be reached (HttpClient): refused or cut, as while it restarts.
+CONNECT_RETRIES = 6
 
 
 class _Client:
     state_retries = STATE_RETRIES
+    connect_retries = 0
 
     def _request(self, method, path, body=None):
         raise NotImplementedError
 
     def _call(self, method, path, body=None):
-        for retry in range(self.state_retries + 1):
+        """One request; a retryable 503 is sent again up to ``state_retries`` times, a connection
+        refused or cut (ConnectionError: the service restarting) up to ``connect_retries`` times,
+        waiting 0.5, 1, 2, 4, 8, 8 s. A timeout is not retried: the service got the request."""
+        failures = {"state": 0, "connect": 0}
+        while True:
             try:
                 return self._request(method, path, body)
             except RolloutBudgetError as error:
-                if error.status != 503 or not error.retryable or retry == self.state_retries:
+                if error.status != 503 or not error.retryable:
                     raise
-                wait = min(0.5 * 2 ** retry, 8.0)
-                _log.warning("rollout-budget: %s; trying again in %.1f s (%d of %d)", error, wait, retry + 1, self.state_retries)
-                time.sleep(wait)
+                kind, limit, reason = "state", self.state_retries, error
+            except ConnectionError as error:
+                kind, limit, reason = "connect", self.connect_retries, error
+            if failures[kind] >= limit:
+                raise reason
+            wait = min(0.5 * 2 ** failures[kind], 8.0)
+            failures[kind] += 1
+            _log.warning("rollout-budget: %s; trying again in %.1f s (%d of %d)", reason, wait, failures[kind], limit)
+            time.sleep(wait)
 
     def plan(self, prompts, budget_rollouts=None, budget_tokens=None, rounds_left=None, multiple_of=None, **options):
         """Plan one step (or one round of it): returns the plan dict.
@@ -149,12 +162,15 @@ class HttpClient(_Client):
     Retrying is safe: plans only read, and an observe re-sent with the same results is
     recognised (by rollout_id, or by the batch's content) and applied once. So a 503 the
     service marks `retryable` (STATE_ERROR: its database cannot be reached) is retried
-    `state_retries` times with backoff (STATE_RETRIES: about 24 s in all), each logged as a
-    warning.
+    `state_retries` times with backoff (STATE_RETRIES: about 24 s in all), and a service that
+    refuses or cuts the connection (restarting) `connect_retries` times the same way, each
+    logged as a warning.
     """
 
-    def __init__(self, url="http://127.0.0.1:8080", timeout=60.0, token=None, state_retries=STATE_RETRIES):
+    def __init__(self, url="http://127.0.0.1:8080", timeout=60.0, token=None, state_retries=STATE_RETRIES,
+                 connect_retries=CONNECT_RETRIES):
         self.state_retries = state_retries
+        self.connect_retries = connect_retries
         parsed = urllib.parse.urlsplit(url)
         if parsed.scheme != "http" or not parsed.hostname:
             raise ValueError("url must look like http://host:port, got %r" % url)

@@ -92,7 +92,7 @@ class ClientTest(support.ServiceCase):
         with socket.socket() as probe:  # a port where nothing listens: taken, then given back
             probe.bind(("127.0.0.1", 0))
             port = probe.getsockname()[1]
-        client = rb.HttpClient("http://127.0.0.1:%d" % port, timeout=5)
+        client = rb.HttpClient("http://127.0.0.1:%d" % port, timeout=5, connect_retries=0)
         # Still the exception class a caller may catch (ConnectionRefusedError), now naming the address.
         with self.assertRaises(ConnectionRefusedError) as ctx:
             client.health()
@@ -248,6 +248,55 @@ class OutageTest(unittest.TestCase):
             with self.assertRaises(rb.RolloutBudgetError) as ctx:
                 c.observe([{"prompt_id": "a", "reward": 1}])
         self.assertEqual((ctx.exception.code, ctx.exception.retryable, _Outage.seen), ("STATE_ERROR", False, 1))
+
+
+class RestartTest(unittest.TestCase):
+    """A service that is restarting (nothing listens for a second): a trainer's step waits for it
+    instead of failing; a service that took the request and did not answer in time is not asked again."""
+
+    def test_a_refused_connection_is_retried_until_the_service_is_back(self):
+        import shutil
+        import subprocess
+        import tempfile
+
+        with socket.socket() as probe:  # the service's port, free while it restarts
+            probe.bind(("127.0.0.1", 0))
+            port = probe.getsockname()[1]
+        folder = tempfile.mkdtemp(prefix="rb-py-restart-")
+        self.addCleanup(shutil.rmtree, folder, True)
+        started = []
+
+        def start_late():
+            time.sleep(1.0)
+            started.append(subprocess.Popen(support.COMMAND + ["serve", "--state", os.path.join(folder, "state.db"), "--port", str(port)],
+                                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+
+        late = threading.Thread(target=start_late)
+        late.start()
+        try:
+            with rb.HttpClient("http://127.0.0.1:%d" % port) as c, self.assertLogs("rollout_budget", level="WARNING") as logs:
+                began = time.monotonic()
+                self.assertEqual(c.observe([{"prompt_id": "a", "rollout_id": "0/a#0", "reward": 1}])["applied"], 1)
+                waited = time.monotonic() - began
+        finally:
+            late.join()
+            for proc in started:
+                support.stop(proc)
+        self.assertGreaterEqual(waited, 1.0)
+        self.assertIn("cannot reach the rollout-budget service at http://127.0.0.1:%d" % port, logs.output[0])
+        self.assertIn("trying again in 0.5 s (1 of 6)", logs.output[0])
+
+    def test_a_timeout_is_not_retried(self):
+        with socket.socket() as silent:  # accepts connections (the backlog) and never answers
+            silent.bind(("127.0.0.1", 0))
+            silent.listen(8)
+            with rb.HttpClient("http://127.0.0.1:%d" % silent.getsockname()[1], timeout=0.3) as c:
+                began = time.monotonic()
+                with self.assertRaises(OSError) as ctx:
+                    c.health()
+                waited = time.monotonic() - began
+        self.assertNotIsInstance(ctx.exception, ConnectionError)
+        self.assertLess(waited, 2.0)  # the transport's one reconnect (2 × 0.3 s), not six retries with backoff
 
 
 class StrangerTest(unittest.TestCase):
