@@ -2,6 +2,7 @@ import { closeSync, existsSync, fsyncSync, openSync, readSync, renameSync, rmSyn
 import { dirname } from 'node:path';
 import { Allocator } from '../allocator.js';
 import { RolloutBudgetError } from '../errors.js';
+import { isSqliteStart, SQLITE_MAGIC } from '../io/file-kind.js';
 import type { ResultSource } from '../io/results.js';
 import { carryIdCheck } from '../plan/checked-ids.js';
 import { DEFAULT_MAX_TOKENS, defaultLimitWarning, groupsWithoutLimit, planChunks, type ExportOptions, type PlanFormat } from '../plan/exports.js';
@@ -13,6 +14,7 @@ import type { DecayOptions } from '../posterior/decay.js';
 import type { StateSnapshot } from '../posterior/state.js';
 import { readStateAhead } from '../store/scan-ahead.js';
 import { MMAP_BYTES, SqliteStore } from '../store/sqlite.js';
+import { sqliteDriver } from '../store/sqlite-driver.js';
 import { lastStepReader } from '../store/sqlite-last-step.js';
 import { isPostgresUrl, redactUrl } from '../store/url.js';
 import type { ObserveSummary } from '../store/types.js';
@@ -197,9 +199,6 @@ export async function inspectCommand(io: CliIo, opts: { state: string; prompt?: 
   }
 }
 
-/** The first 16 bytes of every SQLite database file. */
-const SQLITE_MAGIC = 'SQLite format 3\u0000';
-
 /**
  * `backup`: a consistent copy of a SQLite state at `--out` (SqliteStore.copyTo), written to a
  * temp file beside it, synced, then renamed over it: `--out` is the old file or the whole new
@@ -250,8 +249,8 @@ export async function backupCommand(io: CliIo, opts: { state: string; out: strin
 function isSqliteFile(path: string): boolean {
   const fd = openSync(path, 'r');
   try {
-    const head = Buffer.alloc(16);
-    return readSync(fd, head, 0, 16, 0) === 16 && head.toString('latin1') === SQLITE_MAGIC;
+    const head = Buffer.alloc(SQLITE_MAGIC.length);
+    return isSqliteStart(head.subarray(0, readSync(fd, head, 0, head.length, 0)));
   } finally {
     closeSync(fd);
   }
@@ -259,7 +258,8 @@ function isSqliteFile(path: string): boolean {
 
 /** The prompts and last step a copy holds, read from the copy (read-only: a copy in rollback-journal mode gets no file beside it). */
 function copySummary(path: string): { prompts: number; last_step: number | null } {
-  const db = new (SqliteStore.driver())(path, { readonly: true, fileMustExist: true });
+  const driver = sqliteDriver();
+  const db = new driver.Database(path, { readonly: true, fileMustExist: true, ...driver.options });
   try {
     const prompts = db.prepare('SELECT count(*) FROM prompts').pluck().get() as number;
     return { prompts, last_step: lastStepReader(db)() };

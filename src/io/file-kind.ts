@@ -4,6 +4,9 @@
  * than "not valid UTF-8" or "malformed JSON". verl's datasets are Parquet; logs and dumps are
  * often compressed; a state file is SQLite.
  */
+/** The first 16 bytes of every SQLite database file. */
+export const SQLITE_MAGIC = 'SQLite format 3\x00';
+
 const KINDS: readonly { readonly magic: string; readonly what: string; readonly todo: string }[] = [
   { magic: '\x1f\x8b', what: 'gzip-compressed data', todo: 'decompress it first (gunzip -k, or zcat into a pipe)' },
   { magic: '\x28\xb5\x2f\xfd', what: 'zstd-compressed data', todo: 'decompress it first (zstd -d)' },
@@ -18,7 +21,7 @@ const KINDS: readonly { readonly magic: string; readonly what: string; readonly 
   { magic: 'ARROW1', what: 'an Arrow file', todo: 'write its rows as JSONL first, one JSON object a line' },
   { magic: '\xff\xfe', what: 'UTF-16 text (little-endian, as Windows\' "Unicode")', todo: 'save it as UTF-8 (iconv -f UTF-16 -t UTF-8)' },
   { magic: '\xfe\xff', what: 'UTF-16 text (big-endian)', todo: 'save it as UTF-8 (iconv -f UTF-16 -t UTF-8)' },
-  { magic: 'SQLite format 3\x00', what: 'a SQLite database (a state file?)', todo: 'a state goes to --state, and this place takes a text file' },
+  { magic: SQLITE_MAGIC, what: 'a SQLite database (a state file?)', todo: 'a state goes to --state, and this place takes a text file' },
 ];
 
 /**
@@ -31,6 +34,11 @@ export function binaryKind(start: Uint8Array | string): string | undefined {
     if (startsWith(start, kind.magic)) return `this is ${kind.what}, not UTF-8 text: ${kind.todo}`;
   }
   return undefined;
+}
+
+/** Whether these bytes begin a SQLite database. */
+export function isSqliteStart(start: Uint8Array | string): boolean {
+  return startsWith(start, SQLITE_MAGIC);
 }
 
 function startsWith(start: Uint8Array | string, magic: string): boolean {
