@@ -1,5 +1,5 @@
 import { spawnSync } from 'node:child_process';
-import { chmodSync, copyFileSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { chmodSync, copyFileSync, mkdirSync, readdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import Database from 'better-sqlite3';
 import { describe, expect, it, onTestFinished } from 'vitest';
@@ -179,6 +179,22 @@ describe('a SQLite state this user cannot write', () => {
     expect(plan.status, plan.stderr).toBe(0);
     expect(JSON.parse(plan.stdout).totals.rollouts).toBe(16);
     expect(listing(dir)).toEqual(before);
+  });
+
+  it('through a symlink from a folder this user may write to a state in one it may not, inspect makes nothing beside either', () => {
+    const { dir, state } = stateFolder();
+    const owner = run(['inspect', '--state', state]).stdout;
+    lockFolder(dir, state);
+    const links = readerDir('rb-read-only-links-');
+    chmodSync(links, 0o777);
+    const link = join(links, 'state.db');
+    symlinkSync(state, link);
+    const before = listing(dir);
+    const reader = asReader(['inspect', '--state', link]);
+    expect(reader.status, reader.stderr).toBe(0);
+    expect(reader.stdout).toBe(owner);
+    expect(listing(dir)).toEqual(before);
+    expect(listing(links)).toEqual(['state.db']);
   });
 
   it('while its owner has it open, inspect reads the changes still in the owner\'s -wal; a -wal with no -shm (a crashed writer) is refused', () => {

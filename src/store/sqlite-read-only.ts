@@ -1,4 +1,4 @@
-import { accessSync, constants, readFileSync, statSync, type Stats } from 'node:fs';
+import { accessSync, constants, readFileSync, realpathSync, statSync, type Stats } from 'node:fs';
 import { dirname } from 'node:path';
 import type Database from 'better-sqlite3';
 import { RolloutBudgetError } from '../errors.js';
@@ -25,8 +25,10 @@ export function unwritableReason(path: string): string | undefined {
   const denied = writeDenied(path);
   if (denied === 'EROFS') return 'it is on a read-only file system';
   if (denied !== undefined) return `this user (uid ${process.getuid?.() ?? '?'}) cannot write it (owner uid ${file.uid}, mode ${(file.mode & 0o777).toString(8).padStart(4, '0')})`;
-  const folder = dirname(path);
-  if (writeDenied(folder) !== undefined && statSync(`${path}-shm`, { throwIfNoEntry: false }) === undefined) {
+  // SQLite follows a symlink: its -wal and -shm go beside the file it leads to.
+  const real = realpathSync(path);
+  const folder = dirname(real);
+  if (writeDenied(folder) !== undefined && statSync(`${real}-shm`, { throwIfNoEntry: false }) === undefined) {
     return `this user cannot write its folder ${folder}, where SQLite makes the state's -wal and -shm files`;
   }
   return undefined;
@@ -54,16 +56,17 @@ const COPY_TRIES = 5;
  * `-shm` (a writer that crashed) only a connection that can write may replay: refused.
  */
 export function openReadOnly(driver: SqliteDriver, path: string, reason: string): Database.Database {
-  const wal = statSync(`${path}-wal`, { throwIfNoEntry: false });
-  const shm = statSync(`${path}-shm`, { throwIfNoEntry: false });
+  const real = realpathSync(path); // where SQLite looks for the -wal and -shm (a symlink followed)
+  const wal = statSync(`${real}-wal`, { throwIfNoEntry: false });
+  const shm = statSync(`${real}-shm`, { throwIfNoEntry: false });
   if (wal !== undefined && shm !== undefined) return new driver.Database(path, { readonly: true, fileMustExist: true, ...driver.options });
   if (wal !== undefined && wal.size > 0) {
-    throw new RolloutBudgetError('STATE_ERROR', `${path}: ${reason}, and its write-ahead log (${path}-wal) holds changes only a process that can write the state may apply: run a command on it as its owner first`);
+    throw new RolloutBudgetError('STATE_ERROR', `${path}: ${reason}, and its write-ahead log (${real}-wal) holds changes only a process that can write the state may apply: run a command on it as its owner first`);
   }
   for (let attempt = 0; attempt < COPY_TRIES; attempt++) {
-    const before = statSync(path);
-    const bytes = readFileSync(path);
-    if (!sameFile(before, statSync(path)) || statSync(`${path}-wal`, { throwIfNoEntry: false })?.size) continue;
+    const before = statSync(real);
+    const bytes = readFileSync(real);
+    if (!sameFile(before, statSync(real)) || statSync(`${real}-wal`, { throwIfNoEntry: false })?.size) continue;
     // Bytes 18 and 19 of the header: the file format's write and read versions, 2 for WAL, 1 for a rollback journal.
     if (bytes.length >= 20 && bytes[18] === 2 && bytes[19] === 2) bytes[18] = bytes[19] = 1;
     return new driver.Database(bytes, driver.options);
