@@ -1,4 +1,4 @@
-import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, lstatSync, readdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { describe, expect, it } from 'vitest';
@@ -68,6 +68,20 @@ describe('backup', () => {
     const expected = await plan(fresh);
     expect(await plan(state)).toEqual(expected);
     expect(crashed).not.toEqual(expected);
+  });
+
+  it('--out a symlink to a state: the file it leads to is replaced, the link stays a link', async () => {
+    const dir = tempDir();
+    const state = join(dir, 'state.db');
+    await ok(['observe', '--results', results(dir, 0, [[1, 0]]), '--state', state]);
+    const old = join(dir, 'old.db');
+    await ok(['backup', '--state', state, '--out', old]);
+    await ok(['observe', '--results', results(dir, 1, [[1], [0]]), '--state', state]);
+    const link = join(dir, 'latest.db');
+    symlinkSync(old, link);
+    await ok(['backup', '--state', state, '--out', link]);
+    expect(lstatSync(link).isSymbolicLink()).toBe(true);
+    expect(dump(old)).toBe(dump(state));
   });
 
   it('refuses, naming why, and leaves every file as it was: PostgreSQL, no state, stdout, the state itself, a file not a state, a state in use', async () => {
