@@ -14,9 +14,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import math
 
-__all__ = ["expand_plan", "group_seed", "group_id", "rollout_id", "stable_prompt_id", "results_rows"]
+__all__ = ["expand_plan", "group_seed", "group_id", "rollout_id", "stable_prompt_id", "results_rows", "note_replayed"]
+
+_log = logging.getLogger("rollout_budget")
 
 _SEED_MASK = 0x3FFFFFFF
 
@@ -216,3 +219,20 @@ def results_rows(rows, rewards, tokens=None, finish_reasons=None):
                 result[key] = row[key]
         out.append(result)
     return out
+
+
+def note_replayed(summary, sent):
+    """Warns (the ``rollout_budget`` logger) when an observe's summary counts ``duplicates``:
+    rollouts whose ids were observed before, so not applied again. In a trainer that is a step
+    replayed after a resume from a checkpoint (verl and slime resume at the checkpoint's step, and
+    the ids repeat: the state keeps the first run's results, docs/trainers.md "Resuming a run from
+    a checkpoint"), or an observe sent again. ``sent``: the results sent, each with its ``step``.
+    Returns ``summary``."""
+    duplicates = summary.get("duplicates") if isinstance(summary, dict) else None
+    if isinstance(duplicates, int) and duplicates > 0:
+        steps = sorted({r.get("step") for r in sent if r.get("step") is not None})
+        _log.warning("rollout-budget: step %s: %d of %d rollouts were observed before (the same rollout ids) and were not "
+                     "applied again, as when a run resumed from a checkpoint replays its steps (the state keeps the first "
+                     "run's results; docs/trainers.md, \"Resuming a run from a checkpoint\"), or an observe is sent again",
+                     ", ".join(str(s) for s in steps) or "?", duplicates, len(sent))
+    return summary

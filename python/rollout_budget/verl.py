@@ -30,7 +30,7 @@ from __future__ import annotations
 import math
 
 from .config import settings_from
-from .plan import expand_plan, stable_prompt_id
+from .plan import expand_plan, note_replayed, stable_prompt_id
 
 __all__ = ["expand_batch", "observe_batch", "adapter_for", "infer_multiple_of", "VerlAdapter", "INFO_KEY"]
 
@@ -198,4 +198,5 @@ class VerlAdapter:
         return out
 
     def observe(self, batch):
-        return self.client.observe(self.results(batch))
+        results = self.results(batch)
+        return note_replayed(self.client.observe(results), results)

@@ -100,7 +100,9 @@ class RecordingClient:
         return self.client.observe(results)
 
 
-class RolloutEndToEndTest(support.ServiceCase):
+class _RolloutCase(support.ServiceCase):
+    """slime's rollout manager on our rollout function, against its own real service."""
+
     def setUp(self):
         self.ns = slime_upstream.load()
         self.http = HttpClient(self.url)
@@ -115,6 +117,8 @@ class RolloutEndToEndTest(support.ServiceCase):
         slime_sim.CLIENT = slime_sim.SETTINGS = None
         self.http.close()
 
+
+class RolloutEndToEndTest(_RolloutCase):
     def test_three_rollouts_uneven_groups_per_sample_seeds_and_posteriors_that_carry_over(self):
         args = slime_upstream.args()
         dataset = [self.ns.Sample(prompt="Problem %s" % label, label=label, metadata={"index": i, "data_source": "math"})
@@ -175,6 +179,37 @@ class RolloutEndToEndTest(support.ServiceCase):
         print("\nslime e2e: rollouts per step %s, group sizes at step 3 %s" % (
             [sum(a["n"] for a in p["allocations"]) for p in self.client.plans],
             sorted(a["n"] for a in self.client.plans[2]["allocations"])))
+
+
+
+class RolloutResumeTest(_RolloutCase):
+    def test_a_rollout_replayed_after_a_resume_warns_and_is_not_applied_again(self):
+        args = slime_upstream.args()
+        dataset = [self.ns.Sample(prompt="Problem %s" % label, label=label, metadata={"index": i, "data_source": "math"})
+                   for i, label in enumerate(LABELS)]
+        rollout_fn = self.ns.load_function("tests.slime_sim.generate_rollout")
+        post = self.ns.load_function("rollout_budget.slime.post_process_rewards")
+
+        def manager(source):
+            return slime_upstream.ManagerStandIn(args, rollout_fn=rollout_fn, post_process=post, data_source=source)
+
+        first = manager(slime_upstream.DataSourceStandIn(args, dataset))
+        first.get_rollout_data(0)
+        # The checkpoint of rollout 0: the data source's state (RolloutDataSource.save).
+        saved = {k: getattr(first.data_source, k) for k in ("epoch_id", "sample_group_index", "sample_index", "sample_offset")}
+        first.get_rollout_data(1)
+        total = sum(self.http.prompt("math/%d" % i)["rollouts"] for i in range(len(LABELS)))
+        # slime resumes from that checkpoint (start_rollout_id = loaded + 1, the data source loaded): rollout 1 again.
+        restored = slime_upstream.DataSourceStandIn(args, dataset)
+        for key, value in saved.items():
+            setattr(restored, key, value)
+        with self.assertLogs("rollout_budget", level="WARNING") as logs:
+            again, metrics = manager(restored).get_rollout_data(1)
+        self.assertIn("step 1: ", logs.output[0])
+        self.assertIn("rollouts were observed before", logs.output[0])
+        after = sum(self.http.prompt("math/%d" % i)["rollouts"] for i in range(len(LABELS)))
+        self.assertEqual(after - total, metrics["rollout_budget/applied"])
+        self.assertLess(metrics["rollout_budget/applied"], len(again))
 
 
 class DefaultGeneratePathTest(unittest.TestCase):

@@ -68,5 +68,30 @@ class VerlEndToEndTest(support.ServiceCase):
               % ([sum(a["n"] for a in p["allocations"]) for p in plans], sorted(a["n"] for a in third.values())))
 
 
+class VerlResumeTest(support.ServiceCase):
+    def test_a_step_replayed_after_a_resume_warns_and_keeps_the_first_results(self):
+        verl_upstream.load()
+        trainer = verl_trainer.TrainerStandIn(rollout_n=4, workers=4, dp_size=2, budget_settings={
+            "url": self.url, "options": {"min_n": 2, "max_n": 12, "seed": 1},
+        })
+        for _ in range(2):
+            verl_trainer.patched_step(trainer, verl_trainer.dataset_batch(PROMPTS), PASS, verl_upstream.load().AdvantageEstimator.GRPO)
+        with HttpClient(self.url) as c:
+            before = {pid: c.prompt(pid)["rollouts"] for pid in PASS}
+        # verl's _load_checkpoint of global_step_1: global_steps back to 1, the same batch again.
+        trainer.global_steps = 1
+        with self.assertLogs("rollout_budget", level="WARNING") as logs:
+            out = verl_trainer.patched_step(trainer, verl_trainer.dataset_batch(PROMPTS), PASS, verl_upstream.load().AdvantageEstimator.GRPO)
+        ids = [info["rollout_budget"]["rollout_id"] for info in out.non_tensor_batch["extra_info"]]
+        with HttpClient(self.url) as c:
+            after = {pid: c.prompt(pid)["rollouts"] for pid in PASS}
+        new = sum(after.values()) - sum(before.values())
+        # The replayed ids were not applied again; only those beyond the first run's groups were.
+        self.assertEqual(len(logs.output), 1)
+        self.assertIn("step 2: %d of %d rollouts were observed before" % (len(ids) - new, len(ids)), logs.output[0])
+        self.assertIn("Resuming a run from a checkpoint", logs.output[0])
+        self.assertLess(new, len(ids))
+
+
 if __name__ == "__main__":
     unittest.main()
