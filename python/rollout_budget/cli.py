@@ -1,7 +1,7 @@
 """The rollout-budget CLI from Python, with the client's methods (plan, observe, prompt).
 
 For a trainer that keeps the state in a file and wants no long-running service: each call is
-one CLI process (`plan --format json`, `observe`, `inspect`). The CLI is started by an explicit
+one CLI process (`plan --format json`, `observe`, `inspect`, `backup`). The CLI is started by an explicit
 command (rollout_budget.command.cli_command: a path to bin/rollout-budget.js, $ROLLOUT_BUDGET_CLI,
 or `rollout-budget` on PATH), never `npx`. A non-zero exit raises RolloutBudgetError with the
 exit code as status and the CLI's one-line message.
@@ -76,6 +76,12 @@ class Cli:
     def prompt(self, prompt_id):
         """`inspect --prompt`: the prompt's posterior as the next plan sees it."""
         return json.loads(self.run(["inspect", "--state", self.state, "--prompt", str(prompt_id)]))
+
+    def backup(self, out):
+        """`backup --out <out>`: a consistent copy of the state file (taken while others write it),
+        e.g. beside each trainer checkpoint; returns ``{"out", "prompts", "last_step", "bytes"}``.
+        Putting a copy back: ``Cli(state=copy).backup(state_path)`` while nothing has the state open."""
+        return json.loads(self.run(["backup", "--state", self.state, "--out", str(out)]))
 
     def close(self):
         return 0

@@ -32,6 +32,19 @@ class CliTest(unittest.TestCase):
         self.assertEqual(view["rollouts"], sum(1 for r in rows if r["prompt_id"] == "a"))
         self.assertEqual(view["reward_sum"], view["rollouts"])
 
+    def test_backup_copies_the_state_and_the_copy_put_back_restores_it(self):
+        cli = rb.Cli(state=self.state, command=support.COMMAND)
+        cli.observe([{"prompt_id": "a", "step": 0, "reward": 1, "rollout_id": "0/a#0"}])
+        copy = os.path.join(self.dir, "global_step_0.db")
+        self.assertEqual(cli.backup(copy), {"out": copy, "prompts": 1, "last_step": 0, "bytes": os.path.getsize(copy)})
+        cli.observe([{"prompt_id": "b", "step": 1, "reward": 0, "rollout_id": "1/b#0"}])
+        self.assertEqual(cli.prompt("b")["rollouts"], 1)
+        rb.Cli(state=copy, command=support.COMMAND).backup(self.state)
+        self.assertEqual((cli.prompt("a")["rollouts"], cli.prompt("b")["rollouts"]), (1, 0))
+        with self.assertRaises(rb.RolloutBudgetError) as ctx:
+            cli.backup(os.path.join(self.dir, "no-folder", "x.db"))
+        self.assertIn("cannot write (ENOENT)", str(ctx.exception))
+
     def test_a_cli_error_is_a_rolloutbudgeterror_with_the_exit_code_and_message(self):
         cli = rb.Cli(state=self.state, command=support.COMMAND)
         with self.assertRaises(rb.RolloutBudgetError) as ctx:
