@@ -1,5 +1,5 @@
 import { spawnSync } from 'node:child_process';
-import { chmodSync, copyFileSync, mkdirSync, readdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
+import { chmodSync, copyFileSync, mkdirSync, readdirSync, readFileSync, symlinkSync, truncateSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import Database from 'better-sqlite3';
 import { describe, expect, it, onTestFinished } from 'vitest';
@@ -195,6 +195,17 @@ describe('a SQLite state this user cannot write', () => {
     expect(reader.stdout).toBe(owner);
     expect(listing(dir)).toEqual(before);
     expect(listing(links)).toEqual(['state.db']);
+  });
+
+  it('a state over 2 GiB, with nothing of its owner\'s open, is refused naming its size (a copy in memory cannot hold it)', () => {
+    const { dir, state } = stateFolder();
+    truncateSync(state, 3 * 2 ** 30); // a sparse 3 GiB: only the size is read before the refusal
+    lockFile(dir, state);
+    const before = listing(dir);
+    const r = asReader(['inspect', '--state', state]);
+    expect(r.status).toBe(2);
+    expect(r.stderr).toMatch(/cannot write it \(owner uid \d+, mode 0[46]44\), and at 3\.0 GiB it is too large to read from a copy in memory \(at most 2 GiB\): run the command as its owner, or while its owner has it open/);
+    expect(listing(dir)).toEqual(before);
   });
 
   it('while its owner has it open, inspect reads the changes still in the owner\'s -wal; a -wal with no -shm (a crashed writer) is refused', () => {

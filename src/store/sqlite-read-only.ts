@@ -46,6 +46,8 @@ function writeDenied(path: string): string | undefined {
 
 /** Tries at reading a file whose bytes change meanwhile (its owner checkpointing it) before giving up. */
 const COPY_TRIES = 5;
+/** The largest state read from a copy in memory: Node reads at most 2 GiB a file, and SQLite takes no larger image. */
+const COPY_MAX_BYTES = 2 ** 31 - 1;
 
 /**
  * Opens the state at `path` without writing anything beside it (see above). With no WAL content
@@ -62,6 +64,14 @@ export function openReadOnly(driver: SqliteDriver, path: string, reason: string)
   if (wal !== undefined && shm !== undefined) return new driver.Database(path, { readonly: true, fileMustExist: true, ...driver.options });
   if (wal !== undefined && wal.size > 0) {
     throw new RolloutBudgetError('STATE_ERROR', `${path}: ${reason}, and its write-ahead log (${real}-wal) holds changes only a process that can write the state may apply: run a command on it as its owner first`);
+  }
+  const size = statSync(real).size;
+  if (size > COPY_MAX_BYTES) {
+    throw new RolloutBudgetError(
+      'STATE_ERROR',
+      `${path}: ${reason}, and at ${(size / 2 ** 30).toFixed(1)} GiB it is too large to read from a copy in memory (at most 2 GiB): ` +
+        'run the command as its owner, or while its owner has it open (it is then read through the owner\'s -wal and -shm)',
+    );
   }
   for (let attempt = 0; attempt < COPY_TRIES; attempt++) {
     const before = statSync(real);
