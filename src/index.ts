@@ -15,7 +15,7 @@ export { arc4Random } from './math/arc4.js';
 // Posterior: prompt state, decay, learned prior, expected response length.
 export { addToGroupStats, emptyGroupStats, snapshotOf } from './posterior/state.js';
 export type { GroupStats, PromptState, StateSnapshot } from './posterior/state.js';
-export { addEvidence, decayedTerm, defaultDecay, EVIDENCE_FLOOR, forgetFactor } from './posterior/decay.js';
+export { addEvidence, behindWarning, decayedTerm, defaultDecay, EVIDENCE_FLOOR, forgetFactor } from './posterior/decay.js';
 export type { DecayOptions } from './posterior/decay.js';
 export { defaultPriorOptions, fitPrior, flatPrior, priorFor } from './posterior/prior.js';
 export type { Prior, PriorOptions } from './posterior/prior.js';

@@ -17,7 +17,7 @@ import json
 import logging
 import math
 
-__all__ = ["expand_plan", "group_seed", "group_id", "rollout_id", "stable_prompt_id", "results_rows", "note_replayed"]
+__all__ = ["expand_plan", "group_seed", "group_id", "rollout_id", "stable_prompt_id", "results_rows", "note_observed"]
 
 _log = logging.getLogger("rollout_budget")
 
@@ -221,14 +221,19 @@ def results_rows(rows, rewards, tokens=None, finish_reasons=None):
     return out
 
 
-def note_replayed(summary, sent):
-    """Warns (the ``rollout_budget`` logger) when an observe's summary counts ``duplicates``:
-    rollouts whose ids were observed before, so not applied again. In a trainer that is a step
-    replayed after a resume from a checkpoint (verl and slime resume at the checkpoint's step, and
-    the ids repeat: the state keeps the first run's results, docs/trainers.md "Resuming a run from
-    a checkpoint"), or an observe sent again. ``sent``: the results sent, each with its ``step``.
-    Returns ``summary``."""
-    duplicates = summary.get("duplicates") if isinstance(summary, dict) else None
+def note_observed(summary, sent):
+    """Logs (the ``rollout_budget`` logger) what an observe's summary says a trainer should know:
+    each of its ``warnings`` (results far behind the state's last step: most often a new run on
+    an old run's state), and its ``duplicates``, rollouts whose ids were observed before, so not
+    applied again: a step replayed after a resume from a checkpoint (verl and slime resume at the
+    checkpoint's step, and the ids repeat: the state keeps the first run's results,
+    docs/trainers.md "Resuming a run from a checkpoint"), or an observe sent again. ``sent``: the
+    results sent, each with its ``step``. Returns ``summary``."""
+    if not isinstance(summary, dict):
+        return summary
+    for warning in summary.get("warnings") or []:
+        _log.warning("rollout-budget: %s", warning)
+    duplicates = summary.get("duplicates")
     if isinstance(duplicates, int) and duplicates > 0:
         steps = sorted({r.get("step") for r in sent if r.get("step") is not None})
         _log.warning("rollout-budget: step %s: %d of %d rollouts were observed before (the same rollout ids) and were not "

@@ -38,7 +38,7 @@ import copy
 
 from .advantages import group_advantages
 from .config import settings_from
-from .plan import expand_plan, note_replayed, results_rows, stable_prompt_id
+from .plan import expand_plan, note_observed, results_rows, stable_prompt_id
 
 __all__ = ["generate_rollout", "make_rollout_function", "post_process_rewards", "INFO_KEY"]
 
@@ -190,7 +190,7 @@ def _train_rollout(args, rollout_id, data_source, generate, client, settings):
         tokens.append(int(_get(sample, "response_length") or 0))
         finish.append(_finish_reason(sample))
     results = results_rows([_get(s, "metadata")[INFO_KEY] for s in done], rewards, tokens, finish)
-    summary = note_replayed(client.observe(results), results)
+    summary = note_observed(client.observe(results), results)
     by_rollout = {_get(s, "metadata")[INFO_KEY]["rollout_id"]: s for s in done}
     out = [[by_rollout[_get(s, "metadata")[INFO_KEY]["rollout_id"]] for s in members] for _, _, members in groups]
     metrics = {"rollout_budget/prompts": len(groups), "rollout_budget/rollouts": len(flat),

@@ -30,7 +30,7 @@ from __future__ import annotations
 import math
 
 from .config import settings_from
-from .plan import expand_plan, note_replayed, stable_prompt_id
+from .plan import expand_plan, note_observed, stable_prompt_id
 
 __all__ = ["expand_batch", "observe_batch", "adapter_for", "infer_multiple_of", "VerlAdapter", "INFO_KEY"]
 
@@ -199,4 +199,4 @@ class VerlAdapter:
 
     def observe(self, batch):
         results = self.results(batch)
-        return note_replayed(self.client.observe(results), results)
+        return note_observed(self.client.observe(results), results)

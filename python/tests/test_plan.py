@@ -172,3 +172,25 @@ class StablePromptIdTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class NoteObservedTest(unittest.TestCase):
+    """What an integration logs from an observe's summary (rollout_budget.plan.note_observed)."""
+
+    def test_warnings_and_duplicates_are_logged_a_quiet_summary_is_not(self):
+        from rollout_budget.plan import note_observed
+
+        sent = [{"prompt_id": "a", "step": 1, "reward": 1}] * 3
+        warning = "these results' newest step, 1, is 999 steps before the state's last step, 1000: ..."
+        summary = {"applied": 1, "duplicates": 2, "aborted": 0, "prompts": 1, "last_step": 1000, "warnings": [warning]}
+        with self.assertLogs("rollout_budget", level="WARNING") as logs:
+            self.assertIs(note_observed(summary, sent), summary)
+        self.assertEqual(logs.output[0], "WARNING:rollout_budget:rollout-budget: " + warning)
+        self.assertIn("step 1: 2 of 3 rollouts were observed before", logs.output[1])
+        self.assertEqual(len(logs.output), 2)
+        quiet = {"applied": 3, "duplicates": 0, "aborted": 0, "prompts": 1, "last_step": 1}
+        with self.assertLogs("rollout_budget", level="DEBUG") as logs:
+            note_observed(quiet, sent)
+            import logging
+            logging.getLogger("rollout_budget").debug("marker")
+        self.assertEqual(len(logs.output), 1)  # the marker only

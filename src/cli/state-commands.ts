@@ -139,7 +139,9 @@ export async function observeCommand(io: CliIo, opts: SharedFlags & { results: s
   const decay = resolvePlanOptions(planOptionsFrom(opts)).decay;
   const input = await readResultSource(io, opts.results);
   try {
-    io.stdout(`${JSON.stringify(await observeInto(opts.state, input.source, decay))}\n`);
+    const summary = await observeInto(opts.state, input.source, decay);
+    for (const warning of summary.warnings ?? []) io.stderr(`rollout-budget: warning: ${warning}\n`);
+    io.stdout(`${JSON.stringify(summary)}\n`);
   } finally {
     input.done();
   }

@@ -1,6 +1,6 @@
 import { RolloutBudgetError, badInput, quote } from '../errors.js';
 import { fnv1a } from '../math/hash.js';
-import { forgetFactor } from '../posterior/decay.js';
+import { behindWarning, forgetFactor } from '../posterior/decay.js';
 import { expectedTokens } from '../posterior/length.js';
 import { checkHint, hintPriors, type HintPriors } from '../posterior/hints.js';
 import { flatPrior, priorFor, type Prior } from '../posterior/prior.js';
@@ -114,6 +114,9 @@ export function planStep(
   const step = options.step ?? (snapshot.lastStep === null ? 0 : snapshot.lastStep + 1);
   const size = candidates.length;
   const warnings: string[] = [];
+  // A step given far before the state's last: most often a new run on an old run's state.
+  const behind = behindWarning('plan', step, snapshot.lastStep, options.decay);
+  if (behind !== undefined) warnings.push(behind);
 
   const tieBreak = new Uint32Array(size);
   for (let i = 0; i < size; i++) tieBreak[i] = fnv1a(candidates[i]!.id);

@@ -72,3 +72,25 @@ export function addEvidence(
   const gap = state.lastStep - step;
   return { successes: state.successes + decayedTerm(s, λ, gap, 1), failures: state.failures + decayedTerm(f, λ, gap, 1), lastStep: state.lastStep };
 }
+
+/** Below this weight, results or a plan far behind the state's last step get a warning (behindWarning). */
+const BEHIND_WEIGHT = 0.5;
+
+/**
+ * A warning when results (`observe`), or a `plan`, are at a step so far before the state's last
+ * step that a prompt observed there counts this step's results at less than half a new result
+ * (λ^gap < ½: more than one half-life, 138 steps at the default λ). Most often a new run started
+ * on an old run's state: its results are discounted as late ones and its plans read the old
+ * run's evidence. Undefined when `last` is null, the step is not that far behind, or λ = 1.
+ */
+export function behindWarning(what: 'results' | 'plan', step: number, last: number | null, decay: DecayOptions): string | undefined {
+  if (last === null || step >= last) return undefined;
+  const gap = last - step;
+  const weight = Math.pow(decay.forgetPerStep, gap);
+  if (!(weight < BEHIND_WEIGHT)) return undefined;
+  const counted = `a prompt observed at step ${last} counts ${what === 'results' ? 'them' : 'this step\'s results'} at ${decay.forgetPerStep}^${gap} = ${weight.toPrecision(2)} of a new result`;
+  const head = what === 'results'
+    ? `these results' newest step, ${step}, is ${gap} steps before the state's last step, ${last}: ${counted}`
+    : `planning step ${step}, ${gap} steps before the state's last step, ${last}: the posteriors hold that run's later evidence, and ${counted}`;
+  return `${head}. A new run on an old run's state? Give each run its own --state (or PostgreSQL schema); a run resumed from a checkpoint: docs/trainers.md, "Resuming a run from a checkpoint"`;
+}

@@ -1,7 +1,8 @@
 import type { RolloutResult } from '../io/formats.js';
-import { addEvidence, type DecayOptions } from '../posterior/decay.js';
+import { addEvidence, behindWarning, type DecayOptions } from '../posterior/decay.js';
 import type { PromptState } from '../posterior/state.js';
 import { hintOf } from './meta.js';
+import type { ObserveSummary } from './types.js';
 import { PromptSlots } from './prompt-slots.js';
 
 /** Accepted rollouts of one prompt at one step, summed. */
@@ -171,4 +172,10 @@ export class EvidenceAccumulator {
   private steps(): number[] {
     return [...this.bySteps.keys()].sort((a, b) => a - b);
   }
+}
+
+/** An observe's summary, with its warnings when there are any: results far behind the state's last step `before` (behindWarning). */
+export function summaryOf(summary: ObserveSummary, newest: number | null, before: number | null, decay: DecayOptions): ObserveSummary {
+  const behind = newest === null ? undefined : behindWarning('results', newest, before, decay);
+  return behind === undefined ? summary : { ...summary, warnings: [behind] };
 }

@@ -2,7 +2,7 @@ import type pg from 'pg';
 import type { ResultSource } from '../io/results.js';
 import { LN_EVIDENCE_FLOOR, LN_GUARD, type DecayOptions } from '../posterior/decay.js';
 import type { PromptState } from '../posterior/state.js';
-import { applyEvidence, EvidenceAccumulator, type StepEvidence } from './accumulate.js';
+import { applyEvidence, EvidenceAccumulator, summaryOf, type StepEvidence } from './accumulate.js';
 import { ALL_CLAIMED, BatchClaims } from './claims.js';
 import { dollarQuoted, pgArray } from './pg-array.js';
 import { PooledDeltas } from './pooled.js';
@@ -192,8 +192,9 @@ export async function applyIn(c: pg.PoolClient, s: string, source: ResultSource,
   for (const id of ids) deltas.change(old.get(id), after.get(id)!);
   await addPooled(c, s, deltas.entries());
   let last = before;
+  let top: number | null = null;
   if (evidence.length > 0) {
-    let top = evidence[0]!.step;
+    top = evidence[0]!.step;
     for (const e of evidence) if (e.step > top) top = e.step;
     const up = await c.query<{ v: number }>(
       `INSERT INTO ${s}.meta (key, value) VALUES ('last_step', $1) ON CONFLICT (key) DO UPDATE SET value = GREATEST(${s}.meta.value, excluded.value) RETURNING value::float8 AS v`,
@@ -201,5 +202,5 @@ export async function applyIn(c: pg.PoolClient, s: string, source: ResultSource,
     last = up.rows[0]!.v;
   }
   const prompts = new Set(evidence.map((e) => e.prompt_id)).size;
-  return { applied: acc.applied, duplicates: acc.duplicates, aborted: acc.aborted, prompts, last_step: last };
+  return summaryOf({ applied: acc.applied, duplicates: acc.duplicates, aborted: acc.aborted, prompts, last_step: last }, top, before, decay);
 }

@@ -2,7 +2,7 @@ import type Database from 'better-sqlite3';
 import type { ResultSource } from '../io/results.js';
 import type { DecayOptions } from '../posterior/decay.js';
 import type { PromptState } from '../posterior/state.js';
-import { applyEvidence, EvidenceAccumulator } from './accumulate.js';
+import { applyEvidence, EvidenceAccumulator, summaryOf } from './accumulate.js';
 import { ALL_CLAIMED, BatchClaims } from './claims.js';
 import { POOLED_COLUMNS, PooledDeltas } from './pooled.js';
 import { withMeta, type PromptMeta } from './meta.js';
@@ -140,14 +140,16 @@ export class SqliteWriter {
     const old = this.readStates(ids);
     const states = old.slice();
     let last = before;
+    let newest: number | null = null;
     for (let k = 0; k < evidence.length; k++) {
       const e = evidence[k]!;
       states[at[k]!] = applyEvidence(states[at[k]!], e, decay);
       if (last === null || e.step > last) last = e.step;
+      if (newest === null || e.step > newest) newest = e.step;
     }
     this.writeStates(ids, old, states as PromptState[]);
     if (last !== null && last !== before) this.setStep.run(String(last));
-    return { applied: acc.applied, duplicates: acc.duplicates, aborted: acc.aborted, prompts: ids.length, last_step: last };
+    return summaryOf({ applied: acc.applied, duplicates: acc.duplicates, aborted: acc.aborted, prompts: ids.length, last_step: last }, newest, before, decay);
   }
 }
 

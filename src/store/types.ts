@@ -15,6 +15,11 @@ export interface ObserveSummary {
   prompts: number;
   /** Latest step in the state after the batch, or null. */
   last_step: number | null;
+  /**
+   * Present only when there is something to say: results far behind the state's last step
+   * (posterior/decay.ts behindWarning, most often a new run on an old run's state).
+   */
+  warnings?: string[];
 }
 
 /** Where posteriors live. Every implementation passes test/store.test.ts. */
