@@ -130,7 +130,7 @@ export function checkOutput(path: string): void {
  * else (/dev/null, /dev/stdout, a FIFO, a shell's `>(...)` as /dev/fd/N) is written in place:
  * a rename would put a regular file where the device or pipe was (as root, /dev/null itself).
  */
-function outputTarget(path: string): { path: string; atomic: boolean } {
+export function outputTarget(path: string): { path: string; atomic: boolean } {
   const stat = statSync(path, { throwIfNoEntry: false });
   if (stat === undefined) return { path, atomic: true };
   if (!stat.isFile()) return { path, atomic: false };

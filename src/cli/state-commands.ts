@@ -1,4 +1,4 @@
-import { closeSync, existsSync, fsyncSync, openSync, readSync, realpathSync, renameSync, rmSync, statSync } from 'node:fs';
+import { closeSync, existsSync, fsyncSync, openSync, readSync, renameSync, rmSync, statSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { Allocator } from '../allocator.js';
 import { RolloutBudgetError } from '../errors.js';
@@ -20,7 +20,7 @@ import { isPostgresUrl, redactUrl } from '../store/url.js';
 import type { ObserveSummary } from '../store/types.js';
 import type { AsyncAllocator } from '../service/async-allocator.js';
 import type { AsyncStore } from '../store/async.js';
-import { checkOutput, rereadable, writeChunks, type CliIo } from './io.js';
+import { checkOutput, outputTarget, rereadable, writeChunks, type CliIo } from './io.js';
 import { isNewStateFile, removeStateFile, stillEmpty } from './new-state.js';
 import { readPrompts } from './prompts-input.js';
 import { budgetFrom, planOptionsFrom, type SharedFlags } from './options.js';
@@ -216,12 +216,12 @@ export async function backupCommand(io: CliIo, opts: { state: string; out: strin
   if (out === '-') throw new RolloutBudgetError('BAD_OPTION', '--out -: a state is a SQLite file, not text for stdout: give a file path');
   checkOutput(out);
   const there = statSync(out, { throwIfNoEntry: false });
-  // A symlink stays one: the file it leads to is replaced (and its -wal and -shm are beside that file).
-  const target = there === undefined ? out : realpathSync(out);
+  // As plan's --out: a symlink stays one, the file it leads to is replaced (its -wal and -shm are beside that file).
+  const { path: target, atomic } = outputTarget(out);
   if (there !== undefined) {
     const source = statSync(state);
     if (there.dev === source.dev && there.ino === source.ino) throw new RolloutBudgetError('BAD_OPTION', `--out ${out} is the state file itself: give another path`);
-    if (!there.isFile() || !isSqliteFile(target)) throw new RolloutBudgetError('BAD_OPTION', `--out ${out}: there is a file there that is not a SQLite state; backup replaces only a state file: give another path`);
+    if (!atomic || !isSqliteFile(target)) throw new RolloutBudgetError('BAD_OPTION', `--out ${out}: there is a file there that is not a SQLite state; backup replaces only a state file: give another path`);
     const open = ['-wal', '-shm'].filter((suffix) => existsSync(`${target}${suffix}`));
     if (open.length > 0) {
       throw new RolloutBudgetError('STATE_ERROR', `--out ${out}: a state with ${open.map((s) => `${target}${s}`).join(' and ')} beside it, so a process may have it open: stop what uses it (and remove those files) before replacing it, or give another path`);

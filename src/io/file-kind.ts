@@ -1,12 +1,12 @@
+/** The first 16 bytes of every SQLite database file. */
+export const SQLITE_MAGIC = 'SQLite format 3\x00';
+
 /**
  * Binary formats people pass where text goes (a prompts, results or log file; a request body),
  * told by the bytes they start with, so the error says what the file is and what to do rather
  * than "not valid UTF-8" or "malformed JSON". verl's datasets are Parquet; logs and dumps are
  * often compressed; a state file is SQLite.
  */
-/** The first 16 bytes of every SQLite database file. */
-export const SQLITE_MAGIC = 'SQLite format 3\x00';
-
 const KINDS: readonly { readonly magic: string; readonly what: string; readonly todo: string }[] = [
   { magic: '\x1f\x8b', what: 'gzip-compressed data', todo: 'decompress it first (gunzip -k, or zcat into a pipe)' },
   { magic: '\x28\xb5\x2f\xfd', what: 'zstd-compressed data', todo: 'decompress it first (zstd -d)' },

@@ -88,13 +88,12 @@ function sameFile(a: Stats, b: Stats): boolean {
   return a.ino === b.ino && a.size === b.size && a.mtimeMs === b.mtimeMs;
 }
 
+/** What both errors below advise. */
+const ADVICE = 'Run it as the state\'s owner, or give this user write access to the file and its folder';
+
 /** The STATE_ERROR of a write to a state opened read-only: `reason` is `path: why`. */
 export function readOnlyError(reason: string): RolloutBudgetError {
-  return new RolloutBudgetError(
-    'STATE_ERROR',
-    `${reason}, so it was opened read-only and this command cannot write it; nothing was written. ` +
-      'Run it as the state\'s owner, or give this user write access to the file and its folder',
-  );
+  return new RolloutBudgetError('STATE_ERROR', `${reason}, so it was opened read-only and this command cannot write it; nothing was written. ${ADVICE}`);
 }
 
 /**
@@ -105,9 +104,5 @@ export function readOnlyError(reason: string): RolloutBudgetError {
 export function requireWritable(path: string, writes: string): void {
   const reason = unwritableReason(path);
   if (reason === undefined) return;
-  throw new RolloutBudgetError(
-    'STATE_ERROR',
-    `${path}: ${reason}; ${writes}, so it must be writable, and nothing was opened. ` +
-      'Run it as the state\'s owner, or give this user write access to the file and its folder',
-  );
+  throw new RolloutBudgetError('STATE_ERROR', `${path}: ${reason}; ${writes}, so it must be writable, and nothing was opened. ${ADVICE}`);
 }

@@ -55,14 +55,15 @@ export interface SqliteStoreOptions {
   readonly lockWaitMs?: number;
 }
 
-/**
- * The state in one SQLite file (or ':memory:'). WAL journal with synchronous=FULL: a batch
- * commits whole or not at all, also when the process is killed mid-write. Several processes
- * may write one file: each waits its turn for the write lock (store/busy.ts).
- */
 /** The page size of a new state file (docs/performance.md, twelfth round). */
 export const PAGE_BYTES = 16_384;
 
+/**
+ * The state in one SQLite file (or ':memory:'). WAL journal with synchronous=FULL: a batch
+ * commits whole or not at all, also when the process is killed mid-write. Several processes
+ * may write one file: each waits its turn for the write lock (store/busy.ts). A file this user
+ * cannot write is opened read-only, without making files beside it (store/sqlite-read-only.ts).
+ */
 export class SqliteStore implements Store {
   private readonly db: Database.Database;
   private readonly lockWaitMs: number;
@@ -70,9 +71,9 @@ export class SqliteStore implements Store {
   private file: FileIdentity | undefined;
   /**
    * Why the state was opened read-only (`path: this user cannot write it ...`), or undefined when
-   * it may be written (store/sqlite-read-only.ts). Commands that must write check it first.
+   * it may be written (store/sqlite-read-only.ts): what a write's error says.
    */
-  readonly readOnly: string | undefined;
+  private readonly readOnly: string | undefined;
 
   constructor(readonly path: string, options: SqliteStoreOptions = {}) {
     this.lockWaitMs = options.lockWaitMs ?? lockWaitMs();
