@@ -248,6 +248,23 @@ describe('greedy solver', () => {
     }
   });
 
+  it('a token budget that does not bind still weighs each move (README: Two budgets): fewer tokens, the same rollouts', () => {
+    for (const [k, size] of [1_500, 12_000].entries()) {
+      const shape = { size, minN: 2, maxN: 32, skip: false, value: 'balanced', tokenCosts: true };
+      const alone = greedySolve(randomInstance(`cap/${k}`, { ...shape, rollouts: 6 * size, tokens: Infinity }));
+      const input = randomInstance(`cap/${k}`, { ...shape, rollouts: 6 * size, tokens: Math.ceil(1.5 * alone.usedTokens) });
+      const capped = greedySolve(input);
+      expect(violations(input, capped.n)).toEqual([]);
+      expect(capped.usedRollouts, `cap/${k}`).toBe(alone.usedRollouts);
+      expect(capped.usedTokens, `cap/${k}`).toBeLessThan(alone.usedTokens);
+      // The rollouts-only plan is the most value for these rollouts (exact on unit costs).
+      expect(objectiveOf(input, capped.n)).toBeLessThanOrEqual(alone.objective + 1e-9);
+      let moved = 0;
+      for (let i = 0; i < size; i++) if (capped.n[i] !== alone.n[i]) moved++;
+      expect(moved, `cap/${k}`).toBeGreaterThan(0);
+    }
+  });
+
   it('reports infeasible lower bounds with the numbers', () => {
     const input = randomInstance('inf', { size: 10, minN: 4, maxN: 8, skip: false, rollouts: 39, tokens: Infinity });
     const r = greedySolve(input);
