@@ -2,7 +2,7 @@ import { connect } from 'node:net';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Allocator, AsyncAllocator, asyncStoreOf, Service, SqliteStore, startHttpService, type HttpService } from '../src/index.js';
-import { call, startService, stopService } from './service-helpers.js';
+import { call, sleep, startService, stopService } from './service-helpers.js';
 import { tempDir } from './temp.js';
 
 const dir = tempDir('rb-http-');
@@ -119,6 +119,61 @@ describe('HTTP service on SQLite', () => {
       expect(m.text).toMatch(/^rollout_budget_plan_seconds_bucket\{le="\+Inf"\} 1$/m);
       expect(m.text).toMatch(/^# TYPE rollout_budget_plan_seconds histogram$/m);
       expect((await call(at, 'GET', '/healthz')).json).toEqual({ status: 'ok', store: 'sqlite', prompts: 3 });
+    } finally {
+      await server.close();
+      await own.allocator.close();
+    }
+  });
+});
+
+describe('connections that send no request', () => {
+  /** Opens a raw connection; `closed` resolves with the ms from connect to the server's close, `text` holds what came back. */
+  const open = async (port: number) => {
+    const sock = connect(port, '127.0.0.1');
+    const got = { text: '' };
+    sock.on('data', (d) => (got.text += d.toString()));
+    await new Promise<void>((r) => sock.once('connect', () => r()));
+    const t0 = Date.now();
+    const closed = new Promise<number>((r) => sock.once('close', () => r(Date.now() - t0)));
+    sock.on('error', () => {});
+    return { sock, got, closed };
+  };
+  const within = <T>(p: Promise<T>, ms: number) =>
+    Promise.race([p, new Promise<'open'>((r) => setTimeout(() => r('open'), ms))]);
+
+  it('are closed after firstRequestMs (an idle socket held a file descriptor for good); a request that began, a slow body and a kept-alive connection are not', async () => {
+    const own = new Service(new AsyncAllocator(asyncStoreOf(new SqliteStore(join(dir, 'idle.db')))));
+    const server = await startHttpService(own, { host: '127.0.0.1', port: 0, bodyLimit: 4096, firstRequestMs: 400 });
+    try {
+      const at = server.port;
+      const idle = await open(at);
+      // Before the fix the server never closed it (measured: still open after 100 s).
+      const idleClosed = await within(idle.closed, 5_000);
+      expect(idleClosed).not.toBe('open');
+      expect(idleClosed as number).toBeGreaterThanOrEqual(300);
+
+      // Its head within the time, then the body over three times as long: answered.
+      const body = JSON.stringify([{ prompt_id: 'slow', step: 0, reward: 1, rollout_id: 's1' }]);
+      const slow = await open(at);
+      slow.sock.write(`POST /v1/observe HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n`);
+      for (const piece of [body.slice(0, 10), body.slice(10, 30), body.slice(30)]) {
+        await sleep(400);
+        slow.sock.write(piece);
+      }
+      await within(new Promise<void>((r) => { const t = setInterval(() => { if (slow.got.text.includes('"applied"')) { clearInterval(t); r(); } }, 20); }), 5_000);
+      expect(slow.got.text).toMatch(/^HTTP\/1\.1 200 /);
+      expect(slow.got.text).toContain('"applied":1');
+
+      // A kept-alive connection: a request, a pause past firstRequestMs (within keepAliveTimeout), another request.
+      const kept = await open(at);
+      const get = () => kept.sock.write('GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n');
+      get();
+      await sleep(1_000);
+      get();
+      await sleep(300);
+      expect(kept.got.text.match(/HTTP\/1\.1 200 /g)).toHaveLength(2);
+      kept.sock.destroy();
+      slow.sock.destroy();
     } finally {
       await server.close();
       await own.allocator.close();

@@ -20,6 +20,14 @@ export interface HttpOptions {
    * slowly) may take before they are cut; default 10 s.
    */
   readonly closeGraceMs?: number;
+  /**
+   * How long a new connection may take to send its first request's head; one that has not is
+   * closed (default 10 s). Node's own headersTimeout counts only from a request's first byte,
+   * so a connection that sends nothing would hold a file descriptor for good, and enough of
+   * them leave the service unable to accept anyone (every new connection reset at the
+   * process's limit of open files).
+   */
+  readonly firstRequestMs?: number;
 }
 
 export interface HttpService {
@@ -80,6 +88,7 @@ export async function startHttpService(service: Service, options: HttpOptions): 
   };
   const guard = new RequestGuard(guardOptions);
   const server = createServer((req, res) => {
+    req.socket.setTimeout(0); // its head is in: firstRequestMs no longer applies
     void (async () => {
       const method = req.method ?? 'GET';
       const path = req.url ?? '/';
@@ -134,6 +143,10 @@ export async function startHttpService(service: Service, options: HttpOptions): 
   });
   server.keepAliveTimeout = 5_000;
   server.requestTimeout = 60_000;
+  // A socket's timeout with no request on it is Node's to handle: the socket is destroyed.
+  // Between requests on a kept-alive connection Node sets its own (keepAliveTimeout).
+  const firstRequestMs = options.firstRequestMs ?? 10_000;
+  server.on('connection', (socket) => socket.setTimeout(firstRequestMs));
   await new Promise<void>((resolve, reject) => {
     server.once('error', (error: NodeJS.ErrnoException) =>
       reject(new RolloutBudgetError('IO_ERROR', `cannot listen on ${options.host}:${options.port} (${error.code ?? error.message})`)));
