@@ -1,10 +1,11 @@
+import { spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { gzipSync } from 'node:zlib';
 import { describe, expect, it } from 'vitest';
 import { Allocator, MAX_JSON_DEPTH, MAX_N_LIMIT, addEvidence, defaultDecay, openAsyncStore } from '../src/index.js';
-import { call, freshPgUrl, pgUrl, request, runServe, sleep, startService, stopService, stdioSession } from './service-helpers.js';
+import { CLI, call, freshPgUrl, pgUrl, request, runServe, sleep, startService, stopService, stdioSession } from './service-helpers.js';
 import { tempDir } from './temp.js';
 
 // Regression tests for issue 12 (items 1, 2, 4, 5, 8, 9), each named after what broke.
@@ -350,6 +351,37 @@ describe('item 9: invalid UTF-8 became U+FFFD silently; a bad --host printed two
     expect(r.code).toBe(2);
     expect(r.stderr.trim().split('\n')).toEqual([expect.stringContaining('cannot listen on 300.1.1.1:0')]);
     expect(['', '-wal', '-shm'].filter((s) => existsSync(`${state}${s}`))).toEqual([]); // the state file it made is gone
+  }, 60_000);
+
+  it('--host ::1: the "listening on" line is a URL a client can use (http://[::1]:PORT, not http://::1:PORT)', async (ctx) => {
+    const probe = createServer();
+    const ipv6 = await new Promise<boolean>((resolve) => {
+      probe.once('error', () => resolve(false));
+      probe.listen(0, '::1', () => probe.close(() => resolve(true)));
+    });
+    if (!ipv6) ctx.skip(); // a machine without IPv6 loopback
+    const child = spawn(process.execPath, [CLI, 'serve', '--host', '::1', '--port', '0', '--state', db()], { stdio: ['ignore', 'ignore', 'pipe'] });
+    try {
+      let err = '';
+      const url = await new Promise<string>((resolve, reject) => {
+        const timer = setTimeout(() => reject(new Error(`no "listening on" line: ${err}`)), 20_000);
+        child.stderr.on('data', (chunk: Buffer) => {
+          err += chunk.toString();
+          const m = /listening on (\S+)/.exec(err);
+          if (m) {
+            clearTimeout(timer);
+            resolve(m[1]!);
+          }
+        });
+      });
+      expect(url).toMatch(/^http:\/\/\[::1\]:\d+$/);
+      const health = await fetch(`${url}/healthz`);
+      expect(health.status).toBe(200);
+      expect(await health.json()).toMatchObject({ status: 'ok' });
+    } finally {
+      child.kill('SIGTERM');
+      await new Promise((resolve) => child.once('exit', resolve));
+    }
   }, 60_000);
 
   it('a port in use: one line, exit 2; a state file it made is removed, one that was there is kept', async () => {

@@ -112,7 +112,9 @@ export function registerServeCommands(program: Command, io: CliIo): void {
             ...(opts.allowedHosts === undefined ? {} : { allowedHosts: opts.allowedHosts.split(',') }),
           });
           started = true;
-          log(`listening on http://${opts.host}:${http.port} (state: ${store.kind} ${where})`);
+          // An IPv6 address goes in brackets, so the line's URL is one a client can use.
+          const host = opts.host.includes(':') ? `[${opts.host}]` : opts.host;
+          log(`listening on http://${host}:${http.port} (state: ${store.kind} ${where})`);
           const why = await signal.stopped;
           log(`stopping (${why}): finishing in-flight requests`);
           await http.close();
