@@ -241,3 +241,34 @@ describe('a SQLite state this user cannot write', () => {
     }
   });
 });
+
+describe('no state file yet, in a folder this user cannot write', () => {
+  it('plan, observe, serve and execute exit 2 naming the folder and why (SQLite said only "unable to open database file"); inspect still answers; nothing is made', () => {
+    const { dir } = stateFolder();
+    const plan = join(dir, 'plan.json');
+    const planned = run(['plan', '--prompts', join(dir, 'prompts.jsonl'), '--state', ':memory:', '--budget-rollouts', '4', '--max-tokens', '64', '--out', plan]);
+    expect(planned.status, planned.stderr).toBe(0);
+    lockFolder(dir, join(dir, 'state.db'));
+    const before = listing(dir);
+    const missing = join(dir, 'new.db');
+    const reason = new RegExp(
+      `^rollout-budget: ${escape(missing)}: cannot open the state database \\(there is no state file there yet, and its folder ${escape(dir)} cannot be written by this user \\(uid \\d+\\), so none can be made: give the state a path in a folder this user can write\\)\n$`,
+    );
+    for (const args of [
+      ['plan', '--prompts', join(dir, 'prompts.jsonl'), '--state', missing, '--budget-rollouts', '8'],
+      ['observe', '--results', join(dir, 'results.jsonl'), '--state', missing],
+      ['serve', '--state', missing, '--port', '0'],
+      // execute opens the state before it sends anything (nothing listens on port 1).
+      ['execute', '--plan', plan, '--prompts', join(dir, 'prompts.jsonl'), '--endpoint', 'http://127.0.0.1:1', '--model', 'm', '--state', missing],
+    ]) {
+      const reader = asReader(args);
+      expect(reader.status, `${args[0]}: ${reader.stderr}`).toBe(2);
+      expect(reader.stderr, args[0]).toMatch(reason);
+      expect(listing(dir)).toEqual(before);
+    }
+    const inspect = asReader(['inspect', '--state', missing]);
+    expect(inspect.status, inspect.stderr).toBe(0);
+    expect(JSON.parse(inspect.stdout).prompts).toBe(0);
+    expect(listing(dir)).toEqual(before);
+  });
+});

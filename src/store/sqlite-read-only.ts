@@ -1,5 +1,5 @@
 import { accessSync, constants, readFileSync, realpathSync, statSync, type Stats } from 'node:fs';
-import { dirname } from 'node:path';
+import { dirname, resolve } from 'node:path';
 import type Database from 'better-sqlite3';
 import { RolloutBudgetError } from '../errors.js';
 import type { SqliteDriver } from './sqlite-driver.js';
@@ -32,6 +32,27 @@ export function unwritableReason(path: string): string | undefined {
     return `this user cannot write its folder ${folder}, where SQLite makes the state's -wal and -shm files`;
   }
   return undefined;
+}
+
+/**
+ * Why this process cannot make a new SQLite state file at `path`, or undefined when it can (or
+ * the file is there, or its folder is not: SQLite says so itself). SQLite's own words for it,
+ * "unable to open database file", name neither the folder nor the cause.
+ */
+function uncreatableReason(path: string): string | undefined {
+  if (path === ':memory:' || path === '' || statSync(path, { throwIfNoEntry: false }) !== undefined) return undefined;
+  const folder = dirname(resolve(path));
+  if (statSync(folder, { throwIfNoEntry: false })?.isDirectory() !== true) return undefined;
+  const denied = writeDenied(folder);
+  if (denied === undefined) return undefined;
+  const why = denied === 'EROFS' ? 'is on a read-only file system' : `cannot be written by this user (uid ${process.getuid?.() ?? '?'})`;
+  return `there is no state file there yet, and its folder ${folder} ${why}, so none can be made: give the state a path in a folder this user can write`;
+}
+
+/** Throws STATE_ERROR naming the folder when there is no state file at `path` and none can be made (uncreatableReason). */
+export function requireCreatable(path: string): void {
+  const reason = uncreatableReason(path);
+  if (reason !== undefined) throw new RolloutBudgetError('STATE_ERROR', `${path}: cannot open the state database (${reason})`);
 }
 
 /** The code of access(2) refusing to let this process write `path` (EACCES, EROFS, ...), or undefined when it may. */
@@ -102,6 +123,7 @@ export function readOnlyError(reason: string): RolloutBudgetError {
  * fail at once, not after a generation. `writes` says what they write (`serve writes each observe into it`).
  */
 export function requireWritable(path: string, writes: string): void {
+  requireCreatable(path);
   const reason = unwritableReason(path);
   if (reason === undefined) return;
   throw new RolloutBudgetError('STATE_ERROR', `${path}: ${reason}; ${writes}, so it must be writable, and nothing was opened. ${ADVICE}`);

@@ -11,7 +11,7 @@ import type { PromptMeta } from './meta.js';
 import { POOLED_COLUMNS, POOLED_META_KEY, pooledOf, pooledValues } from './pooled.js';
 import { ClaimConflict, SqliteWriter } from './sqlite-apply.js';
 import { installedSqlite, sqliteDriver } from './sqlite-driver.js';
-import { openReadOnly, readOnlyError, unwritableReason } from './sqlite-read-only.js';
+import { openReadOnly, readOnlyError, requireCreatable, unwritableReason } from './sqlite-read-only.js';
 import { PartialRead } from './sqlite-partial.js';
 import type { ScannedState } from './scan-ahead.js';
 import { lastStepReader } from './sqlite-last-step.js';
@@ -82,6 +82,7 @@ export class SqliteStore implements Store {
     }
     try {
       const driver = sqliteDriver();
+      requireCreatable(path);
       const unwritable = unwritableReason(path);
       // A state this user cannot write is read without making files beside it (store/sqlite-read-only.ts).
       this.db = unwritable === undefined ? new driver.Database(path, { timeout: ATTEMPT_MS, ...driver.options }) : openReadOnly(driver, path, unwritable);
