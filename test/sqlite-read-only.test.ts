@@ -243,7 +243,7 @@ describe('a SQLite state this user cannot write', () => {
 });
 
 describe('no state file yet, in a folder this user cannot write', () => {
-  it('plan, observe, serve and execute exit 2 naming the folder and why (SQLite said only "unable to open database file"); inspect still answers; nothing is made', () => {
+  it('plan, observe, serve and execute exit 2 naming the folder and why (SQLite said only "unable to open database file"), as does backup --out there; inspect still answers; nothing is made', () => {
     const { dir } = stateFolder();
     const plan = join(dir, 'plan.json');
     const planned = run(['plan', '--prompts', join(dir, 'prompts.jsonl'), '--state', ':memory:', '--budget-rollouts', '4', '--max-tokens', '64', '--out', plan]);
@@ -266,6 +266,13 @@ describe('no state file yet, in a folder this user cannot write', () => {
       expect(reader.stderr, args[0]).toMatch(reason);
       expect(listing(dir)).toEqual(before);
     }
+    // backup reads the state (its folder locked: from a copy in memory) and cannot write --out
+    // there: SQLite's words blamed the state ("the state file cannot be opened (SQLITE_CANTOPEN ...").
+    const out = join(dir, 'copy.db');
+    const backup = asReader(['backup', '--state', join(dir, 'state.db'), '--out', out]);
+    expect(backup.status, backup.stderr).toBe(2);
+    expect(backup.stderr).toMatch(new RegExp(`^rollout-budget: --out ${escape(out)}: cannot write the copy there \\(EACCES: this user \\(uid \\d+\\) cannot write the folder ${escape(dir)}\\); the state is as it was\n$`));
+    expect(listing(dir)).toEqual(before);
     const inspect = asReader(['inspect', '--state', missing]);
     expect(inspect.status, inspect.stderr).toBe(0);
     expect(JSON.parse(inspect.stdout).prompts).toBe(0);

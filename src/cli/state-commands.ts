@@ -1,5 +1,5 @@
 import { closeSync, existsSync, fsyncSync, openSync, readSync, renameSync, rmSync, statSync } from 'node:fs';
-import { dirname } from 'node:path';
+import { dirname, resolve } from 'node:path';
 import { Allocator } from '../allocator.js';
 import { RolloutBudgetError } from '../errors.js';
 import { isSqliteStart, SQLITE_MAGIC } from '../io/file-kind.js';
@@ -229,8 +229,16 @@ export async function backupCommand(io: CliIo, opts: { state: string; out: strin
   }
   const tmp = `${target}.tmp-${process.pid}`;
   rmSync(tmp, { force: true });
-  const store = new SqliteStore(state);
   try {
+    closeSync(openSync(tmp, 'wx')); // VACUUM INTO takes an empty file; made first, so a folder it cannot write is named as such
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code ?? String(error);
+    const why = code === 'EACCES' || code === 'EPERM' ? `: this user (uid ${process.getuid?.() ?? '?'}) cannot write the folder ${dirname(resolve(tmp))}` : code === 'EROFS' ? `: the folder ${dirname(resolve(tmp))} is on a read-only file system` : '';
+    throw new RolloutBudgetError('IO_ERROR', `--out ${out}: cannot write the copy there (${code}${why}); the state is as it was`);
+  }
+  let store: SqliteStore | undefined;
+  try {
+    store = new SqliteStore(state);
     store.copyTo(tmp);
     const fd = openSync(tmp, 'r+');
     try {
@@ -246,7 +254,7 @@ export async function backupCommand(io: CliIo, opts: { state: string; out: strin
     if (error instanceof RolloutBudgetError) throw error;
     throw new RolloutBudgetError('IO_ERROR', `${out}: cannot write the copy (${(error as NodeJS.ErrnoException).code ?? String(error)})`);
   } finally {
-    store.close();
+    store?.close();
   }
 }
 
