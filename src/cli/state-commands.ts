@@ -12,6 +12,7 @@ import type { Candidate, Plan } from '../plan/types.js';
 import { calibrationSummary } from '../posterior/hints.js';
 import type { DecayOptions } from '../posterior/decay.js';
 import type { StateSnapshot } from '../posterior/state.js';
+import { networkStateNote } from '../store/network-fs.js';
 import { readStateAhead } from '../store/scan-ahead.js';
 import { MMAP_BYTES, SqliteStore } from '../store/sqlite.js';
 import { sqliteDriver } from '../store/sqlite-driver.js';
@@ -192,6 +193,8 @@ export async function inspectCommand(io: CliIo, opts: { state: string; prompt?: 
       prompt !== undefined ? `${JSON.stringify(await allocator.posterior(prompt), null, 2)}\n` : stateSummary(await store.count(), await store.snapshot())));
     return;
   }
+  const network = missing ? undefined : networkStateNote(opts.state);
+  if (network !== undefined) io.stderr(`rollout-budget: note: ${network}\n`);
   const allocator = new Allocator({ state: missing ? ':memory:' : opts.state });
   try {
     if (opts.prompt !== undefined) io.stdout(`${JSON.stringify(allocator.posterior(opts.prompt), null, 2)}\n`);
@@ -236,6 +239,8 @@ export async function backupCommand(io: CliIo, opts: { state: string; out: strin
     const why = code === 'EACCES' || code === 'EPERM' ? `: this user (uid ${process.getuid?.() ?? '?'}) cannot write the folder ${dirname(resolve(tmp))}` : code === 'EROFS' ? `: the folder ${dirname(resolve(tmp))} is on a read-only file system` : '';
     throw new RolloutBudgetError('IO_ERROR', `--out ${out}: cannot write the copy there (${code}${why}); the state is as it was`);
   }
+  const network = networkStateNote(state);
+  if (network !== undefined) io.stderr(`rollout-budget: note: ${network}\n`);
   let store: SqliteStore | undefined;
   try {
     store = new SqliteStore(state);
