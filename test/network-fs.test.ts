@@ -16,7 +16,7 @@ describe('network file systems', () => {
   it('names the f_type of NFS, SMB/CIFS, Lustre, GPFS, CephFS, BeeGFS and AFS, and no local one', () => {
     const named: [number, string][] = [
       [0x6969, 'NFS'], [0x517b, 'SMB'], [0xff534d42, 'CIFS'], [0xfe534d42, 'SMB2'], [0x0bd00bd0, 'Lustre'],
-      [0x47504653, 'GPFS'], [0x00c36400, 'CephFS'], [0x19830326, 'BeeGFS'], [0x6b414653, 'AFS'], [0x5346414f, 'OpenAFS'],
+      [0x47504653, 'GPFS'], [0x00c36400, 'CephFS'], [0x19830326, 'BeeGFS'], [0x6b414653, 'kAFS'], [0x5346414f, 'OpenAFS'],
     ];
     for (const [type, name] of named) expect(networkFileSystemOf(type), type.toString(16)).toBe(name);
     // A C long read as a signed 32-bit value (CIFS's magic has its top bit set).

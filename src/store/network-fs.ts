@@ -15,7 +15,7 @@ const NETWORK_FILE_SYSTEMS: ReadonlyMap<number, string> = new Map([
   [0x47504653, 'GPFS'],
   [0x00c36400, 'CephFS'],
   [0x19830326, 'BeeGFS'],
-  [0x6b414653, 'AFS'],
+  [0x6b414653, 'kAFS'],
   [0x5346414f, 'OpenAFS'],
 ]);
 
