@@ -1,5 +1,10 @@
+import { spawn } from 'node:child_process';
+import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { stopSignals } from '../src/cli/signals.js';
+import { CLI } from './service-helpers.js';
+import { tempDir } from './temp.js';
 
 /**
  * The one stop-signal helper of `serve`, `sim-server`, `execute` and `loop` (src/cli/signals.ts).
@@ -32,4 +37,32 @@ describe('stopSignals', () => {
     expect(process.listenerCount('SIGINT') + process.listenerCount('SIGTERM')).toBe(before);
     expect(stop.received()).toBeUndefined();
   });
+});
+
+describe('Ctrl-C while plan writes its file', () => {
+  it('ends the process only once the temp file is renamed into place: no <out>.tmp-<pid> left, the plan whole', async () => {
+    const dir = tempDir();
+    const prompts = join(dir, 'prompts.jsonl');
+    const size = 200_000;
+    writeFileSync(prompts, Array.from({ length: size }, (_, i) => `{"id":"p${i}","max_tokens":1024}\n`).join(''));
+    const out = join(dir, 'plan.json');
+    const child = spawn(process.execPath, [CLI, 'plan', '--prompts', prompts, '--state', ':memory:', '--budget-rollouts', String(8 * size), '--out', out], { stdio: 'ignore' });
+    const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+    const tmp = `${out}.tmp-${child.pid}`;
+    // The signal as soon as the temp file is there: the write of 200,000 rows takes ~100 ms.
+    let sent = false;
+    const poll = setInterval(() => {
+      if (!sent && existsSync(tmp)) {
+        sent = true;
+        child.kill('SIGINT');
+      }
+    }, 1);
+    const code = await exited;
+    clearInterval(poll);
+    expect(sent, 'the temp file never showed').toBe(true);
+    // Before: killed mid-write (exit by SIGINT), its temp file left, up to the plan's size.
+    expect(readdirSync(dir).sort()).toEqual(['plan.json', 'prompts.jsonl']);
+    expect(code).toBe(0);
+    expect(JSON.parse(readFileSync(out, 'utf8')).totals.prompts).toBe(size);
+  }, 60_000);
 });

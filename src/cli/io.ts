@@ -137,6 +137,33 @@ export function outputTarget(path: string): { path: string; atomic: boolean } {
   return { path: realpathSync(path), atomic: true };
 }
 
+/** The signals that end a command which has no handler of its own for them. */
+const ENDING_SIGNALS = ['SIGINT', 'SIGTERM', 'SIGHUP'] as const;
+let deferring = false;
+
+/**
+ * Lets an ending signal that the command does not handle itself (Ctrl-C during `plan`) end the
+ * process only once the synchronous write under way is over: the temp file renamed into
+ * place, or removed. Killed in the middle, the process left its `<out>.tmp-<pid>`, as large
+ * as the plan so far (100 to 200 MB at 10⁶ prompts), at every Ctrl-C. A handler can only run
+ * when the write has returned, so each one takes itself away and sends its signal again, which
+ * then ends the process as it would have (exit code 128 + the signal); a process that ends
+ * first (its command done) ends as it would have without the signal. Signals the command
+ * handles itself (serve, execute, loop: cli/signals.ts) are left to it.
+ */
+function deferSignals(): void {
+  if (deferring) return;
+  deferring = true;
+  for (const name of ENDING_SIGNALS) {
+    if (process.listenerCount(name) > 0) continue;
+    const relay = (): void => {
+      process.off(name, relay);
+      if (process.listenerCount(name) === 0) process.kill(process.pid, name);
+    };
+    process.on(name, relay);
+  }
+}
+
 /** Writes to stdout for '-', else atomically (temp file + rename): never a partial file. */
 export function writeOutput(io: CliIo, path: string, text: string): void {
   writeChunks(io, path, [text]);
@@ -159,6 +186,7 @@ export function writeChunks(io: CliIo, path: string, chunks: Iterable<PlanChunk>
   try {
     const target = outputTarget(path);
     tmp = target.atomic ? `${target.path}.tmp-${process.pid}` : undefined;
+    if (tmp !== undefined) deferSignals();
     fd = openSync(tmp ?? target.path, 'w');
     for (const chunk of chunks) {
       if (typeof chunk === 'string') writeSync(fd, chunk);
