@@ -1,5 +1,5 @@
 import { spawn } from 'node:child_process';
-import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { stopSignals } from '../src/cli/signals.js';
@@ -64,5 +64,26 @@ describe('Ctrl-C while plan writes its file', () => {
     expect(readdirSync(dir).sort()).toEqual(['plan.json', 'prompts.jsonl']);
     expect(code).toBe(0);
     expect(JSON.parse(readFileSync(out, 'utf8')).totals.prompts).toBe(size);
+  }, 60_000);
+});
+
+describe('Ctrl-C while observe copies its results from a pipe', () => {
+  it('removes the copy in the temp folder, makes no state, and ends by the signal', async () => {
+    const dir = tempDir();
+    const tmp = join(dir, 'tmp');
+    mkdirSync(tmp);
+    const state = join(dir, 'state.db');
+    const child = spawn(process.execPath, [CLI, 'observe', '--results', '-', '--state', state], { stdio: ['pipe', 'ignore', 'ignore'], env: { ...process.env, TMPDIR: tmp } });
+    const exited = new Promise<NodeJS.Signals | null>((resolve) => child.once('exit', (_code, signal) => resolve(signal)));
+    child.stdin.write('{"prompt_id":"a","reward":1}\n'); // and the pipe stays open: the copy goes on
+    const deadline = Date.now() + 20_000;
+    while (readdirSync(tmp).length === 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 5));
+    expect(readdirSync(tmp)).toEqual([expect.stringMatching(/^rollout-budget-stdin-/)]);
+    child.kill('SIGINT');
+    expect(await exited).toBe('SIGINT');
+    // Before: the copy's folder stayed in $TMPDIR at every Ctrl-C.
+    expect(readdirSync(tmp)).toEqual([]);
+    expect(existsSync(state)).toBe(false);
+    child.stdin.destroy();
   }, 60_000);
 });

@@ -77,6 +77,8 @@ export const processIo: CliIo = {
 async function spool(source: NodeJS.ReadableStream, prefix: string): Promise<string> {
   const dir = mkdtempSync(join(tmpdir(), prefix));
   const path = join(dir, 'input.jsonl');
+  // Removed by the caller's done(), or by a Ctrl-C before it (the one registration a spool makes).
+  onEndingSignal(() => rmSync(dir, { recursive: true, force: true }));
   try {
     await streams().pipeline(source, createWriteStream(path));
   } catch (error) {
@@ -139,24 +141,44 @@ export function outputTarget(path: string): { path: string; atomic: boolean } {
 
 /** The signals that end a command which has no handler of its own for them. */
 const ENDING_SIGNALS = ['SIGINT', 'SIGTERM', 'SIGHUP'] as const;
-let deferring = false;
+/** What an ending signal removes before it ends the process (temp files and folders). */
+const cleanups = new Set<() => void>();
+let relaying = false;
 
 /**
- * Lets an ending signal that the command does not handle itself (Ctrl-C during `plan`) end the
- * process only once the synchronous write under way is over: the temp file renamed into
- * place, or removed. Killed in the middle, the process left its `<out>.tmp-<pid>`, as large
- * as the plan so far (100 to 200 MB at 10⁶ prompts), at every Ctrl-C. A handler can only run
- * when the write has returned, so each one takes itself away and sends its signal again, which
- * then ends the process as it would have (exit code 128 + the signal); a process that ends
- * first (its command done) ends as it would have without the signal. Signals the command
- * handles itself (serve, execute, loop: cli/signals.ts) are left to it.
+ * Registers `cleanup` (the removal of a temp file or folder) to run when an ending signal
+ * that the command does not handle itself (Ctrl-C during `plan` or `observe`) ends the
+ * process; returns its removal, for when the temp file is gone. Before, such a signal killed
+ * the process at once, and it left its temp files: a plan's `<out>.tmp-<pid>`, as large as the
+ * plan so far (100 to 200 MB at 10⁶ prompts), a copy of the results read from a pipe in
+ * /tmp. A handler runs when JavaScript gets back to the event loop: during an asynchronous
+ * phase (copying a pipe) at once, during a synchronous one (writing the plan) once that is
+ * over, so a plan's temp file is then renamed into place or removed already. Each handler
+ * runs the cleanups, takes itself away and sends its signal again, which then ends the
+ * process as it would have (exit code 128 + the signal); a process that ends first (its
+ * command done) ends as without the signal. Signals the command handles itself (serve,
+ * execute, loop: cli/signals.ts) are left to it.
  */
-function deferSignals(): void {
-  if (deferring) return;
-  deferring = true;
+export function onEndingSignal(cleanup: () => void): () => void {
+  relaySignals();
+  cleanups.add(cleanup);
+  return () => cleanups.delete(cleanup);
+}
+
+function relaySignals(): void {
+  if (relaying) return;
+  relaying = true;
   for (const name of ENDING_SIGNALS) {
     if (process.listenerCount(name) > 0) continue;
     const relay = (): void => {
+      for (const cleanup of cleanups) {
+        try {
+          cleanup();
+        } catch {
+          // ending anyway: a temp file that cannot be removed stays
+        }
+      }
+      cleanups.clear();
       process.off(name, relay);
       if (process.listenerCount(name) === 0) process.kill(process.pid, name);
     };
@@ -183,10 +205,12 @@ export function writeChunks(io: CliIo, path: string, chunks: Iterable<PlanChunk>
   }
   let tmp: string | undefined;
   let fd: number | undefined;
+  let forget = (): void => undefined;
   try {
     const target = outputTarget(path);
     tmp = target.atomic ? `${target.path}.tmp-${process.pid}` : undefined;
-    if (tmp !== undefined) deferSignals();
+    const made = tmp;
+    if (made !== undefined) forget = onEndingSignal(() => rmSync(made, { force: true }));
     fd = openSync(tmp ?? target.path, 'w');
     for (const chunk of chunks) {
       if (typeof chunk === 'string') writeSync(fd, chunk);
@@ -200,5 +224,7 @@ export function writeChunks(io: CliIo, path: string, chunks: Iterable<PlanChunk>
     if (tmp !== undefined) rmSync(tmp, { force: true });
     if (error instanceof RolloutBudgetError) throw error;
     throw new RolloutBudgetError('IO_ERROR', `${path}: cannot write (${(error as NodeJS.ErrnoException).code ?? String(error)})`);
+  } finally {
+    forget();
   }
 }

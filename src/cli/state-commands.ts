@@ -21,7 +21,7 @@ import { isPostgresUrl, redactUrl } from '../store/url.js';
 import type { ObserveSummary } from '../store/types.js';
 import type { AsyncAllocator } from '../service/async-allocator.js';
 import type { AsyncStore } from '../store/async.js';
-import { checkOutput, outputTarget, rereadable, writeChunks, type CliIo } from './io.js';
+import { checkOutput, onEndingSignal, outputTarget, rereadable, writeChunks, type CliIo } from './io.js';
 import { isNewStateFile, removeStateFile, stillEmpty } from './new-state.js';
 import { readPrompts } from './prompts-input.js';
 import { budgetFrom, planOptionsFrom, type SharedFlags } from './options.js';
@@ -241,6 +241,7 @@ export async function backupCommand(io: CliIo, opts: { state: string; out: strin
   }
   const network = networkStateNote(state);
   if (network !== undefined) io.stderr(`rollout-budget: note: ${network}\n`);
+  const forget = onEndingSignal(() => rmSync(tmp, { force: true }));
   let store: SqliteStore | undefined;
   try {
     store = new SqliteStore(state);
@@ -260,6 +261,7 @@ export async function backupCommand(io: CliIo, opts: { state: string; out: strin
     throw new RolloutBudgetError('IO_ERROR', `${out}: cannot write the copy (${(error as NodeJS.ErrnoException).code ?? String(error)})`);
   } finally {
     store?.close();
+    forget();
   }
 }
 
