@@ -21,10 +21,11 @@ export interface HttpOptions {
    */
   readonly closeGraceMs?: number;
   /**
-   * How long a new connection may take to send its first request's head; one that has not is
-   * closed (default 10 s). Node's own headersTimeout counts only from a request's first byte,
-   * so a connection that sends nothing would hold a file descriptor for good, and enough of
-   * them leave the service unable to accept anyone (every new connection reset at the
+   * How long a new connection may stay silent before its first request; one that does is
+   * closed (default 10 s; each byte it sends starts the time again, and from the first one
+   * Node's headersTimeout applies). Node's own timeouts count only from a request's first
+   * byte, so a connection that sends nothing would hold a file descriptor for good, and enough
+   * of them leave the service unable to accept anyone (every new connection reset at the
    * process's limit of open files).
    */
   readonly firstRequestMs?: number;
