@@ -23,7 +23,6 @@ import { cannotOpen, rethrowUnreachable, stateUnreachable } from './unavailable.
  * before the columns had it locks in one order as well.
  */
 const schemaSql = (s: string) => `
-CREATE SCHEMA IF NOT EXISTS ${s};
 CREATE TABLE IF NOT EXISTS ${s}.meta (key TEXT COLLATE "C" PRIMARY KEY, value BIGINT NOT NULL);
 CREATE TABLE IF NOT EXISTS ${s}.prompts (
   id TEXT COLLATE "C" PRIMARY KEY,
@@ -55,6 +54,43 @@ ON CONFLICT (id) DO UPDATE SET grp = COALESCE(excluded.grp, p.grp), ${HINT_SET}`
 function sortedUnique(ids: readonly string[]): string[] {
   const sorted = [...ids].sort();
   return sorted.filter((id, k) => k === 0 || id !== sorted[k - 1]);
+}
+
+/** The tables schemaSql makes, and the columns it adds to prompts after it was first made. */
+const TABLES = ['meta', 'prompts', 'seen', 'pooled'] as const;
+const ADDED_PROMPT_COLUMNS = ['prior_pass_rate', 'prior_samples'] as const;
+
+/**
+ * Makes what the state at `schema` lacks: the schema, then schemaSql. When the catalog shows
+ * every table and column there, it runs no DDL at all: `CREATE ... IF NOT EXISTS` asks for
+ * CREATE on the database or schema, and `ALTER TABLE ... IF NOT EXISTS` for the table's
+ * ownership, before it looks whether there is anything to make. So a role an administrator
+ * gave only USAGE on the schema and SELECT, INSERT, UPDATE, DELETE on its tables (or CREATE on
+ * an existing schema, not on the database) could not open a state that was all there
+ * ("permission denied for database ..."). Run under the schema's advisory lock.
+ */
+async function ensureSchema(c: pg.PoolClient, schema: string): Promise<void> {
+  const { rows } = await c.query<{ schema: boolean; tables: number; columns: number }>(
+    `SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1) AS schema,
+       (SELECT count(*)::int FROM pg_class r JOIN pg_namespace n ON n.oid = r.relnamespace
+        WHERE n.nspname = $1 AND r.relname = ANY($2::text[]) AND r.relkind IN ('r', 'p')) AS tables,
+       (SELECT count(*)::int FROM pg_attribute a JOIN pg_class r ON r.oid = a.attrelid JOIN pg_namespace n ON n.oid = r.relnamespace
+        WHERE n.nspname = $1 AND r.relname = 'prompts' AND a.attname = ANY($3::text[]) AND NOT a.attisdropped) AS columns`,
+    [schema, TABLES, ADDED_PROMPT_COLUMNS],
+  );
+  const have = rows[0]!;
+  if (have.schema && have.tables === TABLES.length && have.columns === ADDED_PROMPT_COLUMNS.length) return;
+  const s = `"${schema}"`;
+  try {
+    if (!have.schema) await c.query(`CREATE SCHEMA ${s}`);
+    await c.query(schemaSql(s));
+  } catch (error) {
+    const code = (error as { code?: string }).code;
+    if (code !== '42501') throw error; // insufficient_privilege
+    // A plain Error: cannotOpen puts the URL before it.
+    const what = have.schema ? `the state's tables in schema ${s}` : `schema ${s}`;
+    throw new Error(`cannot make ${what}: ${(error as Error).message}; make them once as a role that may (any rollout-budget command run with that role's URL), or grant this role CREATE on ${have.schema ? 'the schema' : 'the database'}. Once the tables are there, a role with USAGE on the schema and SELECT, INSERT, UPDATE, DELETE on its tables is enough`);
+  }
 }
 
 /** The key columns, each with the table it is in: what schemaSql makes `COLLATE "C"`. */
@@ -133,7 +169,7 @@ export class PostgresStore implements AsyncStore {
     try {
       await store.transaction(async (c) => {
         await c.query('SELECT pg_advisory_xact_lock(724019)'); // concurrent CREATE ... IF NOT EXISTS can race
-        await c.query(schemaSql(store.schema));
+        await ensureSchema(c, schema);
         await buildPooled(c, store.schema, async () => (await c.query<Row>(`SELECT ${COLUMNS} FROM ${store.schema}.prompts`)).rows.map(fromRow));
       });
     } catch (error) {
