@@ -16,10 +16,10 @@ import { tempDir } from './temp.js';
 const PG = pgUrl();
 
 describe.skipIf(PG === undefined)('PostgreSQL roles with fewer rights than the state\'s owner', () => {
-  it('a role with USAGE and DML on the tables (or CREATE on the schema only) uses a state; one with neither is told what to grant', async () => {
+  it('a role with USAGE and DML on the tables (or CREATE on the schema only) uses a state, a read-only one reads it, one with neither is told what to grant', async () => {
     const base = PG!;
     const tag = randomBytes(4).toString('hex');
-    const [schema, empty, dml, maker] = [`adm_${tag}`, `empty_${tag}`, `dml_${tag}`, `maker_${tag}`];
+    const [schema, empty, dml, maker, reader] = [`adm_${tag}`, `empty_${tag}`, `dml_${tag}`, `maker_${tag}`, `reader_${tag}`];
     /** The URL of `s` as `role` (password pw), or as the test server's own user. */
     const urlOf = (role: string | undefined, s: string) => {
       const u = new URL(base);
@@ -39,7 +39,7 @@ describe.skipIf(PG === undefined)('PostgreSQL roles with fewer rights than the s
       return path;
     };
     try {
-      for (const role of [dml, maker]) await admin.query(`CREATE ROLE ${role} LOGIN PASSWORD 'pw'`);
+      for (const role of [dml, maker, reader]) await admin.query(`CREATE ROLE ${role} LOGIN PASSWORD 'pw'`);
       // The administrator makes the state (any command as the owner), then grants the DML role.
       const made = await cli(['observe', '--results', step(0, 'a'), '--state', urlOf(undefined, schema)]);
       expect(made.code, made.stderr).toBe(0);
@@ -50,6 +50,22 @@ describe.skipIf(PG === undefined)('PostgreSQL roles with fewer rights than the s
       const inspected = await cli(['inspect', '--state', urlOf(dml, schema)]);
       expect(inspected.code, inspected.stderr).toBe(0);
       expect(JSON.parse(inspected.stdout)).toMatchObject({ prompts: 2, last_step: 1 });
+
+      // A read-only role (USAGE, SELECT): inspect and a plan with nothing to record work (they
+      // failed: building the pooled rows' mark ran an INSERT ... ON CONFLICT DO NOTHING); an
+      // observe exits 2 naming the right it lacks (it was an internal error with a stack, exit 1).
+      await admin.query(`GRANT USAGE ON SCHEMA ${schema} TO ${reader}; GRANT SELECT ON ALL TABLES IN SCHEMA ${schema} TO ${reader}`);
+      const read = await cli(['inspect', '--state', urlOf(reader, schema), '--prompt', 'b']);
+      expect(read.code, read.stderr).toBe(0);
+      expect(JSON.parse(read.stdout)).toMatchObject({ id: 'b', rollouts: 1 });
+      writeFileSync(join(dir, 'prompts.jsonl'), '{"id":"a"}\n{"id":"new"}\n');
+      const planned = await cli(['plan', '--prompts', join(dir, 'prompts.jsonl'), '--budget-rollouts', '8', '--state', urlOf(reader, schema)]);
+      expect(planned.code, planned.stderr).toBe(0);
+      expect(JSON.parse(planned.stdout).totals.rollouts).toBe(8);
+      const denied = await cli(['observe', '--results', step(2, 'c'), '--state', urlOf(reader, schema)]);
+      expect(denied.code).toBe(2);
+      expect(denied.stderr).toBe('rollout-budget: this database role lacks a right on the state (permission denied for table seen); nothing was written. Reading the state takes USAGE on its schema and SELECT on its tables; observing, and planning prompts that bring a group or hint, INSERT, UPDATE and DELETE too (docs/service.md, "Shared state on PostgreSQL")\n');
+      expect(JSON.parse((await cli(['inspect', '--state', urlOf(dml, schema)])).stdout)).toMatchObject({ prompts: 2, last_step: 1 });
 
       // An empty schema the administrator made, with CREATE on it (not on the database).
       await admin.query(`CREATE SCHEMA ${empty}; GRANT USAGE, CREATE ON SCHEMA ${empty} TO ${maker}`);
@@ -65,7 +81,7 @@ describe.skipIf(PG === undefined)('PostgreSQL roles with fewer rights than the s
       expect((await admin.query('SELECT 1 FROM pg_namespace WHERE nspname = $1', [missing])).rowCount).toBe(0);
     } finally {
       await admin.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE; DROP SCHEMA IF EXISTS ${empty} CASCADE`);
-      for (const role of [dml, maker]) await admin.query(`DROP OWNED BY ${role}; DROP ROLE ${role}`).catch(() => undefined);
+      for (const role of [dml, maker, reader]) await admin.query(`DROP OWNED BY ${role}; DROP ROLE ${role}`).catch(() => undefined);
       await admin.end();
     }
   }, 60_000);

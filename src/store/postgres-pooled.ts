@@ -11,6 +11,10 @@ export const pooledTableSql = (s: string) =>
  * one): run inside the schema transaction, under its advisory lock. `readAll` reads every prompt.
  */
 export async function buildPooled(c: pg.PoolClient, s: string, readAll: () => Promise<PromptState[]>): Promise<void> {
+  // Read first: a state whose rows are built needs no write here, so a role that may only read
+  // it (a teammate's inspect) opens it too. INSERT ... ON CONFLICT DO NOTHING asks for INSERT.
+  const built = await c.query(`SELECT 1 FROM ${s}.meta WHERE key = $1`, [POOLED_META_KEY]);
+  if (built.rowCount !== 0) return;
   const mark = await c.query(`INSERT INTO ${s}.meta (key, value) VALUES ($1, 1) ON CONFLICT (key) DO NOTHING RETURNING key`, [POOLED_META_KEY]);
   if (mark.rowCount === 0) return;
   const states = await readAll();

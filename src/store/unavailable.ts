@@ -36,9 +36,24 @@ export function stateUnreachable(error: unknown): RolloutBudgetError | undefined
   return unreachable;
 }
 
-/** Throws `error` as its STATE_ERROR when it says the state database cannot be reached, else as it is. */
+/**
+ * The STATE_ERROR of PostgreSQL's insufficient_privilege (42501): the role may not read or
+ * write a table of the state (a teammate's read-only role that observes, a grant that missed
+ * a table). Before, it surfaced as an internal error with a stack trace, exit 1.
+ */
+export function permissionDenied(error: unknown): RolloutBudgetError | undefined {
+  if (!(error instanceof Error) || error instanceof RolloutBudgetError || (error as { code?: unknown }).code !== '42501') return undefined;
+  const denied = new RolloutBudgetError(
+    'STATE_ERROR',
+    `this database role lacks a right on the state (${error.message}); nothing was written. Reading the state takes USAGE on its schema and SELECT on its tables; observing, and planning prompts that bring a group or hint, INSERT, UPDATE and DELETE too (docs/service.md, "Shared state on PostgreSQL")`,
+  );
+  denied.cause = error;
+  return denied;
+}
+
+/** Throws `error` as its STATE_ERROR when it says the state database cannot be reached or the role lacks a right, else as it is. */
 export function rethrowUnreachable(error: unknown): never {
-  throw stateUnreachable(error) ?? error;
+  throw stateUnreachable(error) ?? permissionDenied(error) ?? error;
 }
 
 /**
