@@ -4,6 +4,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import { PostgresStore } from '../src/index.js';
+import { noteSchema } from './pg-schemas.js';
 
 export const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
 export const CLI = join(ROOT, 'bin', 'rollout-budget.js');
@@ -25,7 +26,9 @@ export function pgUrl(): string | undefined {
 /** A URL for a fresh, empty schema of the test database. */
 export function freshPgUrl(base: string): string {
   const u = new URL(base);
-  u.searchParams.set('schema', `t_${randomBytes(6).toString('hex')}`);
+  const schema = `t_${randomBytes(6).toString('hex')}`;
+  u.searchParams.set('schema', schema);
+  noteSchema(base, schema); // dropped after the file's last test (test/setup/temp-check.ts)
   return u.toString();
 }
 
