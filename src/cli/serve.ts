@@ -3,7 +3,6 @@ import { RolloutBudgetError } from '../errors.js';
 import { redactUrl } from '../store/url.js';
 import { fileIdentity } from '../store/file-identity.js';
 import { requireWritable } from '../store/sqlite-read-only.js';
-import { networkStateNote } from '../store/network-fs.js';
 import { openAsyncStore, storeKindOf } from '../store/open.js';
 import { AsyncAllocator } from '../service/async-allocator.js';
 import { isLoopback } from '../service/guard.js';
@@ -84,8 +83,6 @@ export function registerServeCommands(program: Command, io: CliIo): void {
       };
       const where = storeKindOf(opts.state) === 'postgres' ? redactUrl(opts.state) : opts.state;
       for (const note of store.notes ?? []) log(`note: ${note}`);
-      const network = storeKindOf(opts.state) === 'sqlite' ? networkStateNote(opts.state) : undefined;
-      if (network !== undefined) log(`note: ${network}`);
       let planner: PlanWorkers | undefined;
       let started = false;
       try {

@@ -12,13 +12,12 @@ import type { Candidate, Plan } from '../plan/types.js';
 import { calibrationSummary } from '../posterior/hints.js';
 import type { DecayOptions } from '../posterior/decay.js';
 import type { StateSnapshot } from '../posterior/state.js';
-import { networkStateNote } from '../store/network-fs.js';
 import { readStateAhead } from '../store/scan-ahead.js';
 import { MMAP_BYTES, SqliteStore } from '../store/sqlite.js';
 import { sqliteDriver } from '../store/sqlite-driver.js';
 import { lastStepReader } from '../store/sqlite-last-step.js';
 import { isPostgresUrl, redactUrl } from '../store/url.js';
-import type { ObserveSummary } from '../store/types.js';
+import type { ObserveSummary, Store } from '../store/types.js';
 import type { AsyncAllocator } from '../service/async-allocator.js';
 import type { AsyncStore } from '../store/async.js';
 import { checkOutput, onEndingSignal, outputTarget, rereadable, writeChunks, type CliIo } from './io.js';
@@ -193,10 +192,9 @@ export async function inspectCommand(io: CliIo, opts: { state: string; prompt?: 
       prompt !== undefined ? `${JSON.stringify(await allocator.posterior(prompt), null, 2)}\n` : stateSummary(await store.count(), await store.snapshot())));
     return;
   }
-  const network = missing ? undefined : networkStateNote(opts.state);
-  if (network !== undefined) io.stderr(`rollout-budget: note: ${network}\n`);
   const allocator = new Allocator({ state: missing ? ':memory:' : opts.state });
   try {
+    printNotes(io, allocator.store);
     if (opts.prompt !== undefined) io.stdout(`${JSON.stringify(allocator.posterior(opts.prompt), null, 2)}\n`);
     else io.stdout(stateSummary(allocator.store.count(), allocator.snapshot()));
   } finally {
@@ -239,12 +237,11 @@ export async function backupCommand(io: CliIo, opts: { state: string; out: strin
     const why = code === 'EACCES' || code === 'EPERM' ? `: this user (uid ${process.getuid?.() ?? '?'}) cannot write the folder ${dirname(resolve(tmp))}` : code === 'EROFS' ? `: the folder ${dirname(resolve(tmp))} is on a read-only file system` : '';
     throw new RolloutBudgetError('IO_ERROR', `--out ${out}: cannot write the copy there (${code}${why}); the state is as it was`);
   }
-  const network = networkStateNote(state);
-  if (network !== undefined) io.stderr(`rollout-budget: note: ${network}\n`);
   const forget = onEndingSignal(() => rmSync(tmp, { force: true }));
   let store: SqliteStore | undefined;
   try {
     store = new SqliteStore(state);
+    printNotes(io, store);
     store.copyTo(tmp);
     const fd = openSync(tmp, 'r+');
     try {
@@ -263,6 +260,11 @@ export async function backupCommand(io: CliIo, opts: { state: string; out: strin
     store?.close();
     forget();
   }
+}
+
+/** The store's notes (a state on a network file system), each a line on stderr. */
+function printNotes(io: CliIo, store: Store): void {
+  for (const note of store.notes ?? []) io.stderr(`rollout-budget: note: ${note}\n`);
 }
 
 function isSqliteFile(path: string): boolean {

@@ -52,5 +52,4 @@ export function registerStateCommands(program: Command, io: CliIo): void {
     .option('--state <path>', 'the SQLite state file to copy', './rollout-budget.db')
     .requiredOption('--out <path>', 'the copy: a new SQLite state file (replaced if it is one no process has open)')
     .action(async (opts) => (await import('./state-commands.js')).backupCommand(io, opts));
-
 }

@@ -37,6 +37,9 @@ export interface AsyncStore {
 export function asyncStoreOf(store: Store, kind = 'sqlite'): AsyncStore {
   return {
     kind,
+    get notes() {
+      return store.notes;
+    },
     snapshot: async (ids, groups, hinted) => store.snapshot(ids, groups, hinted),
     get: async (id) => store.get(id),
     lastStep: async () => store.lastStep(),

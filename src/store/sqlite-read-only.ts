@@ -3,6 +3,7 @@ import { dirname, resolve } from 'node:path';
 import type Database from 'better-sqlite3';
 import { RolloutBudgetError } from '../errors.js';
 import type { SqliteDriver } from './sqlite-driver.js';
+import { cannotOpen } from './unavailable.js';
 
 /**
  * A SQLite state file this process may read but not write: a teammate's `inspect` of the
@@ -52,7 +53,7 @@ function uncreatableReason(path: string): string | undefined {
 /** Throws STATE_ERROR naming the folder when there is no state file at `path` and none can be made (uncreatableReason). */
 export function requireCreatable(path: string): void {
   const reason = uncreatableReason(path);
-  if (reason !== undefined) throw new RolloutBudgetError('STATE_ERROR', `${path}: cannot open the state database (${reason})`);
+  if (reason !== undefined) throw cannotOpen(path, new Error(reason));
 }
 
 /** The code of access(2) refusing to let this process write `path` (EACCES, EROFS, ...), or undefined when it may. */

@@ -11,6 +11,7 @@ import type { PromptMeta } from './meta.js';
 import { POOLED_COLUMNS, POOLED_META_KEY, pooledOf, pooledValues } from './pooled.js';
 import { ClaimConflict, SqliteWriter } from './sqlite-apply.js';
 import { installedSqlite, sqliteDriver } from './sqlite-driver.js';
+import { networkStateNote } from './network-fs.js';
 import { openReadOnly, readOnlyError, requireCreatable, unwritableReason } from './sqlite-read-only.js';
 import { PartialRead } from './sqlite-partial.js';
 import type { ScannedState } from './scan-ahead.js';
@@ -310,6 +311,15 @@ export class SqliteStore implements Store {
   }
 
   private writerStatements: SqliteWriter | undefined;
+
+  /**
+   * What an operator should know about this state file: that it is on a network file system
+   * (store/network-fs.ts). Read when asked (a statfs), not by the commands that never print it.
+   */
+  get notes(): readonly string[] {
+    const network = networkStateNote(this.path);
+    return network === undefined ? [] : [network];
+  }
 
   /**
    * Writes a consistent copy of the state to `file`, which must not exist: SQLite's VACUUM INTO,

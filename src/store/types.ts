@@ -24,6 +24,8 @@ export interface ObserveSummary {
 
 /** Where posteriors live. Every implementation passes test/store.test.ts. */
 export interface Store {
+  /** What an operator should know about the state (`serve` logs each, `inspect` and `backup` print them); optional. */
+  readonly notes?: readonly string[];
   /**
    * A consistent read view. Without `ids`, every prompt; with `ids`, those prompts and the
    * pooled figures of every prompt and of `groups` and the prompts' groups (store/pooled.ts):
