@@ -14,6 +14,7 @@ import { LoggedRun, parseVisits, type Visit } from '../replay/visits.js';
 import { describe } from './catalog.js';
 import type { CliIo } from './io.js';
 import { roundsFlag, seedFlag, stepsFlag } from './options.js';
+import { shellWord } from './shell-word.js';
 
 export interface DemoOptions {
   readonly steps: number;
@@ -138,7 +139,7 @@ function addFigures(into: DemoFigures, from: DemoFigures): void {
 const effective = (f: DemoFigures) => (f.rollouts > 0 ? f.informativeRollouts / f.rollouts : 0);
 
 /** The totals table of a demo run, with ratios planned / logged. */
-export function demoTotals(rows: readonly DemoStep[], rounds: number): string {
+export function demoTotals(rows: readonly DemoStep[], rounds: number, visits = fixturePath('oneshot-rlvr-dsr-sub', 'visits.jsonl')): string {
   const planned = empty();
   const logged = empty();
   for (const r of rows) {
@@ -156,7 +157,8 @@ export function demoTotals(rows: readonly DemoStep[], rounds: number): string {
     line('effective ratio', effective(planned).toFixed(3), effective(logged).toFixed(3), ratio(effective(planned), effective(logged))) +
     'The first steps plan from the prior alone; the gains grow as the state learns the prompts. Planned groups are\n' +
     'drawn from the logged ones (exact up to 8 rollouts a prompt; beyond, a model at the pooled pass rate of\n' +
-    'neighbouring visits). `npm start` scores every published baseline over the whole run.\n'
+    'neighbouring visits). Every published baseline over the whole run (the README\'s `npm start`, in a clone):\n' +
+    `  rollout-budget replay --log ${shellWord(visits)} --out out/replay\n`
   );
 }
 

@@ -11,6 +11,7 @@ import { summaryText } from '../report/summary.js';
 import { writeReport, type ReportInput } from '../report/write.js';
 import type { CliIo } from './io.js';
 import { createProgress } from './progress.js';
+import { shellWord } from './shell-word.js';
 
 /** `a..b` (inclusive, a ≤ b) or a single `a` → the seeds a, a+1, …, b. */
 export function seedRange(value: string): number[] {
@@ -69,8 +70,7 @@ export function checkTokenBudget(run: ReplayRun, log: string, format: string, bu
 export function commandLine(cmd: Command): string {
   const raw = (cmd.parent as unknown as { rawArgs?: unknown } | null)?.rawArgs;
   const argv = Array.isArray(raw) && raw.every((a) => typeof a === 'string') ? (raw as string[]) : [cmd.name()];
-  const args = argv.map((a) => (/^[\w./:=,@+-]+$/.test(a) ? a : `'${a.replace(/'/g, "'\\''")}'`));
-  return `rollout-budget ${args.join(' ')}`;
+  return `rollout-budget ${argv.map(shellWord).join(' ')}`;
 }
 
 /**
