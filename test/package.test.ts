@@ -9,7 +9,7 @@
 // production install brings are linked, by the lockfile's `dev` marks, so a type the library's
 // .d.ts files need from a dev dependency fails the type check here as it did for users (TS7016).
 import { spawnSync, type SpawnSyncReturns } from 'node:child_process';
-import { cpSync, existsSync, mkdirSync, readFileSync, renameSync, symlinkSync, writeFileSync } from 'node:fs';
+import { cpSync, existsSync, mkdirSync, readFileSync, renameSync, symlinkSync, unlinkSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { beforeAll, describe, expect, it } from 'vitest';
@@ -70,13 +70,20 @@ describe('the installed package', () => {
       const name = path.replace(/^node_modules\//, '');
       if (path === '' || entry.dev === true || name.includes('/node_modules/') || !existsSync(join(ROOT, path))) continue;
       mkdirSync(dirname(join(modules, name)), { recursive: true });
-      symlinkSync(join(ROOT, path), join(modules, name), 'dir');
+      if (name === 'better-sqlite3') {
+        // Its JavaScript copied (Node would resolve a link to this checkout's copy, and find the
+        // addon beside that), its build/ linked: a test takes the link away as ignore-scripts would.
+        for (const f of ['package.json', 'lib']) cpSync(join(ROOT, path, f), join(modules, name, f), { recursive: true });
+        symlinkSync(join(ROOT, path, 'build'), join(modules, name, 'build'), 'dir');
+      } else {
+        symlinkSync(join(ROOT, path), join(modules, name), 'dir');
+      }
     }
     cli = join(modules, 'rollout-budget', 'bin', 'rollout-budget.js');
   }, 300_000);
 
   it('holds the built CLI and library (prepare built them in a tree without dist/), not the tests', () => {
-    for (const f of ['bin/rollout-budget.js', 'dist/cli/rollout-budget.cjs', 'dist/src/index.js', 'dist/src/index.d.ts', 'dist/src/service/plan-thread.js', 'fixtures/oneshot-rlvr-dsr-sub/visits.jsonl', 'schemas/plan.schema.json', 'python/pyproject.toml', 'python/rollout_budget/client.py', 'README.md']) {
+    for (const f of ['bin/rollout-budget.js', 'dist/cli/rollout-budget.cjs', 'dist/src/index.js', 'dist/src/index.d.ts', 'dist/src/service/plan-thread.js', 'dist/src/store/scan-thread.js', 'fixtures/oneshot-rlvr-dsr-sub/visits.jsonl', 'schemas/plan.schema.json', 'python/pyproject.toml', 'python/rollout_budget/client.py', 'README.md']) {
       expect(files, f).toContain(f);
     }
     expect(files.filter((f) => /^(test|scripts|\.ci|node_modules|dist\/scripts|dist\/test|python\/tests)\//.test(f) || f.endsWith('.db'))).toEqual([]);
@@ -95,6 +102,22 @@ describe('the installed package', () => {
     // Its closing line names the whole run's replay by the log this installed package holds.
     expect(/replay --log (\S+) /.exec(demo)?.[1]).toBe(join(project, 'node_modules', 'rollout-budget', 'fixtures', 'oneshot-rlvr-dsr-sub', 'visits.jsonl'));
   }, 120_000);
+
+  it('says how to build SQLite\'s native module where npm ran no install scripts (ignore-scripts), and writes nothing', () => {
+    const build = join(project, 'node_modules', 'better-sqlite3', 'build');
+    unlinkSync(build);
+    try {
+      const prompts = join(project, 'node_modules', 'rollout-budget', 'fixtures', 'qwen-math100-k8', 'prompts.jsonl');
+      const r = run('node', [cli, 'plan', '--prompts', prompts, '--state', 'unbuilt.db', '--budget-rollouts', '800', '--out', 'unbuilt.json'], project);
+      expect(r.status).toBe(2);
+      expect(r.stderr).toContain(`better-sqlite3's native module (${join(project, 'node_modules', 'better-sqlite3')}) was never built: npm ran no install script for it.`);
+      expect(r.stderr).toContain(`cd ${project} && npm rebuild better-sqlite3 --ignore-scripts=false`);
+      expect(r.stderr).not.toMatch(/Tried:|at /);
+      expect(existsSync(join(project, 'unbuilt.db')) || existsSync(join(project, 'unbuilt.json'))).toBe(false);
+    } finally {
+      symlinkSync(join(ROOT, 'node_modules', 'better-sqlite3', 'build'), build, 'dir');
+    }
+  });
 
   it('runs the README\'s library block as written, and its types check without skipLibCheck', () => {
     const code = block('README.md', 'ts', "from 'rollout-budget'");

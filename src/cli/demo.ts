@@ -14,7 +14,7 @@ import { LoggedRun, parseVisits, type Visit } from '../replay/visits.js';
 import { describe } from './catalog.js';
 import type { CliIo } from './io.js';
 import { roundsFlag, seedFlag, stepsFlag } from './options.js';
-import { shellWord } from './shell-word.js';
+import { shellWord } from '../io/shell-word.js';
 
 export interface DemoOptions {
   readonly steps: number;

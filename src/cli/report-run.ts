@@ -11,7 +11,7 @@ import { summaryText } from '../report/summary.js';
 import { writeReport, type ReportInput } from '../report/write.js';
 import type { CliIo } from './io.js';
 import { createProgress } from './progress.js';
-import { shellWord } from './shell-word.js';
+import { shellWord } from '../io/shell-word.js';
 
 /** `a..b` (inclusive, a ≤ b) or a single `a` → the seeds a, a+1, …, b. */
 export function seedRange(value: string): number[] {

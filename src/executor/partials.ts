@@ -51,6 +51,7 @@ export class PartialStore {
       this.db.pragma('busy_timeout = 10000');
       this.db.exec(SCHEMA);
     } catch (error) {
+      if (error instanceof RolloutBudgetError) throw error;
       throw new RolloutBudgetError('STATE_ERROR', `${path}: cannot open the partial-rollout table (${(error as Error).message})`);
     }
   }
