@@ -83,7 +83,7 @@ describe('the installed package', () => {
   }, 300_000);
 
   it('holds the built CLI and library (prepare built them in a tree without dist/), not the tests', () => {
-    for (const f of ['bin/rollout-budget.js', 'dist/cli/rollout-budget.cjs', 'dist/src/index.js', 'dist/src/index.d.ts', 'dist/src/service/plan-thread.js', 'dist/src/store/scan-thread.js', 'fixtures/oneshot-rlvr-dsr-sub/visits.jsonl', 'schemas/plan.schema.json', 'python/pyproject.toml', 'python/rollout_budget/client.py', 'README.md']) {
+    for (const f of ['bin/rollout-budget.js', 'dist/cli/rollout-budget.cjs', 'dist/src/index.js', 'dist/src/index.d.ts', 'dist/src/service/plan-thread.js', 'dist/src/store/scan-thread.js', 'fixtures/oneshot-rlvr-dsr-sub/visits.jsonl', 'schemas/plan.schema.json', 'python/pyproject.toml', 'python/rollout_budget/client.py', 'README.md', 'LICENSE']) {
       expect(files, f).toContain(f);
     }
     expect(files.filter((f) => /^(test|scripts|\.ci|node_modules|dist\/scripts|dist\/test|python\/tests)\//.test(f) || f.endsWith('.db'))).toEqual([]);
