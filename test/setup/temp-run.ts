@@ -19,6 +19,10 @@ export default function setup(): () => void {
   const root = mkdtempSync(join(tmpdir(), 'rb-test-run-'));
   process.env.RB_TEST_TMP_ROOT = root;
   process.env.TMPDIR = root;
+  // npm on Node ≥ 22 turns on Node's module compile cache (module.enableCompileCache), which
+  // writes node-compile-cache/ into os.tmpdir() and keeps it: npm's own cache, not something a
+  // test left. Off for the processes the tests start (Node 22.8 and later read this variable).
+  process.env.NODE_DISABLE_COMPILE_CACHE = '1';
   return () => {
     // A test file whose tests were all skipped (no PostgreSQL, Python or Chromium here) never
     // runs its afterAll, so its own folder (temp-check.ts) stays behind, empty: that is not a leak.
