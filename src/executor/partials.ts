@@ -47,8 +47,8 @@ export class PartialStore {
     try {
       const driver = sqliteDriver();
       this.db = new driver.Database(path, driver.options);
-      if (path !== ':memory:') this.db.pragma('journal_mode = WAL');
-      this.db.pragma('busy_timeout = 10000');
+      if (path !== ':memory:') this.db.exec('PRAGMA journal_mode = WAL');
+      this.db.exec('PRAGMA busy_timeout = 10000');
       this.db.exec(SCHEMA);
     } catch (error) {
       if (error instanceof RolloutBudgetError) throw error;
@@ -59,7 +59,7 @@ export class PartialStore {
   /** Stored partials of the given prompts, oldest step first, then by rollout id. */
   forPrompts(ids: readonly string[]): Map<string, PartialRollout[]> {
     const out = new Map<string, PartialRollout[]>();
-    const select = this.db.prepare('SELECT * FROM partial_rollouts WHERE prompt_id = ? ORDER BY step, rollout_id');
+    const select = this.statement('SELECT * FROM partial_rollouts WHERE prompt_id = ? ORDER BY step, rollout_id');
     for (const id of ids) {
       const rows = select.all(id) as PartialRollout[];
       if (rows.length > 0) out.set(id, rows);
@@ -69,8 +69,8 @@ export class PartialStore {
 
   /** In one transaction: deletes the consumed rollout ids and stores (or replaces) the new partials. */
   replace(consumed: readonly string[], keep: readonly PartialRollout[]): void {
-    const del = this.db.prepare('DELETE FROM partial_rollouts WHERE rollout_id = ?');
-    const put = this.db.prepare(`INSERT OR REPLACE INTO partial_rollouts VALUES
+    const del = this.statement('DELETE FROM partial_rollouts WHERE rollout_id = ?');
+    const put = this.statement(`INSERT OR REPLACE INTO partial_rollouts VALUES
       (@rollout_id, @prompt_id, @step, @seed, @text, @tokens, @finish_reason)`);
     this.db.transaction(() => {
       for (const id of consumed) del.run(id);
@@ -79,7 +79,7 @@ export class PartialStore {
   }
 
   count(): number {
-    return (this.db.prepare('SELECT COUNT(*) AS n FROM partial_rollouts').get() as { n: number }).n;
+    return (this.statement('SELECT COUNT(*) AS n FROM partial_rollouts').get() as { n: number }).n;
   }
 
   /**
@@ -88,13 +88,25 @@ export class PartialStore {
    */
   holdsNothing(): boolean {
     if (this.count() > 0) return false;
-    if (this.db.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'prompts'").get() === undefined) return true;
-    return (this.db.prepare('SELECT COUNT(*) AS n FROM prompts WHERE rollouts > 0').get() as { n: number }).n === 0;
+    if (this.statement("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'prompts'").get() === undefined) return true;
+    return (this.statement('SELECT COUNT(*) AS n FROM prompts WHERE rollouts > 0').get() as { n: number }).n === 0;
   }
 
   all(): PartialRollout[] {
-    return this.db.prepare('SELECT * FROM partial_rollouts ORDER BY step, rollout_id').all() as PartialRollout[];
+    return this.statement('SELECT * FROM partial_rollouts ORDER BY step, rollout_id').all() as PartialRollout[];
   }
+
+  /**
+   * The statement of `sql`, prepared once a store: an execute runs these a batch, and each
+   * statement is kept until the process ends (store/sqlite-kept.ts). All run in the default mode.
+   */
+  private statement(sql: string): Database.Statement {
+    let statement = this.statements.get(sql);
+    if (statement === undefined) this.statements.set(sql, (statement = this.db.prepare(sql)));
+    return statement;
+  }
+
+  private readonly statements = new Map<string, Database.Statement>();
 
   close(): void {
     this.db.close();

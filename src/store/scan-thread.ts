@@ -20,7 +20,7 @@ function reply(): { message: ScanReply; transfer: ArrayBuffer[] } {
   const driver = sqliteDriver();
   const db = new driver.Database(path, { readonly: true, fileMustExist: true, ...driver.options });
   try {
-    db.pragma(`mmap_size = ${mmapBytes}`);
+    db.exec(`PRAGMA mmap_size = ${mmapBytes}`);
     const lastStep = lastStepReader(db);
     const scan = new PromptScan(db);
     const read = db.transaction(() => ({ columns: scan.read(), last: lastStep() }));

@@ -5,6 +5,7 @@ import { dirname, join } from 'node:path';
 import { RolloutBudgetError } from '../errors.js';
 import { shellWord } from '../io/shell-word.js';
 import { lazyRequire } from '../lazy.js';
+import { keeping } from './sqlite-kept.js';
 
 /** better-sqlite3, loaded on first use: the CLI's bundle carries its JavaScript (scripts/bundle-cli.ts). */
 const bundled = lazyRequire<typeof Database>('better-sqlite3');
@@ -66,9 +67,13 @@ export function loadable(found: SqliteDriver, index: string): SqliteDriver {
   }
 }
 
-/** The driver given where the native addon should be: named by path if it is there, else the installed package's own search. */
+/**
+ * The driver given where the native addon should be: named by path if it is there, else the
+ * installed package's own search. Its Database keeps its connections and statements until the
+ * process ends (store/sqlite-kept.ts: Node 24 aborts when it collects one).
+ */
 export function driverFor(addon: string): SqliteDriver {
-  return existsSync(addon) ? { Database: bundled(), options: { nativeBinding: addon } } : { Database: installed(), options: {} };
+  return existsSync(addon) ? { Database: keeping(bundled()), options: { nativeBinding: addon } } : { Database: keeping(installed()), options: {} };
 }
 
 /** The package as installed, for tools that open a database without these options (SqliteStore.driver). */

@@ -2,7 +2,7 @@ import type Database from 'better-sqlite3';
 import type { GroupStats, PromptState, StateSnapshot } from '../posterior/state.js';
 import { ALL_SCOPE, groupScope, partialSnapshot, POOLED_COLUMNS, statsOfValues } from './pooled.js';
 import { lastStepReader } from './sqlite-last-step.js';
-import { fromRawRow, ROW_COLUMNS, type RawRow } from './sqlite-rows.js';
+import { ROW_COLUMNS } from './sqlite-rows.js';
 import { stateOfValues } from './state-values.js';
 
 /** Ids a statement reads at most (one JSON array parameter each). */
@@ -16,14 +16,16 @@ const IDS_A_READ = 1000;
  * does): better-sqlite3 makes no array per row then (256 rows of a 10⁶-prompt state: 0.87 →
  * 0.60 ms here). The values are the ones a row read gives (the same conversion of each
  * column), and the rows come in the same order, the index's (the statement's WHERE is the
- * row read's), so the snapshot is the one a row-by-row read makes. Call inside a read
- * transaction; one read at a time per connection.
+ * row read's), so the snapshot is the one a row-by-row read makes. The same function reads
+ * the hinted rows and, for the store's careful path, every row, so no statement iterates
+ * (store/sqlite-kept.ts). Call inside a read transaction; one read at a time per connection.
  */
 export class PartialRead {
   private rows: PromptState[] | undefined;
   private readonly prompts: Database.Statement;
   private readonly pooled: Database.Statement;
   private readonly hinted: Database.Statement;
+  private readonly every: Database.Statement;
   private readonly lastStep: () => number | null;
 
   constructor(db: Database.Database) {
@@ -35,27 +37,37 @@ export class PartialRead {
     });
     this.prompts = db.prepare(`SELECT count(rollout_budget_partial_row(${ROW_COLUMNS})) FROM prompts WHERE id IN (SELECT value FROM json_each(?))`).pluck();
     this.pooled = db.prepare(`SELECT scope, ${POOLED_COLUMNS.join(', ')} FROM pooled WHERE scope IN (SELECT value FROM json_each(?))`).raw();
-    this.hinted = db.prepare(`SELECT ${ROW_COLUMNS} FROM prompts WHERE prior_pass_rate IS NOT NULL AND successes + failures > 0`).raw();
+    this.hinted = db.prepare(`SELECT count(rollout_budget_partial_row(${ROW_COLUMNS})) FROM prompts WHERE prior_pass_rate IS NOT NULL AND successes + failures > 0`).pluck();
+    this.every = db.prepare(`SELECT count(rollout_budget_partial_row(${ROW_COLUMNS})) FROM prompts`).pluck();
     this.lastStep = lastStepReader(db);
   }
 
   read(ids: readonly string[], groups: readonly string[], hinted: boolean): StateSnapshot {
-    const states: PromptState[] = [];
-    this.rows = states;
-    try {
+    const states = this.collect(() => {
       for (let k = 0; k < ids.length; k += IDS_A_READ) this.prompts.get(JSON.stringify(ids.length <= IDS_A_READ ? ids : ids.slice(k, k + IDS_A_READ)));
-    } finally {
-      this.rows = undefined;
-    }
+    });
     const scopes = new Set([ALL_SCOPE, ...groups.map(groupScope)]);
     for (const s of states) if (s.group !== null) scopes.add(groupScope(s.group));
     const pooled = new Map<string, GroupStats>();
     for (const [scope, ...values] of this.pooled.all(JSON.stringify([...scopes])) as [string, ...number[]][]) pooled.set(scope, statsOfValues(values));
-    let calibration: PromptState[] | undefined;
-    if (hinted || states.some((st) => st.priorPassRate !== undefined)) {
-      calibration = [];
-      for (const row of this.hinted.iterate() as IterableIterator<RawRow>) calibration.push(fromRawRow(row));
-    }
+    const calibration = hinted || states.some((st) => st.priorPassRate !== undefined) ? this.collect(() => this.hinted.get()) : undefined;
     return partialSnapshot(states, pooled, this.lastStep(), calibration);
+  }
+
+  /** Every row of the table, in its order (a plain scan's). */
+  all(): PromptState[] {
+    return this.collect(() => this.every.get());
+  }
+
+  /** The states of the rows `read` passes through rollout_budget_partial_row, in its order. */
+  private collect(read: () => void): PromptState[] {
+    const states: PromptState[] = [];
+    this.rows = states;
+    try {
+      read();
+    } finally {
+      this.rows = undefined;
+    }
+    return states;
   }
 }

@@ -17,7 +17,7 @@ import { PartialRead } from './sqlite-partial.js';
 import type { ScannedState } from './scan-ahead.js';
 import { lastStepReader } from './sqlite-last-step.js';
 import { PromptScan } from './sqlite-scan.js';
-import { fromRawRow, fromRow, ROW_COLUMNS, type RawRow, type Row } from './sqlite-rows.js';
+import { fromRow, type Row } from './sqlite-rows.js';
 import type { ObserveSummary, Store } from './types.js';
 import { isPostgresUrl, redactUrl } from './url.js';
 
@@ -93,13 +93,13 @@ export class SqliteStore implements Store {
           // observe's claimed keys go into the B-tree at scattered places, and larger pages split
           // less: 10⁶ rollouts with ids 1.99 → 1.81 s (median of 5 each, taking turns), the keys'
           // inserts alone 0.79 → 0.63 s; plans the same, an 8-rollout observe +0.1 ms (p50).
-          this.db.pragma(`page_size = ${PAGE_BYTES}`);
-          if (path !== ':memory:') this.db.pragma('journal_mode = WAL');
-          this.db.pragma('synchronous = FULL');
+          this.db.exec(`PRAGMA page_size = ${PAGE_BYTES}`);
+          if (path !== ':memory:') this.db.exec('PRAGMA journal_mode = WAL');
+          this.db.exec('PRAGMA synchronous = FULL');
         }
         // Reads through a memory map (up to 1 GiB of the file): a plan's row lookups cost a
         // memory access, not a read() each (4,096 lookups in a 10⁶-prompt state: ~80 → ~10 ms).
-        this.db.pragma(`mmap_size = ${MMAP_BYTES}`);
+        this.db.exec(`PRAGMA mmap_size = ${MMAP_BYTES}`);
         // One transaction for the whole schema: a new file commits (and syncs) once, not once a table.
         this.db.transaction(() => {
           this.db.exec(SCHEMA);
@@ -110,7 +110,7 @@ export class SqliteStore implements Store {
       this.sync(() => this.buildPooled());
       if (unwritable !== undefined) {
         // Any write now fails (SQLITE_READONLY), and sync() says why.
-        this.db.pragma('query_only = ON');
+        this.db.exec('PRAGMA query_only = ON');
         this.readOnly = `${path}: ${unwritable}`;
       }
       if (path !== ':memory:') this.file = fileIdentity(path);
@@ -165,9 +165,14 @@ export class SqliteStore implements Store {
   }
 
   get(id: string): PromptState | undefined {
-    const row = this.sync(() => this.db.prepare('SELECT * FROM prompts WHERE id = ?').get(id) as Row | undefined);
+    const read = (this.rowRead ??= this.db.prepare('SELECT * FROM prompts WHERE id = ?'));
+    const row = this.sync(() => read.get(id) as Row | undefined);
     return row === undefined ? undefined : fromRow(row);
   }
+
+  /** Statements a request runs, prepared once (store/sqlite-kept.ts keeps each). */
+  private rowRead: Database.Statement | undefined;
+  private countRead: Database.Statement | undefined;
 
   /** The last step observed; its statement prepared once (the service's plans read it every request). */
   lastStep(): number | null {
@@ -179,7 +184,8 @@ export class SqliteStore implements Store {
 
   /** Prompts with evidence (a prompt only planned, store/meta.ts, is not counted). */
   count(): number {
-    return this.sync(() => (this.db.prepare('SELECT COUNT(*) AS n FROM prompts WHERE rollouts > 0').get() as { n: number }).n);
+    const read = (this.countRead ??= this.db.prepare('SELECT COUNT(*) FROM prompts WHERE rollouts > 0').pluck());
+    return this.sync(() => read.get() as number);
   }
 
   /**
@@ -216,13 +222,12 @@ export class SqliteStore implements Store {
         const scanned = this.scanned;
         this.scanned = undefined;
         if (scanned !== undefined) return scanned.columns.snapshot(scanned.lastStep);
-        // Columns (store/sqlite-scan.ts), else row by row: each row's array dies young, where a
-        // list of a million of them lived through the plan and made every collection slow.
+        // Columns (store/sqlite-scan.ts), else row by row through a SQL function
+        // (store/sqlite-partial.ts): no array a row, where a list of a million of them lived
+        // through the plan and made every collection slow.
         const columns = (this.scanner ??= new PromptScan(this.db)).read();
         if (columns !== undefined) return columns.snapshot(this.lastStep());
-        const states: PromptState[] = [];
-        for (const row of this.db.prepare(`SELECT ${ROW_COLUMNS} FROM prompts`).raw().iterate() as IterableIterator<RawRow>) states.push(fromRawRow(row));
-        return snapshotOf(states, this.lastStep());
+        return snapshotOf((this.partial ??= new PartialRead(this.db)).all(), this.lastStep());
       }
       return (this.partial ??= new PartialRead(this.db)).read(ids, groups, hinted);
     });
@@ -329,11 +334,11 @@ export class SqliteStore implements Store {
   copyTo(file: string): void {
     this.sync(() => {
       // A read-only state's query_only stops VACUUM INTO too, which writes only the new file.
-      if (this.readOnly !== undefined) this.db.pragma('query_only = OFF');
+      if (this.readOnly !== undefined) this.db.exec('PRAGMA query_only = OFF');
       try {
         this.db.prepare('VACUUM INTO ?').run(file);
       } finally {
-        if (this.readOnly !== undefined) this.db.pragma('query_only = ON');
+        if (this.readOnly !== undefined) this.db.exec('PRAGMA query_only = ON');
       }
     });
   }
