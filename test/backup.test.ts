@@ -1,6 +1,6 @@
 import { existsSync, lstatSync, readdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import Database from 'better-sqlite3';
+import { Database } from './sqlite.js';
 import { describe, expect, it } from 'vitest';
 import { cli } from './cli-helpers.js';
 import { dumpState } from './state-file.js';

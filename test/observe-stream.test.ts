@@ -1,7 +1,7 @@
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import Database from 'better-sqlite3';
+import { Database } from './sqlite.js';
 import { afterAll, describe, expect, it } from 'vitest';
 import { autoKey, defaultDecay, fileResultSource, parseResults, PostgresStore, SqliteStore } from '../src/index.js';
 import { cli } from './cli-helpers.js';

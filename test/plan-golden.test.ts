@@ -1,7 +1,7 @@
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import Database from 'better-sqlite3';
+import { Database } from './sqlite.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AsyncAllocator, openAsyncStore, parsePrompts, planRequestOf } from '../src/index.js';
 import { cli } from './cli-helpers.js';

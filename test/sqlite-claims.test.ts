@@ -1,6 +1,6 @@
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import Database from 'better-sqlite3';
+import { Database } from './sqlite.js';
 import { describe, expect, it } from 'vitest';
 import { defaultDecay, fileResultSource, parseResults, SqliteStore, type ObserveSummary, type ResultSource, type RolloutResult } from '../src/index.js';
 import { applyEvidence, EvidenceAccumulator } from '../src/store/accumulate.js';

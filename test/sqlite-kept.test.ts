@@ -30,6 +30,23 @@ describe('better-sqlite3 objects kept for the process (store/sqlite-kept.ts)', (
     }
   });
 
+  it('SqliteStore.driver() (tools, tests) keeps what it makes and still runs pragma() and iterate() as better-sqlite3 does', () => {
+    const Database = SqliteStore.driver();
+    const before = keptObjects();
+    const db = new Database(':memory:');
+    try {
+      expect(db.pragma('synchronous = FULL')).toEqual([]);
+      expect(db.pragma('synchronous', { simple: true })).toBe(2);
+      expect(db.pragma('user_version')).toEqual([{ user_version: 0 }]);
+      db.exec('CREATE TABLE t (x); INSERT INTO t VALUES (1), (2), (3)');
+      expect([...(db.prepare('SELECT x FROM t ORDER BY x').pluck().iterate() as IterableIterator<number>)]).toEqual([1, 2, 3]);
+      // The connection, four statements and the iterator.
+      expect(keptObjects()).toBe(before + 6);
+    } finally {
+      db.close();
+    }
+  });
+
   it('a service\'s plans, observes, prompt reads and health checks keep nothing more after the first of each', async () => {
     const state = join(tempDir('rb-kept-'), 'state.db');
     const service = new Service(new AsyncAllocator(asyncStoreOf(new SqliteStore(state))));

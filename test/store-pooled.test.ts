@@ -1,7 +1,7 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import Database from 'better-sqlite3';
+import { Database } from './sqlite.js';
 import pg from 'pg';
 import seedrandom from 'seedrandom';
 import { afterAll, describe, expect, it } from 'vitest';

@@ -1,7 +1,7 @@
 import { spawn } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import Database from 'better-sqlite3';
+import { Database } from './sqlite.js';
 import seedrandom from 'seedrandom';
 import { describe, expect, it } from 'vitest';
 import { LOCK_WAIT_ENV, SqliteStore } from '../src/index.js';

@@ -1,7 +1,7 @@
 import { spawn } from 'node:child_process';
 import { existsSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import Database from 'better-sqlite3';
+import { Database } from './sqlite.js';
 import { describe, expect, it } from 'vitest';
 import { SqliteStore, addEvidence, batchOf, createAllocator, defaultDecay, parseResults } from '../src/index.js';
 import { tempDir } from './temp.js';

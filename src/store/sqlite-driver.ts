@@ -5,7 +5,7 @@ import { dirname, join } from 'node:path';
 import { RolloutBudgetError } from '../errors.js';
 import { shellWord } from '../io/shell-word.js';
 import { lazyRequire } from '../lazy.js';
-import { keeping } from './sqlite-kept.js';
+import { keeping, keepingAll } from './sqlite-kept.js';
 
 /** better-sqlite3, loaded on first use: the CLI's bundle carries its JavaScript (scripts/bundle-cli.ts). */
 const bundled = lazyRequire<typeof Database>('better-sqlite3');
@@ -76,5 +76,9 @@ export function driverFor(addon: string): SqliteDriver {
   return existsSync(addon) ? { Database: keeping(bundled()), options: { nativeBinding: addon } } : { Database: keeping(installed()), options: {} };
 }
 
-/** The package as installed, for tools that open a database without these options (SqliteStore.driver). */
-export const installedSqlite: () => typeof Database = installed;
+/**
+ * The package as installed, for tools that open a database without these options
+ * (SqliteStore.driver): its connections, statements and iterators kept until the process ends,
+ * pragma() and iterate() allowed (store/sqlite-kept.ts keepingAll).
+ */
+export const installedSqlite = (): typeof Database => keepingAll(installed());

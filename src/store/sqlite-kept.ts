@@ -27,6 +27,12 @@ export function keptObjects(): number {
   return kept.length;
 }
 
+/** `object`, kept until the process ends. */
+function keep<T extends object>(object: T): T {
+  kept.push(object);
+  return object;
+}
+
 const classes = new WeakMap<typeof Database, typeof Database>();
 
 /** `Base` (better-sqlite3's Database class) as a subclass that keeps what it makes. O(1). */
@@ -44,7 +50,7 @@ export function keeping(Base: typeof Database): typeof Database {
       override prepare(source: string): Database.Statement {
         const statement = super.prepare(source);
         kept.push(statement);
-        Object.defineProperty(statement, 'iterate', { value: noIterate });
+        Object.defineProperty(statement, 'iterate', { value: noIterate, configurable: true });
         return statement;
       }
 
@@ -60,3 +66,38 @@ export function keeping(Base: typeof Database): typeof Database {
 function noIterate(): never {
   throw new Error('iterate() makes an iterator a call, which Node 24 may collect outside a context (store/sqlite-kept.ts): use all(), or a SQL function that takes each row');
 }
+
+const lenient = new WeakMap<typeof Database, typeof Database>();
+
+/**
+ * The same for code that is not the store's (SqliteStore.driver(): tools and tests that write a
+ * state file directly): `pragma()` runs through a kept statement, as better-sqlite3's does
+ * (`simple`: the first value, else every row; a PRAGMA that returns none runs and gives []),
+ * and `iterate()` works, its iterator kept. What such code keeps grows with its calls.
+ */
+export function keepingAll(Base: typeof Database): typeof Database {
+  let Kept = lenient.get(Base);
+  if (Kept === undefined) {
+    const Strict = keeping(Base) as unknown as new (...args: unknown[]) => { prepare(source: string): Database.Statement };
+    Kept = class extends Strict {
+      override prepare(source: string): Database.Statement {
+        const statement = super.prepare(source);
+        const iterate = (Object.getPrototypeOf(statement) as Database.Statement).iterate;
+        Object.defineProperty(statement, 'iterate', { value: (...args: unknown[]) => keep(iterate.apply(statement, args)) });
+        return statement;
+      }
+
+      pragma(source: string, options?: { simple?: boolean }): unknown {
+        const statement = this.prepare(`PRAGMA ${source}`);
+        if (!statement.reader) {
+          statement.run();
+          return [];
+        }
+        return options?.simple === true ? statement.pluck().get() : statement.all();
+      }
+    } as unknown as typeof Database;
+    lenient.set(Base, Kept);
+  }
+  return Kept;
+}
+

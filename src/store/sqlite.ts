@@ -124,7 +124,10 @@ export class SqliteStore implements Store {
     if (this.file !== undefined) checkSameFile(this.path, this.file);
   }
 
-  /** The better-sqlite3 Database class (loaded on first use), for tools that write a state file directly. */
+  /**
+   * The better-sqlite3 Database class (loaded on first use), for tools that write a state file
+   * directly; what it makes is kept until the process ends (store/sqlite-kept.ts keepingAll).
+   */
   static driver(): typeof Database {
     return installedSqlite();
   }
