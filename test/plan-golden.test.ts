@@ -33,17 +33,57 @@ beforeAll(async () => {
 
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
+/**
+ * Node 20 and 22 (V8 11.3 and 12.4) give these plans and states byte for byte. Node 24's V8
+ * rounds some Math results differently in the last bit (a p_low of 2.7789076127153548e-6 there
+ * is …543 on Node 20), so on other Node versions the plans and states are compared number by
+ * number within 1e-12 relative (every string and key exactly), and the 100,000-candidate
+ * plans, kept only as a sha256, are not compared.
+ */
+const BYTE_EXACT = ['20', '22'].includes(process.versions.node.split('.')[0]!);
+
+/** Compares `got` with `want` by structure, strings and keys exactly, numbers within 1e-12 relative; returns how many numbers it compared. */
+function closeTo(got: unknown, want: unknown, path: string): number {
+  if (typeof got === 'number' && typeof want === 'number') {
+    expect(Math.abs(got - want), `${path}: ${got} vs ${want}`).toBeLessThanOrEqual(1e-12 * Math.max(1, Math.abs(want)));
+    return 1;
+  }
+  if (got !== null && typeof got === 'object' && want !== null && typeof want === 'object') {
+    expect(Object.keys(got), path).toEqual(Object.keys(want));
+    let numbers = 0;
+    for (const k of Object.keys(want)) numbers += closeTo((got as Record<string, unknown>)[k], (want as Record<string, unknown>)[k], `${path}.${k}`);
+    return numbers;
+  }
+  expect(got, path).toEqual(want);
+  return 0;
+}
+
 const matches = (c: Case, text: string) => {
-  if (c.compare === 'text') expect(text).toBe(expected(c.name));
-  else expect(sha256(text)).toBe(expected(`${c.name}.sha256`).trim());
+  if (c.compare === 'sha256') expect(sha256(text)).toBe(expected(`${c.name}.sha256`).trim());
+  else if (BYTE_EXACT) expect(text).toBe(expected(c.name));
+  else expect(closeTo(JSON.parse(text), JSON.parse(expected(c.name)), 'plan')).toBeGreaterThan(100);
 };
 
-describe('plans byte-identical to main before issue 15', () => {
+/** The cases this Node can compare: all on Node 20 and 22, elsewhere those kept as text. */
+const comparable = (cases as Case[]).filter((c) => BYTE_EXACT || c.compare === 'text');
+
+describe(`plans byte-identical to main before issue 15${BYTE_EXACT ? '' : ` (Node ${process.versions.node}: numbers within 1e-12)`}`, () => {
   it.each(Object.keys(states))('state %s: every stored number as observe wrote it before', (name) => {
-    expect(stateDump(Database, join(dir, `${name}.db`))).toBe(expected(`state-${name}.json`));
+    const dump = stateDump(Database, join(dir, `${name}.db`));
+    if (BYTE_EXACT) {
+      expect(dump).toBe(expected(`state-${name}.json`));
+      return;
+    }
+    // The sha256 of every row cannot be compared within a tolerance: the first rows can.
+    const { sum: _got, ...got } = JSON.parse(dump) as Record<string, unknown>;
+    const { sum: _want, ...want } = JSON.parse(expected(`state-${name}.json`)) as Record<string, unknown>;
+    expect(closeTo(got, want, 'state')).toBeGreaterThan(10);
   });
 
-  it.each((cases as Case[]).map((c) => [c.name, c] as const))('plan %s', async (_, c) => {
+  // Listed as skipped where they cannot be compared.
+  if (!BYTE_EXACT) it.skip('the plans kept only as a sha256 (compared on Node 20 and 22)', () => undefined);
+
+  it.each(comparable.map((c) => [c.name, c] as const))('plan %s', async (_, c) => {
     const argv = c.argv.map((a, k) => (c.argv[k - 1] === '--prompts' ? join(dir, a) : a));
     const out = join(dir, `out-${c.name}`);
     const run = await cli(['plan', ...argv, '--state', join(dir, `${c.state}.db`), '--out', out]);
@@ -54,7 +94,7 @@ describe('plans byte-identical to main before issue 15', () => {
     matches(c, piped.stdout);
   });
 
-  it.each(['oneshot-balanced.json', 'oneshot-rounds.json', 'synth-balanced.json'])('the service plans %s as the CLI did (from its candidates\' rows and the pooled rows)', async (name) => {
+  it.each(['oneshot-balanced.json', 'oneshot-rounds.json', 'synth-balanced.json'].filter((name) => comparable.some((c) => c.name === name)))('the service plans %s as the CLI did (from its candidates\' rows and the pooled rows)', async (name) => {
     const c = (cases as Case[]).find((k) => k.name === name)!;
     const flag = (f: string) => c.argv[c.argv.indexOf(f) + 1];
     const candidates = parsePrompts(readFileSync(join(dir, flag('--prompts')!), 'utf8'), 'prompts');
@@ -77,18 +117,7 @@ describe('plans byte-identical to main before issue 15', () => {
       // differences (store/pooled.ts): the same plan up to the rounding of those sums.
       const want = JSON.parse(expected(c.name)) as Record<string, unknown>;
       const got = JSON.parse(text) as Record<string, unknown>;
-      let numbers = 0;
-      const close = (a: unknown, b: unknown, path: string): void => {
-        if (typeof a === 'number' && typeof b === 'number') {
-          numbers++;
-          expect(Math.abs(a - b), `${path}: ${a} vs ${b}`).toBeLessThanOrEqual(1e-12 * Math.max(1, Math.abs(b)));
-        } else if (a !== null && typeof a === 'object' && b !== null && typeof b === 'object') {
-          expect(Object.keys(a), path).toEqual(Object.keys(b));
-          for (const k of Object.keys(b)) close((a as Record<string, unknown>)[k], (b as Record<string, unknown>)[k], `${path}.${k}`);
-        } else expect(a, path).toEqual(b);
-      };
-      close(got, want, 'plan');
-      expect(numbers).toBeGreaterThan(1000);
+      expect(closeTo(got, want, 'plan')).toBeGreaterThan(1000);
       const n = (p: Record<string, unknown>) => (p.allocations as { prompt_id: string; n: number }[]).map((a) => `${a.prompt_id}:${a.n}`).join(',');
       expect(n(got)).toBe(n(want));
     } finally {
