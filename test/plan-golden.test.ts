@@ -61,8 +61,12 @@ function closeTo(got: unknown, want: unknown, path: string): number {
 const matches = (c: Case, text: string) => {
   if (c.compare === 'sha256') expect(sha256(text)).toBe(expected(`${c.name}.sha256`).trim());
   else if (BYTE_EXACT) expect(text).toBe(expected(c.name));
-  else expect(closeTo(JSON.parse(text), JSON.parse(expected(c.name)), 'plan')).toBeGreaterThan(100);
+  else expect(closeTo(parsed(c.name, text), parsed(c.name, expected(c.name)), 'plan')).toBeGreaterThan(100);
 };
+
+/** A plan's text as JSON: one value, or (`.jsonl`) one a line. */
+const parsed = (name: string, text: string): unknown =>
+  name.endsWith('.jsonl') ? text.split('\n').filter((l) => l !== '').map((l) => JSON.parse(l) as unknown) : JSON.parse(text);
 
 /** The cases this Node can compare: all on Node 20 and 22, elsewhere those kept as text. */
 const comparable = (cases as Case[]).filter((c) => BYTE_EXACT || c.compare === 'text');
