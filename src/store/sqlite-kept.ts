@@ -4,13 +4,14 @@ import type Database from 'better-sqlite3';
  * better-sqlite3's objects kept referenced until the process (or its thread) ends, so Node 24
  * never collects one.
  *
- * Node 24's node::ObjectWrap (node_object_wrap.h) adds an environment cleanup hook for each
- * wrapped object and removes it in the object's destructor, through the isolate's current
- * environment. better-sqlite3 12 wraps its Database, Statement and StatementIterator that way.
+ * Node 24's node::ObjectWrap (node_object_wrap.h, since 24.19.0: nodejs/node#65446) adds an
+ * environment cleanup hook for each wrapped object and removes it in the object's destructor,
+ * through the isolate's current environment; an addon compiled against those headers does so.
+ * better-sqlite3 12 wraps its Database, Statement and StatementIterator that way.
  * When V8 collects one from a task Node runs outside any context (a garbage collection its event
  * loop starts between callbacks), that lookup finds no environment and Node aborts: `Assertion
  * failed: (env) != nullptr` in RemoveEnvironmentCleanupHook, SIGABRT, exit 134, after or in the
- * middle of the work (WiseLibs/better-sqlite3#1515; better-sqlite3 13 wraps them otherwise, and
+ * middle of the work (better-sqlite3 13 no longer derives them from node::ObjectWrap, and
  * requires Node 22). An object still referenced when the environment ends is deleted by that
  * hook while the environment is there, which is safe. So the Database class the driver hands
  * out (sqlite-driver.ts) keeps every connection it opens and every statement it prepares, and
