@@ -1,10 +1,10 @@
-import { closeSync, createReadStream, createWriteStream, mkdtempSync, openSync, realpathSync, renameSync, rmSync, statSync, writeSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { closeSync, createReadStream, createWriteStream, openSync, realpathSync, renameSync, rmSync, statSync, writeSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { RolloutBudgetError } from '../errors.js';
 import { lazyRequire } from '../lazy.js';
 import { readText } from '../io/jsonl.js';
 import type { PlanChunk } from '../plan/byte-chunk.js';
+import { tempFolder, tempWriteFailed } from '../io/temp-folder.js';
 import { chunkText, decodeUtf8 } from '../io/utf8.js';
 
 /**
@@ -67,23 +67,27 @@ export const processIo: CliIo = {
   get stderrIsTty() {
     return Boolean(process.stderr.isTTY);
   },
-  spoolStdin: () => spool(process.stdin, 'rollout-budget-stdin-'),
+  spoolStdin: () => spool(process.stdin, 'rollout-budget-stdin-', 'the copy of stdin'),
 };
 
 /**
  * Copies a stream into a new temporary folder (`prefix` + random) and returns the copy's path;
  * remove the folder (the path's parent) when done. The folder is removed here if the copy fails.
  */
-async function spool(source: NodeJS.ReadableStream, prefix: string): Promise<string> {
-  const dir = mkdtempSync(join(tmpdir(), prefix));
+async function spool(source: NodeJS.ReadableStream, prefix: string, what: string): Promise<string> {
+  const dir = tempFolder(prefix, what);
   const path = join(dir, 'input.jsonl');
   // Removed by the caller's done(), or by a Ctrl-C before it (the one registration a spool makes).
   onEndingSignal(() => rmSync(dir, { recursive: true, force: true }));
+  const target = createWriteStream(path);
+  let writeError: unknown;
+  target.once('error', (error) => (writeError = error));
   try {
-    await streams().pipeline(source, createWriteStream(path));
+    await streams().pipeline(source, target);
   } catch (error) {
     rmSync(dir, { recursive: true, force: true });
-    throw error;
+    // The copy's own write failing (a full temp disk) is said as such; a read error as it is.
+    throw writeError !== undefined ? tempWriteFailed(what, writeError) : error;
   }
   return path;
 }
@@ -100,8 +104,9 @@ export async function rereadable(path: string): Promise<{ path: string; done: ()
   if (stat === undefined || stat.isFile() || stat.isDirectory()) return { path, done: () => undefined };
   let copy: string;
   try {
-    copy = await spool(createReadStream(path), 'rollout-budget-input-');
+    copy = await spool(createReadStream(path), 'rollout-budget-input-', `the copy of ${path}`);
   } catch (error) {
+    if (error instanceof RolloutBudgetError) throw error;
     throw new RolloutBudgetError('IO_ERROR', `${path}: cannot read (${(error as NodeJS.ErrnoException).code ?? String(error)})`);
   }
   return { path: copy, done: () => rmSync(dirname(copy), { recursive: true, force: true }) };

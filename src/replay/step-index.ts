@@ -1,6 +1,6 @@
-import { closeSync, mkdtempSync, openSync, readSync, rmSync, rmdirSync, unlinkSync, writeSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { closeSync, openSync, readSync, rmSync, rmdirSync, unlinkSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
+import { tempFolder, tempWriteFailed } from '../io/temp-folder.js';
 import { RolloutStore } from './log-store.js';
 import { encodeStep, type StepShape } from './step-block.js';
 
@@ -29,7 +29,7 @@ const BLOCK = 1 << 14;
  * so nothing is left behind, even by a killed run.
  */
 export function scratchFile(): number {
-  const dir = mkdtempSync(join(tmpdir(), 'rollout-budget-replay-'));
+  const dir = tempFolder('rollout-budget-replay-', 'the replay\'s scratch file');
   const path = join(dir, 'scratch');
   const fd = openSync(path, 'w+');
   try {
@@ -41,9 +41,13 @@ export function scratchFile(): number {
   return fd;
 }
 
-/** Writes all of `bytes` at `position`. */
+/** Writes all of `bytes` at `position`; a failed write (a full temp disk) is an IO_ERROR saying so. */
 function writeFully(fd: number, bytes: Uint8Array, position: number): void {
-  for (let done = 0; done < bytes.length; ) done += writeSync(fd, bytes, done, bytes.length - done, position + done);
+  try {
+    for (let done = 0; done < bytes.length; ) done += writeSync(fd, bytes, done, bytes.length - done, position + done);
+  } catch (error) {
+    throw tempWriteFailed('the replay\'s scratch file', error);
+  }
 }
 
 /** Fills `into` from `position` (a short read of a scratch file is a bug). */
