@@ -2,7 +2,8 @@
 
 Two transports with the same methods:
 
-* ``HttpClient("http://127.0.0.1:8080")`` talks to ``rollout-budget serve`` over HTTP JSON;
+* ``HttpClient("http://127.0.0.1:8080")`` talks to ``rollout-budget serve`` over HTTP JSON, or
+  through a reverse proxy that adds TLS and a path (``https://host/rollout-budget``);
 * ``StdioClient(state="state.db")`` starts ``rollout-budget serve --stdio`` as a child process
   and talks NDJSON over its stdin/stdout (for a Ray actor that owns the allocator).
 
@@ -26,6 +27,8 @@ import http.client
 import json
 import logging
 import os
+import re
+import ssl
 import subprocess
 import threading
 import time
@@ -107,16 +110,20 @@ class _Client:
 
     def _call(self, method, path, body=None):
         """One request; a retryable 503 is sent again up to ``state_retries`` times, a connection
-        refused or cut (ConnectionError: the service restarting) up to ``connect_retries`` times,
-        waiting 0.5, 1, 2, 4, 8, 8 s. A timeout is not retried: the service got the request."""
+        refused or cut (ConnectionError: the service restarting; behind a reverse proxy, the
+        proxy's own 502) up to ``connect_retries`` times, waiting 0.5, 1, 2, 4, 8, 8 s. A timeout
+        is not retried (a proxy's 504 neither): the service got the request."""
         failures = {"state": 0, "connect": 0}
         while True:
             try:
                 return self._request(method, path, body)
             except RolloutBudgetError as error:
-                if error.status != 503 or not error.retryable:
+                if error.status == 502 and error.code == "UNEXPECTED_RESPONSE":
+                    kind, limit, reason = "connect", self.connect_retries, error
+                elif error.status == 503 and error.retryable:
+                    kind, limit, reason = "state", self.state_retries, error
+                else:
                     raise
-                kind, limit, reason = "state", self.state_retries, error
             except ConnectionError as error:
                 kind, limit, reason = "connect", self.connect_retries, error
             if failures[kind] >= limit:
@@ -159,6 +166,12 @@ class _Client:
 class HttpClient(_Client):
     """HTTP JSON transport on one kept-alive connection (reconnects once if it was dropped).
 
+    ``url`` is ``http://host:port`` of ``rollout-budget serve``, or ``https://`` with a path: the
+    service behind a reverse proxy that adds TLS and serves it under that path (requests go to
+    ``<path>/v1/plan``...). The server's certificate is checked against this machine's CAs
+    (``SSL_CERT_FILE`` or ``SSL_CERT_DIR`` name others, as for any Python client), or against
+    ``ssl_context`` when given.
+
     Retrying is safe: plans only read, and an observe re-sent with the same results is
     recognised (by rollout_id, or by the batch's content) and applied once. So a 503 the
     service marks `retryable` (STATE_ERROR: its database cannot be reached) is retried
@@ -168,19 +181,29 @@ class HttpClient(_Client):
     """
 
     def __init__(self, url="http://127.0.0.1:8080", timeout=60.0, token=None, state_retries=STATE_RETRIES,
-                 connect_retries=CONNECT_RETRIES):
+                 connect_retries=CONNECT_RETRIES, ssl_context=None):
         self.state_retries = state_retries
         self.connect_retries = connect_retries
-        parsed = urllib.parse.urlsplit(url)
-        if parsed.scheme != "http" or not parsed.hostname:
-            raise ValueError("url must look like http://host:port, got %r" % url)
-        self._host = parsed.hostname
-        self._port = parsed.port or 80
+        self._scheme, self._host, self._port, self._prefix = _service_address(url)
+        if ssl_context is not None and self._scheme != "https":
+            raise ValueError("ssl_context is for an https:// url, got %r" % url)
+        self._ssl_context = ssl_context
+        #: The service's address as messages name it: scheme, host, port and path.
+        self.base_url = "%s://%s:%d%s" % (self._scheme, "[%s]" % self._host if ":" in self._host else self._host,
+                                          self._port, self._prefix)
         self._timeout = timeout
         token = token if token is not None else os.environ.get("ROLLOUT_BUDGET_TOKEN") or None
         self._auth = {"Authorization": "Bearer " + token} if token else {}
         self._conn = None
         self._lock = threading.Lock()
+
+    def _connection(self):
+        if self._scheme == "http":
+            return http.client.HTTPConnection(self._host, self._port, timeout=self._timeout)
+        # Made on first use, not in __init__: the default context reads SSL_CERT_FILE when it is made.
+        if self._ssl_context is None:
+            self._ssl_context = ssl.create_default_context()
+        return http.client.HTTPSConnection(self._host, self._port, timeout=self._timeout, context=self._ssl_context)
 
     def _request(self, method, path, body=None):
         data = None if body is None else json.dumps(body).encode("utf-8")
@@ -190,9 +213,9 @@ class HttpClient(_Client):
         with self._lock:
             for attempt in (1, 2):
                 if self._conn is None:
-                    self._conn = http.client.HTTPConnection(self._host, self._port, timeout=self._timeout)
+                    self._conn = self._connection()
                 try:
-                    self._conn.request(method, path, body=data, headers=headers)
+                    self._conn.request(method, self._prefix + path, body=data, headers=headers)
                     res = self._conn.getresponse()
                     status, text = res.status, res.read().decode("utf-8", errors="replace")
                     if res.getheader("connection", "").lower() == "close":
@@ -201,7 +224,7 @@ class HttpClient(_Client):
                 except (ConnectionError, http.client.HTTPException, OSError) as error:
                     self._drop()
                     if attempt == 2:
-                        raise _unreachable(error, self._host, self._port) from error
+                        raise _unreachable(error, self.base_url) from error
         try:
             payload = json.loads(text)
         except ValueError:
@@ -209,15 +232,15 @@ class HttpClient(_Client):
         if status >= 400 and isinstance(payload, dict) and isinstance(payload.get("error"), dict):
             raise RolloutBudgetError(status, payload["error"])
         if status >= 400 or not isinstance(payload, dict):
-            raise RolloutBudgetError(status, _unexpected(status, text, self._host, self._port, method, path))
+            raise RolloutBudgetError(status, _unexpected(status, text, self.base_url, method, path, len(data or b"")))
         return payload
 
     def metrics(self):
         """The Prometheus text of /metrics."""
         with self._lock:
-            conn = http.client.HTTPConnection(self._host, self._port, timeout=self._timeout)
+            conn = self._connection()
             try:
-                conn.request("GET", "/metrics", headers=dict(self._auth))
+                conn.request("GET", self._prefix + "/metrics", headers=dict(self._auth))
                 return conn.getresponse().read().decode("utf-8")
             finally:
                 conn.close()
@@ -232,27 +255,72 @@ class HttpClient(_Client):
             self._drop()
 
 
-def _unexpected(status, text, host, port, method, path):
+def _service_address(url):
+    """(scheme, host, port, path prefix) of a service URL: http or https, a host, an optional
+    port (80, 443) and path (kept without its trailing slash); ValueError naming the URL and
+    what is wrong with it otherwise."""
+    parsed = urllib.parse.urlsplit(str(url))
+    expected = "expected http://host:port or https://host[:port][/path] (a reverse proxy's)"
+    if parsed.scheme not in ("http", "https") or not parsed.hostname:
+        raise ValueError("rollout-budget service url %r: %s" % (url, expected))
+    if parsed.username is not None:
+        shown = urllib.parse.urlunsplit(parsed._replace(netloc="***@" + parsed.netloc.rpartition("@")[2]))
+        raise ValueError("rollout-budget service url %r: a user name or password has no place in it (the service's "
+                         "token goes in token= or $ROLLOUT_BUDGET_TOKEN); %s" % (shown, expected))
+    if parsed.query or parsed.fragment:
+        raise ValueError("rollout-budget service url %r: %s has no place in it; %s" % (
+            url, "a query (?...)" if parsed.query else "a fragment (#...)", expected))
+    try:
+        port = parsed.port
+    except ValueError:
+        raise ValueError("rollout-budget service url %r: the port is not a number from 0 to 65535; %s" % (url, expected)) from None
+    return parsed.scheme, parsed.hostname, port or (443 if parsed.scheme == "https" else 80), parsed.path.rstrip("/")
+
+
+def is_service_url(target):
+    """Whether ``target`` names a service over HTTP (``http://``, ``https://``), not a state."""
+    return str(target).lower().startswith(("http://", "https://"))
+
+
+def _unexpected(status, text, base_url, method, path, sent=0):
     """The error of an answer that is not the service's (a body that is not a JSON object, or an
     error without the service's ``{"error": {...}}``): another server at that address (vLLM's own
-    port, a proxy's HTML page) would otherwise come back as a plan, or as an error saying nothing."""
+    port, a proxy's HTML page) would otherwise come back as a plan, or as an error saying nothing.
+    A reverse proxy's 413, 502 and 504 say what to change (`sent`: the request body's bytes)."""
     shown = " ".join(text.split())
     shown = "an empty body" if not shown else repr(shown if len(shown) <= 200 else shown[:200] + "...")
+    if status == 413:
+        hint = "a proxy in front of the service refused the request's %d-byte body: raise its limit (nginx: " \
+               "client_max_body_size) to the service's --body-limit (8 MiB by default)" % sent
+    elif status in (502, 504):
+        hint = "a proxy answered for the service: is `rollout-budget serve` running behind it%s?" % (
+            ", and its timeout (nginx: proxy_read_timeout) above the service's --plan-timeout-s" if status == 504 else "")
+    else:
+        hint = "is `rollout-budget serve` the server at %s?" % base_url
     return {
         "code": "UNEXPECTED_RESPONSE",
-        "message": "%s http://%s:%s%s answered %s with %s, not the rollout-budget service's JSON; "
-                   "is `rollout-budget serve` the server at http://%s:%s?" % (method, host, port, path, status, shown, host, port),
+        "message": "%s %s%s answered %s with %s, not the rollout-budget service's JSON; %s" % (
+            method, base_url, path, status, shown, hint),
         "value": text[:200],
     }
 
 
-def _unreachable(error, host, port):
+def _unreachable(error, base_url):
     """``error`` (a failed request, after the retry) as the same exception class where it can
     be made, its message naming the service and what to check: a trainer's traceback then says
     which address it could not reach, not only ``[Errno 111] Connection refused``."""
-    detail = getattr(error, "strerror", None) or str(error) or type(error).__name__
-    message = "cannot reach the rollout-budget service at http://%s:%s (%s); is `rollout-budget serve` running there?" % (
-        host, port, detail)
+    detail = getattr(error, "strerror", None) or getattr(error, "reason", None) or str(error) or type(error).__name__
+    if isinstance(error, ssl.SSLCertVerificationError):
+        hint = "the server's certificate is not one this machine trusts: set SSL_CERT_FILE to the file of the CA " \
+               "that signed it, or pass ssl_context="
+        detail = error.verify_message or detail
+    elif isinstance(error, ssl.SSLError):
+        hint = "an https:// url needs a server that speaks TLS (a reverse proxy): `rollout-budget serve` itself " \
+               "speaks plain HTTP (http://)"
+        detail = "TLS: %s" % detail
+    else:
+        hint = "is `rollout-budget serve` running there?"
+    message = "cannot reach the rollout-budget service at %s (%s); %s" % (base_url, detail, hint)
     if isinstance(error, OSError):
         try:
             return type(error)(error.errno, message) if error.errno is not None else type(error)(message)
@@ -323,7 +391,12 @@ class StdioClient(_Client):
 
 
 def connect(target, **kwargs):
-    """``http://...`` → HttpClient; anything else is a state path or URL for a StdioClient."""
-    if str(target).startswith("http://"):
+    """``http://...`` or ``https://...`` → HttpClient; a SQLite path or a ``postgres://`` URL → a
+    StdioClient on that state. Another ``scheme://`` is a ValueError, not a state path."""
+    if is_service_url(target):
         return HttpClient(target, **kwargs)
+    scheme = re.match(r"([A-Za-z][A-Za-z0-9+.-]*)://", str(target))
+    if scheme and scheme.group(1).lower() not in ("postgres", "postgresql"):
+        raise ValueError("%r is neither the service's url (http:// or https://) nor a state (a SQLite path or a "
+                         "postgres:// url)" % (target,))
     return StdioClient(state=target, **kwargs)

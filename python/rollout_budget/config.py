@@ -6,7 +6,7 @@ so settings come from a mapping (verl: the `rollout_budget` section of the train
 
 | key | environment | meaning |
 | --- | --- | --- |
-| url | ROLLOUT_BUDGET_URL | `http://host:port` of `rollout-budget serve`; anything else is a state path (or postgres URL) served by a child `serve --stdio` |
+| url | ROLLOUT_BUDGET_URL | `http://host:port` of `rollout-budget serve` (or `https://host/path` of a TLS reverse proxy in front of it); else a state path (or postgres URL) served by a child `serve --stdio` |
 | token | ROLLOUT_BUDGET_TOKEN | bearer token of the service (`serve --token`) |
 | budget_rollouts | ROLLOUT_BUDGET_BUDGET_ROLLOUTS | rollouts a step; default: the trainer's uniform budget (prompts × n) |
 | budget_tokens | ROLLOUT_BUDGET_BUDGET_TOKENS | generated tokens a step (optional) |
@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 import os
 
-from .client import PLAN_OPTIONS, connect
+from .client import PLAN_OPTIONS, connect, is_service_url
 
 __all__ = ["Settings", "settings_from"]
 
@@ -43,10 +43,10 @@ class Settings:
             raise ValueError("rollout_budget options: unknown %s; expected some of %s" % (unknown, ", ".join(PLAN_OPTIONS)))
 
     def client(self):
-        """A client for `url`: HttpClient for http://, else a StdioClient on that state."""
+        """A client for `url`: HttpClient for http:// and https://, else a StdioClient on that state."""
         if not self.url:
             raise ValueError("rollout_budget: set url (ROLLOUT_BUDGET_URL) to the service's http://host:port or a state path")
-        if str(self.url).startswith("http://"):
+        if is_service_url(self.url):
             return connect(self.url, token=self.token)
         return connect(self.url)
 

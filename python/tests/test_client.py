@@ -12,6 +12,7 @@ import unittest
 
 from . import support
 import rollout_budget as rb
+from rollout_budget import config
 
 RESULTS = [
     {"prompt_id": "easy", "step": 0, "rewards": [1, 1, 1, 1, 1, 1, 1, 0], "tokens": [200] * 8},
@@ -297,6 +298,39 @@ class RestartTest(unittest.TestCase):
                 waited = time.monotonic() - began
         self.assertNotIsInstance(ctx.exception, ConnectionError)
         self.assertLess(waited, 2.0)  # the transport's one reconnect (2 × 0.3 s), not six retries with backoff
+
+
+class UrlTest(unittest.TestCase):
+    """The service url: http or https, with a reverse proxy's path; other urls are errors naming
+    them, never a state path (before, connect() took https:// for a SQLite file's name)."""
+
+    def test_https_and_a_path_are_the_services_address(self):
+        for url, base in (("https://rb.example:8443/rollout-budget/", "https://rb.example:8443/rollout-budget"),
+                          ("HTTPS://RB.example/rb", "https://rb.example:443/rb"),
+                          ("http://[::1]:9000", "http://[::1]:9000")):
+            with rb.HttpClient(url) as c:  # connects on the first request only
+                self.assertEqual(c.base_url, base)
+            with rb.connect(url) as c:
+                self.assertIsInstance(c, rb.HttpClient)
+
+    def test_other_urls_are_value_errors_naming_them(self):
+        for url, says in (("ftp://rb.example/x", "expected http://host:port or https://host[:port][/path]"),
+                          ("https://user:pw@rb.example/", "'https://***@rb.example/': a user name or password"),
+                          ("http://rb.example/?token=1", "a query (?...) has no place in it"),
+                          ("http://rb.example:99999", "the port is not a number from 0 to 65535"),
+                          ("http:///v1", "expected http://host:port")):
+            with self.assertRaises(ValueError) as caught:
+                rb.HttpClient(url)
+            self.assertIn(says, str(caught.exception))
+            self.assertNotIn("pw", str(caught.exception))
+        with self.assertRaises(ValueError) as caught:
+            rb.connect("ftp://rb.example/state.db")
+        self.assertIn("neither the service's url (http:// or https://) nor a state", str(caught.exception))
+        with self.assertRaises(ValueError):
+            config.Settings(url="s3://bucket/state.db").client()
+        with self.assertRaises(ValueError) as caught:
+            rb.HttpClient("http://127.0.0.1:8080", ssl_context=object())
+        self.assertIn("ssl_context is for an https:// url", str(caught.exception))
 
 
 class StrangerTest(unittest.TestCase):
