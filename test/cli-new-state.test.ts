@@ -105,4 +105,28 @@ describe('a state file that is not there yet', () => {
     expect(onFile.stdout).toBe(summary.stdout);
     expect((await cli(['inspect', '--state', made, '--prompt', 'a'])).stdout).toBe(prompt.stdout);
   });
+
+  it('a --state that is a URL but not postgres:// is refused, not taken for a file name (inspect read the service\'s https:// URL as an empty state, exit 0)', async () => {
+    const w = workdir();
+    const service = /an http\(s\):\/\/ URL names the service, for its clients \(the Python HttpClient, a trainer's ROLLOUT_BUDGET_URL\)/;
+    const cases = [
+      [['inspect', '--state', 'https://rb.example:8443/rollout-budget'], /--state "https:\/\/rb\.example:8443\/rollout-budget" is a URL, and a state is a SQLite file or a postgres:\/\/ URL/, service],
+      [['plan', '--prompts', w.prompts, '--budget-rollouts', '24', '--state', 'http://127.0.0.1:8080'], /--state "http:\/\/127\.0\.0\.1:8080" is a URL/, service],
+      [['observe', '--results', '-', '--state', 's3://bucket/state.db'], /--state "s3:\/\/bucket\/state\.db" is a URL, and a state is a SQLite file or a postgres:\/\/ URL$/m, undefined],
+      [['backup', '--state', 'mysql://u:pw@h/db', '--out', join(w.dir, 'copy.db')], /--state "mysql:\/\/u:\*\*\*@h\/db" is a URL/, undefined],
+    ] as const;
+    for (const [args, says, alsoSays] of cases) {
+      const r = await cli([...args], '{"prompt_id":"a","reward":1}\n');
+      expect(r.code, args.join(' ')).toBe(2);
+      expect(r.stdout).toBe('');
+      expect(r.stderr).toMatch(says);
+      if (alsoSays !== undefined) expect(r.stderr).toMatch(alsoSays);
+      expect(r.stderr).not.toMatch(/pw@/);
+    }
+    expect(readdirSync(w.dir).sort()).toEqual(['prompts.jsonl']);
+    // The library refuses it too (it took it for a file path: "the directory does not exist").
+    expect(() => createAllocator({ state: 'https://rb.example/rollout-budget' })).toThrow(/"https:\/\/rb\.example\/rollout-budget" is a URL, and a state is a SQLite file/);
+    const code = (() => { try { createAllocator({ state: 'https://rb.example/x' }); } catch (error) { return (error as { code?: string }).code; } return undefined; })();
+    expect(code).toBe('BAD_OPTION');
+  });
 });

@@ -23,7 +23,7 @@ import { isNewStateFile, removeStateFile, stillEmpty } from './new-state.js';
 import { readPlanInputs } from './plan-inputs.js';
 import { stopSignals } from './signals.js';
 import {
-  boundFlags, budgetFlags, budgetFrom, multipleOfFlag, planOptionsFrom, policyFlags, roundsFlag, seedFlag, skipFlag, stepsFlag,
+  boundFlags, budgetFlags, budgetFrom, multipleOfFlag, planOptionsFrom, policyFlags, roundsFlag, seedFlag, skipFlag, stateFlag, stepsFlag,
 } from './options.js';
 import { intArg, numberArg } from './parse.js';
 
@@ -46,7 +46,7 @@ const jsonObjectArg = (value: string): Record<string, unknown> => {
 
 /** Options shared by `execute` and `loop`. */
 function executorOptions(cmd: Command): Command {
-  return cmd
+  cmd
     .requiredOption('--prompts <path|->', 'prompts JSONL: id, prompt (or messages), ground_truth for --verifier math')
     .option('--endpoint <url>', 'OpenAI-compatible server base URL, http://host:port or http://host:port/v1 (repeat for several)', collect)
     .requiredOption('--model <name>', 'served model name')
@@ -62,8 +62,8 @@ function executorOptions(cmd: Command): Command {
     .addOption(new Option('--retries <int>', 'retries per request on 5xx, connection errors and timeouts').default(4).argParser(intArg(0)))
     .addOption(new Option('--max-tokens <int>', 'max_tokens for prompts the plan gives none (servers default to 16 or 128)').default(DEFAULT_MAX_TOKENS).argParser(intArg(1)))
     .addOption(new Option('--extra-body <json>', 'JSON object merged into every request body (top_p, stop, return_token_ids: false, ...)').argParser(jsonObjectArg))
-    .addOption(new Option('--temperature <t>', 'sampling temperature sent to the server').argParser(numberArg(0, 10)))
-    .option('--state <path>', 'state database (partial rollouts live here too)', './rollout-budget.db');
+    .addOption(new Option('--temperature <t>', 'sampling temperature sent to the server').argParser(numberArg(0, 10)));
+  return stateFlag(cmd, 'state database (partial rollouts live here too)', '<path>');
 }
 
 interface ExecFlags {

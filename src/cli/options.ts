@@ -3,7 +3,7 @@ import { defaultPlanOptions, defaultRounds, type PlanOptionsInput } from '../pla
 import { createPosteriorPolicyRegistry } from '../plan/policies.js';
 import type { Budget } from '../plan/types.js';
 import { createValueRegistry } from '../value/functions.js';
-import { intArg, numberArg } from './parse.js';
+import { intArg, numberArg, stateArg } from './parse.js';
 
 /**
  * The flags several commands share, declared once here with their defaults read from the
@@ -28,6 +28,14 @@ export interface SharedFlags {
   roundsLeft?: number;
   freshShare?: number;
   multipleOf?: number;
+}
+
+/** The state's default location, for every command with `--state`. */
+export const DEFAULT_STATE = './rollout-budget.db';
+
+/** `--state`: a SQLite file or a PostgreSQL URL (another URL is refused: parse.ts stateArg). */
+export function stateFlag(cmd: Command, help = 'state database: a SQLite file, or postgres://user@host:port/db[?schema=name]', placeholder = '<path|url>'): Command {
+  return cmd.addOption(new Option(`--state ${placeholder}`, help).default(DEFAULT_STATE).argParser(stateArg));
 }
 
 /** `--budget-rollouts` and `--budget-tokens` (no defaults: at least one is required by `plan`). */

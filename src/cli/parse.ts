@@ -1,4 +1,5 @@
 import { InvalidArgumentError } from 'commander';
+import { notAStateUrl } from '../store/url.js';
 
 /** Commander argument parsers that reject rather than repair. */
 export function intArg(min: number): (value: string) => number {
@@ -19,6 +20,13 @@ export function numberArg(min: number, max: number): (value: string) => number {
     }
     return n;
   };
+}
+
+/** `--state`: a SQLite file's path or a PostgreSQL URL, as given; another URL is refused (store/url.ts notAStateUrl). */
+export function stateArg(value: string): string {
+  const reason = notAStateUrl(value);
+  if (reason !== undefined) throw new InvalidArgumentError(reason);
+  return value;
 }
 
 /**

@@ -13,7 +13,7 @@ import { serveStdio } from '../service/stdio.js';
 import { describe } from './catalog.js';
 import type { CliIo } from './io.js';
 import { isNewStateFile, removeStateFile, stillEmpty } from './new-state.js';
-import { decayFlags } from './options.js';
+import { decayFlags, stateFlag } from './options.js';
 import { stopSignals } from './signals.js';
 import { intArg, numberArg } from './parse.js';
 
@@ -46,10 +46,7 @@ function tokenOf(opts: ServeOptions): string | undefined {
 
 /** `rollout-budget serve`: the allocator as a long-running HTTP or stdio service. */
 export function registerServeCommands(program: Command, io: CliIo): void {
-  const command = program
-    .command('serve')
-    .description(describe('serve'))
-    .option('--state <path|url>', 'SQLite file, or postgres://user@host:port/db[?schema=name]', './rollout-budget.db')
+  const command = stateFlag(program.command('serve').description(describe('serve')), 'SQLite file, or postgres://user@host:port/db[?schema=name]')
     .option('--host <addr>', 'address to listen on', '127.0.0.1')
     .addOption(new Option('--port <int>', 'port (0: any free port)').default(8080).argParser(intArg(0)))
     .option('--stdio', 'NDJSON requests on stdin, responses on stdout, instead of HTTP', false)

@@ -3,7 +3,7 @@ import { DEFAULT_MAX_TOKENS, PLAN_FORMATS } from '../plan/exports.js';
 import { defaultPlanOptions } from '../plan/options.js';
 import { describe } from './catalog.js';
 import type { CliIo } from './io.js';
-import { boundFlags, budgetFlags, decayFlags, multipleOfFlag, policyFlags, roundsLeftFlag, seedFlag, skipFlag } from './options.js';
+import { boundFlags, budgetFlags, decayFlags, multipleOfFlag, policyFlags, roundsLeftFlag, seedFlag, skipFlag, stateFlag } from './options.js';
 import { intArg, numberArg } from './parse.js';
 
 /** Registers `plan`, `observe`, `inspect` and `backup`; their actions live in cli/state-commands.ts. */
@@ -11,8 +11,8 @@ export function registerStateCommands(program: Command, io: CliIo): void {
   const plan = program
     .command('plan')
     .description(describe('plan'))
-    .requiredOption('--prompts <path|->', 'candidate prompts, JSONL')
-    .option('--state <path|url>', 'state database: a SQLite file, or postgres://user@host:port/db[?schema=name]', './rollout-budget.db');
+    .requiredOption('--prompts <path|->', 'candidate prompts, JSONL');
+  stateFlag(plan);
   budgetFlags(plan, { rollouts: 'total rollouts (left in this step)', tokens: 'total generated tokens (left in this step)' });
   boundFlags(plan);
   skipFlag(plan);
@@ -35,21 +35,15 @@ export function registerStateCommands(program: Command, io: CliIo): void {
   const observe = program
     .command('observe')
     .description(describe('observe'))
-    .requiredOption('--results <path|->', 'results, JSONL')
-    .option('--state <path|url>', 'state database: a SQLite file, or postgres://user@host:port/db[?schema=name]', './rollout-budget.db');
+    .requiredOption('--results <path|->', 'results, JSONL');
+  stateFlag(observe);
   decayFlags(observe).action(async (opts) => (await import('./state-commands.js')).observeCommand(io, opts));
 
-  program
-    .command('inspect')
-    .description(describe('inspect'))
-    .option('--state <path|url>', 'state database: a SQLite file, or postgres://user@host:port/db[?schema=name]', './rollout-budget.db')
+  stateFlag(program.command('inspect').description(describe('inspect')))
     .option('--prompt <id>', 'one prompt')
     .action(async (opts) => (await import('./state-commands.js')).inspectCommand(io, opts));
 
-  program
-    .command('backup')
-    .description(describe('backup'))
-    .option('--state <path>', 'the SQLite state file to copy', './rollout-budget.db')
+  stateFlag(program.command('backup').description(describe('backup')), 'the SQLite state file to copy', '<path>')
     .requiredOption('--out <path>', 'the copy: a new SQLite state file (replaced if it is one no process has open)')
     .action(async (opts) => (await import('./state-commands.js')).backupCommand(io, opts));
 }

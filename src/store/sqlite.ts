@@ -19,7 +19,7 @@ import { lastStepReader } from './sqlite-last-step.js';
 import { PromptScan } from './sqlite-scan.js';
 import { fromRow, type Row } from './sqlite-rows.js';
 import type { ObserveSummary, Store } from './types.js';
-import { isPostgresUrl, redactUrl } from './url.js';
+import { isPostgresUrl, notAStateUrl, redactUrl } from './url.js';
 
 
 /** How much of a state file SQLite reads through a memory map. */
@@ -81,6 +81,8 @@ export class SqliteStore implements Store {
     if (isPostgresUrl(path)) {
       throw new RolloutBudgetError('BAD_OPTION', `${redactUrl(path)}: a PostgreSQL URL, and this store opens SQLite files (PostgresStore.connect or openAsyncStore opens it)`);
     }
+    const notState = notAStateUrl(path);
+    if (notState !== undefined) throw new RolloutBudgetError('BAD_OPTION', notState);
     try {
       const driver = sqliteDriver();
       requireCreatable(path);
