@@ -62,7 +62,8 @@ function executorOptions(cmd: Command): Command {
     .addOption(new Option('--retries <int>', 'retries per request on 5xx, connection errors and timeouts').default(4).argParser(intArg(0)))
     .addOption(new Option('--max-tokens <int>', 'max_tokens for prompts the plan gives none (servers default to 16 or 128)').default(DEFAULT_MAX_TOKENS).argParser(intArg(1)))
     .addOption(new Option('--extra-body <json>', 'JSON object merged into every request body (top_p, stop, return_token_ids: false, ...)').argParser(jsonObjectArg))
-    .addOption(new Option('--temperature <t>', 'sampling temperature sent to the server').argParser(numberArg(0, 10)));
+    .addOption(new Option('--temperature <t>', 'sampling temperature sent to the server').argParser(numberArg(0, 10)))
+    .option('--api-key <key>', `sent as "Authorization: Bearer <key>" to servers started with --api-key (vLLM, SGLang) (default: $${API_KEY_ENV})`);
   return stateFlag(cmd, 'state database (partial rollouts live here too)', '<path>');
 }
 
@@ -82,14 +83,34 @@ interface ExecFlags {
   temperature?: number;
   maxTokens: number;
   extraBody?: Record<string, unknown>;
+  apiKey?: string;
+}
+
+/** The environment variable `--api-key` defaults to: the one OpenAI clients read. */
+const API_KEY_ENV = 'OPENAI_API_KEY';
+
+/**
+ * The API key: `--api-key`, else $OPENAI_API_KEY (unset or empty: none). Printable ASCII
+ * without spaces, as an HTTP header carries it; the message never shows the key.
+ */
+function apiKeyOf(o: ExecFlags, env: NodeJS.ProcessEnv = process.env): string | undefined {
+  const [key, from] = o.apiKey !== undefined ? [o.apiKey, '--api-key'] : [env[API_KEY_ENV] || undefined, `$${API_KEY_ENV}`];
+  if (key === undefined) return undefined;
+  const bad = [...key].findIndex((c) => c < '!' || c > '~');
+  if (key === '' || bad >= 0) {
+    throw badOption(`${from} ${key === '' ? 'is empty' : `holds a character an HTTP header cannot carry (a space, a control character or non-ASCII) at position ${bad + 1} of ${key.length}`}: give the key the server was started with`);
+  }
+  return key;
 }
 
 /** The options the flags give before any server is asked: the endpoints (at least one) and what checkExecuteInputs needs. */
-function localOptions(o: ExecFlags, origin: ExecuteOptions['origin'] = {}): InputCheckOptions & { readonly endpoints: string[] } {
+function localOptions(o: ExecFlags, origin: ExecuteOptions['origin'] = {}): InputCheckOptions & { readonly endpoints: string[]; readonly apiKey?: string } {
   const endpoints = o.endpoint ?? [];
   if (endpoints.length === 0) throw badOption('give at least one --endpoint <url>');
+  const apiKey = apiKeyOf(o);
   return {
     endpoints,
+    ...(apiKey === undefined ? {} : { apiKey }),
     verifier: verifierFrom(o.verifier, undefined, { timeoutMs: o.verifierTimeout * 1000 }),
     promptField: o.promptField,
     origin,
@@ -101,7 +122,7 @@ function localOptions(o: ExecFlags, origin: ExecuteOptions['origin'] = {}): Inpu
 /** The library's execute options from the flags; with `--server auto`, asks the endpoints who they are. */
 async function toExecuteOptions(io: CliIo, o: ExecFlags, partials: PartialStore, local: ReturnType<typeof localOptions>): Promise<ExecuteOptions> {
   const retry = { retries: o.retries, backoffMs: defaultRetry.backoffMs, maxBackoffMs: defaultRetry.maxBackoffMs };
-  const { profile, note } = await resolveServer(o.server, local.endpoints, retry, Math.min(o.timeoutS * 1000, 30_000));
+  const { profile, note } = await resolveServer(o.server, local.endpoints, retry, Math.min(o.timeoutS * 1000, 30_000), undefined, local.apiKey);
   if (note !== null) io.stderr(`rollout-budget: ${note}\n`);
   return {
     ...local,
@@ -262,6 +283,7 @@ export function registerExecutorCommands(program: Command, io: CliIo): void {
     .addOption(new Option('--drop-rate <p>', 'probability of a connection dropped mid-stream').default(0).argParser(numberArg(0, 1)))
     .addOption(new Option('--seed <int>', 'server seed').default(0).argParser(intArg(0)))
     .addOption(new Option('--max-model-len <int>', 'context length in tokens (vLLM --max-model-len): a prompt too long for it with its max_tokens is a 400, as the server gives it').argParser(intArg(1)))
+    .option('--api-key <key>', 'as a server started with --api-key: a request without "Authorization: Bearer <key>" is the 401 vLLM and SGLang give')
     .action(async (opts) => {
       const prompts = opts.prompts === undefined ? [] : parseSimPrompts((await readInput(io, opts.prompts)).text, opts.prompts, opts.promptField);
       const server = new SimServer({
@@ -274,6 +296,7 @@ export function registerExecutorCommands(program: Command, io: CliIo): void {
         seed: opts.seed,
         profile: opts.profile,
         ...(opts.maxModelLen === undefined ? {} : { maxModelLen: opts.maxModelLen }),
+        ...(opts.apiKey === undefined ? {} : { apiKey: opts.apiKey }),
       });
       const url = await server.start();
       io.stderr(`sim-server (a test double, not a model, behaving as ${opts.profile}) listening on ${url}; ${prompts.length} prompts known; Ctrl-C stops it\n`);

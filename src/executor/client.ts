@@ -40,6 +40,8 @@ export interface StreamRequest {
   readonly url: string;
   readonly body: Record<string, unknown>;
   readonly chat: boolean;
+  /** Sent as `Authorization: Bearer <key>` (a server started with --api-key). */
+  readonly apiKey?: string;
   /** Aborts the attempt: a cancel by the caller, or the per-request timeout. */
   readonly signal: AbortSignal;
 }
@@ -108,6 +110,24 @@ function classify(error: unknown, req: StreamRequest, isTimeout: () => boolean):
  */
 export const TOO_LONG = /maximum context length|longer than the model's context length|context_length_exceeded/i;
 
+/** The header that carries an API key, or none. */
+export function authorization(apiKey: string | undefined): Record<string, string> {
+  return apiKey === undefined ? {} : { authorization: `Bearer ${apiKey}` };
+}
+
+/**
+ * What a 401 or 403 means: vLLM and SGLang started with `--api-key` answer 401
+ * `{"error": "Unauthorized"}` to a request without that key as `Authorization: Bearer`
+ * (vLLM: AuthenticationMiddleware, vllm/entrypoints/openai/api_server.py, server_utils.py in
+ * later versions; SGLang: add_api_key_middleware, sglang/srt/utils.py). The key is never shown.
+ */
+export function refusedKey(status: number, url: string, text: string, apiKey: string | undefined): string {
+  const said = `HTTP ${status} from ${url}: ${text.slice(0, 200)}`;
+  return apiKey === undefined
+    ? `${said}: the server wants an API key (vLLM and SGLang started with --api-key): give it with --api-key or $OPENAI_API_KEY`
+    : `${said}: the server refused the API key given (--api-key, else $OPENAI_API_KEY): give the key the server was started with`;
+}
+
 /** The `message` of a server's error body (`{"message"}` or `{"error": {"message"}}`), else its text. */
 function serverMessage(text: string): string {
   try {
@@ -132,7 +152,7 @@ export async function streamRequest(req: StreamRequest, sink: ChoiceSink, isTime
   try {
     response = await fetch(req.url, {
       method: 'POST',
-      headers: { 'content-type': 'application/json', accept: 'text/event-stream, application/json' },
+      headers: { 'content-type': 'application/json', accept: 'text/event-stream, application/json', ...authorization(req.apiKey) },
       body: JSON.stringify(req.body),
       signal: req.signal,
     });
@@ -142,6 +162,7 @@ export async function streamRequest(req: StreamRequest, sink: ChoiceSink, isTime
   if (!response.ok) {
     const text = await response.text().catch(() => '');
     if (response.status === 400 && TOO_LONG.test(text)) throw new RequestError(serverMessage(text), 'too-long', 400);
+    if (response.status === 401 || response.status === 403) throw new RequestError(refusedKey(response.status, req.url, text, req.apiKey), 'fatal', response.status);
     const detail = `HTTP ${response.status} from ${req.url}: ${text.slice(0, 300)}`;
     throw new RequestError(detail, response.status >= 500 || response.status === 429 ? 'retryable' : 'fatal', response.status);
   }

@@ -178,7 +178,7 @@ export async function executePlan(plan: Plan, prompts: ReadonlyMap<string, Candi
     let fromUsage = false;
     try {
       await streamRequest(
-        { url: endpointUrl(endpoints[endpoint]!, path), body, chat: g.api === 'chat', signal: controller.signal },
+        { url: endpointUrl(endpoints[endpoint]!, path), body, chat: g.api === 'chat', signal: controller.signal, ...(options.apiKey === undefined ? {} : { apiKey: options.apiKey }) },
         {
           delta(i, text, tokens) {
             const u = run[i];

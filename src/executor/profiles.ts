@@ -1,6 +1,6 @@
 import { RolloutBudgetError, badOption } from '../errors.js';
 import { createRegistry, type Registry } from '../registry.js';
-import { unsendable } from './client.js';
+import { authorization, refusedKey, unsendable } from './client.js';
 import { backoff, type RetryPolicy } from './dispatcher.js';
 import { endpointUrl } from './endpoint.js';
 import type { Api } from './types.js';
@@ -61,16 +61,18 @@ export interface Detection {
  * Asks each endpoint's `GET /v1/models` who serves it: `owned_by` is "vllm" for vLLM
  * (vllm/entrypoints/openai/engine/protocol.py `ModelCard`) and "sglang" for SGLang
  * (sglang/srt/entrypoints/openai/protocol.py `ModelCard`). Connection errors and 5xx are retried
- * under `retry` (a server still starting); a 4xx or an answer without `owned_by` gives null.
+ * under `retry` (a server still starting); a 401 or 403 (a server that wants an API key, or
+ * another one) is an error saying so, as every request would get it; another 4xx or an answer
+ * without `owned_by` gives null. `apiKey` is sent as `Authorization: Bearer`.
  */
-export async function detectServer(endpoint: string, retry: RetryPolicy, timeoutMs: number): Promise<Detection> {
+export async function detectServer(endpoint: string, retry: RetryPolicy, timeoutMs: number, apiKey?: string): Promise<Detection> {
   const url = endpointUrl(endpoint, '/v1/models');
   let last = '';
   for (let attempt = 0; attempt <= retry.retries; attempt++) {
     if (attempt > 0) await new Promise((resolve) => setTimeout(resolve, backoff(retry, attempt)));
     let response: Response;
     try {
-      response = await fetch(url, { signal: AbortSignal.timeout(timeoutMs) });
+      response = await fetch(url, { signal: AbortSignal.timeout(timeoutMs), headers: authorization(apiKey) });
     } catch (error) {
       const code = (error as { cause?: { code?: unknown } }).cause?.code;
       last = String(code ?? (error as Error).message);
@@ -82,6 +84,9 @@ export async function detectServer(endpoint: string, retry: RetryPolicy, timeout
     if (response.status >= 500 || response.status === 429) {
       last = `HTTP ${response.status}`;
       continue;
+    }
+    if (response.status === 401 || response.status === 403) {
+      throw new RolloutBudgetError('BAD_OPTION', refusedKey(response.status, url, await response.text().catch(() => ''), apiKey));
     }
     if (!response.ok) return { endpoint, profile: null, ownedBy: null, models: [] };
     const body = (await response.json().catch(() => null)) as { data?: unknown } | null;
@@ -105,9 +110,10 @@ export async function resolveServer(
   retry: RetryPolicy,
   timeoutMs: number,
   registry: Registry<ServerProfile> = createServerRegistry(),
+  apiKey?: string,
 ): Promise<{ profile: ServerProfile; note: string | null }> {
   if (spec !== 'auto') return { profile: registry.get(spec), note: null };
-  const found = await Promise.all(endpoints.map((e) => detectServer(e, retry, timeoutMs)));
+  const found = await Promise.all(endpoints.map((e) => detectServer(e, retry, timeoutMs, apiKey)));
   const kinds = [...new Set(found.map((d) => d.profile ?? 'openai'))];
   if (kinds.length > 1) {
     throw new RolloutBudgetError('BAD_OPTION', `the endpoints are different servers (${found.map((d) => `${d.endpoint}: ${d.profile ?? d.ownedBy ?? 'unknown'}`).join(', ')}); run one command per kind, or pass --server`);

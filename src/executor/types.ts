@@ -57,6 +57,8 @@ export interface ExecuteOptions {
   readonly defaultMaxTokens?: number;
   /** Fields merged into every request body last (e.g. {"top_p": 0.95, "return_token_ids": false}). */
   readonly extraBody?: Readonly<Record<string, unknown>>;
+  /** Sent as `Authorization: Bearer <key>` with every request (vLLM and SGLang `--api-key`). */
+  readonly apiKey?: string;
   /**
    * Stops the run when aborted (the CLI aborts it on Ctrl-C): requests in flight are aborted,
    * their rollouts written as "abort" and kept as partials to resume (as over-provisioning's

@@ -21,8 +21,8 @@
  * errors, connections dropped mid-stream, hung requests, choices ended with a given
  * finish_reason (abort, error, repetition, ...), answers as one JSON body although `stream` was
  * asked (a proxy), and SSE variants (stream.ts). With `maxModelLen`, a prompt too long for the
- * context with its max_tokens is the 400 its server gives (contextError). GET /stats returns what
- * reached the server.
+ * context with its max_tokens is the 400 its server gives (contextError); with `apiKey`, a request
+ * without that key is the 401 its server gives. GET /stats returns what reached the server.
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -83,6 +83,13 @@ export interface SimServerOptions {
    * Undefined: no limit.
    */
   readonly maxModelLen?: number;
+  /**
+   * As a server started with `--api-key`: a request without `Authorization: Bearer <key>` gets
+   * 401 `{"error": "Unauthorized"}`, as vLLM answers on every /v1 route (AuthenticationMiddleware,
+   * vllm/entrypoints/openai/api_server.py) and SGLang on every route but /health and /metrics
+   * (add_api_key_middleware, sglang/srt/utils.py), so /generate too. GET /health and /stats stay open.
+   */
+  readonly apiKey?: string;
 }
 
 /** What reached the server. */
@@ -150,6 +157,9 @@ export class SimServer {
 
   private async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
     if (req.method === 'GET' && req.url === '/stats') return json(res, 200, this.stats);
+    if (this.options.apiKey !== undefined && (req.url?.startsWith('/v1/') || req.url === '/generate') && req.headers.authorization !== `Bearer ${this.options.apiKey}`) {
+      return json(res, 401, { error: 'Unauthorized' });
+    }
     if (req.method === 'GET' && (req.url === '/health' || req.url === '/v1/models')) {
       const ownedBy = this.profile === 'openai' ? 'system' : this.profile;
       return json(res, 200, { object: 'list', data: [{ id: this.options.modelName ?? 'sim', object: 'model', owned_by: ownedBy }] });
