@@ -57,10 +57,24 @@ const MAX_EVENT_CHARS = 16 * 1024 * 1024;
 const FATAL_CAUSES = new Set(['ERR_INVALID_URL', 'ENOTFOUND', 'ERR_INVALID_ARG_VALUE', 'ERR_INVALID_ARG_TYPE', 'UND_ERR_INVALID_ARG', 'ERR_UNSUPPORTED_PROTOCOL']);
 
 /**
+ * OpenSSL's verification failures as Node names them (node's src/crypto/crypto_common.cc
+ * `X509ErrorCode`), and Node's own for a name the certificate does not cover: an https server
+ * whose certificate this process does not trust, which no retry changes.
+ */
+const CERTIFICATE_CAUSES = new Set([
+  'UNABLE_TO_VERIFY_LEAF_SIGNATURE', 'UNABLE_TO_GET_ISSUER_CERT', 'UNABLE_TO_GET_ISSUER_CERT_LOCALLY', 'SELF_SIGNED_CERT_IN_CHAIN',
+  'DEPTH_ZERO_SELF_SIGNED_CERT', 'CERT_HAS_EXPIRED', 'CERT_NOT_YET_VALID', 'CERT_UNTRUSTED', 'CERT_REJECTED', 'CERT_REVOKED',
+  'CERT_SIGNATURE_FAILURE', 'INVALID_CA', 'INVALID_PURPOSE', 'PATH_LENGTH_EXCEEDED', 'CERT_CHAIN_TOO_LONG', 'HOSTNAME_MISMATCH',
+  'ERR_TLS_CERT_ALTNAME_INVALID',
+]);
+
+/**
  * Why what `fetch` threw means the URL can never be sent as it is, or undefined when a retry
  * may succeed. Besides the codes above: Node's fetch (undici) refuses the Fetch standard's
  * "bad ports" (https://fetch.spec.whatwg.org/#port-blocking: 6000, 6665–6669, 10080, 22, ...)
- * with a cause of just "bad port" and no code, before any connection.
+ * with a cause of just "bad port" and no code, before any connection; an https:// server whose
+ * certificate Node does not trust (CERTIFICATE_CAUSES), or a server that speaks plain HTTP on
+ * an https:// URL (ERR_SSL_WRONG_VERSION_NUMBER), fails every try the same way.
  */
 export function unsendable(error: unknown, url: string): string | undefined {
   const cause = (error as { cause?: { code?: unknown; message?: unknown } }).cause;
@@ -68,6 +82,12 @@ export function unsendable(error: unknown, url: string): string | undefined {
   const message = (error as Error).message ?? String(error);
   if (cause?.message === 'bad port') {
     return `bad port: Node's fetch never connects to port ${new URL(url).port}, one the Fetch standard blocks (https://fetch.spec.whatwg.org/#port-blocking); run the server on another port`;
+  }
+  if (code !== undefined && CERTIFICATE_CAUSES.has(code)) {
+    return `${code} (${String(cause?.message)}): the server's TLS certificate is not one this Node trusts: set NODE_EXTRA_CA_CERTS to the file of the CA that signed it (read when Node starts), or fix the certificate`;
+  }
+  if (code === 'ERR_SSL_WRONG_VERSION_NUMBER') {
+    return `${code}: the server at that port speaks plain HTTP, not TLS: give its URL as http://`;
   }
   if ((code !== undefined && FATAL_CAUSES.has(code)) || /Failed to parse URL|Invalid URL/i.test(message)) {
     return `${code ?? message}${typeof cause?.message === 'string' ? ` (${cause.message})` : ''}`;
