@@ -215,7 +215,7 @@ describe('a file of another kind given in its place', () => {
       [gz, 'this is gzip-compressed data, not UTF-8 text: decompress it first (gunzip -k, or zcat into a pipe)'],
       [utf16, 'this is UTF-16 text (little-endian, as Windows\' "Unicode"), not UTF-8 text: save it as UTF-8 (iconv -f UTF-16 -t UTF-8)'],
       [state, 'this is a SQLite database (a state file?), not UTF-8 text: a state goes to --state, and this place takes a text file'],
-      [parquet, 'this is a Parquet file (as verl\'s datasets are), not UTF-8 text: write its rows as JSONL first, one JSON object a line (pandas: pd.read_parquet(path).to_json(out, orient="records", lines=True))'],
+      [parquet, 'this is a Parquet file (as verl\'s datasets are), not UTF-8 text: write its rows as JSONL first, one JSON object a line (a verl dataset as prompts, with the ids the verl integration gives them: python -m rollout_budget.dataset <file>.parquet --out prompts.jsonl, from the Python package in python/; other rows, with pandas: pd.read_parquet(path).to_json(out, orient="records", lines=True))'],
     ];
     const out = join(dir, 'out');
     for (const [file, message] of cases) {

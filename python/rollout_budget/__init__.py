@@ -1,6 +1,7 @@
 """rollout-budget for Python trainers (standard library only; numpy optional).
 
 - Service client: `HttpClient`, `StdioClient`, `connect`, errors as `RolloutBudgetError`.
+- `python -m rollout_budget.dataset`: a verl dataset as the prompts JSONL the CLI reads (dataset.py).
 - CLI wrapper: `Cli` (an explicit path to the CLI, never npx; see rollout_budget.command).
 - Helpers every integration uses: `expand_plan` (a plan's rollouts as rows, with the executor's
   group ids and seeds), `results_rows` (what `observe` takes), `group_advantages` (GRPO,

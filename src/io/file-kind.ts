@@ -16,7 +16,7 @@ const KINDS: readonly { readonly magic: string; readonly what: string; readonly 
   {
     magic: 'PAR1',
     what: 'a Parquet file (as verl\'s datasets are)',
-    todo: 'write its rows as JSONL first, one JSON object a line (pandas: pd.read_parquet(path).to_json(out, orient="records", lines=True))',
+    todo: 'write its rows as JSONL first, one JSON object a line (a verl dataset as prompts, with the ids the verl integration gives them: python -m rollout_budget.dataset <file>.parquet --out prompts.jsonl, from the Python package in python/; other rows, with pandas: pd.read_parquet(path).to_json(out, orient="records", lines=True))',
   },
   { magic: 'ARROW1', what: 'an Arrow file', todo: 'write its rows as JSONL first, one JSON object a line' },
   { magic: '\xff\xfe', what: 'UTF-16 text (little-endian, as Windows\' "Unicode")', todo: 'save it as UTF-8 (iconv -f UTF-16 -t UTF-8)' },

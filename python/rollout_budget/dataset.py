@@ -1,0 +1,159 @@
+"""A verl dataset as the prompts JSONL `rollout-budget plan`, `execute` and `loop` read.
+
+    python -m rollout_budget.dataset train.parquet --out prompts.jsonl [--max-tokens 4096]
+
+verl's datasets (its examples/data_preprocess scripts) are Parquet files whose rows hold
+`data_source`, `prompt` (the chat messages), `reward_model.ground_truth` and `extra_info.index`,
+and no id. Each row becomes one candidate:
+
+- `id`: `stable_prompt_id` of the row, the id the verl integration gives the same prompt in
+  training (rollout_budget.verl: "<data_source>/<extra_info.index>", else a hash of the
+  messages), so a state built offline (`loop` against vLLM, or a replay) carries over into the
+  training run;
+- `messages` (a list) or `prompt` (a string), as `execute` sends them;
+- `ground_truth` from `reward_model.ground_truth`, for `execute --verifier math`;
+- `group`: the row's `data_source` (the learned prior is fitted per group);
+- `max_tokens` when `--max-tokens` is given (verl's `data.max_response_length`).
+
+Parquet is read with pandas (and pyarrow, as verl installs them); a `.jsonl` file (one row a
+line, as `pandas.DataFrame.to_json(orient="records", lines=True)` writes it) needs nothing.
+Errors name the file, the row and the field, and write nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+
+from .plan import stable_prompt_id
+
+__all__ = ["DatasetError", "candidates_of", "read_rows", "main"]
+
+
+class DatasetError(ValueError):
+    """A dataset row (or file) that makes no candidate; the message names the file, row and field."""
+
+
+def _plain(value):
+    """The value as JSON takes it: numpy arrays and scalars (pandas' Parquet cells) through
+    tolist/item, all the way down (an object array's dicts keep numpy values otherwise)."""
+    if hasattr(value, "tolist"):
+        return _plain(value.tolist())
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
+
+
+def read_rows(path):
+    """The dataset's rows as dicts: Parquet through pandas, else JSONL. Yields (row number, row)."""
+    if path.endswith(".parquet"):
+        try:
+            import pandas
+        except ImportError:
+            raise DatasetError("%s: reading Parquet needs pandas with pyarrow (pip install pandas pyarrow, as verl "
+                             "installs them); or write the rows as JSONL first" % path) from None
+        try:
+            frame = pandas.read_parquet(path)
+        except ImportError as error:
+            raise DatasetError("%s: pandas cannot read Parquet here (%s): pip install pyarrow" % (path, error)) from None
+        except Exception as error:  # pyarrow's ArrowInvalid and the like: a file that is not Parquet
+            raise DatasetError("%s: cannot read it as Parquet (%s: %s)" % (path, type(error).__name__, error)) from None
+        for k, row in enumerate(frame.to_dict("records"), start=1):
+            yield k, _plain(row)
+        return
+    with open(path, encoding="utf-8") as f:
+        for k, line in enumerate(f, start=1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except ValueError as error:
+                raise DatasetError("%s:%d: not a JSON object (%s)" % (path, k, error)) from None
+            if not isinstance(row, dict):
+                raise DatasetError("%s:%d: a row must be a JSON object, got %s" % (path, k, type(row).__name__))
+            yield k, row
+
+
+def candidates_of(rows, path="<rows>", prompt_key="prompt", max_tokens=None):
+    """The candidates of (row number, row) pairs (see the module doc); DatasetError naming the row
+    and field of the first bad one, or of a prompt that repeats an earlier row's id."""
+    seen = {}
+    for k, row in rows:
+        where = "%s:%d" % (path, k)
+        text = row.get(prompt_key)
+        if not (isinstance(text, str) and text) and not (isinstance(text, list) and text):
+            raise DatasetError("%s: %r must be the chat messages (a list) or a non-empty string, got %s; the prompt's "
+                             "field is another? pass --prompt-key (verl's data.prompt_key)" % (where, prompt_key, json.dumps(text)[:80]))
+        source = row.get("data_source")
+        try:
+            pid = stable_prompt_id(prompt=text, data_source=source, extra_info=row.get("extra_info"))
+        except (TypeError, ValueError) as error:
+            raise DatasetError("%s: cannot make the prompt's id: %s" % (where, error)) from None
+        if pid in seen:
+            raise DatasetError("%s: the prompt id %r is row %d's too (the same data_source and extra_info.index): a "
+                             "prompt must appear once; drop the repeat" % (where, pid, seen[pid]))
+        seen[pid] = k
+        candidate = {"id": pid}
+        candidate["messages" if isinstance(text, list) else "prompt"] = text
+        truth = (row.get("reward_model") or {}).get("ground_truth") if isinstance(row.get("reward_model"), dict) else None
+        if truth is not None:
+            candidate["ground_truth"] = truth if isinstance(truth, str) else json.dumps(truth)
+        if source is not None:
+            candidate["group"] = str(source)
+        if max_tokens is not None:
+            candidate["max_tokens"] = max_tokens
+        yield candidate
+
+
+def _write(lines, out):
+    """To stdout, or to `out` whole or not at all (a temp file beside it, renamed over it)."""
+    if out == "-":
+        for line in lines:
+            sys.stdout.write(line)
+        return 0
+    folder = os.path.dirname(os.path.abspath(out))
+    fd, tmp = tempfile.mkstemp(prefix=".%s." % os.path.basename(out), dir=folder)
+    count = 0
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            for line in lines:
+                f.write(line)
+                count += 1
+        os.replace(tmp, out)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+    return count
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="python -m rollout_budget.dataset",
+                                     description="A verl dataset (Parquet or JSONL rows) as rollout-budget's prompts JSONL.")
+    parser.add_argument("dataset", help="verl dataset: .parquet (needs pandas and pyarrow) or .jsonl")
+    parser.add_argument("--out", default="-", help="prompts JSONL to write (default: stdout)")
+    parser.add_argument("--prompt-key", default="prompt", help="the rows' prompt field (verl's data.prompt_key; default: prompt)")
+    parser.add_argument("--max-tokens", type=int, default=None, help="each prompt's max_tokens (verl's data.max_response_length)")
+    args = parser.parse_args(argv)
+    if args.max_tokens is not None and args.max_tokens < 1:
+        parser.error("--max-tokens must be an integer >= 1, got %d" % args.max_tokens)
+    try:
+        if not os.path.isfile(args.dataset):
+            raise DatasetError("%s: no such file" % args.dataset)
+        # Every row is checked before the first line is written: a bad row leaves no partial file.
+        rows = list(candidates_of(read_rows(args.dataset), args.dataset, args.prompt_key, args.max_tokens))
+        written = _write((json.dumps(c, ensure_ascii=False) + "\n" for c in rows), args.out)
+    except (DatasetError, OSError, UnicodeDecodeError) as error:
+        sys.stderr.write("rollout_budget.dataset: %s\n" % error)
+        return 2
+    if args.out != "-":
+        sys.stderr.write("rollout_budget.dataset: %d prompts from %s written to %s\n" % (written, args.dataset, args.out))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
