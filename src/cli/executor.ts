@@ -122,8 +122,8 @@ function localOptions(o: ExecFlags, origin: ExecuteOptions['origin'] = {}): Inpu
 /** The library's execute options from the flags; with `--server auto`, asks the endpoints who they are. */
 async function toExecuteOptions(io: CliIo, o: ExecFlags, partials: PartialStore, local: ReturnType<typeof localOptions>): Promise<ExecuteOptions> {
   const retry = { retries: o.retries, backoffMs: defaultRetry.backoffMs, maxBackoffMs: defaultRetry.maxBackoffMs };
-  const { profile, note } = await resolveServer(o.server, local.endpoints, retry, Math.min(o.timeoutS * 1000, 30_000), undefined, local.apiKey);
-  if (note !== null) io.stderr(`rollout-budget: ${note}\n`);
+  const { profile, notes } = await resolveServer(o.server, local.endpoints, retry, Math.min(o.timeoutS * 1000, 30_000), undefined, local.apiKey);
+  for (const note of notes) io.stderr(`rollout-budget: ${note}\n`);
   return {
     ...local,
     model: o.model,

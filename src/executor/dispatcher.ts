@@ -1,23 +1,40 @@
 /**
  * Bounded concurrency over several endpoints: at most `concurrency` requests in flight in all;
- * each request goes to the endpoint with the fewest in flight (ties: the lowest index). Waiters
- * are served first come, first served.
+ * each request goes to the endpoint with the fewest in flight (ties: the lowest index) among
+ * those not resting. Waiters are served first come, first served.
+ *
+ * An endpoint whose request failed as a server or a connection does (refused, reset, 5xx, a
+ * timeout: `failed`) rests: it gets no new request for 1 s, doubling with each failure in a row
+ * up to 30 s, while another endpoint does not rest, and an answer (`answered`) ends its rest.
+ * Without this, a dead replica among live ones drew every retry (it fails at once, so it always
+ * had the fewest in flight) until a group ran out of attempts and the whole run failed.
  */
 export class Dispatcher {
   private readonly inflight: number[];
+  private readonly restUntil: number[];
+  private readonly failuresInARow: number[];
   private total = 0;
   private readonly waiting: ((endpoint: number) => void)[] = [];
 
   constructor(
     readonly endpoints: readonly string[],
     readonly concurrency: number,
+    private readonly now: () => number = Date.now,
   ) {
     this.inflight = endpoints.map(() => 0);
+    this.restUntil = endpoints.map(() => 0);
+    this.failuresInARow = endpoints.map(() => 0);
   }
 
   private pick(): number {
-    let best = 0;
-    for (let i = 1; i < this.inflight.length; i++) if (this.inflight[i]! < this.inflight[best]!) best = i;
+    const t = this.now();
+    const resting = (i: number) => this.restUntil[i]! > t;
+    const anyAwake = this.inflight.some((_, i) => !resting(i));
+    let best = -1;
+    for (let i = 0; i < this.inflight.length; i++) {
+      if (anyAwake && resting(i)) continue;
+      if (best < 0 || this.inflight[i]! < this.inflight[best]!) best = i;
+    }
     this.inflight[best]!++;
     this.total++;
     return best;
@@ -36,11 +53,27 @@ export class Dispatcher {
     if (next !== undefined) next(this.pick());
   }
 
+  /** A request to `endpoint` failed as a server or connection does: it rests (see the class doc). */
+  failed(endpoint: number): void {
+    const k = ++this.failuresInARow[endpoint]!;
+    this.restUntil[endpoint] = this.now() + Math.min(REST_MS * 2 ** (k - 1), MAX_REST_MS);
+  }
+
+  /** `endpoint` answered a request: it rests no more. */
+  answered(endpoint: number): void {
+    this.failuresInARow[endpoint] = 0;
+    this.restUntil[endpoint] = 0;
+  }
+
   /** Requests in flight per endpoint. */
   load(): readonly number[] {
     return [...this.inflight];
   }
 }
+
+/** An endpoint's first rest after a failure, and the longest (dispatcher.ts Dispatcher). */
+const REST_MS = 1000;
+const MAX_REST_MS = 30_000;
 
 /** Retry policy: attempts after the first, and exponential backoff base·2^(k−1) capped at maxMs. */
 export interface RetryPolicy {

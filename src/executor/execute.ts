@@ -62,8 +62,9 @@ function groupsOf(plan: Plan, prompts: ReadonlyMap<string, Candidate>, options: 
 /**
  * Runs a plan against OpenAI-compatible servers: per group, resumes stored partials first, then
  * launches fresh rollouts (⌊(1 + r)·n⌋ in all with over-provisioning r), dispatches requests of
- * at most `requestN` choices to the least-loaded endpoint under a concurrency bound, retries
- * 5xx / connection errors / timeouts with exponential backoff (never 4xx), keeps the first n
+ * at most `requestN` choices to the least-loaded endpoint under a concurrency bound (an endpoint
+ * that failed rests while others answer: Dispatcher), retries 5xx / connection errors /
+ * timeouts with exponential backoff (never 4xx), keeps the first n
  * finished rollouts of each group and aborts the rest, then grades the finished ones.
  * Every planned rollout appears once in the results (finished or "abort"); a rollout is never
  * written twice: units change state only queued → running → done | aborted.
@@ -78,7 +79,7 @@ export async function executePlan(plan: Plan, prompts: ReadonlyMap<string, Candi
   const start = now();
   const planned = groups.reduce((s, g) => s + g.target, 0);
   let finished = 0;
-  const counters = { requests: 0, retries: 0, perEndpoint: endpoints.map(() => 0), stepTokens: 0, stoppedByBudget: false, finishReasons: {} as Record<string, number> };
+  const counters = { requests: 0, retries: 0, perEndpoint: endpoints.map(() => 0), failuresPerEndpoint: endpoints.map(() => 0), stepTokens: 0, stoppedByBudget: false, finishReasons: {} as Record<string, number> };
   const tooLongPrompts: { prompt_id: string; message: string }[] = [];
   const perRequest = choicesPerRequest(server, options.requestN);
   const overProvisioning = options.overProvision > 0;
@@ -139,7 +140,7 @@ export async function executePlan(plan: Plan, prompts: ReadonlyMap<string, Candi
     if (!g.full) for (const run of seedRuns(g.units.filter((u) => u.state === 'queued'), perRequest)) runs.push({ group: g, units: run });
   }
 
-  const dispatcher = new Dispatcher(endpoints, options.concurrency);
+  const dispatcher = new Dispatcher(endpoints, options.concurrency, now);
   let failure: Error | null = null;
   const stopAll = () => {
     for (const g of groups) if (!g.full) fill(g);
@@ -256,8 +257,13 @@ export async function executePlan(plan: Plan, prompts: ReadonlyMap<string, Candi
     try {
       if (failure !== null || g.full) return;
       await attempt(g, run, endpoint);
+      dispatcher.answered(endpoint);
     } catch (error) {
       const e = error instanceof RequestError ? error : new RequestError(String(error), 'fatal');
+      if (e.kind === 'retryable') {
+        dispatcher.failed(endpoint);
+        counters.failuresPerEndpoint[endpoint]!++;
+      }
       if (e.kind === 'cancelled' || g.full) return;
       if (e.kind === 'too-long') {
         tooLong(g, e.message);

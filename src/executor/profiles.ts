@@ -102,7 +102,9 @@ export async function detectServer(endpoint: string, retry: RetryPolicy, timeout
 /**
  * The profile for `--server <spec>`: a registered name as given, or with "auto" the one every
  * endpoint's `/v1/models` names. Endpoints of different kinds are refused (one run speaks one
- * dialect); a server that names neither vLLM nor SGLang gets `openai`, with a note saying so.
+ * dialect); a server that names neither vLLM nor SGLang gets `openai`, with a note saying so;
+ * an endpoint that cannot be reached while others answer is a note too. `notes`: what to tell
+ * the user; `note`: the first of them (null: none).
  */
 export async function resolveServer(
   spec: string,
@@ -111,17 +113,27 @@ export async function resolveServer(
   timeoutMs: number,
   registry: Registry<ServerProfile> = createServerRegistry(),
   apiKey?: string,
-): Promise<{ profile: ServerProfile; note: string | null }> {
-  if (spec !== 'auto') return { profile: registry.get(spec), note: null };
-  const found = await Promise.all(endpoints.map((e) => detectServer(e, retry, timeoutMs, apiKey)));
+): Promise<{ profile: ServerProfile; note: string | null; notes: string[] }> {
+  if (spec !== 'auto') return { profile: registry.get(spec), note: null, notes: [] };
+  // An endpoint that cannot be reached (a replica down) is taken for the same server as those
+  // that answer, and said so: execute rests it while the others answer (Dispatcher). Only when
+  // none answers, or on any other error (a refused key, a URL that cannot be sent), is it an error.
+  const settled = await Promise.allSettled(endpoints.map((e) => detectServer(e, retry, timeoutMs, apiKey)));
+  const found: Detection[] = [];
+  const notes: string[] = [];
+  for (const [i, s] of settled.entries()) {
+    if (s.status === 'fulfilled') found.push(s.value);
+    else if (s.reason instanceof RolloutBudgetError && s.reason.code === 'IO_ERROR') notes.push(`${endpoints[i]} did not answer: ${s.reason.message}; taking it for the same server as the others, its requests go to them while it does not answer`);
+    else throw s.reason;
+  }
+  if (found.length === 0) throw (settled[0] as PromiseRejectedResult).reason;
   const kinds = [...new Set(found.map((d) => d.profile ?? 'openai'))];
   if (kinds.length > 1) {
     throw new RolloutBudgetError('BAD_OPTION', `the endpoints are different servers (${found.map((d) => `${d.endpoint}: ${d.profile ?? d.ownedBy ?? 'unknown'}`).join(', ')}); run one command per kind, or pass --server`);
   }
   const first = found[0]!;
-  if (first.profile !== null) return { profile: registry.get(first.profile), note: null };
-  return {
-    profile: registry.get('openai'),
-    note: `${first.endpoint}/v1/models does not name vLLM or SGLang (owned_by ${first.ownedBy === null ? 'absent' : JSON.stringify(first.ownedBy)}): using --server openai (one rollout per request, standard fields only); pass --server vllm|sglang to choose`,
-  };
+  if (first.profile === null) {
+    notes.unshift(`${first.endpoint}/v1/models does not name vLLM or SGLang (owned_by ${first.ownedBy === null ? 'absent' : JSON.stringify(first.ownedBy)}): using --server openai (one rollout per request, standard fields only); pass --server vllm|sglang to choose`);
+  }
+  return { profile: registry.get(first.profile ?? 'openai'), note: notes[0] ?? null, notes };
 }

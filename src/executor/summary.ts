@@ -14,7 +14,7 @@ export function summarize(
   rewards: readonly number[],
   planned: number,
   wallMs: number,
-  counters: { requests: number; retries: number; perEndpoint: number[]; stepTokens: number; stoppedByBudget: boolean; finishReasons: Record<string, number> },
+  counters: { requests: number; retries: number; perEndpoint: number[]; failuresPerEndpoint: number[]; stepTokens: number; stoppedByBudget: boolean; finishReasons: Record<string, number> },
 ): ExecuteSummary {
   const done = units.filter((u) => u.state === 'done');
   const latencies = done.filter((u) => u.latencyMs !== null && !(u.resumed && u.startedAt === 0)).map((u) => u.latencyMs!).sort((a, b) => a - b);
@@ -35,6 +35,7 @@ export function summarize(
     retries: counters.retries,
     mean_reward: rewards.length === 0 ? null : round(rewards.reduce((s, r) => s + r, 0) / rewards.length, 4),
     requests_per_endpoint: [...counters.perEndpoint],
+    failures_per_endpoint: [...counters.failuresPerEndpoint],
     stopped_by_token_budget: counters.stoppedByBudget,
     finish_reasons: { ...counters.finishReasons },
   };
@@ -77,6 +78,7 @@ export function mergeSummaries(list: readonly ExecuteSummary[]): ExecuteSummary 
     retries: sum((s) => s.retries),
     mean_reward: rewardRollouts === 0 ? null : round(rewarded.reduce((a, s) => a + s.mean_reward! * s.rollouts, 0) / rewardRollouts, 4),
     requests_per_endpoint: list[0]!.requests_per_endpoint.map((_, e) => sum((s) => s.requests_per_endpoint[e] ?? 0)),
+    failures_per_endpoint: list[0]!.failures_per_endpoint.map((_, e) => sum((s) => s.failures_per_endpoint[e] ?? 0)),
     stopped_by_token_budget: list.some((s) => s.stopped_by_token_budget),
     finish_reasons: mergeCounts(list.map((s) => s.finish_reasons)),
   };
@@ -97,6 +99,7 @@ export function summaryLine(s: ExecuteSummary): string {
     `tokens ${s.tokens}${s.tokens_unknown > 0 ? ` (+${s.tokens_unknown} rollouts unreported)` : ''}, wall ${s.wall_s} s, ` +
     `${s.tokens_per_s} tokens/s, latency p50 ${ms(s.latency_p50_ms)} p99 ${ms(s.latency_p99_ms)}, ` +
     `requests ${s.requests} (retries ${s.retries}), mean reward ${s.mean_reward ?? '-'}` +
+    `${s.failures_per_endpoint.some((n) => n > 0) ? `; failed requests by endpoint: ${s.failures_per_endpoint.join(', ')}` : ''}` +
     `${s.stopped_by_token_budget ? ', stopped: token budget spent' : ''}` +
     `${Object.keys(s.finish_reasons).length > 0 ? `; server finish reasons: ${describeFinishCounts(s.finish_reasons)}` : ''}`
   );

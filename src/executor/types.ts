@@ -112,6 +112,11 @@ export interface ExecuteSummary {
   mean_reward: number | null;
   /** Requests sent to each endpoint. */
   requests_per_endpoint: number[];
+  /**
+   * Requests to each endpoint that failed as a server or connection does (refused, reset, 5xx,
+   * timeouts), each retried, on another endpoint while this one rests (dispatcher.ts).
+   */
+  failures_per_endpoint: number[];
   stopped_by_token_budget: boolean;
   /** Server finish reasons other than stop and length, counted (abort, error, repetition, ...). */
   finish_reasons: Record<string, number>;
