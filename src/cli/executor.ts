@@ -58,7 +58,7 @@ function executorOptions(cmd: Command): Command {
     .option('--verifier <spec>', 'math, or command:<cmd> (reads rollouts JSONL on stdin, prints one reward a line)', 'math')
     .addOption(new Option('--verifier-timeout <s>', 'wall-clock limit of one command: verifier batch; its process group is killed after it').default(DEFAULT_VERIFIER_TIMEOUT_S).argParser(numberArg(0.001, 86_400)))
     .addOption(new Option('--over-provision <ratio>', 'launch up to (1 + r)·n rollouts per group, keep the first n').default(0).argParser(numberArg(0, 10)))
-    .addOption(new Option('--timeout-s <s>', 'per-request timeout').default(600).argParser(numberArg(0.001, 86_400)))
+    .addOption(new Option('--timeout-s <s>', 'a request that gets nothing from the server for this many seconds is aborted and retried (a streamed answer that keeps coming is never cut)').default(600).argParser(numberArg(0.001, 86_400)))
     .addOption(new Option('--retries <int>', 'retries per request on 5xx, connection errors and timeouts').default(4).argParser(intArg(0)))
     .addOption(new Option('--max-tokens <int>', 'max_tokens for prompts the plan gives none (servers default to 16 or 128)').default(DEFAULT_MAX_TOKENS).argParser(intArg(1)))
     .addOption(new Option('--extra-body <json>', 'JSON object merged into every request body (top_p, stop, return_token_ids: false, ...)').argParser(jsonObjectArg))

@@ -42,6 +42,8 @@ export interface StreamRequest {
   readonly chat: boolean;
   /** Sent as `Authorization: Bearer <key>` (a server started with --api-key). */
   readonly apiKey?: string;
+  /** Called when the answer's headers arrive and with each piece of its body: the server is working on it. */
+  readonly onActivity?: () => void;
   /** Aborts the attempt: a cancel by the caller, or the per-request timeout. */
   readonly signal: AbortSignal;
 }
@@ -179,6 +181,7 @@ export async function streamRequest(req: StreamRequest, sink: ChoiceSink, isTime
   } catch (error) {
     throw classify(error, req, isTimeout);
   }
+  req.onActivity?.();
   if (!response.ok) {
     const text = await response.text().catch(() => '');
     if (response.status === 400 && TOO_LONG.test(text)) throw new RequestError(serverMessage(text), 'too-long', 400);
@@ -225,6 +228,7 @@ export async function streamRequest(req: StreamRequest, sink: ChoiceSink, isTime
     });
     const decoder = new TextDecoder();
     for await (const bytes of response.body as unknown as AsyncIterable<Uint8Array>) {
+      req.onActivity?.();
       parser.feed(decoder.decode(bytes, { stream: true }));
       if (failure !== null) throw failure;
       if (done) return;

@@ -149,10 +149,13 @@ export async function executePlan(plan: Plan, prompts: ReadonlyMap<string, Candi
   const attempt = async (g: Group, run: Unit[], endpoint: number): Promise<void> => {
     const controller = new AbortController();
     let timedOut = false;
+    // An idle timeout: restarted by every piece of the answer (onActivity), so a long streamed
+    // generation that keeps coming is never cut, and a server that sends nothing is.
     const timer = setTimeout(() => {
       timedOut = true;
       controller.abort();
     }, options.timeoutMs);
+    const activity = () => void timer.refresh();
     g.inflight.set(controller, run);
     const t0 = now();
     for (const u of run) {
@@ -179,7 +182,7 @@ export async function executePlan(plan: Plan, prompts: ReadonlyMap<string, Candi
     let fromUsage = false;
     try {
       await streamRequest(
-        { url: endpointUrl(endpoints[endpoint]!, path), body, chat: g.api === 'chat', signal: controller.signal, ...(options.apiKey === undefined ? {} : { apiKey: options.apiKey }) },
+        { url: endpointUrl(endpoints[endpoint]!, path), body, chat: g.api === 'chat', signal: controller.signal, onActivity: activity, ...(options.apiKey === undefined ? {} : { apiKey: options.apiKey }) },
         {
           delta(i, text, tokens) {
             const u = run[i];

@@ -37,7 +37,11 @@ export interface ExecuteOptions {
   readonly requestN: number;
   /** r ≥ 0: launch ⌊(1 + r)·n⌋ rollouts per group, keep the first n that finish. */
   readonly overProvision: number;
-  /** Per-request (per attempt) timeout, ms. */
+  /**
+   * Per attempt, ms without a byte from the server (before the answer's headers, or between two
+   * pieces of its body): the request is then aborted and retried. A streamed answer that keeps
+   * coming is never cut, however long the generation.
+   */
   readonly timeoutMs: number;
   readonly retry: RetryPolicy;
   readonly verifier: Verifier;

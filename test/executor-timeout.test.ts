@@ -1,0 +1,65 @@
+// --timeout-s was a limit on a whole request: a long-CoT generation that kept streaming past it
+// (16k-32k tokens take 5-15 min a sequence on a loaded server) was cut, asked again from
+// scratch with the same seed, cut again, and the run failed ("request timed out; gave up after
+// 5 attempts"). It is now the time without a byte from the server: a stream that keeps coming is
+// never cut, and a server that stops sending (before its answer or in the middle of it) is. The
+// generating server is the sim-server, a TEST DOUBLE for vLLM (src/simserver/server.ts); the
+// one that stalls mid-answer is a node:http server written here for that one behaviour.
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { afterEach, describe, expect, it } from 'vitest';
+import { SERVER_PROFILES, SimModel, defaultSimModel, executePlan, mathVerifier, type ExecuteOptions } from '../src/index.js';
+import { expected, planOf, simPrompts, simServers } from './executor-helpers.js';
+
+const serve = simServers();
+const model = new SimModel(defaultSimModel);
+
+function options(endpoint: string, timeoutMs: number, retries = 2): ExecuteOptions {
+  return {
+    endpoints: [endpoint], server: SERVER_PROFILES.vllm, model: 'sim', concurrency: 8, requestN: 4, overProvision: 0, timeoutMs,
+    retry: { retries, backoffMs: 5, maxBackoffMs: 20 }, verifier: mathVerifier(undefined),
+  };
+}
+
+const stalls: Server[] = [];
+afterEach(async () => {
+  for (const s of stalls.splice(0)) {
+    s.closeAllConnections();
+    await new Promise((resolve) => s.close(resolve));
+  }
+});
+
+describe('the request timeout is the time without a byte from the server', () => {
+  it('a generation that streams for several times the timeout is not cut, and is what the model answers', async () => {
+    const { candidates, sim } = simPrompts(3);
+    // About 450 tokens a rollout at 1 ms each: about 0.45 s of streaming, against 0.15 s.
+    const server = await serve({ prompts: sim, msPerToken: 1 });
+    const report = await executePlan(planOf({ q0: 4, q1: 4, q2: 4 }), new Map(candidates.map((c) => [c.id, c])), options(server.url, 150));
+    expect(report.summary.retries).toBe(0);
+    expect(report.summary.rollouts).toBe(12);
+    expect(report.summary.latency_p50_ms!).toBeGreaterThan(150); // longer than the timeout, and not cut
+    for (const r of report.results) {
+      const want = expected(model, sim.find((p) => p.id === r.prompt_id)!, r.seed, 4096);
+      expect([r.tokens, r.reward, r.finish_reason]).toEqual([want.tokens, want.reward, want.finish]);
+    }
+  });
+
+  it('a server that stops sending in the middle of an answer is cut after the timeout and asked again', async () => {
+    let requests = 0;
+    const stall = createServer((req, res) => {
+      requests++;
+      req.resume();
+      res.writeHead(200, { 'content-type': 'text/event-stream' });
+      res.write(`data: ${JSON.stringify({ choices: [{ index: 0, text: 'The answer', token_ids: [1, 2] }] })}\n\n`);
+      // ...and nothing more.
+    });
+    stalls.push(stall);
+    await new Promise<void>((resolve) => stall.listen(0, '127.0.0.1', resolve));
+    const { candidates } = simPrompts(1);
+    const url = `http://127.0.0.1:${(stall.address() as AddressInfo).port}`;
+    await expect(executePlan(planOf({ q0: 1 }), new Map(candidates.map((c) => [c.id, c])), options(url, 200, 1))).rejects.toThrow(
+      'generation failed: request timed out; gave up after 2 attempts',
+    );
+    expect(requests).toBe(2);
+  });
+});
