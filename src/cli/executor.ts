@@ -25,7 +25,7 @@ import { stopSignals } from './signals.js';
 import {
   boundFlags, budgetFlags, budgetFrom, multipleOfFlag, planOptionsFrom, policyFlags, roundsFlag, seedFlag, skipFlag, stateFlag, stepsFlag,
 } from './options.js';
-import { intArg, numberArg } from './parse.js';
+import { bearerSecret, intArg, numberArg } from './parse.js';
 
 /**
  * Endpoints are checked when the command starts (endpoint.ts): a URL that cannot be sent is
@@ -89,18 +89,9 @@ interface ExecFlags {
 /** The environment variable `--api-key` defaults to: the one OpenAI clients read. */
 const API_KEY_ENV = 'OPENAI_API_KEY';
 
-/**
- * The API key: `--api-key`, else $OPENAI_API_KEY (unset or empty: none). Printable ASCII
- * without spaces, as an HTTP header carries it; the message never shows the key.
- */
-function apiKeyOf(o: ExecFlags, env: NodeJS.ProcessEnv = process.env): string | undefined {
-  const [key, from] = o.apiKey !== undefined ? [o.apiKey, '--api-key'] : [env[API_KEY_ENV] || undefined, `$${API_KEY_ENV}`];
-  if (key === undefined) return undefined;
-  const bad = [...key].findIndex((c) => c < '!' || c > '~');
-  if (key === '' || bad >= 0) {
-    throw badOption(`${from} ${key === '' ? 'is empty' : `holds a character an HTTP header cannot carry (a space, a control character or non-ASCII) at position ${bad + 1} of ${key.length}`}: give the key the server was started with`);
-  }
-  return key;
+/** The API key: `--api-key`, else $OPENAI_API_KEY (unset or empty: none). */
+function apiKeyOf(o: ExecFlags): string | undefined {
+  return bearerSecret(o.apiKey, '--api-key', API_KEY_ENV, true);
 }
 
 /** The options the flags give before any server is asked: the endpoints (at least one) and what checkExecuteInputs needs. */

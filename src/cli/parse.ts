@@ -1,4 +1,5 @@
 import { InvalidArgumentError } from 'commander';
+import { badOption } from '../errors.js';
 import { notAStateUrl } from '../store/url.js';
 
 /** Commander argument parsers that reject rather than repair. */
@@ -27,6 +28,23 @@ export function stateArg(value: string): string {
   const reason = notAStateUrl(value);
   if (reason !== undefined) throw new InvalidArgumentError(reason);
   return value;
+}
+
+/**
+ * A secret sent as `Authorization: Bearer <secret>` (serve's --token, execute's --api-key): the
+ * flag's value, else the environment variable's; undefined when neither is set (or, with
+ * `emptyEnvIsNone`, the variable is empty: one this project does not own, such as
+ * $OPENAI_API_KEY). Printable ASCII without spaces, as a header carries it; the BAD_OPTION
+ * names where it came from and never shows it.
+ */
+export function bearerSecret(given: string | undefined, flag: string, envName: string, emptyEnvIsNone = false, env: NodeJS.ProcessEnv = process.env): string | undefined {
+  const fromEnv = env[envName];
+  const [secret, from] = given !== undefined ? [given, flag] : [emptyEnvIsNone && fromEnv === '' ? undefined : fromEnv, `$${envName}`];
+  if (secret === undefined) return undefined;
+  const bad = [...secret].findIndex((c) => c < '!' || c > '~');
+  if (secret === '') throw badOption(`${from} is empty: give the secret, or ${given !== undefined ? `leave ${flag} out` : `unset ${envName}`}`);
+  if (bad >= 0) throw badOption(`${from} holds a character an HTTP header cannot carry (a space, a control character or non-ASCII) at position ${bad + 1} of ${secret.length}: it must be printable ASCII without spaces`);
+  return secret;
 }
 
 /**

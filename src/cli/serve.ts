@@ -15,7 +15,7 @@ import type { CliIo } from './io.js';
 import { isNewStateFile, removeStateFile, stillEmpty } from './new-state.js';
 import { decayFlags, stateFlag } from './options.js';
 import { stopSignals } from './signals.js';
-import { intArg, numberArg } from './parse.js';
+import { bearerSecret, intArg, numberArg } from './parse.js';
 
 interface ServeOptions {
   state: string;
@@ -36,12 +36,7 @@ export const TOKEN_ENV = 'ROLLOUT_BUDGET_TOKEN';
 
 /** The bearer token: --token, else $ROLLOUT_BUDGET_TOKEN; an empty one is a mistake, not "none". */
 function tokenOf(opts: ServeOptions): string | undefined {
-  const token = opts.token ?? process.env[TOKEN_ENV];
-  if (token === undefined) return undefined;
-  if (!/^[\x21-\x7e]+$/.test(token)) {
-    throw new RolloutBudgetError('BAD_OPTION', `${opts.token === undefined ? TOKEN_ENV : '--token'} must be printable ASCII without spaces, got ${token.length} characters`);
-  }
-  return token;
+  return bearerSecret(opts.token, '--token', TOKEN_ENV);
 }
 
 /** `rollout-budget serve`: the allocator as a long-running HTTP or stdio service. */
