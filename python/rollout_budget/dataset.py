@@ -28,25 +28,13 @@ import os
 import sys
 import tempfile
 
-from .plan import stable_prompt_id
+from .plan import _as_plain, stable_prompt_id
 
 __all__ = ["DatasetError", "candidates_of", "read_rows", "main"]
 
 
 class DatasetError(ValueError):
     """A dataset row (or file) that makes no candidate; the message names the file, row and field."""
-
-
-def _plain(value):
-    """The value as JSON takes it: numpy arrays and scalars (pandas' Parquet cells) through
-    tolist/item, all the way down (an object array's dicts keep numpy values otherwise)."""
-    if hasattr(value, "tolist"):
-        return _plain(value.tolist())
-    if isinstance(value, dict):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    return value
 
 
 def read_rows(path):
@@ -64,7 +52,7 @@ def read_rows(path):
         except Exception as error:  # pyarrow's ArrowInvalid and the like: a file that is not Parquet
             raise DatasetError("%s: cannot read it as Parquet (%s: %s)" % (path, type(error).__name__, error)) from None
         for k, row in enumerate(frame.to_dict("records"), start=1):
-            yield k, _plain(row)
+            yield k, _as_plain(row)
         return
     with open(path, encoding="utf-8") as f:
         for k, line in enumerate(f, start=1):
@@ -100,7 +88,8 @@ def candidates_of(rows, path="<rows>", prompt_key="prompt", max_tokens=None):
         seen[pid] = k
         candidate = {"id": pid}
         candidate["messages" if isinstance(text, list) else "prompt"] = text
-        truth = (row.get("reward_model") or {}).get("ground_truth") if isinstance(row.get("reward_model"), dict) else None
+        reward_model = row.get("reward_model")
+        truth = reward_model.get("ground_truth") if isinstance(reward_model, dict) else None
         if truth is not None:
             candidate["ground_truth"] = truth if isinstance(truth, str) else json.dumps(truth)
         if source is not None:

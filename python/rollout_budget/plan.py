@@ -138,9 +138,10 @@ def expand_plan(plan, prompts=None):
 
 
 def _as_plain(value):
-    """Lists and dicts as JSON takes them (numpy arrays and scalars through tolist/item)."""
+    """Lists and dicts as JSON takes them (numpy arrays and scalars through tolist/item), all the
+    way down: an object array's dicts (pandas' Parquet cells) keep numpy values otherwise."""
     if hasattr(value, "tolist"):
-        return value.tolist()
+        return _as_plain(value.tolist())
     if isinstance(value, dict):
         return {str(k): _as_plain(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
