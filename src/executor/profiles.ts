@@ -96,7 +96,14 @@ export async function detectServer(endpoint: string, retry: RetryPolicy, timeout
     const profile = ownedBy === 'vllm' || ownedBy === 'sglang' ? ownedBy : null;
     return { endpoint, profile, ownedBy, models: data.map((m) => m?.id).filter((id): id is string => typeof id === 'string') };
   }
-  throw new RolloutBudgetError('IO_ERROR', `cannot reach ${url} to detect the server (${last}); start the server, or pass --server vllm|sglang|openai`, 1);
+  throw new UnreachableServer(url, last);
+}
+
+/** detectServer's error when an endpoint never answered: `why` is the last failure's code or status. */
+class UnreachableServer extends RolloutBudgetError {
+  constructor(url: string, readonly why: string) {
+    super('IO_ERROR', `cannot reach ${url} to detect the server (${why}); start the server, or pass --server vllm|sglang|openai`, 1);
+  }
 }
 
 /**
@@ -123,7 +130,7 @@ export async function resolveServer(
   const notes: string[] = [];
   for (const [i, s] of settled.entries()) {
     if (s.status === 'fulfilled') found.push(s.value);
-    else if (s.reason instanceof RolloutBudgetError && s.reason.code === 'IO_ERROR') notes.push(`${endpoints[i]} did not answer: ${s.reason.message}; taking it for the same server as the others, its requests go to them while it does not answer`);
+    else if (s.reason instanceof UnreachableServer) notes.push(`${endpoints[i]} did not answer /v1/models (${s.reason.why}): taking it for the same server as the others; its requests go to them while it does not answer`);
     else throw s.reason;
   }
   if (found.length === 0) throw (settled[0] as PromiseRejectedResult).reason;
