@@ -33,6 +33,7 @@ import subprocess
 import threading
 import time
 import urllib.parse
+import weakref
 
 from .command import cli_command
 
@@ -101,9 +102,26 @@ STATE_RETRIES = 6
 CONNECT_RETRIES = 6
 
 
+#: Every client alive in this process, so that a child made by ``os.fork`` (multiprocessing's
+#: default start method on Linux, a DataLoader's workers) drops what it inherited: see _forked.
+_LIVE = weakref.WeakSet()
+
+
+def _after_fork_in_child():
+    for client in list(_LIVE):
+        client._forked()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
 class _Client:
     state_retries = STATE_RETRIES
     connect_retries = 0
+
+    def _forked(self):
+        """Runs in the child of an ``os.fork``, before anything else there."""
 
     def _request(self, method, path, body=None):
         raise NotImplementedError
@@ -188,14 +206,41 @@ class HttpClient(_Client):
         if ssl_context is not None and self._scheme != "https":
             raise ValueError("ssl_context is for an https:// url, got %r" % url)
         self._ssl_context = ssl_context
+        self._given_context = ssl_context is not None
         #: The service's address as messages name it: scheme, host, port and path.
         self.base_url = "%s://%s:%d%s" % (self._scheme, "[%s]" % self._host if ":" in self._host else self._host,
                                           self._port, self._prefix)
         self._timeout = timeout
         token = token if token is not None else os.environ.get("ROLLOUT_BUDGET_TOKEN") or None
+        self._token = token
         self._auth = {"Authorization": "Bearer " + token} if token else {}
         self._conn = None
         self._lock = threading.Lock()
+        _LIVE.add(self)
+
+    def _forked(self):
+        """In the child of a fork the kept-alive connection is the parent's socket: a request on it
+        from both processes would read each other's answers (a plan for other prompts, returned
+        as if it were this one's). The child closes its copy (the parent's stays open) and opens
+        its own at its next request; its lock is new, as another thread may have held it at the
+        fork."""
+        self._lock = threading.Lock()
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            conn.close()
+
+    def __getstate__(self):
+        """What another process needs to make the same client (a Ray task's argument, a
+        multiprocessing ``spawn`` worker's): the url and settings, never the connection."""
+        if self._given_context:
+            raise TypeError("an HttpClient made with ssl_context= cannot be sent to another process (an SSLContext "
+                            "cannot be pickled): set SSL_CERT_FILE to your CA's file there instead, or make the "
+                            "client in that process")
+        return {"url": self.base_url, "timeout": self._timeout, "token": self._token or "",
+                "state_retries": self.state_retries, "connect_retries": self.connect_retries}
+
+    def __setstate__(self, settings):
+        self.__init__(**settings)
 
     def _connection(self):
         if self._scheme == "http":
@@ -335,18 +380,64 @@ class StdioClient(_Client):
     ``command`` is how to start the CLI (see rollout_budget.command: a path to
     bin/rollout-budget.js, an argv list, else $ROLLOUT_BUDGET_CLI, else `rollout-budget` on PATH);
     ``args`` go after ``serve --stdio``.
+
+    In the child of a fork (multiprocessing's default on Linux) the client starts a
+    ``serve --stdio`` of its own on the same state at its first request: the parent's process and
+    pipes stay the parent's. It cannot be sent to another process (pickled); pass the state there
+    and connect to it, or run ``serve`` and use HttpClient.
     """
 
     def __init__(self, state="./rollout-budget.db", command=None, args=(), state_retries=STATE_RETRIES):
         self.state_retries = state_retries
-        argv = cli_command(command) + ["serve", "--stdio", "--state", state] + list(args)
-        self._proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        self._argv = cli_command(command) + ["serve", "--stdio", "--state", state] + list(args)
+        self._proc = None
+        self._closed = False
+        self._lock = threading.Lock()
+        self._start()
+        _LIVE.add(self)
+
+    def _start(self):
+        self._proc = subprocess.Popen(self._argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                       text=True, encoding="utf-8", bufsize=1)
         self._next_id = 0
+
+    def _forked(self):
+        """In the child of a fork the pipes are the parent's: requests from both processes would
+        interleave on them and read each other's replies (their ids count alike), and the child's
+        copy of the input pipe would keep the parent's ``close()`` waiting for an end of input.
+        The child points its copies at /dev/null (the parent's stay open), closes them there (what a
+        thread had left in a buffer at the fork goes to /dev/null, not to the parent's process) and
+        starts its own process at its first request."""
         self._lock = threading.Lock()
+        inherited, self._proc = self._proc, None
+        if inherited is None:
+            return
+        devnull = os.open(os.devnull, os.O_RDWR)
+        try:
+            for stream in (inherited.stdin, inherited.stdout, inherited.stderr):
+                if stream is not None and not stream.closed:
+                    os.dup2(devnull, stream.fileno())
+                    try:
+                        stream.close()
+                    except (OSError, ValueError):
+                        pass
+        finally:
+            os.close(devnull)
+        # The parent waits for its process; marked done here, so that this copy of the Popen never
+        # waits for it, nor warns at its collection that it is still running.
+        inherited.returncode = 0
+
+    def __getstate__(self):
+        raise TypeError("a StdioClient owns its `rollout-budget serve --stdio` process and cannot be sent to another "
+                        "process: connect to the state there (rollout_budget.connect(state)), or run "
+                        "`rollout-budget serve` and send an HttpClient")
 
     def _request(self, method, path, body=None):
         with self._lock:
+            if self._closed:
+                raise RuntimeError("this StdioClient is closed")
+            if self._proc is None:
+                self._start()
             self._next_id += 1
             msg = {"id": self._next_id, "method": method, "path": path}
             if body is not None:
@@ -373,21 +464,26 @@ class StdioClient(_Client):
         return reply["body"]
 
     def close(self):
-        """Ends the child's input; it finishes, closes the state and exits."""
-        if self._proc.poll() is None:
+        """Ends the child's input; it finishes, closes the state and exits. Returns its exit code
+        (None when this process never started one: a fork's child that made no request)."""
+        self._closed = True
+        proc = self._proc
+        if proc is None:
+            return None
+        if proc.poll() is None:
             try:
-                self._proc.stdin.close()
+                proc.stdin.close()
             except OSError:
                 pass
             try:
-                self._proc.wait(timeout=30)
+                proc.wait(timeout=30)
             except subprocess.TimeoutExpired:
-                self._proc.terminate()
-                self._proc.wait(timeout=10)
-        for stream in (self._proc.stdout, self._proc.stderr):
+                proc.terminate()
+                proc.wait(timeout=10)
+        for stream in (proc.stdout, proc.stderr):
             if stream is not None:
                 stream.close()
-        return self._proc.returncode
+        return proc.returncode
 
 
 def connect(target, **kwargs):

@@ -1,0 +1,196 @@
+"""Clients in a forked child and clients sent to another process, against a real service.
+
+A trainer's client made before ``os.fork`` (multiprocessing's default start method on Linux, a
+DataLoader's workers) is inherited by the child: its kept-alive socket or its `serve --stdio`
+pipes are the parent's. Used from both processes, each read the other's answers: a plan for
+other prompts, returned without an error.
+"""
+
+import json
+import multiprocessing
+import os
+import pickle
+import select
+import signal
+import ssl
+import time
+import unittest
+
+from . import support
+import rollout_budget as rb
+
+ROUNDS = 30
+#: How long a child may take before the test calls it stalled (a lock it inherited held forever).
+CHILD_LIMIT_S = 60
+
+
+def _plans_wrong(client, tag, rounds=ROUNDS):
+    """Plans `rounds` steps of prompts only this process names; how many plans named others."""
+    wrong = 0
+    for k in range(rounds):
+        prompts = [{"id": "%s-%d-%d" % (tag, k, i)} for i in range(24)]
+        plan = client.plan(prompts, budget_rollouts=8 * len(prompts))
+        if sorted(a["prompt_id"] for a in plan["allocations"]) != sorted(p["id"] for p in prompts):
+            wrong += 1
+    return wrong
+
+
+def _in_child(work):
+    """Forks; the child runs work() and sends back what it returns (or its error) as JSON.
+    Returns (pid, a function that waits for the child and gives that back)."""
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(read)
+        try:
+            answer = {"ok": work()}
+        except BaseException as error:  # the child must never go back into the test runner
+            answer = {"error": "%s: %s" % (type(error).__name__, error)}
+        os.write(write, json.dumps(answer).encode("utf-8"))
+        os._exit(0)
+    os.close(write)
+
+    def result():
+        chunks = []
+        with os.fdopen(read, "rb", buffering=0) as pipe:
+            while True:
+                if not select.select([pipe], [], [], CHILD_LIMIT_S)[0]:
+                    os.kill(pid, signal.SIGKILL)
+                    os.waitpid(pid, 0)
+                    raise AssertionError("the child stalled: no answer in %d s" % CHILD_LIMIT_S)
+                chunk = pipe.read(65536)
+                if not chunk:
+                    break
+                chunks.append(chunk)
+        text = b"".join(chunks).decode("utf-8")
+        _, status = os.waitpid(pid, 0)
+        if not text:
+            raise AssertionError("the child said nothing (wait status %d)" % status)
+        answer = json.loads(text)
+        if "error" in answer:
+            raise AssertionError("in the child: " + answer["error"])
+        return answer["ok"]
+
+    return pid, result
+
+
+def _plan_in_worker(client):
+    """A spawn worker's task: one plan with the client it was sent."""
+    plan = client.plan([{"id": "spawned-a"}, {"id": "spawned-b"}], budget_rollouts=16)
+    client.close()
+    return sorted((a["prompt_id"], a["n"]) for a in plan["allocations"])
+
+
+@unittest.skipUnless(hasattr(os, "fork"), "needs os.fork")
+class ForkHttpTest(support.ServiceCase):
+    def test_parent_and_child_each_get_their_own_plans(self):
+        client = rb.HttpClient(self.url)
+        self.assertEqual(client.health()["status"], "ok")  # the connection is open before the fork
+        _, child = _in_child(lambda: _plans_wrong(client, "child"))
+        parent_wrong = _plans_wrong(client, "parent")
+        self.assertEqual((parent_wrong, child()), (0, 0))
+        # The child closed only its copy of the socket: the parent's client goes on.
+        self.assertEqual(client.plan([{"id": "after"}], budget_rollouts=8)["totals"]["rollouts"], 8)
+        client.close()
+
+    def test_a_lock_held_by_another_thread_at_the_fork_does_not_stall_the_child(self):
+        client = rb.HttpClient(self.url)
+        client.health()
+        with client._lock:  # as if another thread were mid-request when the fork came
+            _, child = _in_child(lambda: client.health()["status"])
+        self.assertEqual(child(), "ok")
+        client.close()
+
+
+class PickleTest(support.ServiceCase):
+    def test_an_http_client_is_sent_as_its_url_and_settings(self):
+        client = rb.HttpClient(self.url + "/", timeout=7.5, token="", state_retries=2, connect_retries=1)
+        client.health()
+        copy = pickle.loads(pickle.dumps(client))
+        self.assertEqual((copy.base_url, copy._timeout, copy.state_retries, copy.connect_retries),
+                         (self.url, 7.5, 2, 1))
+        self.assertIsNot(copy._lock, client._lock)
+        self.assertEqual(copy.plan([{"id": "copied"}], budget_rollouts=8)["totals"]["rollouts"], 8)
+        copy.close()
+        client.close()
+
+    def test_an_http_client_without_a_token_does_not_take_one_from_the_other_processs_environment(self):
+        saved = os.environ.pop("ROLLOUT_BUDGET_TOKEN", None)
+        try:
+            text = pickle.dumps(rb.HttpClient(self.url))
+            os.environ["ROLLOUT_BUDGET_TOKEN"] = "another-token"
+            self.assertEqual(pickle.loads(text)._auth, {})
+            with_token = pickle.loads(pickle.dumps(rb.HttpClient(self.url, token="s3cret")))
+            self.assertEqual(with_token._auth, {"Authorization": "Bearer s3cret"})
+        finally:
+            os.environ.pop("ROLLOUT_BUDGET_TOKEN", None)
+            if saved is not None:
+                os.environ["ROLLOUT_BUDGET_TOKEN"] = saved
+
+    def test_a_spawned_worker_plans_with_the_client_it_was_sent(self):
+        client = rb.HttpClient(self.url)
+        with multiprocessing.get_context("spawn").Pool(1) as pool:
+            got = pool.apply(_plan_in_worker, (client,))
+        self.assertEqual(got, [("spawned-a", 8), ("spawned-b", 8)])
+        client.close()
+
+    def test_what_cannot_be_sent_says_what_to_do_instead(self):
+        client = rb.HttpClient("https://rb.example:8443/rb", ssl_context=ssl.create_default_context())
+        with self.assertRaisesRegex(TypeError, "ssl_context=.*SSL_CERT_FILE"):
+            pickle.dumps(client)
+        with rb.StdioClient(state=self.state, command=support.COMMAND) as stdio:
+            with self.assertRaisesRegex(TypeError, r"serve --stdio.*rollout_budget\.connect\(state\)"):
+                pickle.dumps(stdio)
+
+
+@unittest.skipUnless(hasattr(os, "fork"), "needs os.fork")
+class ForkStdioTest(unittest.TestCase):
+    def setUp(self):
+        import tempfile
+        self.dir = tempfile.mkdtemp(prefix="rb-fork-")
+        self.state = os.path.join(self.dir, "state.db")
+
+    def tearDown(self):
+        import shutil
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def test_the_child_starts_its_own_process_on_the_same_state_and_the_parent_closes_at_once(self):
+        client = rb.StdioClient(state=self.state, command=support.COMMAND)
+        self.assertEqual(client.health()["status"], "ok")
+        release_read, release_write = os.pipe()
+
+        def child_work():
+            os.close(release_write)
+            wrong = _plans_wrong(client, "child")
+            client.observe([{"prompt_id": "seen-by-child", "step": 0, "rewards": [1, 0, 1, 0], "tokens": [100] * 4}])
+            os.read(release_read, 1)  # still alive (its copy of the pipes with it) while the parent closes
+            client.close()
+            return wrong
+
+        _, child = _in_child(child_work)
+        os.close(release_read)
+        try:
+            self.assertEqual(_plans_wrong(client, "parent"), 0)
+            # The child's copy of the parent's input pipe is gone: the parent's process sees the end
+            # of its input and exits at once. With the copy, close() waited its 30 s and sent SIGTERM
+            # (on which serve also exits 0): a stall check, not a speed target.
+            began = time.monotonic()
+            self.assertEqual(client.close(), 0)
+            self.assertLess(time.monotonic() - began, 15, "close() waited for an end of input the child held back")
+        finally:
+            os.write(release_write, b"x")
+            os.close(release_write)
+            client.close()
+        self.assertEqual(child(), 0)
+        with rb.StdioClient(state=self.state, command=support.COMMAND) as again:
+            self.assertEqual(again.prompt("seen-by-child")["rollouts"], 4)
+
+    def test_a_closed_client_says_so(self):
+        client = rb.StdioClient(state=self.state, command=support.COMMAND)
+        self.assertEqual(client.close(), 0)
+        with self.assertRaisesRegex(RuntimeError, "this StdioClient is closed"):
+            client.health()
+
+
+if __name__ == "__main__":
+    unittest.main()
