@@ -117,7 +117,7 @@ export type { PartialRollout } from './executor/partials.js';
 export { parsePlan } from './executor/planfile.js';
 export { gradeBatchOutput, gradeSummaryLine } from './executor/grade.js';
 export type { GradeOptions, GradeReport, GradeSummary } from './executor/grade.js';
-export { Dispatcher, backoff, defaultRetry } from './executor/dispatcher.js';
+export { Dispatcher, EndpointRests, backoff, defaultRetry } from './executor/dispatcher.js';
 export type { RetryPolicy } from './executor/dispatcher.js';
 export { RequestError, streamRequest, tokensOf } from './executor/client.js';
 export { endpointUrl, normalizeEndpoint } from './executor/endpoint.js';

@@ -11,7 +11,7 @@ import { createServer } from 'node:net';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { Dispatcher, SERVER_PROFILES, executePlan, mathVerifier, type ExecuteOptions, type ExecutedRollout } from '../src/index.js';
+import { Dispatcher, EndpointRests, SERVER_PROFILES, executePlan, mathVerifier, type ExecuteOptions, type ExecutedRollout } from '../src/index.js';
 import { cli } from './cli-helpers.js';
 import { planOf, simPrompts, simServers } from './executor-helpers.js';
 import { tempDir } from './temp.js';
@@ -57,7 +57,32 @@ describe('replicas, one of them down or failing', () => {
     expect(report.summary.requests_per_endpoint[1]).toBeGreaterThanOrEqual(16);
   });
 
-  it('execute with --server auto and a replica down: a note naming it, exit 0, its failures in the summary line', async () => {
+  it('runs that share their rests (loop\'s rounds and steps) do not send the next run\'s first requests to a replica that failed in the last', async () => {
+    const { candidates, sim } = simPrompts(8);
+    const prompts = new Map(candidates.map((c) => [c.id, c]));
+    const live = await serve({ prompts: sim });
+    const dead = await deadEndpoint();
+    // A clock that stands still: every rest lasts the whole test, whatever the machine's speed.
+    const still = { ...options([dead, live.url]), now: () => 0 };
+    const rests = new EndpointRests(2);
+    const first = await executePlan(plan, prompts, { ...still, rests });
+    expect(first.summary.failures_per_endpoint[0]).toBeGreaterThan(0);
+    const second = await executePlan(plan, prompts, { ...still, rests });
+    expect(second.summary.requests_per_endpoint).toEqual([0, second.summary.requests]);
+    expect(second.summary.rollouts).toBe(64);
+    // Without them (each run its own, as every round had), the second run tries it again.
+    const apart = await executePlan(plan, prompts, still);
+    expect(apart.summary.failures_per_endpoint[0]).toBeGreaterThan(0);
+    // A replica found unreachable before the run (--server auto) starts resting: no request at all.
+    const detected = new EndpointRests(2);
+    detected.failed(0, 0);
+    const run = await executePlan(plan, prompts, { ...still, rests: detected });
+    expect(run.summary.requests_per_endpoint[0]).toBe(0);
+    expect(byId(run.results)).toEqual(byId(first.results));
+    expect(() => new Dispatcher(['a', 'b'], 4, () => 0, new EndpointRests(3))).toThrow(/EndpointRests of 3 endpoints for 2/);
+  });
+
+  it('execute with a replica down: with --server auto a note naming it and a rest from the start, exit 0; its failures in the summary line', async () => {
     const dir = tempDir();
     const { candidates, sim } = simPrompts(8);
     const live = await serve({ prompts: sim });
@@ -72,8 +97,15 @@ describe('replicas, one of them down or failing', () => {
     expect(run.code, run.stderr).toBe(0);
     expect(run.stderr).toContain(`rollout-budget: ${dead} did not answer /v1/models (ECONNREFUSED)`);
     expect(run.stderr).toContain('taking it for the same server as the others; its requests go to them while it does not answer');
-    expect(run.stderr).toMatch(/rollouts 64\/64 .*; failed requests by endpoint: 0, [1-9]\d*/);
+    // It starts resting (it did not answer /v1/models): a run within its first second sends it
+    // nothing, a longer one tries it again after that second.
+    expect(run.stderr).toMatch(/rollouts 64\/64 .*requests \d+ \(retries \d+\), mean reward [\d.]+(; failed requests by endpoint: 0, [1-9]\d*)?\n/);
     expect(readFileSync(out, 'utf8').trim().split('\n')).toHaveLength(64);
+    // Named (no detection, so no rest before its first failure), it fails, and the line says where.
+    const named = await cli(['execute', '--plan', planFile, '--prompts', promptsFile, '--endpoint', live.url, '--endpoint', dead, '--model', 'sim',
+      '--server', 'vllm', '--state', join(dir, 'state.db'), '--out', out, '--retries', '2']);
+    expect(named.code, named.stderr).toBe(0);
+    expect(named.stderr).toMatch(/rollouts 64\/64 .*; failed requests by endpoint: 0, [1-9]\d*\n/);
     // Every replica down is still an error.
     const none = await cli(['execute', '--plan', planFile, '--prompts', promptsFile, '--endpoint', dead, '--model', 'sim', '--state', join(dir, 'state.db'), '--out', out, '--retries', '1']);
     expect(none.code).toBe(1);

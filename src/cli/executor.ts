@@ -1,7 +1,7 @@
 import { InvalidArgumentError, Option, type Command } from 'commander';
 import { Allocator } from '../allocator.js';
 import { RolloutBudgetError, badOption } from '../errors.js';
-import { defaultRetry } from '../executor/dispatcher.js';
+import { EndpointRests, defaultRetry } from '../executor/dispatcher.js';
 import { normalizeEndpoint } from '../executor/endpoint.js';
 import { checkExecuteInputs, commitPartials, executePlan, type InputCheckOptions } from '../executor/execute.js';
 import { runLoop } from '../executor/loop.js';
@@ -113,10 +113,15 @@ function localOptions(o: ExecFlags, origin: ExecuteOptions['origin'] = {}): Inpu
 /** The library's execute options from the flags; with `--server auto`, asks the endpoints who they are. */
 async function toExecuteOptions(io: CliIo, o: ExecFlags, partials: PartialStore, local: ReturnType<typeof localOptions>): Promise<ExecuteOptions> {
   const retry = { retries: o.retries, backoffMs: defaultRetry.backoffMs, maxBackoffMs: defaultRetry.maxBackoffMs };
-  const { profile, notes } = await resolveServer(o.server, local.endpoints, retry, Math.min(o.timeoutS * 1000, 30_000), undefined, local.apiKey);
+  const { profile, notes, unreachable } = await resolveServer(o.server, local.endpoints, retry, Math.min(o.timeoutS * 1000, 30_000), undefined, local.apiKey);
   for (const note of notes) io.stderr(`rollout-budget: ${note}\n`);
+  // One for the whole command (every round and step of `loop`); a replica that did not answer
+  // /v1/models starts resting, as if its first request had failed.
+  const rests = new EndpointRests(local.endpoints.length);
+  for (const i of unreachable) rests.failed(i, Date.now());
   return {
     ...local,
+    rests,
     model: o.model,
     server: profile,
     concurrency: o.concurrency,

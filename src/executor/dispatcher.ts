@@ -11,8 +11,6 @@
  */
 export class Dispatcher {
   private readonly inflight: number[];
-  private readonly restUntil: number[];
-  private readonly failuresInARow: number[];
   private total = 0;
   private readonly waiting: ((endpoint: number) => void)[] = [];
 
@@ -20,15 +18,16 @@ export class Dispatcher {
     readonly endpoints: readonly string[],
     readonly concurrency: number,
     private readonly now: () => number = Date.now,
+    /** Which endpoints rest: a caller's, kept across runs over the same endpoints (EndpointRests). */
+    private readonly rests: EndpointRests = new EndpointRests(endpoints.length),
   ) {
+    if (rests.count !== endpoints.length) throw new Error(`EndpointRests of ${rests.count} endpoints for ${endpoints.length}`);
     this.inflight = endpoints.map(() => 0);
-    this.restUntil = endpoints.map(() => 0);
-    this.failuresInARow = endpoints.map(() => 0);
   }
 
   private pick(): number {
     const t = this.now();
-    const resting = (i: number) => this.restUntil[i]! > t;
+    const resting = (i: number) => this.rests.resting(i, t);
     const anyAwake = this.inflight.some((_, i) => !resting(i));
     let best = -1;
     for (let i = 0; i < this.inflight.length; i++) {
@@ -55,14 +54,12 @@ export class Dispatcher {
 
   /** A request to `endpoint` failed as a server or connection does: it rests (see the class doc). */
   failed(endpoint: number): void {
-    const k = ++this.failuresInARow[endpoint]!;
-    this.restUntil[endpoint] = this.now() + Math.min(REST_MS * 2 ** (k - 1), MAX_REST_MS);
+    this.rests.failed(endpoint, this.now());
   }
 
   /** `endpoint` answered a request: it rests no more. */
   answered(endpoint: number): void {
-    this.failuresInARow[endpoint] = 0;
-    this.restUntil[endpoint] = 0;
+    this.rests.answered(endpoint);
   }
 
   /** Requests in flight per endpoint. */
@@ -87,4 +84,37 @@ export const defaultRetry: RetryPolicy = { retries: 4, backoffMs: 200, maxBackof
 /** Backoff before retry k (1-based): min(base·2^(k−1), max). */
 export function backoff(policy: RetryPolicy, k: number): number {
   return Math.min(policy.backoffMs * 2 ** (k - 1), policy.maxBackoffMs);
+}
+
+/**
+ * Which of `count` endpoints rest after failures (Dispatcher), and how many failures in a row
+ * each had. A run makes its own unless given one: `loop` keeps one for all its rounds and steps,
+ * so a replica that failed in one round keeps its rest (and its doubling) in the next instead
+ * of drawing the first requests of every round again, and `--server auto` starts with a rest
+ * for a replica that did not answer /v1/models.
+ */
+export class EndpointRests {
+  private readonly restUntil: number[];
+  private readonly failuresInARow: number[];
+
+  constructor(readonly count: number) {
+    this.restUntil = new Array<number>(count).fill(0);
+    this.failuresInARow = new Array<number>(count).fill(0);
+  }
+
+  /** `endpoint` failed at time `t` (ms): it rests 1 s, doubling with each failure in a row up to 30 s. */
+  failed(endpoint: number, t: number): void {
+    const k = ++this.failuresInARow[endpoint]!;
+    this.restUntil[endpoint] = t + Math.min(REST_MS * 2 ** (k - 1), MAX_REST_MS);
+  }
+
+  /** `endpoint` answered: it rests no more. */
+  answered(endpoint: number): void {
+    this.failuresInARow[endpoint] = 0;
+    this.restUntil[endpoint] = 0;
+  }
+
+  resting(endpoint: number, t: number): boolean {
+    return this.restUntil[endpoint]! > t;
+  }
 }

@@ -140,7 +140,7 @@ export async function executePlan(plan: Plan, prompts: ReadonlyMap<string, Candi
     if (!g.full) for (const run of seedRuns(g.units.filter((u) => u.state === 'queued'), perRequest)) runs.push({ group: g, units: run });
   }
 
-  const dispatcher = new Dispatcher(endpoints, options.concurrency, now);
+  const dispatcher = new Dispatcher(endpoints, options.concurrency, now, options.rests);
   let failure: Error | null = null;
   const stopAll = () => {
     for (const g of groups) if (!g.full) fill(g);

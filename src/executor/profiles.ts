@@ -120,18 +120,22 @@ export async function resolveServer(
   timeoutMs: number,
   registry: Registry<ServerProfile> = createServerRegistry(),
   apiKey?: string,
-): Promise<{ profile: ServerProfile; note: string | null; notes: string[] }> {
-  if (spec !== 'auto') return { profile: registry.get(spec), note: null, notes: [] };
+): Promise<{ profile: ServerProfile; note: string | null; notes: string[]; unreachable: number[] }> {
+  if (spec !== 'auto') return { profile: registry.get(spec), note: null, notes: [], unreachable: [] };
   // An endpoint that cannot be reached (a replica down) is taken for the same server as those
-  // that answer, and said so: execute rests it while the others answer (Dispatcher). Only when
-  // none answers, or on any other error (a refused key, a URL that cannot be sent), is it an error.
+  // that answer, and said so (`unreachable`: their indices, which execute starts resting:
+  // EndpointRests). Only when none answers, or on any other error (a refused key, a URL that
+  // cannot be sent), is it an error.
   const settled = await Promise.allSettled(endpoints.map((e) => detectServer(e, retry, timeoutMs, apiKey)));
   const found: Detection[] = [];
   const notes: string[] = [];
+  const unreachable: number[] = [];
   for (const [i, s] of settled.entries()) {
     if (s.status === 'fulfilled') found.push(s.value);
-    else if (s.reason instanceof UnreachableServer) notes.push(`${endpoints[i]} did not answer /v1/models (${s.reason.why}): taking it for the same server as the others; its requests go to them while it does not answer`);
-    else throw s.reason;
+    else if (s.reason instanceof UnreachableServer) {
+      unreachable.push(i);
+      notes.push(`${endpoints[i]} did not answer /v1/models (${s.reason.why}): taking it for the same server as the others; its requests go to them while it does not answer`);
+    } else throw s.reason;
   }
   if (found.length === 0) throw (settled[0] as PromiseRejectedResult).reason;
   const kinds = [...new Set(found.map((d) => d.profile ?? 'openai'))];
@@ -142,5 +146,5 @@ export async function resolveServer(
   if (first.profile === null) {
     notes.unshift(`${first.endpoint}/v1/models does not name vLLM or SGLang (owned_by ${first.ownedBy === null ? 'absent' : JSON.stringify(first.ownedBy)}): using --server openai (one rollout per request, standard fields only); pass --server vllm|sglang to choose`);
   }
-  return { profile: registry.get(first.profile ?? 'openai'), note: notes[0] ?? null, notes };
+  return { profile: registry.get(first.profile ?? 'openai'), note: notes[0] ?? null, notes, unreachable };
 }

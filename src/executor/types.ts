@@ -1,5 +1,5 @@
 import type { Candidate } from '../plan/types.js';
-import type { RetryPolicy } from './dispatcher.js';
+import type { EndpointRests, RetryPolicy } from './dispatcher.js';
 import type { PartialRollout, PartialStore } from './partials.js';
 import type { ServerProfile } from './profiles.js';
 import type { Verifier } from './verify/verifiers.js';
@@ -63,6 +63,11 @@ export interface ExecuteOptions {
   readonly extraBody?: Readonly<Record<string, unknown>>;
   /** Sent as `Authorization: Bearer <key>` with every request (vLLM and SGLang `--api-key`). */
   readonly apiKey?: string;
+  /**
+   * Which endpoints rest after failures, shared by runs over the same endpoints (loop's rounds
+   * and steps: dispatcher.ts EndpointRests); default: the run's own, all awake at its start.
+   */
+  readonly rests?: EndpointRests;
   /**
    * Stops the run when aborted (the CLI aborts it on Ctrl-C): requests in flight are aborted,
    * their rollouts written as "abort" and kept as partials to resume (as over-provisioning's
