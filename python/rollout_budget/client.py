@@ -28,6 +28,7 @@ import json
 import logging
 import os
 import re
+import socket
 import ssl
 import subprocess
 import threading
@@ -266,6 +267,10 @@ class HttpClient(_Client):
                     if res.getheader("connection", "").lower() == "close":
                         self._drop()
                     break
+                except (socket.timeout, TimeoutError) as error:  # one class from Python 3.10 on, two before
+                    # The service had the request (or the connection is stalled): never sent again.
+                    self._drop()
+                    raise _no_answer(error, self.base_url, self._timeout, method, path) from error
                 except (ConnectionError, http.client.HTTPException, OSError) as error:
                     self._drop()
                     if attempt == 2:
@@ -348,6 +353,16 @@ def _unexpected(status, text, base_url, method, path, sent=0):
             method, base_url, path, status, shown, hint),
         "value": text[:200],
     }
+
+
+def _no_answer(error, base_url, timeout, method, path):
+    """A request that got no answer within ``timeout`` seconds, as a TimeoutError naming it. It is
+    not sent again: the service may be working on it (a plan over many candidates), and its own
+    --plan-timeout-s answers a plan that runs too long with 503 PLAN_TIMEOUT."""
+    message = ("no answer from the rollout-budget service at %s to %s %s within %s s (%s); it may still be "
+               "working on it: raise the client's timeout= above the service's --plan-timeout-s (10 s by default), or "
+               "check that the service at that address is not stalled" % (base_url, method, path, timeout, error))
+    return TimeoutError(error.errno, message) if getattr(error, "errno", None) is not None else TimeoutError(message)
 
 
 def _unreachable(error, base_url):
