@@ -396,6 +396,9 @@ class StdioClient(_Client):
     bin/rollout-budget.js, an argv list, else $ROLLOUT_BUDGET_CLI, else `rollout-budget` on PATH);
     ``args`` go after ``serve --stdio``.
 
+    A process that exited between two requests (killed, or stopped on an error) is started again
+    on the same state at the next one, with a warning on the ``rollout_budget`` logger.
+
     In the child of a fork (multiprocessing's default on Linux) the client starts a
     ``serve --stdio`` of its own on the same state at its first request: the parent's process and
     pipes stay the parent's. It cannot be sent to another process (pickled); pass the state there
@@ -442,6 +445,27 @@ class StdioClient(_Client):
         # waits for it, nor warns at its collection that it is still running.
         inherited.returncode = 0
 
+    def _restart(self):
+        """Its process exited between two requests (killed: the OOM killer, a ``pkill node``; or it
+        stopped on an error): started again on the same state, with a warning saying how it ended.
+        Nothing is lost: each observe was one transaction, and a plan only reads. A process that
+        cannot start fails the request that started it, with what it said."""
+        ended = self._proc
+        said = ""
+        try:
+            said = " ".join((ended.stderr.read() or "").split())[-300:]
+        except (OSError, ValueError):
+            pass
+        for stream in (ended.stdin, ended.stdout, ended.stderr):
+            try:
+                stream.close()
+            except (OSError, ValueError):
+                pass
+        _log.warning("rollout-budget: `serve --stdio` exited (%s)%s; starting it again on the same state",
+                     "killed by signal %d" % -ended.returncode if ended.returncode < 0 else "exit code %d" % ended.returncode,
+                     ": %s" % said if said else "")
+        self._start()
+
     def __getstate__(self):
         raise TypeError("a StdioClient owns its `rollout-budget serve --stdio` process and cannot be sent to another "
                         "process: connect to the state there (rollout_budget.connect(state)), or run "
@@ -453,6 +477,8 @@ class StdioClient(_Client):
                 raise RuntimeError("this StdioClient is closed")
             if self._proc is None:
                 self._start()
+            elif self._proc.poll() is not None:
+                self._restart()
             self._next_id += 1
             msg = {"id": self._next_id, "method": method, "path": path}
             if body is not None:
@@ -495,9 +521,12 @@ class StdioClient(_Client):
             except subprocess.TimeoutExpired:
                 proc.terminate()
                 proc.wait(timeout=10)
-        for stream in (proc.stdout, proc.stderr):
+        for stream in (proc.stdin, proc.stdout, proc.stderr):
             if stream is not None:
-                stream.close()
+                try:
+                    stream.close()
+                except OSError:  # the input's last flush, to a process that is gone
+                    pass
         return proc.returncode
 
 

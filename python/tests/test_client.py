@@ -115,6 +115,29 @@ class ClientTest(support.ServiceCase):
         self.assertEqual(cli.close(), 0)
         self.assertEqual(self.http.prompt("via-stdio")["rollouts"], 2)
 
+    def test_stdio_starts_its_process_again_when_it_was_killed_between_two_requests(self):
+        import signal
+        with rb.StdioClient(state=self.state, command=support.COMMAND) as cli:
+            cli.observe([{"prompt_id": "before-the-kill", "step": 0, "rewards": [1, 0, 0]}])
+            first = cli._proc
+            first.send_signal(signal.SIGKILL)
+            first.wait(timeout=30)
+            with self.assertLogs("rollout_budget", level="WARNING") as logs:
+                self.assertEqual(cli.prompt("before-the-kill")["rollouts"], 3)  # what it had applied is kept
+            self.assertIsNot(cli._proc, first)
+            self.assertIn("`serve --stdio` exited (killed by signal 9)", logs.output[0])
+            self.assertTrue(logs.output[0].endswith("; starting it again on the same state"), logs.output[0])
+            cli.observe([{"prompt_id": "before-the-kill", "step": 1, "rewards": [1]}])
+        self.assertEqual(self.http.prompt("before-the-kill")["rollouts"], 4)
+
+    def test_stdio_that_cannot_start_says_why_once(self):
+        with rb.StdioClient(state=self.state, command=support.COMMAND, args=["--port-file", "x"]) as cli:
+            with self.assertRaisesRegex(RuntimeError, "serve --stdio stopped: .*port-file"):
+                cli.health()
+            # The next request starts it again, once, and fails the same way: no loop of restarts.
+            with self.assertLogs("rollout_budget", level="WARNING"), self.assertRaisesRegex(RuntimeError, "serve --stdio stopped"):
+                cli.health()
+
     def test_stdio_takes_the_cli_path_from_the_environment(self):
         old = os.environ.get("ROLLOUT_BUDGET_CLI")
         os.environ["ROLLOUT_BUDGET_CLI"] = support.CLI
