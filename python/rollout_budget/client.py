@@ -360,7 +360,8 @@ def _no_answer(error, base_url, timeout, method, path):
     not sent again: the service may be working on it (a plan over many candidates), and its own
     --plan-timeout-s answers a plan that runs too long with 503 PLAN_TIMEOUT."""
     message = ("no answer from the rollout-budget service at %s to %s %s within %s s (%s); it may still be "
-               "working on it: raise the client's timeout= above the service's --plan-timeout-s (10 s by default), or "
+               "working on it: raise the client's timeout= (a trainer's timeout_s, ROLLOUT_BUDGET_TIMEOUT_S) above the "
+               "service's --plan-timeout-s (10 s by default), or "
                "check that the service at that address is not stalled" % (base_url, method, path, timeout, error))
     return TimeoutError(error.errno, message) if getattr(error, "errno", None) is not None else TimeoutError(message)
 

@@ -13,6 +13,7 @@ so settings come from a mapping (verl: the `rollout_budget` section of the train
 | multiple_of | ROLLOUT_BUDGET_MULTIPLE_OF | Σ n a multiple of this; default: what the trainer needs (its workers) |
 | pass_threshold | ROLLOUT_BUDGET_PASS_THRESHOLD | rewards outside [0, 1] (e.g. DAPO's ±1) count as a pass when above this; default: none (such a reward is an error) |
 | options | ROLLOUT_BUDGET_OPTIONS | plan options as a JSON object, e.g. {"min_n": 2, "max_n": 32, "skip": true} |
+| timeout_s | ROLLOUT_BUDGET_TIMEOUT_S | seconds an http(s) request waits for the service's answer (default 60; above the service's --plan-timeout-s for large plans) |
 """
 
 from __future__ import annotations
@@ -24,14 +25,18 @@ from .client import PLAN_OPTIONS, connect, is_service_url
 
 __all__ = ["Settings", "settings_from"]
 
-_KEYS = ("url", "token", "budget_rollouts", "budget_tokens", "multiple_of", "pass_threshold", "options")
+_KEYS = ("url", "token", "budget_rollouts", "budget_tokens", "multiple_of", "pass_threshold", "options", "timeout_s")
+#: HttpClient's own default.
+DEFAULT_TIMEOUT_S = 60.0
 
 
 class Settings:
     """Resolved integration settings (see the module doc)."""
 
-    def __init__(self, url=None, token=None, budget_rollouts=None, budget_tokens=None, multiple_of=None, pass_threshold=None, options=None):
+    def __init__(self, url=None, token=None, budget_rollouts=None, budget_tokens=None, multiple_of=None, pass_threshold=None, options=None,
+                 timeout_s=DEFAULT_TIMEOUT_S):
         self.url = url
+        self.timeout_s = timeout_s
         self.token = token
         self.budget_rollouts = budget_rollouts
         self.budget_tokens = budget_tokens
@@ -47,7 +52,7 @@ class Settings:
         if not self.url:
             raise ValueError("rollout_budget: set url (ROLLOUT_BUDGET_URL) to the service's http://host:port or a state path")
         if is_service_url(self.url):
-            return connect(self.url, token=self.token)
+            return connect(self.url, token=self.token, timeout=self.timeout_s)
         return connect(self.url)
 
     def reward_of(self, value, where):
@@ -68,6 +73,16 @@ def _int(name, value):
     if n < 1:
         raise ValueError("rollout_budget.%s must be ≥ 1, got %r" % (name, value))
     return n
+
+
+def _seconds(name, value):
+    try:
+        s = float(value)
+    except (TypeError, ValueError):
+        raise ValueError("rollout_budget.%s must be a number of seconds, got %r" % (name, value)) from None
+    if not s > 0 or s == float("inf"):
+        raise ValueError("rollout_budget.%s must be a number of seconds above 0, got %r" % (name, value))
+    return s
 
 
 def settings_from(mapping=None, environ=None):
@@ -96,4 +111,5 @@ def settings_from(mapping=None, environ=None):
         multiple_of=None if raw["multiple_of"] is None else _int("multiple_of", raw["multiple_of"]),
         pass_threshold=None if raw["pass_threshold"] is None else float(raw["pass_threshold"]),
         options=None if options is None else {str(k): v for k, v in options.items()},
+        timeout_s=DEFAULT_TIMEOUT_S if raw["timeout_s"] is None else _seconds("timeout_s", raw["timeout_s"]),
     )

@@ -334,7 +334,25 @@ class RestartTest(unittest.TestCase):
         self.assertEqual(len(accepted), 1)
         self.assertIn("no answer from the rollout-budget service at http://127.0.0.1:%d to POST /v1/plan within 0.3 s" % port,
                       str(ctx.exception))
-        self.assertIn("raise the client's timeout= above the service's --plan-timeout-s", str(ctx.exception))
+        self.assertIn("raise the client's timeout= (a trainer's timeout_s, ROLLOUT_BUDGET_TIMEOUT_S) above the service's "
+                      "--plan-timeout-s", str(ctx.exception))
+
+    def test_a_trainers_timeout_comes_from_its_settings(self):
+        with socket.socket() as silent:
+            silent.bind(("127.0.0.1", 0))
+            silent.listen(8)
+            url = "http://127.0.0.1:%d" % silent.getsockname()[1]
+            settings = config.settings_from({"url": url}, environ={"ROLLOUT_BUDGET_TIMEOUT_S": "0.25"})
+            client = settings.client()
+            self.assertEqual(client._timeout, 0.25)
+            with self.assertRaisesRegex(TimeoutError, "within 0.25 s"):
+                client.health()
+            client.close()
+        self.assertEqual(config.settings_from({"timeout_s": 90}, environ={}).timeout_s, 90.0)
+        self.assertEqual(config.settings_from({}, environ={}).timeout_s, 60.0)
+        for bad in ("soon", "0", "-5", "inf", "nan"):
+            with self.assertRaisesRegex(ValueError, r"rollout_budget\.timeout_s must be a number of seconds.*%s" % bad):
+                config.settings_from({}, environ={"ROLLOUT_BUDGET_TIMEOUT_S": bad})
 
 
 class UrlTest(unittest.TestCase):
