@@ -23,7 +23,9 @@ with a stable id (`stable_prompt_id`); results as the CLI's results JSONL. Error
 
 from __future__ import annotations
 
+import collections
 import http.client
+import io
 import json
 import logging
 import os
@@ -224,11 +226,18 @@ class HttpClient(_Client):
         from both processes would read each other's answers (a plan for other prompts, returned
         as if it were this one's). The child closes its copy (the parent's stays open) and opens
         its own at its next request; its lock is new, as another thread may have held it at the
-        fork."""
+        fork. The copy is closed under the connection's buffers (_close_inherited: a thread of the
+        parent reading an answer at the fork held their lock)."""
         self._lock = threading.Lock()
         conn, self._conn = self._conn, None
-        if conn is not None:
-            conn.close()
+        if conn is None:
+            return
+        response = getattr(conn, "_HTTPConnection__response", None)  # an answer not read to its end
+        if response is not None and response.fp is not None:
+            _close_inherited(response.fp)
+        sock, conn.sock = conn.sock, None
+        if sock is not None:
+            os.close(sock.detach())
 
     def __getstate__(self):
         """What another process needs to make the same client (a Ray task's argument, a
@@ -417,31 +426,31 @@ class StdioClient(_Client):
 
     def _start(self):
         self._proc = subprocess.Popen(self._argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                      text=True, encoding="utf-8", bufsize=1)
+                                      text=True, encoding="utf-8", errors="replace", bufsize=1)
+        self._said = collections.deque(maxlen=STDERR_LINES_KEPT)
+        self._drain = threading.Thread(target=_drain_stderr, args=(self._proc.stderr, self._said), daemon=True,
+                                       name="rollout-budget serve --stdio stderr")
+        self._drain.start()
         self._next_id = 0
+
+    def _what_it_said(self):
+        """The last lines the process wrote on stderr, once it has ended (its stderr read to the end)."""
+        self._drain.join(timeout=10)
+        return "\n".join(self._said).strip()
 
     def _forked(self):
         """In the child of a fork the pipes are the parent's: requests from both processes would
         interleave on them and read each other's replies (their ids count alike), and the child's
         copy of the input pipe would keep the parent's ``close()`` waiting for an end of input.
-        The child points its copies at /dev/null (the parent's stay open), closes them there (what a
-        thread had left in a buffer at the fork goes to /dev/null, not to the parent's process) and
-        starts its own process at its first request."""
+        The child closes its copies (the parent's stay open; what a thread had left in a buffer is
+        dropped, not sent to the parent's process) and starts its own process at its first
+        request."""
         self._lock = threading.Lock()
         inherited, self._proc = self._proc, None
         if inherited is None:
             return
-        devnull = os.open(os.devnull, os.O_RDWR)
-        try:
-            for stream in (inherited.stdin, inherited.stdout, inherited.stderr):
-                if stream is not None and not stream.closed:
-                    os.dup2(devnull, stream.fileno())
-                    try:
-                        stream.close()
-                    except (OSError, ValueError):
-                        pass
-        finally:
-            os.close(devnull)
+        for stream in (inherited.stdin, inherited.stdout, inherited.stderr):
+            _close_inherited(stream)
         # The parent waits for its process; marked done here, so that this copy of the Popen never
         # waits for it, nor warns at its collection that it is still running.
         inherited.returncode = 0
@@ -452,12 +461,8 @@ class StdioClient(_Client):
         Nothing is lost: each observe was one transaction, and a plan only reads. A process that
         cannot start fails the request that started it, with what it said."""
         ended = self._proc
-        said = ""
-        try:
-            said = " ".join((ended.stderr.read() or "").split())[-300:]
-        except (OSError, ValueError):
-            pass
-        for stream in (ended.stdin, ended.stdout, ended.stderr):
+        said = " ".join(self._what_it_said().split())[-300:]
+        for stream in (ended.stdin, ended.stdout):
             try:
                 stream.close()
             except (OSError, ValueError):
@@ -496,8 +501,8 @@ class StdioClient(_Client):
                     self._proc.wait(timeout=10)
                 except subprocess.TimeoutExpired:
                     pass
-                err = self._proc.stderr.read() if self._proc.poll() is not None else ""
-                raise RuntimeError("rollout-budget serve --stdio stopped: %s" % err.strip())
+                err = self._what_it_said() if self._proc.poll() is not None else ""
+                raise RuntimeError("rollout-budget serve --stdio stopped: %s" % err)
             reply = json.loads(line)
             if reply.get("id") != self._next_id:
                 raise RuntimeError("reply out of order: expected id %s, got %r" % (self._next_id, reply))
@@ -522,13 +527,53 @@ class StdioClient(_Client):
             except subprocess.TimeoutExpired:
                 proc.terminate()
                 proc.wait(timeout=10)
-        for stream in (proc.stdin, proc.stdout, proc.stderr):
+        for stream in (proc.stdin, proc.stdout):
             if stream is not None:
                 try:
                     stream.close()
                 except OSError:  # the input's last flush, to a process that is gone
                     pass
+        self._drain.join(timeout=10)  # its stderr, read to the end and closed by the drain
         return proc.returncode
+
+
+#: How many of the last lines a `serve --stdio` wrote on stderr a StdioClient keeps, for the
+#: message of an error when it stops.
+STDERR_LINES_KEPT = 200
+
+
+def _drain_stderr(stream, said):
+    """Reads a `serve --stdio`'s stderr to its end, on a thread of its own: left unread, its lines
+    (an internal error's stack trace, about 800 bytes, for each such request) filled the pipe, and
+    the process waited on it, at the latest when it exited: close() then waited its 30 s and sent
+    SIGTERM. Each line goes to the ``rollout_budget`` logger (INFO); the last ones are kept."""
+    try:
+        for line in stream:
+            line = line.rstrip("\n")
+            said.append(line)
+            _log.info("serve --stdio: %s", line)
+    except (OSError, ValueError):
+        pass
+    finally:
+        try:
+            stream.close()
+        except (OSError, ValueError):
+            pass
+
+
+def _close_inherited(stream):
+    """Closes a fork's child's copy of a file its parent's threads use, under its buffers: a thread
+    of the parent that was reading or writing it at the fork held its buffer's lock, which in the
+    child is never released, so the buffer's own close() would wait forever. Closing the raw file
+    marks the buffers closed too, so they are never flushed or closed again."""
+    raw = stream
+    while raw is not None and not isinstance(raw, io.RawIOBase):
+        raw = getattr(raw, "buffer", None) or getattr(raw, "raw", None)
+    if raw is not None:
+        try:
+            raw.close()
+        except (OSError, ValueError):
+            pass
 
 
 def connect(target, **kwargs):

@@ -355,6 +355,40 @@ class RestartTest(unittest.TestCase):
                 config.settings_from({}, environ={"ROLLOUT_BUDGET_TIMEOUT_S": bad})
 
 
+class StdioStderrTest(unittest.TestCase):
+    """A `serve --stdio` that writes much on stderr: each request that fails inside the store logs an
+    internal error with its stack trace (about 800 bytes). Left unread, they filled the pipe and
+    close() waited its 30 s before SIGTERM. The failing store is a real SQLite state with a
+    trigger that refuses every update of its prompts, as a failing disk would."""
+
+    def test_its_stderr_is_read_as_it_comes_and_logged(self):
+        import shutil
+        import sqlite3
+        import tempfile
+
+        folder = tempfile.mkdtemp(prefix="rb-py-stderr-")
+        self.addCleanup(shutil.rmtree, folder, True)
+        state = os.path.join(folder, "state.db")
+        cli = rb.StdioClient(state=state, command=support.COMMAND, state_retries=0)
+        cli.observe([{"prompt_id": "a", "step": 0, "rewards": [1, 0]}])
+        db = sqlite3.connect(state)
+        db.execute("CREATE TRIGGER refuse BEFORE UPDATE ON prompts BEGIN SELECT RAISE(ABORT, 'the disk said no'); END")
+        db.commit()
+        db.close()
+        with self.assertLogs("rollout_budget", level="INFO") as logs:
+            for step in range(1, 201):
+                with self.assertRaisesRegex(rb.RolloutBudgetError, "500 INTERNAL: the disk said no"):
+                    cli.observe([{"prompt_id": "a", "step": step, "rewards": [1]}])
+            began = time.monotonic()
+            self.assertEqual(cli.close(), 0)
+            closed_in = time.monotonic() - began
+        # A stall check (close() waited 30 s for a process blocked on its stderr), not a speed target.
+        self.assertLess(closed_in, 15)
+        errors = [line for line in logs.output if "serve --stdio: rollout-budget serve: internal error: SqliteError: the disk said no" in line]
+        self.assertEqual(len(errors), 200)
+        self.assertGreater(sum(len(line) for line in logs.output), 100000)  # more than a pipe holds
+
+
 class UrlTest(unittest.TestCase):
     """The service url: http or https, with a reverse proxy's path; other urls are errors naming
     them, never a state path (before, connect() took https:// for a SQLite file's name)."""

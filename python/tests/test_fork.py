@@ -74,6 +74,51 @@ def _in_child(work):
     return pid, result
 
 
+#: A fork while another thread is mid-request, the child then planning with the same client and
+#: ending as a program does (sys.exit: its objects finalized). argv: "http" or "stdio", then the
+#: service's url or the state's path, then the CLI's command as JSON.
+FORK_MID_REQUEST = r"""
+import json, os, sys, threading, time
+import rollout_budget as rb
+kind, target, command = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
+client = rb.HttpClient(target) if kind == "http" else rb.StdioClient(state=target, command=command)
+client.health()
+big = [{"id": "big-%d" % i} for i in range(20000)]
+answers = []
+worker = threading.Thread(target=lambda: answers.append(client.plan(big, budget_rollouts=8 * len(big))))
+worker.start()
+time.sleep(0.05)  # the worker is sending the plan or waiting for its answer, its buffers' locks held
+pid = os.fork()
+if pid == 0:
+    plan = client.plan([{"id": "from-the-child"}], budget_rollouts=8)
+    client.close()
+    sys.exit(0 if [a["prompt_id"] for a in plan["allocations"]] == ["from-the-child"] else 3)
+deadline = time.monotonic() + 40
+while time.monotonic() < deadline:
+    done, status = os.waitpid(pid, os.WNOHANG)
+    if done:
+        break
+    time.sleep(0.05)
+else:
+    os.kill(pid, 9)
+    os.waitpid(pid, 0)
+    print("the child stalled")
+    sys.exit(1)
+worker.join()
+client.close()
+print("child %d, parent %d prompts" % (os.waitstatus_to_exitcode(status), len(answers[0]["allocations"])))
+"""
+
+
+def _fork_mid_request(kind, target):
+    import subprocess
+    import sys
+    env = dict(os.environ, PYTHONPATH=support.PYTHON_DIR)
+    run = subprocess.run([sys.executable, "-c", FORK_MID_REQUEST, kind, target, json.dumps(support.COMMAND)],
+                         capture_output=True, text=True, timeout=120, env=env)
+    return run.stdout.strip() + run.stderr.strip()
+
+
 def _plan_in_worker(client):
     """A spawn worker's task: one plan with the client it was sent."""
     plan = client.plan([{"id": "spawned-a"}, {"id": "spawned-b"}], budget_rollouts=16)
@@ -100,6 +145,10 @@ class ForkHttpTest(support.ServiceCase):
             _, child = _in_child(lambda: client.health()["status"])
         self.assertEqual(child(), "ok")
         client.close()
+
+
+    def test_a_fork_while_another_thread_waits_for_an_answer(self):
+        self.assertEqual(_fork_mid_request("http", self.url), "child 0, parent 20000 prompts")
 
 
 class PickleTest(support.ServiceCase):
@@ -184,6 +233,9 @@ class ForkStdioTest(unittest.TestCase):
         self.assertEqual(child(), 0)
         with rb.StdioClient(state=self.state, command=support.COMMAND) as again:
             self.assertEqual(again.prompt("seen-by-child")["rollouts"], 4)
+
+    def test_a_fork_while_another_thread_waits_for_an_answer(self):
+        self.assertEqual(_fork_mid_request("stdio", self.state), "child 0, parent 20000 prompts")
 
     def test_a_closed_client_says_so(self):
         client = rb.StdioClient(state=self.state, command=support.COMMAND)
