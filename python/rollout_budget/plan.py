@@ -222,6 +222,17 @@ def results_rows(rows, rewards, tokens=None, finish_reasons=None):
     return out
 
 
+def note_planned(plan):
+    """Logs each of a plan's ``warnings`` (the ``rollout_budget`` logger), as the CLI prints them on
+    stderr: a trainer's integration dropped them (a budget that is not a multiple of the trainer's
+    workers, one larger than max_n lets the prompts use, prompts without length data planned at
+    an assumed length). Returns ``plan``."""
+    if isinstance(plan, dict):
+        for warning in plan.get("warnings") or []:
+            _log.warning("rollout-budget: step %s plan: %s", plan.get("step", "?"), warning)
+    return plan
+
+
 def note_observed(summary, sent):
     """Logs (the ``rollout_budget`` logger) what an observe's summary says a trainer should know:
     each of its ``warnings`` (results far behind the state's last step: most often a new run on

@@ -19,7 +19,7 @@ tokens beyond Σ n × tokens per rollout) is charged once.
 
 from __future__ import annotations
 
-from .plan import expand_plan, results_rows
+from .plan import expand_plan, note_observed, note_planned, results_rows
 
 __all__ = ["run_rounds", "RoundsResult"]
 
@@ -65,7 +65,7 @@ def run_rounds(client, prompts, generate, budget_rollouts=None, budget_tokens=No
     options = dict(options)
     for r in range(rounds):
         candidates = [dict(p, partial_rewards=list(partial[p["id"]])) if p["id"] in partial else p for p in prompts]
-        plan = client.plan(candidates, budget_rollouts=left_r, budget_tokens=left_t, rounds_left=rounds - r, **options)
+        plan = note_planned(client.plan(candidates, budget_rollouts=left_r, budget_tokens=left_t, rounds_left=rounds - r, **options))
         plans.append(plan)
         options["step"] = plan["step"]
         rows = expand_plan(plan, prompts)
@@ -95,5 +95,5 @@ def run_rounds(client, prompts, generate, budget_rollouts=None, budget_tokens=No
             left_t = max(0, int(left_t - spent_t))
         if r + 1 < rounds and (left_r == 0 or left_t == 0):
             break
-    summary = client.observe(results) if observe and results else None
+    summary = note_observed(client.observe(results), results) if observe and results else None
     return RoundsResult(plans, results, summary)

@@ -38,7 +38,7 @@ import copy
 
 from .advantages import group_advantages
 from .config import settings_from
-from .plan import expand_plan, note_observed, results_rows, stable_prompt_id
+from .plan import expand_plan, note_observed, note_planned, results_rows, stable_prompt_id
 
 __all__ = ["generate_rollout", "make_rollout_function", "post_process_rewards", "INFO_KEY"]
 
@@ -161,8 +161,8 @@ def _train_rollout(args, rollout_id, data_source, generate, client, settings):
     multiple_of = settings.multiple_of if settings.multiple_of is not None else getattr(args, "global_batch_size", None)
     options = dict(settings.options)
     options["step"] = int(rollout_id)
-    plan = client.plan(candidates, budget_rollouts=budget_r, budget_tokens=settings.budget_tokens,
-                       multiple_of=multiple_of if multiple_of and multiple_of > 1 else None, **options)
+    plan = note_planned(client.plan(candidates, budget_rollouts=budget_r, budget_tokens=settings.budget_tokens,
+                                    multiple_of=multiple_of if multiple_of and multiple_of > 1 else None, **options))
     rows = expand_plan(plan, candidates)
     # Sample indices: the data source reserved rollout_batch_size × n_samples_per_prompt of them.
     next_index = min((i for i in indices if i is not None), default=0)

@@ -30,7 +30,7 @@ from __future__ import annotations
 import math
 
 from .config import settings_from
-from .plan import expand_plan, note_observed, stable_prompt_id
+from .plan import expand_plan, note_observed, note_planned, stable_prompt_id
 
 __all__ = ["expand_batch", "observe_batch", "adapter_for", "infer_multiple_of", "VerlAdapter", "INFO_KEY"]
 
@@ -152,8 +152,8 @@ class VerlAdapter:
             budget_r = len(candidates) * self.rollout_n
         options = dict(s.options)
         options["step"] = step
-        plan = self.client.plan(candidates, budget_rollouts=budget_r, budget_tokens=s.budget_tokens,
-                                multiple_of=self.multiple_of if self.multiple_of > 1 else None, **options)
+        plan = note_planned(self.client.plan(candidates, budget_rollouts=budget_r, budget_tokens=s.budget_tokens,
+                                             multiple_of=self.multiple_of if self.multiple_of > 1 else None, **options))
         self.last_plan = plan
         n = {a["prompt_id"]: a["n"] for a in plan["allocations"]}
         repeats = [n.get(pid, 0) if first[pid] == i else 0 for i, pid in enumerate(ids)]

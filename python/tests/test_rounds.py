@@ -122,5 +122,16 @@ class RunRoundsAgainstServiceTest(support.ServiceCase):
             self.assertEqual(done.summary["aborted"], aborted)
 
 
+class WarningsTest(support.ServiceCase):
+    def test_the_plans_warnings_are_logged_as_the_cli_prints_them(self):
+        """A trainer's integration dropped them; the CLI prints them on stderr. Here the budget
+        is not a multiple of multiple_of, a mistake a run would otherwise repeat silently."""
+        with rb.HttpClient(self.url) as client, self.assertLogs("rollout_budget", level="WARNING") as logs:
+            done = rb.run_rounds(client, PROMPTS, simulated_generate, budget_rollouts=42, rounds=1, multiple_of=4, seed=3)
+        self.assertIn("budget_rollouts 42 is not a multiple of multiple_of 4: at most 40 are planned", done.plans[0]["warnings"])
+        self.assertIn("WARNING:rollout_budget:rollout-budget: step %d plan: budget_rollouts 42 is not a multiple of "
+                      "multiple_of 4: at most 40 are planned" % done.plans[0]["step"], logs.output)
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -194,7 +194,10 @@ class RolloutResumeTest(_RolloutCase):
             return slime_upstream.ManagerStandIn(args, rollout_fn=rollout_fn, post_process=post, data_source=source)
 
         first = manager(slime_upstream.DataSourceStandIn(args, dataset))
-        first.get_rollout_data(0)
+        with self.assertLogs("rollout_budget", level="WARNING") as logs:
+            first.get_rollout_data(0)
+        # The plan's warnings are logged, as the CLI prints them (a new state: lengths assumed).
+        self.assertRegex(logs.output[0], r"rollout-budget: step 0 plan: \d+ prompts have no length data .* at their max_tokens")
         # The checkpoint of rollout 0: the data source's state (RolloutDataSource.save).
         saved = {k: getattr(first.data_source, k) for k in ("epoch_id", "sample_group_index", "sample_index", "sample_offset")}
         first.get_rollout_data(1)

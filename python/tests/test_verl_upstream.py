@@ -241,7 +241,11 @@ class ExpandedBatchTest(support.ServiceCase):
 
     def test_sum_n_a_multiple_of_the_workers_so_chunk_does_not_assert(self):
         workers = 4
-        _, batch = self.expand(multiple_of=workers, budget=38)
+        with self.assertLogs("rollout_budget", level="WARNING") as logs:
+            _, batch = self.expand(multiple_of=workers, budget=38)
+        # The plan's warning is logged, as the CLI prints it: the trainer's budget wastes 2 rollouts.
+        self.assertIn("rollout-budget: step 1 plan: budget_rollouts 38 is not a multiple of multiple_of 4: at most 36 are planned",
+                      "\n".join(logs.output))
         self.assertEqual(len(batch) % workers, 0)
         self.assertEqual(len(batch.chunk(workers)), workers)
         _, plain = self.expand(multiple_of=1, budget=38)
