@@ -1,0 +1,167 @@
+"""What both service clients share (client.py): the plan and observe bodies, the service's errors,
+the retries of a request, and what a fork's child does with what it inherited."""
+
+from __future__ import annotations
+
+import io
+import logging
+import os
+import time
+import urllib.parse
+import weakref
+
+#: Plan options the service takes (body.options), as keyword arguments of ``plan``.
+PLAN_OPTIONS = ("min_n", "max_n", "skip", "policy", "value", "seed", "step", "prefill_weight", "decay",
+                "reobserve_discount", "rounds_left", "multiple_of", "fresh_share")
+
+
+class RolloutBudgetError(Exception):
+    """A request the service refused (4xx) or could not serve (5xx), or a CLI exit (status = exit code)."""
+
+    def __init__(self, status, error):
+        self.status = status
+        self.code = error.get("code")
+        self.field = error.get("field")
+        self.value = error.get("value")
+        #: The service says the same request may succeed sent again shortly (its database went away).
+        self.retryable = error.get("retryable") is True
+        super().__init__("%s %s: %s" % (status, self.code, error.get("message")))
+
+
+def plan_body(prompts, budget_rollouts=None, budget_tokens=None, **options):
+    """The body of POST /v1/plan; unknown options raise TypeError, None values are left out."""
+    unknown = sorted(set(options) - set(PLAN_OPTIONS))
+    if unknown:
+        raise TypeError("unknown plan options %s; expected some of %s" % (unknown, ", ".join(PLAN_OPTIONS)))
+    budget = {}
+    if budget_rollouts is not None:
+        budget["rollouts"] = budget_rollouts
+    if budget_tokens is not None:
+        budget["tokens"] = budget_tokens
+    body = {"candidates": list(prompts), "budget": budget}
+    given = {k: v for k, v in options.items() if v is not None}
+    if given:
+        body["options"] = given
+    return body
+
+
+def _observe_body(results, options):
+    unknown = sorted(set(options) - {"decay", "reobserve_discount"})
+    if unknown:
+        raise TypeError("unknown observe options %s; expected decay, reobserve_discount" % unknown)
+    body = {"results": list(results)}
+    if options:
+        body["options"] = options
+    return body
+
+
+def _prompt_path(prompt_id, query):
+    path = "/v1/prompts/" + urllib.parse.quote(str(prompt_id), safe="")
+    if query:
+        path += "?" + urllib.parse.urlencode(query)
+    return path
+
+
+_log = logging.getLogger("rollout_budget")
+
+#: How many times a request the service answered 503 with `"retryable": true` (STATE_ERROR: its
+#: state database cannot be reached, as when PostgreSQL restarts or the network is cut) is sent
+#: again, waiting 0.5, 1, 2, 4, 8, 8 s between tries (23.5 s in all), before the error is raised.
+#: Safe: plans only read, and an observe sent again is applied once.
+STATE_RETRIES = 6
+#: The same for a service that cannot be reached (HttpClient): refused or cut, as while it restarts.
+CONNECT_RETRIES = 6
+
+
+#: Every client alive in this process, so that a child made by ``os.fork`` (multiprocessing's
+#: default start method on Linux, a DataLoader's workers) drops what it inherited: see _forked.
+_LIVE = weakref.WeakSet()
+
+
+def _after_fork_in_child():
+    for client in list(_LIVE):
+        client._forked()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+class _Client:
+    state_retries = STATE_RETRIES
+    connect_retries = 0
+
+    def _forked(self):
+        """Runs in the child of an ``os.fork``, before anything else there."""
+
+    def _request(self, method, path, body=None):
+        raise NotImplementedError
+
+    def _call(self, method, path, body=None):
+        """One request; a retryable 503 is sent again up to ``state_retries`` times, a connection
+        refused or cut (ConnectionError: the service restarting; behind a reverse proxy, the
+        proxy's own 502) up to ``connect_retries`` times, waiting 0.5, 1, 2, 4, 8, 8 s. A timeout
+        is not retried (a proxy's 504 neither): the service got the request."""
+        failures = {"state": 0, "connect": 0}
+        while True:
+            try:
+                return self._request(method, path, body)
+            except RolloutBudgetError as error:
+                if error.status == 502 and error.code == "UNEXPECTED_RESPONSE":
+                    kind, limit, reason = "connect", self.connect_retries, error
+                elif error.status == 503 and error.retryable:
+                    kind, limit, reason = "state", self.state_retries, error
+                else:
+                    raise
+            except ConnectionError as error:
+                kind, limit, reason = "connect", self.connect_retries, error
+            if failures[kind] >= limit:
+                raise reason
+            wait = min(0.5 * 2 ** failures[kind], 8.0)
+            failures[kind] += 1
+            _log.warning("rollout-budget: %s; trying again in %.1f s (%d of %d)", reason, wait, failures[kind], limit)
+            time.sleep(wait)
+
+    def plan(self, prompts, budget_rollouts=None, budget_tokens=None, rounds_left=None, multiple_of=None, **options):
+        """Plan one step (or one round of it): returns the plan dict.
+
+        `rounds_left` (this round included) makes the budgets what is left of the step, of which
+        the planner takes this round's share; `multiple_of` makes Σ n a multiple of it (the
+        rollout workers or data-parallel ranks). Other options: min_n, max_n, skip, policy,
+        value, seed, step, prefill_weight, decay, reobserve_discount.
+        """
+        body = plan_body(prompts, budget_rollouts, budget_tokens, rounds_left=rounds_left, multiple_of=multiple_of, **options)
+        return self._call("POST", "/v1/plan", body)
+
+    def observe(self, results, **options):
+        """Apply results in one transaction; re-sending the same results is a no-op."""
+        return self._call("POST", "/v1/observe", _observe_body(results, options))
+
+    def prompt(self, prompt_id, **query):
+        """One prompt's posterior, counts and expected tokens (query: group, max_tokens, step)."""
+        return self._call("GET", _prompt_path(prompt_id, query))
+
+    def health(self):
+        return self._call("GET", "/healthz")
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+
+def _close_inherited(stream):
+    """Closes a fork's child's copy of a file its parent's threads use, under its buffers: a thread
+    of the parent that was reading or writing it at the fork held its buffer's lock, which in the
+    child is never released, so the buffer's own close() would wait forever. Closing the raw file
+    marks the buffers closed too, so they are never flushed or closed again."""
+    raw = stream
+    while raw is not None and not isinstance(raw, io.RawIOBase):
+        raw = getattr(raw, "buffer", None) or getattr(raw, "raw", None)
+    if raw is not None:
+        try:
+            raw.close()
+        except (OSError, ValueError):
+            pass

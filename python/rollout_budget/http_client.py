@@ -1,0 +1,227 @@
+"""HttpClient: the service over HTTP JSON, or through a TLS reverse proxy (see client.py)."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import socket
+import ssl
+import threading
+import urllib.parse
+
+from .client_common import (CONNECT_RETRIES, STATE_RETRIES, RolloutBudgetError, _Client, _close_inherited, _LIVE)
+
+class HttpClient(_Client):
+    """HTTP JSON transport on one kept-alive connection (reconnects once if it was dropped).
+
+    ``url`` is ``http://host:port`` of ``rollout-budget serve``, or ``https://`` with a path: the
+    service behind a reverse proxy that adds TLS and serves it under that path (requests go to
+    ``<path>/v1/plan``...). The server's certificate is checked against this machine's CAs
+    (``SSL_CERT_FILE`` or ``SSL_CERT_DIR`` name others, as for any Python client), or against
+    ``ssl_context`` when given.
+
+    Retrying is safe: plans only read, and an observe re-sent with the same results is
+    recognised (by rollout_id, or by the batch's content) and applied once. So a 503 the
+    service marks `retryable` (STATE_ERROR: its database cannot be reached) is retried
+    `state_retries` times with backoff (STATE_RETRIES: about 24 s in all), and a service that
+    refuses or cuts the connection (restarting) `connect_retries` times the same way, each
+    logged as a warning.
+    """
+
+    def __init__(self, url="http://127.0.0.1:8080", timeout=60.0, token=None, state_retries=STATE_RETRIES,
+                 connect_retries=CONNECT_RETRIES, ssl_context=None):
+        self.state_retries = state_retries
+        self.connect_retries = connect_retries
+        self._scheme, self._host, self._port, self._prefix = _service_address(url)
+        if ssl_context is not None and self._scheme != "https":
+            raise ValueError("ssl_context is for an https:// url, got %r" % url)
+        self._ssl_context = ssl_context
+        self._given_context = ssl_context is not None
+        #: The service's address as messages name it: scheme, host, port and path.
+        self.base_url = "%s://%s:%d%s" % (self._scheme, "[%s]" % self._host if ":" in self._host else self._host,
+                                          self._port, self._prefix)
+        self._timeout = timeout
+        token = token if token is not None else os.environ.get("ROLLOUT_BUDGET_TOKEN") or None
+        self._token = token
+        self._auth = {"Authorization": "Bearer " + token} if token else {}
+        self._conn = None
+        self._lock = threading.Lock()
+        _LIVE.add(self)
+
+    def _forked(self):
+        """In the child of a fork the kept-alive connection is the parent's socket: a request on it
+        from both processes would read each other's answers (a plan for other prompts, returned
+        as if it were this one's). The child closes its copy (the parent's stays open) and opens
+        its own at its next request; its lock is new, as another thread may have held it at the
+        fork. The copy is closed under the connection's buffers (_close_inherited: a thread of the
+        parent reading an answer at the fork held their lock)."""
+        self._lock = threading.Lock()
+        conn, self._conn = self._conn, None
+        if conn is None:
+            return
+        response = getattr(conn, "_HTTPConnection__response", None)  # an answer not read to its end
+        if response is not None and response.fp is not None:
+            _close_inherited(response.fp)
+        sock, conn.sock = conn.sock, None
+        if sock is not None:
+            os.close(sock.detach())
+
+    def __getstate__(self):
+        """What another process needs to make the same client (a Ray task's argument, a
+        multiprocessing ``spawn`` worker's): the url and settings, never the connection."""
+        if self._given_context:
+            raise TypeError("an HttpClient made with ssl_context= cannot be sent to another process (an SSLContext "
+                            "cannot be pickled): set SSL_CERT_FILE to your CA's file there instead, or make the "
+                            "client in that process")
+        return {"url": self.base_url, "timeout": self._timeout, "token": self._token or "",
+                "state_retries": self.state_retries, "connect_retries": self.connect_retries}
+
+    def __setstate__(self, settings):
+        self.__init__(**settings)
+
+    def _connection(self):
+        if self._scheme == "http":
+            return http.client.HTTPConnection(self._host, self._port, timeout=self._timeout)
+        # Made on first use, not in __init__: the default context reads SSL_CERT_FILE when it is made.
+        if self._ssl_context is None:
+            self._ssl_context = ssl.create_default_context()
+        return http.client.HTTPSConnection(self._host, self._port, timeout=self._timeout, context=self._ssl_context)
+
+    def _request(self, method, path, body=None):
+        data = None if body is None else json.dumps(body).encode("utf-8")
+        headers = dict(self._auth)
+        if data is not None:
+            headers["Content-Type"] = "application/json"
+        with self._lock:
+            for attempt in (1, 2):
+                if self._conn is None:
+                    self._conn = self._connection()
+                try:
+                    self._conn.request(method, self._prefix + path, body=data, headers=headers)
+                    res = self._conn.getresponse()
+                    status, text = res.status, res.read().decode("utf-8", errors="replace")
+                    if res.getheader("connection", "").lower() == "close":
+                        self._drop()
+                    break
+                except (socket.timeout, TimeoutError) as error:  # one class from Python 3.10 on, two before
+                    # The service had the request (or the connection is stalled): never sent again.
+                    self._drop()
+                    raise _no_answer(error, self.base_url, self._timeout, method, path) from error
+                except (ConnectionError, http.client.HTTPException, OSError) as error:
+                    self._drop()
+                    if attempt == 2:
+                        raise _unreachable(error, self.base_url) from error
+        try:
+            payload = json.loads(text)
+        except ValueError:
+            payload = None
+        if status >= 400 and isinstance(payload, dict) and isinstance(payload.get("error"), dict):
+            raise RolloutBudgetError(status, payload["error"])
+        if status >= 400 or not isinstance(payload, dict):
+            raise RolloutBudgetError(status, _unexpected(status, text, self.base_url, method, path, len(data or b"")))
+        return payload
+
+    def metrics(self):
+        """The Prometheus text of /metrics."""
+        with self._lock:
+            conn = self._connection()
+            try:
+                conn.request("GET", self._prefix + "/metrics", headers=dict(self._auth))
+                return conn.getresponse().read().decode("utf-8")
+            finally:
+                conn.close()
+
+    def _drop(self):
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+    def close(self):
+        with self._lock:
+            self._drop()
+
+
+def _service_address(url):
+    """(scheme, host, port, path prefix) of a service URL: http or https, a host, an optional
+    port (80, 443) and path (kept without its trailing slash); ValueError naming the URL and
+    what is wrong with it otherwise."""
+    parsed = urllib.parse.urlsplit(str(url))
+    expected = "expected http://host:port or https://host[:port][/path] (a reverse proxy's)"
+    if parsed.scheme not in ("http", "https") or not parsed.hostname:
+        raise ValueError("rollout-budget service url %r: %s" % (url, expected))
+    if parsed.username is not None:
+        shown = urllib.parse.urlunsplit(parsed._replace(netloc="***@" + parsed.netloc.rpartition("@")[2]))
+        raise ValueError("rollout-budget service url %r: a user name or password has no place in it (the service's "
+                         "token goes in token= or $ROLLOUT_BUDGET_TOKEN); %s" % (shown, expected))
+    if parsed.query or parsed.fragment:
+        raise ValueError("rollout-budget service url %r: %s has no place in it; %s" % (
+            url, "a query (?...)" if parsed.query else "a fragment (#...)", expected))
+    try:
+        port = parsed.port
+    except ValueError:
+        raise ValueError("rollout-budget service url %r: the port is not a number from 0 to 65535; %s" % (url, expected)) from None
+    return parsed.scheme, parsed.hostname, port or (443 if parsed.scheme == "https" else 80), parsed.path.rstrip("/")
+
+
+def is_service_url(target):
+    """Whether ``target`` names a service over HTTP (``http://``, ``https://``), not a state."""
+    return str(target).lower().startswith(("http://", "https://"))
+
+
+def _unexpected(status, text, base_url, method, path, sent=0):
+    """The error of an answer that is not the service's (a body that is not a JSON object, or an
+    error without the service's ``{"error": {...}}``): another server at that address (vLLM's own
+    port, a proxy's HTML page) would otherwise come back as a plan, or as an error saying nothing.
+    A reverse proxy's 413, 502 and 504 say what to change (`sent`: the request body's bytes)."""
+    shown = " ".join(text.split())
+    shown = "an empty body" if not shown else repr(shown if len(shown) <= 200 else shown[:200] + "...")
+    if status == 413:
+        hint = "a proxy in front of the service refused the request's %d-byte body: raise its limit (nginx: " \
+               "client_max_body_size) to the service's --body-limit (8 MiB by default)" % sent
+    elif status in (502, 504):
+        hint = "a proxy answered for the service: is `rollout-budget serve` running behind it%s?" % (
+            ", and its timeout (nginx: proxy_read_timeout) above the service's --plan-timeout-s" if status == 504 else "")
+    else:
+        hint = "is `rollout-budget serve` the server at %s?" % base_url
+    return {
+        "code": "UNEXPECTED_RESPONSE",
+        "message": "%s %s%s answered %s with %s, not the rollout-budget service's JSON; %s" % (
+            method, base_url, path, status, shown, hint),
+        "value": text[:200],
+    }
+
+
+def _no_answer(error, base_url, timeout, method, path):
+    """A request that got no answer within ``timeout`` seconds, as a TimeoutError naming it. It is
+    not sent again: the service may be working on it (a plan over many candidates), and its own
+    --plan-timeout-s answers a plan that runs too long with 503 PLAN_TIMEOUT."""
+    message = ("no answer from the rollout-budget service at %s to %s %s within %s s (%s); it may still be "
+               "working on it: raise the client's timeout= (a trainer's timeout_s, ROLLOUT_BUDGET_TIMEOUT_S) above the "
+               "service's --plan-timeout-s (10 s by default), or "
+               "check that the service at that address is not stalled" % (base_url, method, path, timeout, error))
+    return TimeoutError(error.errno, message) if getattr(error, "errno", None) is not None else TimeoutError(message)
+
+
+def _unreachable(error, base_url):
+    """``error`` (a failed request, after the retry) as the same exception class where it can
+    be made, its message naming the service and what to check: a trainer's traceback then says
+    which address it could not reach, not only ``[Errno 111] Connection refused``."""
+    detail = getattr(error, "strerror", None) or getattr(error, "reason", None) or str(error) or type(error).__name__
+    if isinstance(error, ssl.SSLCertVerificationError):
+        hint = "the server's certificate is not one this machine trusts: set SSL_CERT_FILE to the file of the CA " \
+               "that signed it, or pass ssl_context="
+        detail = error.verify_message or detail
+    elif isinstance(error, ssl.SSLError):
+        hint = "an https:// url needs a server that speaks TLS (a reverse proxy): `rollout-budget serve` itself " \
+               "speaks plain HTTP (http://)"
+        detail = "TLS: %s" % detail
+    else:
+        hint = "is `rollout-budget serve` running there?"
+    message = "cannot reach the rollout-budget service at %s (%s); %s" % (base_url, detail, hint)
+    if isinstance(error, OSError):
+        try:
+            return type(error)(error.errno, message) if error.errno is not None else type(error)(message)
+        except TypeError:
+            pass
+    return ConnectionError(message)

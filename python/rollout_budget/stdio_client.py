@@ -1,0 +1,172 @@
+"""StdioClient: ``rollout-budget serve --stdio`` as a child process (see client.py)."""
+
+from __future__ import annotations
+
+import collections
+import json
+import subprocess
+import threading
+
+from .client_common import STATE_RETRIES, RolloutBudgetError, _Client, _close_inherited, _LIVE, _log
+from .command import cli_command
+
+class StdioClient(_Client):
+    """Owns ``rollout-budget serve --stdio`` as a child process; one request at a time.
+
+    ``command`` is how to start the CLI (see rollout_budget.command: a path to
+    bin/rollout-budget.js, an argv list, else $ROLLOUT_BUDGET_CLI, else `rollout-budget` on PATH);
+    ``args`` go after ``serve --stdio``.
+
+    A process that exited between two requests (killed, or stopped on an error) is started again
+    on the same state at the next one, with a warning on the ``rollout_budget`` logger.
+
+    In the child of a fork (multiprocessing's default on Linux) the client starts a
+    ``serve --stdio`` of its own on the same state at its first request: the parent's process and
+    pipes stay the parent's. It cannot be sent to another process (pickled); pass the state there
+    and connect to it, or run ``serve`` and use HttpClient.
+    """
+
+    def __init__(self, state="./rollout-budget.db", command=None, args=(), state_retries=STATE_RETRIES):
+        self.state_retries = state_retries
+        self._argv = cli_command(command) + ["serve", "--stdio", "--state", state] + list(args)
+        self._proc = None
+        self._closed = False
+        self._lock = threading.Lock()
+        self._start()
+        _LIVE.add(self)
+
+    def _start(self):
+        self._proc = subprocess.Popen(self._argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                      text=True, encoding="utf-8", errors="replace", bufsize=1)
+        self._said = collections.deque(maxlen=STDERR_LINES_KEPT)
+        self._drain = threading.Thread(target=_drain_stderr, args=(self._proc.stderr, self._said), daemon=True,
+                                       name="rollout-budget serve --stdio stderr")
+        self._drain.start()
+        self._next_id = 0
+
+    def _what_it_said(self):
+        """The last lines the process wrote on stderr, once it has ended (its stderr read to the end)."""
+        self._drain.join(timeout=10)
+        return "\n".join(self._said).strip()
+
+    def _forked(self):
+        """In the child of a fork the pipes are the parent's: requests from both processes would
+        interleave on them and read each other's replies (their ids count alike), and the child's
+        copy of the input pipe would keep the parent's ``close()`` waiting for an end of input.
+        The child closes its copies (the parent's stay open; what a thread had left in a buffer is
+        dropped, not sent to the parent's process) and starts its own process at its first
+        request."""
+        self._lock = threading.Lock()
+        inherited, self._proc = self._proc, None
+        if inherited is None:
+            return
+        for stream in (inherited.stdin, inherited.stdout, inherited.stderr):
+            _close_inherited(stream)
+        # The parent waits for its process; marked done here, so that this copy of the Popen never
+        # waits for it, nor warns at its collection that it is still running.
+        inherited.returncode = 0
+
+    def _restart(self):
+        """Its process exited between two requests (killed: the OOM killer, a ``pkill node``; or it
+        stopped on an error): started again on the same state, with a warning saying how it ended.
+        Nothing is lost: each observe was one transaction, and a plan only reads. A process that
+        cannot start fails the request that started it, with what it said."""
+        ended = self._proc
+        said = " ".join(self._what_it_said().split())[-300:]
+        for stream in (ended.stdin, ended.stdout):
+            try:
+                stream.close()
+            except (OSError, ValueError):
+                pass
+        _log.warning("rollout-budget: `serve --stdio` exited (%s)%s; starting it again on the same state",
+                     "killed by signal %d" % -ended.returncode if ended.returncode < 0 else "exit code %d" % ended.returncode,
+                     ": %s" % said if said else "")
+        self._start()
+
+    def __getstate__(self):
+        raise TypeError("a StdioClient owns its `rollout-budget serve --stdio` process and cannot be sent to another "
+                        "process: connect to the state there (rollout_budget.connect(state)), or run "
+                        "`rollout-budget serve` and send an HttpClient")
+
+    def _request(self, method, path, body=None):
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("this StdioClient is closed")
+            if self._proc is None:
+                self._start()
+            elif self._proc.poll() is not None:
+                self._restart()
+            self._next_id += 1
+            msg = {"id": self._next_id, "method": method, "path": path}
+            if body is not None:
+                msg["body"] = body
+            try:
+                self._proc.stdin.write(json.dumps(msg) + "\n")
+                self._proc.stdin.flush()
+                line = self._proc.stdout.readline()
+            except (BrokenPipeError, OSError):
+                line = ""
+            if not line:
+                # Its output ended: the child is exiting (it may not have yet), and what it said is on stderr.
+                try:
+                    self._proc.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    pass
+                err = self._what_it_said() if self._proc.poll() is not None else ""
+                raise RuntimeError("rollout-budget serve --stdio stopped: %s" % err)
+            reply = json.loads(line)
+            if reply.get("id") != self._next_id:
+                raise RuntimeError("reply out of order: expected id %s, got %r" % (self._next_id, reply))
+        if reply["status"] >= 400:
+            raise RolloutBudgetError(reply["status"], reply["body"].get("error", {}))
+        return reply["body"]
+
+    def close(self):
+        """Ends the child's input; it finishes, closes the state and exits. Returns its exit code
+        (None when this process never started one: a fork's child that made no request)."""
+        self._closed = True
+        proc = self._proc
+        if proc is None:
+            return None
+        if proc.poll() is None:
+            try:
+                proc.stdin.close()
+            except OSError:
+                pass
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.terminate()
+                proc.wait(timeout=10)
+        for stream in (proc.stdin, proc.stdout):
+            if stream is not None:
+                try:
+                    stream.close()
+                except OSError:  # the input's last flush, to a process that is gone
+                    pass
+        self._drain.join(timeout=10)  # its stderr, read to the end and closed by the drain
+        return proc.returncode
+
+
+#: How many of the last lines a `serve --stdio` wrote on stderr a StdioClient keeps, for the
+#: message of an error when it stops.
+STDERR_LINES_KEPT = 200
+
+
+def _drain_stderr(stream, said):
+    """Reads a `serve --stdio`'s stderr to its end, on a thread of its own: left unread, its lines
+    (an internal error's stack trace, about 800 bytes, for each such request) filled the pipe, and
+    the process waited on it, at the latest when it exited: close() then waited its 30 s and sent
+    SIGTERM. Each line goes to the ``rollout_budget`` logger (INFO); the last ones are kept."""
+    try:
+        for line in stream:
+            line = line.rstrip("\n")
+            said.append(line)
+            _log.info("serve --stdio: %s", line)
+    except (OSError, ValueError):
+        pass
+    finally:
+        try:
+            stream.close()
+        except (OSError, ValueError):
+            pass
