@@ -14,7 +14,7 @@ import os
 import subprocess
 import tempfile
 
-from .client import PLAN_OPTIONS, RolloutBudgetError
+from .client_common import PLAN_OPTIONS, RolloutBudgetError, plain, to_json
 from .command import cli_command
 
 __all__ = ["Cli"]
@@ -40,7 +40,8 @@ class Cli:
 
     def plan(self, prompts, budget_rollouts=None, budget_tokens=None, rounds_left=None, multiple_of=None, **options):
         """`plan --format json` on `prompts` (written to a temporary JSONL file); returns the plan dict."""
-        options = dict(options, rounds_left=rounds_left, multiple_of=multiple_of)
+        options = {name: plain(value) for name, value in dict(options, rounds_left=rounds_left, multiple_of=multiple_of).items()}
+        budget_rollouts, budget_tokens = plain(budget_rollouts), plain(budget_tokens)
         unknown = sorted(set(options) - set(PLAN_OPTIONS))
         if unknown:
             raise TypeError("unknown plan options %s; expected some of %s" % (unknown, ", ".join(PLAN_OPTIONS)))
@@ -53,7 +54,7 @@ class Cli:
             if value is None or value is False:
                 continue
             args += [_FLAGS[name]] if value is True else [_FLAGS[name], str(value)]
-        text = "".join(json.dumps(p) + "\n" for p in prompts)
+        text = "".join(to_json(p) + "\n" for p in prompts)
         return json.loads(self.run(args, stdin=text))
 
     def observe(self, results, **options):
@@ -63,12 +64,12 @@ class Cli:
             raise TypeError("unknown observe options %s; expected decay, reobserve_discount" % unknown)
         with tempfile.NamedTemporaryFile("w", suffix=".jsonl", delete=False, encoding="utf-8") as f:
             for row in results:
-                f.write(json.dumps(row) + "\n")
+                f.write(to_json(row) + "\n")
             path = f.name
         try:
             args = ["observe", "--results", path, "--state", self.state]
             for name, value in options.items():
-                args += [_FLAGS[name], str(value)]
+                args += [_FLAGS[name], str(plain(value))]
             return json.loads(self.run(args))
         finally:
             os.unlink(path)

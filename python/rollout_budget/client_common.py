@@ -4,6 +4,7 @@ the retries of a request, and what a fork's child does with what it inherited.""
 from __future__ import annotations
 
 import io
+import json
 import logging
 import os
 import time
@@ -43,6 +44,31 @@ def plan_body(prompts, budget_rollouts=None, budget_tokens=None, **options):
     if given:
         body["options"] = given
     return body
+
+
+def to_json(value):
+    """``value`` as JSON text, with the numbers a trainer holds: numpy scalars and arrays and torch
+    tensors are written as the numbers and lists they hold (before, json.dumps raised
+    ``Object of type int64 is not JSON serializable`` for a ``max_tokens`` read from a DataFrame)."""
+    return json.dumps(value, default=_json_default)
+
+
+def plain(value):
+    """A numpy or torch number as the Python number it holds, an array or a tensor as the list it
+    holds (tolist: a 0-d one as its number); any other value as it is."""
+    if hasattr(value, "tolist"):
+        return value.tolist()
+    if hasattr(value, "item"):
+        return value.item()
+    return value
+
+
+def _json_default(value):
+    out = plain(value)
+    if out is not value:
+        return out
+    raise TypeError("%s.%s %r is not a JSON value: give numbers, strings, lists and dicts (numpy and torch numbers "
+                    "are taken as well)" % (type(value).__module__, type(value).__name__, value))
 
 
 def _observe_body(results, options):

@@ -10,7 +10,7 @@ import ssl
 import threading
 import urllib.parse
 
-from .client_common import (CONNECT_RETRIES, STATE_RETRIES, RolloutBudgetError, _Client, _close_inherited, _LIVE)
+from .client_common import CONNECT_RETRIES, STATE_RETRIES, RolloutBudgetError, _Client, _close_inherited, _LIVE, to_json
 
 class HttpClient(_Client):
     """HTTP JSON transport on one kept-alive connection (reconnects once if it was dropped).
@@ -89,7 +89,7 @@ class HttpClient(_Client):
         return http.client.HTTPSConnection(self._host, self._port, timeout=self._timeout, context=self._ssl_context)
 
     def _request(self, method, path, body=None):
-        data = None if body is None else json.dumps(body).encode("utf-8")
+        data = None if body is None else to_json(body).encode("utf-8")
         headers = dict(self._auth)
         if data is not None:
             headers["Content-Type"] = "application/json"

@@ -7,7 +7,7 @@ import json
 import subprocess
 import threading
 
-from .client_common import STATE_RETRIES, RolloutBudgetError, _Client, _close_inherited, _LIVE, _log
+from .client_common import STATE_RETRIES, RolloutBudgetError, _Client, _close_inherited, _LIVE, _log, to_json
 from .command import cli_command
 
 class StdioClient(_Client):
@@ -101,7 +101,7 @@ class StdioClient(_Client):
             if body is not None:
                 msg["body"] = body
             try:
-                self._proc.stdin.write(json.dumps(msg) + "\n")
+                self._proc.stdin.write(to_json(msg) + "\n")
                 self._proc.stdin.flush()
                 line = self._proc.stdout.readline()
             except (BrokenPipeError, OSError):
