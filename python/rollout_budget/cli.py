@@ -14,7 +14,8 @@ import os
 import subprocess
 import tempfile
 
-from .client_common import PLAN_OPTIONS, RolloutBudgetError, plain, to_json
+from .client_common import PLAN_OPTIONS, RolloutBudgetError, to_json
+from .plan import plain
 from .command import cli_command
 
 __all__ = ["Cli"]

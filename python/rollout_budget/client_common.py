@@ -11,6 +11,8 @@ import time
 import urllib.parse
 import weakref
 
+from .plan import plain
+
 #: Plan options the service takes (body.options), as keyword arguments of ``plan``.
 PLAN_OPTIONS = ("min_n", "max_n", "skip", "policy", "value", "seed", "step", "prefill_weight", "decay",
                 "reobserve_discount", "rounds_left", "multiple_of", "fresh_share")
@@ -51,16 +53,6 @@ def to_json(value):
     tensors are written as the numbers and lists they hold (before, json.dumps raised
     ``Object of type int64 is not JSON serializable`` for a ``max_tokens`` read from a DataFrame)."""
     return json.dumps(value, default=_json_default)
-
-
-def plain(value):
-    """A numpy or torch number as the Python number it holds, an array or a tensor as the list it
-    holds (tolist: a 0-d one as its number); any other value as it is."""
-    if hasattr(value, "tolist"):
-        return value.tolist()
-    if hasattr(value, "item"):
-        return value.item()
-    return value
 
 
 def _json_default(value):

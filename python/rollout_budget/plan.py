@@ -137,11 +137,21 @@ def expand_plan(plan, prompts=None):
     return rows
 
 
-def _as_plain(value):
-    """Lists and dicts as JSON takes them (numpy arrays and scalars through tolist/item), all the
-    way down: an object array's dicts (pandas' Parquet cells) keep numpy values otherwise."""
+def plain(value):
+    """A numpy or torch number as the Python number it holds, an array or a tensor as the list it
+    holds (tolist: a 0-d one as its number); any other value as it is."""
     if hasattr(value, "tolist"):
-        return _as_plain(value.tolist())
+        return value.tolist()
+    if hasattr(value, "item"):
+        return value.item()
+    return value
+
+
+def _as_plain(value):
+    """Lists and dicts as JSON takes them (numpy arrays and scalars through `plain`), all the
+    way down: an object array's dicts (pandas' Parquet cells) keep numpy values otherwise."""
+    if hasattr(value, "tolist") or hasattr(value, "item"):
+        return _as_plain(plain(value))
     if isinstance(value, dict):
         return {str(k): _as_plain(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
