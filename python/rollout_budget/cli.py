@@ -63,11 +63,12 @@ class Cli:
         unknown = sorted(set(options) - {"decay", "reobserve_discount"})
         if unknown:
             raise TypeError("unknown observe options %s; expected decay, reobserve_discount" % unknown)
-        with tempfile.NamedTemporaryFile("w", suffix=".jsonl", delete=False, encoding="utf-8") as f:
-            for row in results:
-                f.write(to_json(row) + "\n")
-            path = f.name
+        fd, path = tempfile.mkstemp(suffix=".jsonl")
         try:
+            # Made before the rows are written: a row that cannot be written (a TypeError) removes it too.
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                for row in results:
+                    f.write(to_json(row) + "\n")
             args = ["observe", "--results", path, "--state", self.state]
             for name, value in options.items():
                 args += [_FLAGS[name], str(plain(value))]

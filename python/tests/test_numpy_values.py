@@ -41,6 +41,17 @@ class NumpyValuesTest(support.ServiceCase):
                 self.assertEqual(client.prompt(pid)["rollouts"], 3)
                 with self.assertRaisesRegex(TypeError, r"builtins\.set \{1, 2\} is not a JSON value"):
                     client.observe([{"prompt_id": pid, "step": 1, "rewards": {1, 2}}])
+        # The Cli writes an observe's rows to a temporary file first: the row that could not be
+        # written left it behind.
+        spool = os.path.join(folder, "spool")
+        os.mkdir(spool)
+        saved, tempfile.tempdir = tempfile.tempdir, spool
+        try:
+            with self.assertRaises(TypeError):
+                clients["cli"].observe([{"prompt_id": "numpy-cli", "step": 1, "rewards": {1, 2}}])
+        finally:
+            tempfile.tempdir = saved
+        self.assertEqual(os.listdir(spool), [])
         for client in clients.values():
             if hasattr(client, "close"):
                 client.close()
