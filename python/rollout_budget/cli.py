@@ -55,7 +55,7 @@ class Cli:
             if value is None or value is False:
                 continue
             args += [_FLAGS[name]] if value is True else [_FLAGS[name], str(value)]
-        text = "".join(to_json(p) + "\n" for p in prompts)
+        text = "".join(to_json(p, "prompts[%d]" % i) + "\n" for i, p in enumerate(prompts))
         return json.loads(self.run(args, stdin=text))
 
     def observe(self, results, **options):
@@ -67,8 +67,8 @@ class Cli:
         try:
             # Made before the rows are written: a row that cannot be written (a TypeError) removes it too.
             with os.fdopen(fd, "w", encoding="utf-8") as f:
-                for row in results:
-                    f.write(to_json(row) + "\n")
+                for i, row in enumerate(results):
+                    f.write(to_json(row, "results[%d]" % i) + "\n")
             args = ["observe", "--results", path, "--state", self.state]
             for name, value in options.items():
                 args += [_FLAGS[name], str(plain(value))]

@@ -48,11 +48,33 @@ def plan_body(prompts, budget_rollouts=None, budget_tokens=None, **options):
     return body
 
 
-def to_json(value):
+def to_json(value, where=""):
     """``value`` as JSON text, with the numbers a trainer holds: numpy scalars and arrays and torch
     tensors are written as the numbers and lists they hold (before, json.dumps raised
-    ``Object of type int64 is not JSON serializable`` for a ``max_tokens`` read from a DataFrame)."""
-    return json.dumps(value, default=_json_default)
+    ``Object of type int64 is not JSON serializable`` for a ``max_tokens`` read from a DataFrame).
+    Another value is a TypeError naming its field (``where``: the path of ``value`` itself)."""
+    try:
+        return json.dumps(value, default=_json_default)
+    except TypeError as error:
+        field = _field_of_bad_value(value, where)
+        raise TypeError("%s: %s" % (field, error) if field else str(error)) from None
+
+
+def _field_of_bad_value(value, path):
+    """The path (``candidates[0].n``) of the first value in ``value`` that JSON cannot hold."""
+    if isinstance(value, dict):
+        items = (("%s.%s" % (path, k) if path else str(k), v) for k, v in value.items())
+    elif isinstance(value, (list, tuple)):
+        items = (("%s[%d]" % (path, i), v) for i, v in enumerate(value))
+    elif value is None or isinstance(value, (str, int, float, bool)) or plain(value) is not value:
+        return None
+    else:
+        return path or "the value"
+    for where, v in items:
+        found = _field_of_bad_value(v, where)
+        if found:
+            return found
+    return None
 
 
 def _json_default(value):

@@ -89,7 +89,7 @@ class HttpClient(_Client):
         return http.client.HTTPSConnection(self._host, self._port, timeout=self._timeout, context=self._ssl_context)
 
     def _request(self, method, path, body=None):
-        data = None if body is None else to_json(body).encode("utf-8")
+        data = None if body is None else to_json(body, "body").encode("utf-8")
         headers = dict(self._auth)
         if data is not None:
             headers["Content-Type"] = "application/json"

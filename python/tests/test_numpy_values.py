@@ -39,7 +39,9 @@ class NumpyValuesTest(support.ServiceCase):
                                            "tokens": torch.tensor([10, 20, 30])}])
                 self.assertEqual(summary["applied"], 3)
                 self.assertEqual(client.prompt(pid)["rollouts"], 3)
-                with self.assertRaisesRegex(TypeError, r"builtins\.set \{1, 2\} is not a JSON value"):
+                # The field is named as the service names it (the Cli: the row of its results file).
+                field = r"results\[0\]\.rewards" if kind == "cli" else r"body\.results\[0\]\.rewards"
+                with self.assertRaisesRegex(TypeError, r"^%s: builtins\.set \{1, 2\} is not a JSON value" % field):
                     client.observe([{"prompt_id": pid, "step": 1, "rewards": {1, 2}}])
         # The Cli writes an observe's rows to a temporary file first: the row that could not be
         # written left it behind.
