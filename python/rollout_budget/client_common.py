@@ -120,7 +120,12 @@ _LIVE = weakref.WeakSet()
 
 def _after_fork_in_child():
     for client in list(_LIVE):
-        client._forked()
+        # Each _forked lets go of the parent's connection or process first, then closes its copies:
+        # one that fails there must not leave the next clients sharing the parent's.
+        try:
+            client._forked()
+        except Exception:
+            _log.exception("rollout-budget: a client could not close what it inherited at a fork")
 
 
 if hasattr(os, "register_at_fork"):

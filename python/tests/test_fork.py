@@ -150,6 +150,28 @@ class ForkHttpTest(support.ServiceCase):
     def test_a_fork_while_another_thread_waits_for_an_answer(self):
         self.assertEqual(_fork_mid_request("http", self.url), "child 0, parent 20000 prompts")
 
+    def test_one_client_that_fails_at_the_fork_does_not_keep_the_next_on_the_parents_connection(self):
+        from rollout_budget import client_common
+
+        broken, client = rb.HttpClient(self.url), rb.HttpClient(self.url)
+        client.health()
+
+        def fail():
+            raise OSError("as if closing its copy had failed")
+
+        broken._forked = fail
+        saved = client_common._LIVE
+        client_common._LIVE = [broken, client]  # the registry's order, fixed: the failing one first
+        try:
+            with self.assertLogs("rollout_budget", level="ERROR") as logs:
+                client_common._after_fork_in_child()  # what the child runs at a fork, run here
+        finally:
+            client_common._LIVE = saved
+        self.assertIsNone(client._conn)  # the next client let go all the same
+        self.assertIn("a client could not close what it inherited at a fork", logs.output[0])
+        self.assertEqual(client.health()["status"], "ok")  # and opens its own
+        client.close()
+
 
 class PickleTest(support.ServiceCase):
     def test_an_http_client_is_sent_as_its_url_and_settings(self):
