@@ -79,7 +79,7 @@ describe('replicas, one of them down or failing', () => {
     const run = await executePlan(plan, prompts, { ...still, rests: detected });
     expect(run.summary.requests_per_endpoint[0]).toBe(0);
     expect(byId(run.results)).toEqual(byId(first.results));
-    expect(() => new Dispatcher(['a', 'b'], 4, () => 0, new EndpointRests(3))).toThrow(/EndpointRests of 3 endpoints for 2/);
+    expect(() => new Dispatcher(['a', 'b'], 4, () => 0, new EndpointRests(3))).toThrow(/rests: an EndpointRests of 3 endpoints for 2 endpoints/);
   });
 
   it('execute with a replica down: with --server auto a note naming it and a rest from the start, exit 0; its failures in the summary line', async () => {

@@ -12,6 +12,7 @@ import urllib.parse
 
 from .client_common import CONNECT_RETRIES, STATE_RETRIES, RolloutBudgetError, _Client, _close_inherited, _LIVE, to_json
 
+
 class HttpClient(_Client):
     """HTTP JSON transport on one kept-alive connection (reconnects once if it was dropped).
 

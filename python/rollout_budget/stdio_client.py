@@ -10,6 +10,7 @@ import threading
 from .client_common import STATE_RETRIES, RolloutBudgetError, _Client, _close_inherited, _LIVE, _log, to_json
 from .command import cli_command
 
+
 class StdioClient(_Client):
     """Owns ``rollout-budget serve --stdio`` as a child process; one request at a time.
 
@@ -73,11 +74,7 @@ class StdioClient(_Client):
         cannot start fails the request that started it, with what it said."""
         ended = self._proc
         said = " ".join(self._what_it_said().split())[-300:]
-        for stream in (ended.stdin, ended.stdout):
-            try:
-                stream.close()
-            except (OSError, ValueError):
-                pass
+        _close_pipes(ended)
         _log.warning("rollout-budget: `serve --stdio` exited (%s)%s; starting it again on the same state",
                      "killed by signal %d" % -ended.returncode if ended.returncode < 0 else "exit code %d" % ended.returncode,
                      ": %s" % said if said else "")
@@ -138,14 +135,20 @@ class StdioClient(_Client):
             except subprocess.TimeoutExpired:
                 proc.terminate()
                 proc.wait(timeout=10)
-        for stream in (proc.stdin, proc.stdout):
-            if stream is not None:
-                try:
-                    stream.close()
-                except OSError:  # the input's last flush, to a process that is gone
-                    pass
+        _close_pipes(proc)
         self._drain.join(timeout=10)  # its stderr, read to the end and closed by the drain
         return proc.returncode
+
+
+def _close_pipes(proc):
+    """Closes this process's ends of an ended process's input and output (its stderr is the
+    drain's to close)."""
+    for stream in (proc.stdin, proc.stdout):
+        if stream is not None:
+            try:
+                stream.close()
+            except (OSError, ValueError):  # the input's last flush, to a process that is gone
+                pass
 
 
 #: How many of the last lines a `serve --stdio` wrote on stderr a StdioClient keeps, for the

@@ -54,6 +54,13 @@ def stop(proc):
         proc.stderr.close()
 
 
+def temp_folder(test, prefix="rb-py-"):
+    """A new folder for one test, removed with everything in it when the test ends."""
+    folder = tempfile.mkdtemp(prefix=prefix)
+    test.addCleanup(shutil.rmtree, folder, True)
+    return folder
+
+
 class ServiceCase(unittest.TestCase):
     """A real `rollout-budget serve` on a fresh SQLite state in a temp folder, per test class."""
 

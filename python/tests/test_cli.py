@@ -11,11 +11,8 @@ import rollout_budget as rb
 
 class CliTest(unittest.TestCase):
     def setUp(self):
-        self.dir = tempfile.mkdtemp(prefix="rb-py-cli-")
+        self.dir = support.temp_folder(self, "rb-py-cli-")
         self.state = os.path.join(self.dir, "s.db")
-
-    def tearDown(self):
-        shutil.rmtree(self.dir, ignore_errors=True)
 
     def test_plan_observe_prompt_round_trip(self):
         cli = rb.Cli(state=self.state, command=support.COMMAND)

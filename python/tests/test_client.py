@@ -362,13 +362,9 @@ class StdioStderrTest(unittest.TestCase):
     trigger that refuses every update of its prompts, as a failing disk would."""
 
     def test_its_stderr_is_read_as_it_comes_and_logged(self):
-        import shutil
         import sqlite3
-        import tempfile
 
-        folder = tempfile.mkdtemp(prefix="rb-py-stderr-")
-        self.addCleanup(shutil.rmtree, folder, True)
-        state = os.path.join(folder, "state.db")
+        state = os.path.join(support.temp_folder(self, "rb-py-stderr-"), "state.db")
         cli = rb.StdioClient(state=state, command=support.COMMAND, state_retries=0)
         cli.observe([{"prompt_id": "a", "step": 0, "rewards": [1, 0]}])
         db = sqlite3.connect(state)

@@ -217,13 +217,7 @@ class PickleTest(support.ServiceCase):
 @unittest.skipUnless(hasattr(os, "fork"), "needs os.fork")
 class ForkStdioTest(unittest.TestCase):
     def setUp(self):
-        import tempfile
-        self.dir = tempfile.mkdtemp(prefix="rb-fork-")
-        self.state = os.path.join(self.dir, "state.db")
-
-    def tearDown(self):
-        import shutil
-        shutil.rmtree(self.dir, ignore_errors=True)
+        self.state = os.path.join(support.temp_folder(self, "rb-fork-"), "state.db")
 
     def test_the_child_starts_its_own_process_on_the_same_state_and_the_parent_closes_at_once(self):
         client = rb.StdioClient(state=self.state, command=support.COMMAND)

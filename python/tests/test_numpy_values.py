@@ -6,7 +6,6 @@ python3-torch under /usr/bin/python3: test/executor-python.test.ts runs it there
 """
 
 import os
-import shutil
 import tempfile
 import unittest
 
@@ -22,8 +21,7 @@ class NumpyValuesTest(support.ServiceCase):
         import numpy as np
         import torch
 
-        folder = tempfile.mkdtemp(prefix="rb-py-numpy-")
-        self.addCleanup(shutil.rmtree, folder, True)
+        folder = support.temp_folder(self, "rb-py-numpy-")
         clients = {
             "http": rb.HttpClient(self.url),
             "stdio": rb.StdioClient(state=self.state, command=support.COMMAND),

@@ -1,3 +1,5 @@
+import { badOption } from '../errors.js';
+
 /**
  * Bounded concurrency over several endpoints: at most `concurrency` requests in flight in all;
  * each request goes to the endpoint with the fewest in flight (ties: the lowest index) among
@@ -21,7 +23,9 @@ export class Dispatcher {
     /** Which endpoints rest: a caller's, kept across runs over the same endpoints (EndpointRests). */
     private readonly rests: EndpointRests = new EndpointRests(endpoints.length),
   ) {
-    if (rests.count !== endpoints.length) throw new Error(`EndpointRests of ${rests.count} endpoints for ${endpoints.length}`);
+    if (rests.count !== endpoints.length) {
+      throw badOption(`rests: an EndpointRests of ${rests.count} endpoints for ${endpoints.length} endpoints; make it with new EndpointRests(endpoints.length)`);
+    }
     this.inflight = endpoints.map(() => 0);
   }
 
