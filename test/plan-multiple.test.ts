@@ -51,6 +51,9 @@ describe('plan --multiple-of', () => {
     const b = JSON.parse(odd.stdout) as Plan;
     expect(total(b)).toBe(336);
     expect(b.warnings).toContain('budget_rollouts 344 is not a multiple of multiple_of 48: at most 336 are planned');
+    // Each of the plan's warnings is on stderr too, one line each: a plan written with --out is seldom read by a person.
+    expect(odd.stderr.split('\n').filter((l) => l.startsWith('rollout-budget: warning: budget_rollouts'))).toEqual(['rollout-budget: warning: budget_rollouts 344 is not a multiple of multiple_of 48: at most 336 are planned']);
+    expect(even.stderr).not.toMatch(/multiple_of/);
     // The LP bound is the bound under 336 rollouts: the plain plan of 336 has the same one.
     const plain = JSON.parse((await cli(['plan', '--prompts', promptsPath, '--state', state, '--budget-rollouts', '336'])).stdout) as Plan;
     expect(b.totals.upper_bound).toBeCloseTo(plain.totals.upper_bound, 9);

@@ -113,7 +113,7 @@ function planCallOptions(opts: PlanFlags): PlanOptionsInput {
 }
 
 /**
- * Writes the plan in `--format` to `--out`, and warns about groups without a generation limit.
+ * Writes the plan in `--format` to `--out`, prints its warnings on stderr, and warns about groups without a generation limit.
  * `promptLines` is asked only by the request exports: it builds a map of every prompt's
  * `file:line` (at 10⁶ prompts, ~180 MB and ~0.5 s that json and jsonl do not need).
  */
@@ -127,6 +127,8 @@ function writePlan(io: CliIo, opts: PlanFlags, result: Plan, candidates: readonl
     ...(opts.maxTokens === undefined ? {} : { maxTokens: opts.maxTokens }),
   };
   writeChunks(io, opts.out, planChunks(result, opts.format, exportOptions));
+  // The request exports have no field for them, and a plan written to a file is seldom read by a person.
+  for (const warning of result.warnings) io.stderr(`rollout-budget: warning: ${warning}\n`);
   const unlimited = groupsWithoutLimit(result);
   if (unlimited > 0 && (opts.format === 'json' || opts.format === 'jsonl')) {
     io.stderr(`rollout-budget: warning: ${unlimited} groups have no max_tokens (their prompts give none, no --max-tokens): a server stops them at its own default (vLLM 16 tokens on /v1/completions, SGLang 128); execute sends ${DEFAULT_MAX_TOKENS}\n`);
