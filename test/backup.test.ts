@@ -101,7 +101,7 @@ describe('backup', () => {
       [['--state', state, '--out', state], `--out ${state} is the state file itself: give another path`],
       [['--state', state, '--out', notState], `--out ${notState}: there is a file there that is not a SQLite state; backup replaces only a state file: give another path`],
       [['--state', state, '--out', inUse], `--out ${inUse}: a state with ${inUse}-wal beside it, so a process may have it open: stop what uses it (and remove those files) before replacing it, or give another path`],
-      [['--state', state, '--out', join(dir, 'no-folder', 'x.db')], `${join(dir, 'no-folder', 'x.db')}: cannot write (ENOENT)`],
+      [['--state', state, '--out', join(dir, 'no-folder', 'x.db')], `${join(dir, 'no-folder', 'x.db')}: cannot write (ENOENT): there is no folder ${join(dir, 'no-folder')}`],
     ];
     for (const [args, message] of cases) {
       const r = await cli(['backup', ...args]);

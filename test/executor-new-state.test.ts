@@ -47,7 +47,7 @@ describe('execute and loop on a state file not there yet', () => {
     for (const argv of runs) {
       const r = await cli(argv);
       expect(r.code, argv[0]).toBe(2);
-      expect(r.stderr, argv[0]).toBe(`rollout-budget: ${out}: cannot write (ENOENT)\n`);
+      expect(r.stderr, argv[0]).toBe(`rollout-budget: ${out}: cannot write (ENOENT): there is no folder ${join(dir, 'missing')}\n`);
     }
     expect(readdirSync(dir)).toEqual([]);
   });

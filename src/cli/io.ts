@@ -120,15 +120,17 @@ export async function readInput(io: CliIo, path: string): Promise<{ text: string
 
 /**
  * Checks, before a command's work, that an output path ('-': stdout) can be written where it
- * points: its folder is there and it is not itself a folder. The message is the one
- * writeChunks would give after the work (`cannot write (ENOENT)`), so a mistyped folder costs no
- * generation and no plan. Other failures (no space, no permission) still come from the write.
+ * points: its folder is there and it is not itself a folder. The message starts as writeChunks's
+ * would after the work (`cannot write (ENOENT)`) and names the folder, so a mistyped folder costs
+ * no generation and no plan. Other failures (no space, no permission) still come from the write.
  */
 export function checkOutput(path: string): void {
   if (path === '-') return;
-  const folder = statSync(dirname(path), { throwIfNoEntry: false });
-  const code = folder === undefined ? 'ENOENT' : !folder.isDirectory() ? 'ENOTDIR' : statSync(path, { throwIfNoEntry: false })?.isDirectory() ? 'EISDIR' : undefined;
-  if (code !== undefined) throw new RolloutBudgetError('IO_ERROR', `${path}: cannot write (${code})`);
+  const parent = dirname(path);
+  const folder = statSync(parent, { throwIfNoEntry: false });
+  const why =
+    folder === undefined ? `ENOENT): there is no folder ${parent}` : !folder.isDirectory() ? `ENOTDIR): ${parent} is not a folder` : statSync(path, { throwIfNoEntry: false })?.isDirectory() ? 'EISDIR): it is a folder' : undefined;
+  if (why !== undefined) throw new RolloutBudgetError('IO_ERROR', `${path}: cannot write (${why}`);
 }
 
 /**
