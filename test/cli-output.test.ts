@@ -123,3 +123,65 @@ describe('pipes: a reader that closes early, and an input that can be read once'
     expect(readdirSync(tmpdir()).filter((n) => n.startsWith('rollout-budget-input-'))).toEqual([]); // the copies are gone
   });
 });
+
+/**
+ * An --out that is one of the command's own inputs. `plan --out state.db` wrote the plan over
+ * the state (exit 0; every later command: "file is not a database"), and `grade`'s and
+ * `execute`'s --out replaced their plan or batch output the same way. `--state ''` (an unset
+ * variable) opened SQLite's temporary database, so everything observed was lost at exit.
+ */
+describe('an --out that is an input, and an empty --state', () => {
+  const fixture = (...p: string[]) => join(import.meta.dirname, '..', 'fixtures', 'qwen-math100-k8', ...p);
+
+  it('plan, grade and execute refuse an --out that is one of their inputs (also through a symlink), and leave it as it was', async () => {
+    const dir = tempDir('rb-out-input-');
+    const state = join(dir, 'state.db');
+    const prompts = join(dir, 'prompts.jsonl');
+    writeFileSync(prompts, '{"id":"a","max_tokens":100}\n{"id":"b","max_tokens":100}\n');
+    writeFileSync(join(dir, 'results.jsonl'), '{"prompt_id":"a","step":0,"rewards":[1,0]}\n');
+    expect((await cli(['observe', '--results', join(dir, 'results.jsonl'), '--state', state])).code).toBe(0);
+    symlinkSync(state, join(dir, 'link.db'));
+    const planFile = join(dir, 'plan.json');
+    writeFileSync(planFile, readFileSync(fixture('plan.json')));
+    const batch = join(dir, 'batch-output.jsonl');
+    writeFileSync(batch, readFileSync(fixture('batch-output.jsonl')));
+    const before = [state, prompts, planFile, batch].map((f) => readFileSync(f));
+    const runs: [string[], string][] = [
+      [['plan', '--prompts', prompts, '--state', state, '--budget-rollouts', '8', '--out', state], `--out ${state} is the --state file ${state}`],
+      [['plan', '--prompts', prompts, '--state', state, '--budget-rollouts', '8', '--out', join(dir, 'link.db')], `--out ${join(dir, 'link.db')} is the --state file ${state}`],
+      [['plan', '--prompts', prompts, '--state', state, '--budget-rollouts', '8', '--out', prompts], `--out ${prompts} is the --prompts file ${prompts}`],
+      [['grade', '--batch-output', batch, '--plan', planFile, '--prompts', fixture('prompts.jsonl'), '--out', batch], `--out ${batch} is the --batch-output file ${batch}`],
+      [['grade', '--batch-output', batch, '--plan', planFile, '--prompts', fixture('prompts.jsonl'), '--out', planFile], `--out ${planFile} is the --plan file ${planFile}`],
+      [['execute', '--plan', planFile, '--prompts', fixture('prompts.jsonl'), '--endpoint', 'http://127.0.0.1:9/v1', '--model', 'm', '--state', join(dir, 'partials.db'), '--out', planFile], `--out ${planFile} is the --plan file ${planFile}`],
+    ];
+    for (const [argv, message] of runs) {
+      const r = await cli(argv);
+      expect(r.code, argv.join(' ')).toBe(2);
+      expect(r.stderr, argv.join(' ')).toBe(`rollout-budget: ${message}: writing it would replace that input; give another path (nothing was written)\n`);
+    }
+    [state, prompts, planFile, batch].forEach((f, i) => expect(readFileSync(f).equals(before[i]!), f).toBe(true));
+    expect(lstatSync(join(dir, 'link.db')).isSymbolicLink()).toBe(true);
+    expect(readdirSync(dir).sort()).toEqual(['batch-output.jsonl', 'link.db', 'plan.json', 'prompts.jsonl', 'results.jsonl', 'state.db']);
+    // Another file is written as before.
+    const other = await cli(['plan', '--prompts', prompts, '--state', state, '--budget-rollouts', '8', '--out', join(dir, 'other.json')]);
+    expect(other.code, other.stderr).toBe(0);
+    expect((JSON.parse(readFileSync(join(dir, 'other.json'), 'utf8')) as { totals: { rollouts: number } }).totals.rollouts).toBe(8);
+  });
+
+  it('an empty --state is refused by every command that takes one, before any work', async () => {
+    const dir = tempDir('rb-empty-state-');
+    writeFileSync(join(dir, 'results.jsonl'), '{"prompt_id":"a","step":0,"rewards":[1,0]}\n');
+    writeFileSync(join(dir, 'prompts.jsonl'), '{"id":"a"}\n');
+    const message = 'rollout-budget: --state "" is an empty path (an unset variable?): give a state file, :memory: or a postgres:// URL\n';
+    for (const argv of [
+      ['observe', '--results', join(dir, 'results.jsonl'), '--state', ''],
+      ['plan', '--prompts', join(dir, 'prompts.jsonl'), '--state', '', '--budget-rollouts', '8'],
+      ['inspect', '--state', ' '],
+      ['serve', '--state', '', '--port', '0'],
+    ]) {
+      const r = await cli(argv);
+      expect(r.code, argv[0]).toBe(2);
+      expect(r.stderr, argv[0]).toBe(argv[2] === ' ' ? message.replace('""', '" "') : message);
+    }
+  });
+});

@@ -180,7 +180,7 @@ export function registerExecutorCommands(program: Command, io: CliIo): void {
   )
     .option('--out <path|->', 'results JSONL, as `observe` takes it', '-')
     .action(async (opts) => {
-      checkOutput(opts.out); // before the generation, which a mistyped --out folder would waste
+      checkOutput(opts.out, { '--plan': opts.plan, '--prompts': opts.prompts, '--state': opts.state }); // before the generation, which a mistyped --out folder would waste
       const { plan, prompts, origin } = await readPlanInputs(io, opts.plan, opts.prompts);
       // Bad input is named before a server is asked who it is or the state is opened.
       const local = localOptions(opts, origin);

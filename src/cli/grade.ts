@@ -20,7 +20,7 @@ export function registerGradeCommand(program: Command, io: CliIo): void {
     .option('--prompt-field <name>', 'prompts field that held the text (sent to a command: verifier)', 'prompt')
     .option('--out <path|->', 'results JSONL, as `observe` takes it', '-')
     .action(async (opts) => {
-      checkOutput(opts.out); // before the grading, which a command: verifier may make long
+      checkOutput(opts.out, { '--batch-output': opts.batchOutput, '--plan': opts.plan, '--prompts': opts.prompts }); // before the grading, which a command: verifier may make long
       const { plan, prompts, origin } = await readPlanInputs(io, opts.plan, opts.prompts);
       const batch = await readInput(io, opts.batchOutput);
       const report = await gradeBatchOutput(batch.text, batch.name, plan, prompts, {

@@ -124,13 +124,31 @@ export async function readInput(io: CliIo, path: string): Promise<{ text: string
  * would after the work (`cannot write (ENOENT)`) and names the folder, so a mistyped folder costs
  * no generation and no plan. Other failures (no space, no permission) still come from the write.
  */
-export function checkOutput(path: string): void {
+export function checkOutput(path: string, inputs: Readonly<Record<string, string | undefined>> = {}): void {
   if (path === '-') return;
+  sameFileAsInput(path, inputs);
   const parent = dirname(path);
   const folder = statSync(parent, { throwIfNoEntry: false });
   const why =
     folder === undefined ? `ENOENT): there is no folder ${parent}` : !folder.isDirectory() ? `ENOTDIR): ${parent} is not a folder` : statSync(path, { throwIfNoEntry: false })?.isDirectory() ? 'EISDIR): it is a folder' : undefined;
   if (why !== undefined) throw new RolloutBudgetError('IO_ERROR', `${path}: cannot write (${why}`);
+}
+
+/**
+ * Refuses an output that is one of the command's inputs (`inputs`: flag → path; '-', ':memory:'
+ * and URLs are skipped): the same file by device and inode, so through links and other
+ * spellings too. Writing it would replace the input with the output, a state file with a plan.
+ */
+function sameFileAsInput(path: string, inputs: Readonly<Record<string, string | undefined>>): void {
+  const out = statSync(path, { throwIfNoEntry: false });
+  if (out === undefined || !out.isFile()) return;
+  for (const [flag, input] of Object.entries(inputs)) {
+    if (input === undefined || input === '-' || input === ':memory:' || input.includes('://')) continue;
+    const there = statSync(input, { throwIfNoEntry: false });
+    if (there !== undefined && there.dev === out.dev && there.ino === out.ino) {
+      throw new RolloutBudgetError('BAD_OPTION', `--out ${path} is the ${flag} file ${input}: writing it would replace that input; give another path (nothing was written)`);
+    }
+  }
 }
 
 /**

@@ -49,7 +49,7 @@ export interface PlanFlags extends SharedFlags {
  * only it made, and a state that another process observed into meanwhile is kept.
  */
 export async function planCommand(io: CliIo, opts: PlanFlags): Promise<void> {
-  checkOutput(opts.out);
+  checkOutput(opts.out, { '--state': opts.state, '--prompts': opts.prompts });
   if (isPostgresUrl(opts.state)) return planOnPostgres(io, opts);
   // A large state file is read by another thread while this one reads the prompts (store/scan-ahead.ts).
   const ahead = readStateAhead(opts.state, MMAP_BYTES);

@@ -9,11 +9,13 @@ export function isPostgresUrl(location: string): boolean {
 }
 
 /**
- * Why a state location that is a URL but not PostgreSQL's names no state (undefined: it is not
- * such a URL). The service's own `http://` or `https://` (what its clients take) would otherwise
+ * Why a state location names no state (undefined: it may): an empty path, or a URL but not
+ * PostgreSQL's. The service's own `http://` or `https://` (what its clients take) would otherwise
  * be taken for a SQLite file's name: an empty state, or a folder that is not there.
  */
 export function notAStateUrl(location: string): string | undefined {
+  // SQLite takes '' for a temporary database, deleted at close: everything observed would be lost.
+  if (location.trim() === '') return `${JSON.stringify(location)} is an empty path (an unset variable?): give a state file, :memory: or a postgres:// URL`;
   if (!/^[a-z][a-z0-9+.-]*:\/\//i.test(location) || isPostgresUrl(location)) return undefined;
   const service = /^https?:/i.test(location) ? '; an http(s):// URL names the service, for its clients (the Python HttpClient, a trainer\'s ROLLOUT_BUDGET_URL)' : '';
   return `"${redactUrl(location)}" is a URL, and a state is a SQLite file or a postgres:// URL${service}`;
