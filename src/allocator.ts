@@ -72,12 +72,14 @@ export class Allocator {
   /**
    * Plans from the state, then records the candidates' group and hint that the state does not
    * hold yet (store/meta.ts: evidence untouched, idempotent, nothing when planning fails). The
-   * plan is the one planStep gives on the state after that record.
+   * plan is the one planStep gives on the state after that record. `deliver`, when given, gets
+   * the plan before the record (the CLI writes its file there): if it throws, nothing is recorded.
    */
-  plan(candidates: readonly Candidate[], budget: Budget, options: PlanOptionsInput = {}): Plan {
+  plan(candidates: readonly Candidate[], budget: Budget, options: PlanOptionsInput = {}, deliver?: (plan: Plan) => void): Plan {
     const snapshot = this.readsAll(candidates.length) ? this.store.snapshot() : this.store.snapshot(...candidateRead(candidates));
     const changes = metaChanges(snapshot, candidates);
     const plan = planStep(snapshotWithMeta(snapshot, changes), candidates, budget, this.merged(options), this.registries);
+    deliver?.(plan);
     this.store.recordPrompts(changes);
     return plan;
   }

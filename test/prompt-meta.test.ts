@@ -145,6 +145,28 @@ describe('CLI: hints in the prompts file', () => {
   });
 });
 
+describe('CLI: a plan that cannot be written', () => {
+  it('records nothing: the state is as it was (it recorded the hints, then failed on the plan file)', async () => {
+    const dir = tempDir();
+    const state = join(dir, 's.db');
+    writeFileSync(join(dir, 'r.jsonl'), '{"prompt_id":"a","step":0,"rewards":[1,0]}\n');
+    expect((await cli(['observe', '--results', join(dir, 'r.jsonl'), '--state', state])).code).toBe(0);
+    const prompts = join(dir, 'p.jsonl');
+    writeFileSync(prompts, '{"id":"a"}\n{"id":"q1","group":"math","prior_pass_rate":0.3}\n');
+    const before = await cli(['inspect', '--state', state]);
+    // /dev/full: every write fails with ENOSPC, as on a full disk.
+    const full = await cli(['plan', '--prompts', prompts, '--state', state, '--budget-rollouts', '8', '--out', '/dev/full']);
+    expect(full.code).toBe(2);
+    expect(full.stderr).toContain('/dev/full: cannot write (ENOSPC)');
+    expect((await cli(['inspect', '--state', state])).stdout).toBe(before.stdout);
+    const q1 = JSON.parse((await cli(['inspect', '--state', state, '--prompt', 'q1'])).stdout) as { group: string | null; prior_pass_rate: number | null };
+    expect([q1.group, q1.prior_pass_rate]).toEqual([null, null]);
+    // Written, the same plan records them.
+    expect((await cli(['plan', '--prompts', prompts, '--state', state, '--budget-rollouts', '8', '--out', join(dir, 'plan.json')])).code).toBe(0);
+    expect(JSON.parse((await cli(['inspect', '--state', state, '--prompt', 'q1'])).stdout)).toMatchObject({ group: 'math', prior_pass_rate: 0.3 });
+  });
+});
+
 describe('CLI inspect: the hint calibration', () => {
   it('is the cautious default before any hinted prompt is observed, then fitted from observe\'s results', async () => {
     const dir = tempDir();

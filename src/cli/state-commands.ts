@@ -66,7 +66,8 @@ export async function planCommand(io: CliIo, opts: PlanFlags): Promise<void> {
       const scanned = await ahead?.result;
       if (scanned !== undefined && allocator.store instanceof SqliteStore) allocator.store.useScan(scanned);
     }
-    writePlan(io, opts, allocator.plan(candidates, budgetFrom(opts), planCallOptions(opts)), candidates, () => parsed.lines);
+    // The plan file first: a plan that cannot be written (a full disk) leaves the state as it was.
+    allocator.plan(candidates, budgetFrom(opts), planCallOptions(opts), (plan) => writePlan(io, opts, plan, candidates, () => parsed.lines));
     ok = true;
   } finally {
     ahead?.cancel();
@@ -85,8 +86,7 @@ export async function planCommand(io: CliIo, opts: PlanFlags): Promise<void> {
  */
 async function planOnPostgres(io: CliIo, opts: PlanFlags): Promise<void> {
   const { parsed, candidates } = await planCandidates(io, opts);
-  const plan = await withAsyncAllocator(opts.state, (allocator) => allocator.plan(candidates, budgetFrom(opts), planCallOptions(opts)));
-  writePlan(io, opts, plan, candidates, () => parsed.lines);
+  await withAsyncAllocator(opts.state, (allocator) => allocator.plan(candidates, budgetFrom(opts), planCallOptions(opts), (plan) => writePlan(io, opts, plan, candidates, () => parsed.lines)));
 }
 
 /** Opens the state at `url` (a PostgreSQL URL) for `use`, and closes it after. */

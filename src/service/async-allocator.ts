@@ -26,13 +26,15 @@ export class AsyncAllocator {
     resolvePlanOptions(defaults);
   }
 
-  async plan(candidates: readonly Candidate[], budget: Budget, options: PlanOptionsInput = {}): Promise<Plan> {
+  /** As Allocator.plan, `deliver` included: run before the record, which it stops by throwing. */
+  async plan(candidates: readonly Candidate[], budget: Budget, options: PlanOptionsInput = {}, deliver?: (plan: Plan) => void): Promise<Plan> {
     const merged = mergePlanOptions(this.defaults, options);
     resolvePlanOptions(merged); // reject bad options before touching the store
     // As Allocator.plan: plan on the state as it reads once the candidates' metadata is recorded, then record it.
     const snapshot = await this.store.snapshot(...candidateRead(candidates));
     const changes = metaChanges(snapshot, candidates);
     const plan = planStep(snapshotWithMeta(snapshot, changes), candidates, budget, merged, this.registries);
+    deliver?.(plan);
     await this.store.recordPrompts(changes);
     return plan;
   }
