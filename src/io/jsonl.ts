@@ -1,5 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { RolloutBudgetError, badInput, quote } from '../errors.js';
+import { stepTooLarge } from '../posterior/decay.js';
 import { checkHint } from '../posterior/hints.js';
 import { decodeUtf8 } from './utf8.js';
 import { binaryKind } from './file-kind.js';
@@ -160,6 +161,13 @@ export const field = {
     if (typeof v !== 'number' || !Number.isSafeInteger(v) || v < min) {
       throw badInput(where, `"${key}" must be ${min > 0 ? 'a positive' : 'a non-negative'} integer, got ${quote(v)}`);
     }
+    return v;
+  },
+  /** An optional step: an integer in [0, MAX_STEP]. */
+  step(where: string, obj: Record<string, unknown>): number | undefined {
+    const v = field.int(where, obj, 'step', 0);
+    const large = v === undefined ? undefined : stepTooLarge(v);
+    if (large !== undefined) throw badInput(where, `"step" ${large}`);
     return v;
   },
   /** An optional array of rewards, numbers in [0, 1] (e.g. `partial_rewards`). */

@@ -1,4 +1,5 @@
 import { badInput, quote } from '../errors.js';
+import { MAX_STEP } from '../posterior/decay.js';
 import { checkReadable, fileDigest, lineChunks, sha256 } from './chunks.js';
 import { compact, eachFlatJsonl, eachFlatJsonlText, FALSE, NUMBER, STRING, TRUE, type FlatFields } from './flat-scan.js';
 import { field } from './jsonl.js';
@@ -199,7 +200,7 @@ function plainResult(f: FlatFields, line: number, sink: Sink): boolean {
         break;
       case 'step':
       case 'tokens':
-        if (kind !== NUMBER || !Number.isSafeInteger(number) || number < 0) return false;
+        if (kind !== NUMBER || !Number.isSafeInteger(number) || number < 0 || (key === 'step' && number > MAX_STEP)) return false;
         if (key === 'step') step = compact(number);
         else tokens = compact(number);
         break;
@@ -235,7 +236,7 @@ function plainResult(f: FlatFields, line: number, sink: Sink): boolean {
  */
 function validateResult(where: string, line: number, value: Record<string, unknown>, sink: Sink): void {
   const prompt_id = field.string(where, value, 'prompt_id', true)!;
-  const step = field.int(where, value, 'step', 0);
+  const step = field.step(where, value);
   const group = field.string(where, value, 'group', false);
   const hint = field.hint(where, value);
   if (value.rewards !== undefined) {

@@ -1,5 +1,5 @@
 import { badOption, quote } from '../errors.js';
-import { defaultDecay } from '../posterior/decay.js';
+import { defaultDecay, stepTooLarge } from '../posterior/decay.js';
 import { defaultLengthOptions } from '../posterior/length.js';
 import { defaultPriorOptions } from '../posterior/prior.js';
 import type { Budget, PlanOptions } from './types.js';
@@ -87,7 +87,11 @@ export function resolvePlanOptions(input: PlanOptionsInput = {}): PlanOptions {
   requireInt('min_n', options.minN, 1);
   requireInt('max_n', options.maxN, options.minN);
   requireInt('seed', options.seed, 0);
-  if (options.step !== undefined) requireInt('step', options.step, 0);
+  if (options.step !== undefined) {
+    requireInt('step', options.step, 0);
+    const large = stepTooLarge(options.step);
+    if (large !== undefined) throw badOption(`step ${large}`, ['step']);
+  }
   if (options.multipleOf !== undefined) requireInt('multiple_of', options.multipleOf, 1);
   requireRange('prefill_weight', options.prefillWeight, 0, Infinity);
   requireRange('saturation', options.saturation, 0, 1);

@@ -24,6 +24,18 @@ export interface DecayOptions {
 
 export const defaultDecay: DecayOptions = { forgetPerStep: 0.995, reobserveDiscount: 0.85 };
 
+/**
+ * The largest step a result or a plan may name: 2³¹ − 1. A step is a training step's number, and
+ * a state's last step never goes down, so one result at 2⁵³ − 1 (accepted before) left every later
+ * step at 2⁵³, which no request could name again: the state was stuck for good.
+ */
+export const MAX_STEP = 2 ** 31 - 1;
+
+/** Why `step` (a safe integer ≥ 0) is refused, or undefined. */
+export function stepTooLarge(step: number): string | undefined {
+  return step > MAX_STEP ? `must be at most ${MAX_STEP} (2^31 − 1), got ${step}` : undefined;
+}
+
 /** λ^(step − lastStep), 1 when step ≤ lastStep. */
 export function forgetFactor(decay: DecayOptions, lastStep: number, step: number): number {
   return step > lastStep ? Math.pow(decay.forgetPerStep, step - lastStep) : 1;
