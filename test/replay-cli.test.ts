@@ -1,9 +1,11 @@
-import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { runCli } from '../src/cli/main.js';
 import type { CliIo } from '../src/cli/io.js';
 import { createProgress } from '../src/cli/progress.js';
+import { CLI } from './service-helpers.js';
 import { tempDir } from './temp.js';
 
 function capture(tty = false, progressAfterMs?: number): CliIo & { out: string; err: string } {
@@ -80,7 +82,24 @@ describe('replay CLI', () => {
       expect(io.out, argv[0]).toBe(''); // no table: nothing was run
     }
     expect(readFileSync(out, 'utf8')).toBe('kept\n');
+    // A file on the way to --out: an internal error with a stack trace before (statSync's ENOTDIR).
+    for (const argv of [['replay', '--log', fixture], ['simulate', '--scenario', scenario]]) {
+      const io = capture();
+      expect(await runCli([...argv, '--out', join(out, 'report')], io), argv[0]).toBe(2);
+      expect(io.err, argv[0]).toBe(`rollout-budget: ${join(out, 'report')}: cannot write the report (ENOTDIR: a part of the path is a file, not a folder)\n`);
+    }
   });
+
+  it('replay --out where a folder cannot be made ends with exit 2 (under /proc, Node\'s recursive mkdir never returned), and makes nested folders', async () => {
+    // A process of its own with a time limit: the old loop never yielded, so in-process it would stall the test run.
+    const run = spawnSync(process.execPath, [CLI, 'replay', '--log', fixture, '--policies', 'uniform', '--steps', '3', '--quiet', '--out', '/proc/self/rb-report'], { encoding: 'utf8', timeout: 20_000 });
+    expect(run.signal).toBeNull();
+    expect(run.status).toBe(2);
+    expect(run.stderr).toMatch(/^rollout-budget: \/proc\/self\/rb-report: cannot write the report \((ENOENT|EACCES|EPERM)\)\n$/);
+    const nested = join(tmp(), 'a', 'b');
+    expect(await runCli(['replay', '--log', fixture, '--policies', 'uniform', '--steps', '3', '--quiet', '--out', nested], capture())).toBe(0);
+    expect(readdirSync(nested).sort()).toEqual(['metrics.json', 'report.html', 'summary.md']);
+  }, 30_000);
 
   it('rejects an unknown policy, oracle in replay, and a bad step range, with exit 2', async () => {
     const io1 = capture();

@@ -78,9 +78,15 @@ export function commandLine(cmd: Command): string {
  * there is named now, not after the run it would waste.
  */
 export function checkReportFolder(out: string | undefined): void {
-  if (out !== undefined && statSync(out, { throwIfNoEntry: false })?.isDirectory() === false) {
-    throw new RolloutBudgetError('IO_ERROR', `${out}: cannot write the report (a file is there; --out names a folder)`);
+  if (out === undefined) return;
+  let there;
+  try {
+    there = statSync(out, { throwIfNoEntry: false });
+  } catch (error) {
+    // ENOTDIR: a file where the path needs a folder (--out results.jsonl/report).
+    throw new RolloutBudgetError('IO_ERROR', `${out}: cannot write the report (${(error as NodeJS.ErrnoException).code}: a part of the path is a file, not a folder)`);
   }
+  if (there?.isDirectory() === false) throw new RolloutBudgetError('IO_ERROR', `${out}: cannot write the report (a file is there; --out names a folder)`);
 }
 
 /** Prints the table (medians over seeds when several ran), the headline and, with --out, writes the report. */

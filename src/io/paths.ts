@@ -1,5 +1,5 @@
-import { existsSync } from 'node:fs';
-import { dirname, join } from 'node:path';
+import { existsSync, mkdirSync, statSync } from 'node:fs';
+import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 /** The package's root (the folder holding package.json), from src/ or dist/src/ alike. */
@@ -16,4 +16,20 @@ export function packageRoot(): string {
 /** A file shipped in fixtures/. */
 export function fixturePath(...parts: string[]): string {
   return join(packageRoot(), 'fixtures', ...parts);
+}
+
+/**
+ * `mkdir -p dir`, one folder at a time. Node 20's `mkdirSync(dir, { recursive: true })` never
+ * returns where a folder that is there refuses a new entry with ENOENT (`/proc/self/x`: replay
+ * --out hung at 100% CPU). Throws the first failure's errno error (ENOTDIR: a file on the way).
+ */
+export function makeFolders(dir: string): void {
+  const missing: string[] = [];
+  for (let at = resolve(dir); statSync(at, { throwIfNoEntry: false }) === undefined; ) {
+    missing.push(at);
+    const up = dirname(at);
+    if (up === at) break;
+    at = up;
+  }
+  for (const folder of missing.reverse()) mkdirSync(folder);
 }

@@ -1,6 +1,7 @@
-import { mkdirSync, renameSync, writeFileSync } from 'node:fs';
+import { renameSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { RolloutBudgetError } from '../errors.js';
+import { makeFolders } from '../io/paths.js';
 import type { PolicyResult } from '../replay/engine.js';
 import { VERSION } from '../version.js';
 import { ahead, headline, ratioSummaries, settingsFromOptions } from './headline.js';
@@ -121,7 +122,7 @@ export function writeReport(dir: string, report: ReportInput): string[] {
     })],
   ];
   try {
-    mkdirSync(dir, { recursive: true });
+    makeFolders(dir);
     const tmp = files.map(([name, text]) => {
       const path = join(dir, `.${name}.tmp-${process.pid}`);
       writeFileSync(path, text);
