@@ -303,6 +303,14 @@ describe('item 8: any web page could write the state', () => {
     expect(r.stderr.trim().split('\n')).toHaveLength(1);
     expect(r.stderr).toContain('--host 0.0.0.0 is reachable from other machines: give --token');
   }, 60_000);
+
+  it('--plan-threads above 64 is exit 2 with one line, and no state file is made (10,000 threads ran out of memory: exit 133, the files left)', async () => {
+    const state = db();
+    const r = await runServe(['--port', '0', '--state', state, '--plan-threads', '10000'], 20_000);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toBe('rollout-budget: --plan-threads must be an integer from 1 to 64, got "10000"\n');
+    expect(existsSync(state)).toBe(false);
+  }, 60_000);
 });
 
 describe('item 9: invalid UTF-8 became U+FFFD silently; a bad --host printed two lines', () => {

@@ -3,11 +3,11 @@ import { badOption } from '../errors.js';
 import { notAStateUrl } from '../store/url.js';
 
 /** Commander argument parsers that reject rather than repair. */
-export function intArg(min: number): (value: string) => number {
+export function intArg(min: number, max = Number.MAX_SAFE_INTEGER): (value: string) => number {
   return (value) => {
     const n = Number(value);
-    if (!/^-?\d+$/.test(value.trim()) || !Number.isSafeInteger(n) || n < min) {
-      throw new InvalidArgumentError(`must be an integer ≥ ${min}, got "${value}"`);
+    if (!/^-?\d+$/.test(value.trim()) || !Number.isSafeInteger(n) || n < min || n > max) {
+      throw new InvalidArgumentError(max === Number.MAX_SAFE_INTEGER ? `must be an integer ≥ ${min}, got "${value}"` : `must be an integer from ${min} to ${max}, got "${value}"`);
     }
     return n;
   };

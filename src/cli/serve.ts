@@ -31,6 +31,13 @@ interface ServeOptions {
   reobserveDiscount?: number;
 }
 
+/**
+ * The most planning threads: each is a V8 isolate with its own store connection (tens of MB), so
+ * 10,000 of them ran the process out of memory (a V8 fatal error, exit 133) and left the new state's
+ * files behind. Planning is CPU-bound: more threads than cores only queue.
+ */
+export const MAX_PLAN_THREADS = 64;
+
 /** The environment variable `serve` reads the token from when --token is not given. */
 export const TOKEN_ENV = 'ROLLOUT_BUDGET_TOKEN';
 
@@ -49,7 +56,7 @@ export function registerServeCommands(program: Command, io: CliIo): void {
     .option('--token <token>', `require "Authorization: Bearer <token>" (default: $${TOKEN_ENV}); needed for a --host other than loopback`)
     .option('--allowed-hosts <names>', 'comma-separated Host header names to accept besides IP addresses, localhost, --host and this machine\'s name ("*": any)')
     .addOption(new Option('--plan-timeout-s <s>', 'a plan request not answered within this many seconds gets 503').default(10).argParser(numberArg(0.001, 86_400)))
-    .addOption(new Option('--plan-threads <n>', 'threads that plan, each with its own store connection').default(1).argParser(intArg(1)));
+    .addOption(new Option('--plan-threads <n>', `threads that plan, each with its own store connection (at most ${MAX_PLAN_THREADS})`).default(1).argParser(intArg(1, MAX_PLAN_THREADS)));
   decayFlags(command, 'every request\'s default ');
   command
     .action(async (opts: ServeOptions) => {
