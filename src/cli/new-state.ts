@@ -1,4 +1,4 @@
-import { existsSync, rmSync } from 'node:fs';
+import { existsSync, rmSync, statSync } from 'node:fs';
 import { isPostgresUrl } from '../store/url.js';
 
 /**
@@ -28,4 +28,13 @@ export async function stillEmpty(isEmpty: () => boolean | Promise<boolean>): Pro
 /** Removes a SQLite state file with its WAL and shared-memory files. */
 export function removeStateFile(state: string): void {
   for (const suffix of ['', '-wal', '-shm']) rmSync(`${state}${suffix}`, { force: true });
+}
+
+/**
+ * After a state this command created failed to open (a full disk: "database or disk is full"):
+ * removes what SQLite left, a file of 0 bytes and its WAL and shared-memory files. A file with
+ * bytes in it is kept: another process made it meanwhile.
+ */
+export function removeUnopenedStateFile(state: string): void {
+  if (statSync(state, { throwIfNoEntry: false })?.size === 0) removeStateFile(state);
 }
