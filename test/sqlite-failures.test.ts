@@ -39,16 +39,17 @@ describe('a SQLite state that cannot be written', () => {
     expect(dump(state)).toBe(before);
   });
 
-  it('observe and plan on a new state that cannot be made leave no file (a 0-byte state was left behind)', () => {
+  it('observe, plan and serve on a new state that cannot be made leave no file (a 0-byte state was left behind)', () => {
     writeFileSync(join(dir, 'prompts.jsonl'), '{"id":"a"}\n');
     const runs = [
       ['observe', '--results', results('new.jsonl', 10), '--state', join(dir, 'new-observe.db')],
       ['plan', '--prompts', join(dir, 'prompts.jsonl'), '--state', join(dir, 'new-plan.db'), '--budget-rollouts', '4', '--out', '/dev/null'],
+      ['serve', '--port', '0', '--state', join(dir, 'new-serve.db')],
     ];
     for (const args of runs) {
       const run = limited(0, args);
       expect(run.status, args[0]).toBe(2);
-      expect(run.stderr, args[0]).toMatch(/^rollout-budget: .*new-(observe|plan)\.db: cannot open the state database/);
+      expect(run.stderr, args[0]).toMatch(/^rollout-budget: .*new-(observe|plan|serve)\.db: cannot open the state database/);
       expect(existsSync(args[args.indexOf('--state') + 1]!), args[0]).toBe(false);
     }
   });
