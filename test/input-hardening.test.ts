@@ -125,6 +125,15 @@ describe('bytes that are not UTF-8 (item 9)', () => {
     );
     expect(invalid).toBeGreaterThan(50);
   });
+
+  it('well-formed text longer than a string can hold is BAD_INPUT naming the file or line, not a TypeError (a 600 MB line crashed plan, observe, replay and the service)', () => {
+    // One byte past V8's longest string (2^29 − 24 characters), all ASCII.
+    const bytes = Buffer.alloc(2 ** 29 - 23, 0x78);
+    const message = `${bytes.length} bytes of text in one piece, more than Node can hold as one string (536870888 characters): no line of JSON this tool reads is that long`;
+    expect(() => decodeUtf8(bytes, 'f.jsonl')).toThrow(new RolloutBudgetError('BAD_INPUT', `f.jsonl: ${message}; split the file`));
+    expect(() => decodeUtf8(bytes, 'f.jsonl', true, 41, false)).toThrow(new RolloutBudgetError('BAD_INPUT', `f.jsonl:42: ${message}; split the file`));
+    expect(() => decodeUtf8(bytes, 'line 3', false)).toThrow(new RolloutBudgetError('BAD_INPUT', `line 3: ${message}`));
+  });
 });
 
 describe('stored text (item 4): NUL and lone surrogates are refused in every input format', () => {

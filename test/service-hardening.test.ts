@@ -304,12 +304,16 @@ describe('item 8: any web page could write the state', () => {
     expect(r.stderr).toContain('--host 0.0.0.0 is reachable from other machines: give --token');
   }, 60_000);
 
-  it('--plan-threads above 64 is exit 2 with one line, and no state file is made (10,000 threads ran out of memory: exit 133, the files left)', async () => {
+  it('--plan-threads above 64 and --body-limit above 2^29 − 24 are exit 2 with one line, and no state file is made (10,000 threads ran out of memory: exit 133, the files left)', async () => {
     const state = db();
     const r = await runServe(['--port', '0', '--state', state, '--plan-threads', '10000'], 20_000);
     expect(r.code).toBe(2);
     expect(r.stderr).toBe('rollout-budget: --plan-threads must be an integer from 1 to 64, got "10000"\n');
     expect(existsSync(state)).toBe(false);
+    // A body above 2^29 − 24 bytes could never be read as text: it was a 500 INTERNAL.
+    const limit = await runServe(['--port', '0', '--state', state, '--body-limit', '700000000'], 20_000);
+    expect(limit.code).toBe(2);
+    expect(limit.stderr).toBe('rollout-budget: --body-limit must be an integer from 1 to 536870888, got "700000000"\n');
   }, 60_000);
 });
 
