@@ -78,6 +78,8 @@ export class Allocator {
   plan(candidates: readonly Candidate[], budget: Budget, options: PlanOptionsInput = {}, deliver?: (plan: Plan) => void): Plan {
     const snapshot = this.readsAll(candidates.length) ? this.store.snapshot() : this.store.snapshot(...candidateRead(candidates));
     const changes = metaChanges(snapshot, candidates);
+    // A record that cannot be written fails before the plan is delivered, as it did when the plan came after it.
+    if (changes.length > 0) this.store.requireWritable?.();
     const plan = planStep(snapshotWithMeta(snapshot, changes), candidates, budget, this.merged(options), this.registries);
     deliver?.(plan);
     this.store.recordPrompts(changes);

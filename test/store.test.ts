@@ -45,7 +45,7 @@ describe('SQLite store', () => {
     const older = join(dir, 'older.db');
     const db = new Database(older); // as SQLite made it before: its default page size, 4096
     db.pragma('journal_mode = WAL');
-    db.exec('CREATE TABLE written_before (x)'); // not empty: SQLite keeps its page size
+    db.exec('CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)'); // an older state's first table; not empty: SQLite keeps its page size
     db.close();
     const rows: string[] = [];
     for (const [path, pageSize] of [[fresh, 16_384], [older, 4096]] as const) {
@@ -161,5 +161,63 @@ describe('SQLite store', () => {
     expect(midTransaction).toBeGreaterThanOrEqual(1);
     expect(outcomes.before).toBeGreaterThanOrEqual(1);
     console.log(`kill -9 during observe: ${outcomes.before} kills left the state as before, ${outcomes.after} as after`);
+  });
+});
+
+/**
+ * A SQLite file that is not a state. Another program's database given as --state was given a
+ * state's tables beside its own and switched to WAL; a state a newer release marked as a later
+ * format was read as if this release knew it.
+ */
+describe('SQLite files that are not a state of this format', () => {
+  it('another program\'s database is refused by observe, plan, inspect and execute, and left byte for byte as it was', async () => {
+    const { cli } = await import('./cli-helpers.js');
+    const { readFileSync, readdirSync } = await import('node:fs');
+    const dir = tmp();
+    const foreign = join(dir, 'app.db');
+    const db = new Database(foreign);
+    db.exec("CREATE TABLE users (id INTEGER PRIMARY KEY, name TEXT); INSERT INTO users VALUES (1, 'ada')");
+    db.close();
+    const bytes = readFileSync(foreign);
+    writeFileSync(join(dir, 'r.jsonl'), '{"prompt_id":"a","step":0,"rewards":[1,0]}\n');
+    writeFileSync(join(dir, 'p.jsonl'), '{"id":"a"}\n');
+    const message = `rollout-budget: ${foreign}: a SQLite database of another program (its tables: users), not a rollout-budget state; it was left as it was: give another --state path\n`;
+    for (const argv of [
+      ['observe', '--results', join(dir, 'r.jsonl'), '--state', foreign],
+      ['plan', '--prompts', join(dir, 'p.jsonl'), '--state', foreign, '--budget-rollouts', '4'],
+      ['inspect', '--state', foreign],
+    ]) {
+      const r = await cli(argv);
+      expect(r.code, argv[0]).toBe(2);
+      expect(r.stderr, argv[0]).toBe(message);
+    }
+    const { PartialStore } = await import('../src/executor/partials.js');
+    expect(() => new PartialStore(foreign)).toThrow(`${foreign}: a SQLite database of another program`);
+    expect(readFileSync(foreign).equals(bytes)).toBe(true);
+    expect(readdirSync(dir).sort()).toEqual(['app.db', 'p.jsonl', 'r.jsonl']);
+  });
+
+  it('a state is marked format 1; one of a later format is refused, an unmarked one (made before the mark) is read and marked', async () => {
+    const dir = tmp();
+    const path = join(dir, 'state.db');
+    const store = new SqliteStore(path);
+    store.apply(batchOf([{ prompt_id: 'a', step: 0, reward: 1 }]), defaultDecay);
+    store.close();
+    const version = (set?: number) => {
+      const db = new Database(path);
+      if (set !== undefined) db.pragma(`user_version = ${set}`);
+      const v = db.pragma('user_version', { simple: true });
+      db.close();
+      return v;
+    };
+    expect(version()).toBe(1);
+    version(0);
+    const older = new SqliteStore(path);
+    expect(older.get('a')).toMatchObject({ successes: 1, rollouts: 1 });
+    older.close();
+    expect(version()).toBe(1);
+    version(2);
+    expect(() => new SqliteStore(path)).toThrow(`${path}: a state of format 2, made by a newer rollout-budget (this one reads format 1 and older): upgrade rollout-budget to use it`);
+    expect(version()).toBe(2);
   });
 });

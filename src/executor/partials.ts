@@ -2,6 +2,7 @@ import type Database from 'better-sqlite3';
 import { RolloutBudgetError } from '../errors.js';
 import { requireWritable } from '../store/sqlite-read-only.js';
 import { sqliteDriver } from '../store/sqlite-driver.js';
+import { checkStateKind } from '../store/state-kind.js';
 import { isPostgresUrl, redactUrl } from '../store/url.js';
 
 /**
@@ -47,6 +48,7 @@ export class PartialStore {
     try {
       const driver = sqliteDriver();
       this.db = new driver.Database(path, driver.options);
+      checkStateKind(this.db, path); // another program's database, or a newer format, before anything is written
       if (path !== ':memory:') this.db.exec('PRAGMA journal_mode = WAL');
       this.db.exec('PRAGMA busy_timeout = 10000');
       this.db.exec(SCHEMA);

@@ -17,6 +17,7 @@ import { PartialRead } from './sqlite-partial.js';
 import type { ScannedState } from './scan-ahead.js';
 import { lastStepReader } from './sqlite-last-step.js';
 import { PromptScan } from './sqlite-scan.js';
+import { checkStateKind, STATE_VERSION, userVersion } from './state-kind.js';
 import { fromRow, type Row } from './sqlite-rows.js';
 import type { ObserveSummary, Store } from './types.js';
 import { isPostgresUrl, notAStateUrl, redactUrl } from './url.js';
@@ -89,6 +90,7 @@ export class SqliteStore implements Store {
       const unwritable = unwritableReason(path);
       // A state this user cannot write is read without making files beside it (store/sqlite-read-only.ts).
       this.db = unwritable === undefined ? new driver.Database(path, { timeout: ATTEMPT_MS, ...driver.options }) : openReadOnly(driver, path, unwritable);
+      this.sync(() => checkStateKind(this.db, path));
       this.sync(() => {
         if (unwritable === undefined) {
           // A new file gets 16 kB pages (an existing one keeps its own: SQLite ignores this then).
@@ -105,6 +107,7 @@ export class SqliteStore implements Store {
         // One transaction for the whole schema: a new file commits (and syncs) once, not once a table.
         this.db.transaction(() => {
           this.db.exec(SCHEMA);
+          if (unwritable === undefined && userVersion(this.db) === 0) this.db.exec(`PRAGMA user_version = ${STATE_VERSION}`);
           const have = new Set((this.db.prepare('PRAGMA table_info(prompts)').all() as { name: string }[]).map((c) => c.name));
           for (const [name, type] of ADDED_COLUMNS) if (!have.has(name)) this.db.exec(`ALTER TABLE prompts ADD COLUMN ${name} ${type}`);
         })();
@@ -198,6 +201,10 @@ export class SqliteStore implements Store {
    * (asleep) for the write lock as apply() does: evidence untouched, idempotent; the pooled rows
    * follow an observed prompt whose group changes. O(changes).
    */
+  requireWritable(): void {
+    if (this.readOnly !== undefined) throw readOnlyError(this.readOnly);
+  }
+
   recordPrompts(meta: readonly PromptMeta[]): void {
     if (meta.length === 0) return;
     this.sync(this.recorder(meta));

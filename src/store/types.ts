@@ -56,6 +56,8 @@ export interface Store {
   recordPrompts(meta: readonly PromptMeta[]): void;
   /** recordPrompts() without blocking the thread while it waits for another writer (optional). */
   recordPromptsAsync?(meta: readonly PromptMeta[]): Promise<void>;
+  /** Throws the error a write would give when this store cannot be written (a state opened read-only); optional. */
+  requireWritable?(): void;
   /** Number of prompts with evidence (prompts only planned are not counted). */
   count(): number;
   close(): void;
