@@ -136,6 +136,19 @@ describe('bytes that are not UTF-8 (item 9)', () => {
   });
 });
 
+describe('control characters from a file in an error message', () => {
+  it('reach the terminal as \\u escapes, not raw (an ESC ] 0 ; ... BEL line retitled it)', async () => {
+    const dir = tempDir('rb-control-');
+    const prompts = join(dir, 'p.jsonl');
+    writeFileSync(prompts, '{"id":"a"}\n\u001b]0;pwned\u0007\r\n');
+    const r = await cli(['plan', '--prompts', prompts, '--state', ':memory:', '--budget-rollouts', '4']);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toMatch(new RegExp(`^rollout-budget: ${prompts.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}:2: malformed JSON `));
+    expect(r.stderr.slice(0, -1)).not.toMatch(/[\u0000-\u0008\u000a-\u001f\u007f-\u009f]/);
+    expect(r.stderr).toContain('\\u001b]0;pwned\\u0007');
+  });
+});
+
 describe('stored text (item 4): NUL and lone surrogates are refused in every input format', () => {
   it('prompts files, results files and in-memory results name the field', async () => {
     const prompts = file('nul.jsonl', '{"id":"a\\u0000"}\n');

@@ -62,10 +62,19 @@ export async function runCli(argv: readonly string[], io: CliIo = processIo): Pr
       return 2;
     }
     if (error instanceof RolloutBudgetError) {
-      io.stderr(`rollout-budget: ${withFieldNames(error, flagOfField).message}\n`);
+      io.stderr(`rollout-budget: ${printable(withFieldNames(error, flagOfField).message)}\n`);
       return error.exitCode;
     }
     io.stderr(`rollout-budget: internal error: ${(error as Error).stack ?? String(error)}\n`);
     return 1;
   }
+}
+
+/**
+ * A message with its control characters written as \u escapes: a message quotes its input (a
+ * malformed line, as JSON.parse's own words do), and an ESC or BEL from a file reached the
+ * terminal raw (`\x1b]0;...\x07` retitled it; an escape sequence can do worse). Lines stay lines.
+ */
+export function printable(message: string): string {
+  return message.replace(/[\u0000-\u0008\u000b-\u001f\u007f-\u009f]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
 }
