@@ -449,3 +449,30 @@ describe('library: the in-thread Service keeps planning as before', () => {
     expect(code).toBe(0);
   }, 60_000);
 });
+
+describe('an HTTP/1.1 request without Host', () => {
+  it('gets a JSON 400 naming the header (Node answered 400 with no body); HTTP/1.0 without Host is served', async () => {
+    const { connect } = await import('node:net');
+    const raw = (port: number, text: string) =>
+      new Promise<string>((resolve, reject) => {
+        const socket = connect(port, '127.0.0.1', () => socket.write(text));
+        let got = '';
+        socket.on('data', (d: Buffer) => (got += d.toString()));
+        socket.on('end', () => resolve(got));
+        socket.on('error', reject);
+      });
+    const child = await startService(['--state', ':memory:']);
+    try {
+      const missing = await raw(child.port, 'GET /healthz HTTP/1.1\r\nConnection: close\r\n\r\n');
+      expect(missing).toMatch(/^HTTP\/1\.1 400 Bad Request\r\n/);
+      expect(JSON.parse(missing.slice(missing.indexOf('\r\n\r\n') + 4))).toEqual({
+        error: { code: 'BAD_REQUEST', message: 'an HTTP/1.1 request needs a Host header (RFC 9112 §3.2): send "Host: 127.0.0.1:<port>", or the name you reach the service by' },
+      });
+      const old = await raw(child.port, 'GET /healthz HTTP/1.0\r\n\r\n');
+      expect(old).toMatch(/^HTTP\/1\.1 200 OK\r\n/);
+      expect((await call(child.port, 'GET', '/healthz')).json).toMatchObject({ status: 'ok' });
+    } finally {
+      await stopService(child);
+    }
+  }, 60_000);
+});

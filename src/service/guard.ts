@@ -35,6 +35,8 @@ export interface RequestHead {
   readonly method: string;
   readonly path: string;
   readonly headers: Readonly<Record<string, string | string[] | undefined>>;
+  /** `1.1` or `1.0` (absent: not checked). */
+  readonly httpVersion?: string;
 }
 
 const JSON_TYPES = ['application/json'];
@@ -78,6 +80,10 @@ export class RequestGuard {
   /** Why this request is refused, or undefined to serve it. Reads headers only. O(header size). */
   check(head: RequestHead): Refusal | undefined {
     const host = header(head, 'host');
+    // RFC 9112 §3.2: a server answers 400 to an HTTP/1.1 request without Host (Node's own 400 had no body).
+    if (host === undefined && head.httpVersion === '1.1') {
+      return { status: 400, code: 'BAD_REQUEST', message: 'an HTTP/1.1 request needs a Host header (RFC 9112 §3.2): send "Host: 127.0.0.1:<port>", or the name you reach the service by' };
+    }
     if (!this.anyHost && host !== undefined && !this.hostAllowed(hostName(host))) {
       return {
         status: 403,

@@ -88,12 +88,13 @@ export async function startHttpService(service: Service, options: HttpOptions): 
     ...(options.allowedHosts === undefined ? {} : { allowedHosts: options.allowedHosts }),
   };
   const guard = new RequestGuard(guardOptions);
-  const server = createServer((req, res) => {
+  // A request without Host reaches the guard, which answers it with a JSON 400 (Node's own had no body).
+  const server = createServer({ requireHostHeader: false }, (req, res) => {
     req.socket.setTimeout(0); // its head is in: firstRequestMs no longer applies
     void (async () => {
       const method = req.method ?? 'GET';
       const path = req.url ?? '/';
-      const refusal = guard.check({ method, path, headers: req.headers });
+      const refusal = guard.check({ method, path, headers: req.headers, httpVersion: req.httpVersion });
       if (refusal !== undefined) {
         send(res, service.refuse(path, refusal.status, refusal.code, refusal.message, refusal.headers), true);
         res.on('finish', () => req.destroy());
