@@ -11,7 +11,18 @@ import { tempDir } from './temp.js';
  * goes down, so every later observe without a step got 2⁵³ and every plan `"step": 2⁵³`, a
  * number no request could send back (beyond 2⁵³ − 1): the state was stuck for good.
  */
-describe('steps beyond 2^31 − 1', () => {
+describe('option ranges that differed between the CLI and the service', () => {
+  it('prefill_weight above 10^6 is refused by the library and the service as by the CLI', async () => {
+    const allocator = new Allocator();
+    expect(() => allocator.plan([{ id: 'a' }], { rollouts: 4 }, { prefillWeight: 1e7 })).toThrow('prefill_weight must be in [0, 1000000], got 10000000');
+    expect(allocator.plan([{ id: 'a' }], { rollouts: 4 }, { prefillWeight: 1e6 }).totals.rollouts).toBe(4);
+    allocator.close();
+    const r = await cli(['plan', '--prompts', '-', '--state', ':memory:', '--budget-rollouts', '4', '--prefill-weight', '1e7'], '{"id":"a"}\n');
+    expect(r.stderr).toBe('rollout-budget: --prefill-weight must be a number in [0, 1000000], got "1e7"\n');
+  });
+});
+
+describe('steps beyond 2^31 − 1 (and prefill_weight above 10^6 at the service)', () => {
   const dir = tempDir('rb-step-limit-');
   let service: Child | undefined;
   afterAll(async () => {
@@ -53,6 +64,9 @@ describe('steps beyond 2^31 − 1', () => {
     const planned = await call(service.port, 'POST', '/v1/plan', { candidates: [{ id: 'a' }], budget: { rollouts: 4 }, options: { step: 2147483648 } });
     expect(planned.status).toBe(400);
     expect(planned.json.error.message).toBe('body.options.step: must be at most 2147483647 (2^31 − 1), got 2147483648');
+    const weighted = await call(service.port, 'POST', '/v1/plan', { candidates: [{ id: 'a' }], budget: { rollouts: 4 }, options: { prefill_weight: 1e7 } });
+    expect(weighted.status).toBe(400);
+    expect(weighted.json.error.message).toBe("body.options.prefill_weight: must be in [0, 1000000], got 10000000");
     // Nothing was stuck: an observe without a step is step 0, the next plan step 1.
     expect((await call(service.port, 'POST', '/v1/observe', [{ prompt_id: 'a', reward: 1 }])).json).toMatchObject({ applied: 1, last_step: 0 });
     expect((await call(service.port, 'POST', '/v1/plan', { candidates: [{ id: 'a' }], budget: { rollouts: 4 } })).json.step).toBe(1);

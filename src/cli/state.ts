@@ -1,6 +1,6 @@
 import { Option, type Command } from 'commander';
 import { DEFAULT_MAX_TOKENS, PLAN_FORMATS } from '../plan/exports.js';
-import { defaultPlanOptions } from '../plan/options.js';
+import { defaultPlanOptions, MAX_PREFILL_WEIGHT } from '../plan/options.js';
 import { describe } from './catalog.js';
 import type { CliIo } from './io.js';
 import { boundFlags, budgetFlags, decayFlags, multipleOfFlag, policyFlags, roundsLeftFlag, seedFlag, skipFlag, stateFlag } from './options.js';
@@ -20,7 +20,7 @@ export function registerStateCommands(program: Command, io: CliIo): void {
   seedFlag(plan);
   plan
     .addOption(new Option('--step <int>', 'step to plan (default: last observed + 1)').argParser(intArg(0)))
-    .addOption(new Option('--prefill-weight <w>', 'tokens charged per prompt token once per group').default(defaultPlanOptions.prefillWeight).argParser(numberArg(0, 1e6)));
+    .addOption(new Option('--prefill-weight <w>', 'tokens charged per prompt token once per group').default(defaultPlanOptions.prefillWeight).argParser(numberArg(0, MAX_PREFILL_WEIGHT)));
   multipleOfFlag(plan)
     .option('--out <path|->', 'where to write the plan', '-')
     .addOption(new Option('--format <format>', 'plan output format').choices(PLAN_FORMATS).default('json'))

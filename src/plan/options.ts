@@ -93,7 +93,8 @@ export function resolvePlanOptions(input: PlanOptionsInput = {}): PlanOptions {
     if (large !== undefined) throw badOption(`step ${large}`, ['step']);
   }
   if (options.multipleOf !== undefined) requireInt('multiple_of', options.multipleOf, 1);
-  requireRange('prefill_weight', options.prefillWeight, 0, Infinity);
+  // The CLI's --prefill-weight range: the service and the library took 1e7 the CLI refused.
+  requireRange('prefill_weight', options.prefillWeight, 0, MAX_PREFILL_WEIGHT, true);
   requireRange('saturation', options.saturation, 0, 1);
   requireRange('interval', options.interval, 0, 1, true);
   requireRange('decay', options.decay.forgetPerStep, 0, 1, true);
@@ -114,6 +115,9 @@ export function validateBudget(budget: Budget): void {
   if (budget.rollouts !== undefined) requireInt('budget_rollouts', budget.rollouts, 0);
   if (budget.tokens !== undefined) requireInt('budget_tokens', budget.tokens, 0);
 }
+
+/** The largest prefill weight (tokens charged per prompt token), the same for the CLI, the service and the library. */
+export const MAX_PREFILL_WEIGHT = 1e6;
 
 function requireInt(name: string, value: number, min: number): void {
   if (!Number.isSafeInteger(value) || value < min) {
