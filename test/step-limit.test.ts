@@ -66,7 +66,7 @@ describe('steps beyond 2^31 − 1 (and prefill_weight above 10^6 at the service)
     expect(planned.json.error.message).toBe('body.options.step: must be at most 2147483647 (2^31 − 1), got 2147483648');
     const weighted = await call(service.port, 'POST', '/v1/plan', { candidates: [{ id: 'a' }], budget: { rollouts: 4 }, options: { prefill_weight: 1e7 } });
     expect(weighted.status).toBe(400);
-    expect(weighted.json.error.message).toBe("body.options.prefill_weight: must be in [0, 1000000], got 10000000");
+    expect(weighted.json.error.message).toBe('body.options.prefill_weight: must be in [0, 1000000], got 10000000');
     // Nothing was stuck: an observe without a step is step 0, the next plan step 1.
     expect((await call(service.port, 'POST', '/v1/observe', [{ prompt_id: 'a', reward: 1 }])).json).toMatchObject({ applied: 1, last_step: 0 });
     expect((await call(service.port, 'POST', '/v1/plan', { candidates: [{ id: 'a' }], budget: { rollouts: 4 } })).json.step).toBe(1);
