@@ -146,6 +146,11 @@ describe('grade: outputs shaped as vLLM writes them', () => {
     [(l: any) => (l.custom_id = '0/nope'), /out\.jsonl:1: "custom_id" "0\/nope" is not a group of .*plan\.json \(step 0\)/],
     [(l: any) => (l.response.body.choices[0].index = 8), /out\.jsonl:1: "response\.body\.choices\[0\]\.index" must be an integer in \[0, 8\) \(the plan's n for "0\/0"\), got 8/],
     [(l: any) => (l.response.body.choices = 'none'), /out\.jsonl:1: "response\.body\.choices" must be an array, got "none"/],
+    // Read before as completions without text: every rollout graded 0, exit 0.
+    [(l: any) => (l.response.body.object = 'weird'), /out\.jsonl:1: "response\.body\.object" must be "text_completion" or "chat\.completion" .*, got "weird"/],
+    // Reported as null before.
+    [(l: any) => (l.response.body.choices[0].finish_reason = 5), /out\.jsonl:1: "response\.body\.choices\[0\]\.finish_reason" must be a string or null, got 5/],
+    [(l: any) => ((l.response.body.object = 'text_completion'), (l.response.body.choices[0].text = null)), /out\.jsonl:1: "response\.body\.choices\[0\]\.text" must be a string, got null/],
   ])('bad batch output: exit 2 naming file:line and field, and no results file (%#)', async (mutate, message) => {
     const lines = readFileSync(join(fixture, 'batch-output.jsonl'), 'utf8').trim().split('\n').map((l) => JSON.parse(l));
     mutate(lines[0]);

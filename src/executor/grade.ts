@@ -119,6 +119,10 @@ export async function gradeBatchOutput(text: string, name: string, plan: Plan, p
     }
     const choices = body.choices;
     if (!Array.isArray(choices)) throw badInput(where, `"response.body.choices" must be an array, got ${quote(choices)}`);
+    // Another object would be read as a completion without text: every rollout graded 0, silently.
+    if (body.object !== undefined && body.object !== 'chat.completion' && body.object !== 'text_completion') {
+      throw badInput(where, `"response.body.object" must be "text_completion" or "chat.completion" (vLLM's /v1/completions or /v1/chat/completions), got ${quote(body.object)}`);
+    }
     const chat = body.object === 'chat.completion' || (body.object === undefined && isObj(choices[0]) && isObj(choices[0].message));
     const usage = isObj(body.usage) && typeof body.usage.completion_tokens === 'number' ? body.usage.completion_tokens : null;
     const present = new Set<number>();
@@ -132,6 +136,11 @@ export async function gradeBatchOutput(text: string, name: string, plan: Plan, p
       if (present.has(index)) throw badInput(where, `${field}.index" ${index} repeats`);
       present.add(index);
       const content = chat ? (isObj(raw.message) ? raw.message.content : undefined) : raw.text;
+      // A chat message's content may be null (no answer: graded as one); a completion always has its text.
+      if (!chat && typeof content !== 'string') throw badInput(where, `${field}.text" must be a string, got ${quote(content)}`);
+      if (raw.finish_reason !== undefined && raw.finish_reason !== null && typeof raw.finish_reason !== 'string') {
+        throw badInput(where, `${field}.finish_reason" must be a string or null, got ${quote(raw.finish_reason)}`);
+      }
       const response = typeof content === 'string' ? content : '';
       const tokens = tokensOf(raw, chat) ?? (choices.length === 1 ? usage : null);
       const reason = typeof raw.finish_reason === 'string' ? raw.finish_reason : 'null';
