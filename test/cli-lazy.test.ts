@@ -70,8 +70,8 @@ describe('start-up loads what the command uses', () => {
     for (const part of heavy.filter((p) => p.startsWith('/node_modules/'))) expect(plan.filter((m) => m.includes(part)), part).toEqual([]);
   });
 
-  it('a small plan loads no node:crypto (digests: observe), node:worker_threads (a large state\'s reading thread) nor node:net (a stream for stderr it never writes to); observe loads crypto for a file with lines without ids', () => {
-    // With max_tokens: the plan has no warning to write to stderr.
+  it('a small plan loads no node:crypto (digests: observe), node:worker_threads (a large state\'s reading thread) nor node:net (a process.stderr stream: its warnings go to fd 2); observe loads crypto for a file with lines without ids', () => {
+    // Its warnings (a new state assumes lengths) go to fd 2 directly: no process.stderr stream (node:net) is made.
     writeFileSync(join(dir, 'pm.jsonl'), Array.from({ length: 100 }, (_, i) => `{"id":"p${i}","max_tokens":1024}`).join('\n'));
     const plan = builtins(['plan', '--prompts', 'pm.jsonl', '--state', join(dir, 's3.db'), '--budget-rollouts', '800', '--out', join(dir, 'plan3.json')]);
     expect(plan).toContain('fs');

@@ -77,6 +77,8 @@ export function posteriors(
     }
     const a = prior.alpha + (s?.successes ?? 0) * k;
     const b = prior.beta + (s?.failures ?? 0) * k;
+    // NaN or Infinity: a stored value no observe writes (the file edited by another program); plans held nulls, exit 0.
+    if (!(a < Infinity && b < Infinity)) throw damagedState(c.id, s);
     alpha[i] = a;
     beta[i] = b;
     each?.(i, s, a, b);
@@ -85,6 +87,13 @@ export function posteriors(
   if (hashes !== undefined && snapshot.eachOf !== undefined) snapshot.eachOf(candidates, hashes, one);
   else for (let i = 0; i < candidates.length; i++) one(i, hashes === undefined ? snapshot.get(candidates[i]!.id) : snapshot.get(candidates[i]!.id, hashes[i]!));
   return { alpha, beta };
+}
+
+function damagedState(id: string, s: PromptState | undefined): RolloutBudgetError {
+  return new RolloutBudgetError(
+    'STATE_ERROR',
+    `prompt ${quote(id)}: the state holds evidence that is not a number (successes ${quote(s?.successes)}, failures ${quote(s?.failures)}), which no observe writes: was the file changed by another program? Restore it from a backup`,
+  );
 }
 
 /**

@@ -78,6 +78,8 @@ const SQLITE_FAILURES: Readonly<Record<string, string>> = {
   SQLITE_NOTADB: 'the state file is not a SQLite database',
 };
 
+const DAMAGED = 'the state file holds a value that is not a number, which no observe writes: was it changed by another program? Restore it from a backup';
+
 /**
  * The STATE_ERROR that a SQLite error on the state at `path` means when it is one of the
  * failures above (an extended code such as SQLITE_IOERR_WRITE included); else undefined.
@@ -87,7 +89,8 @@ export function sqliteUnavailable(error: unknown, path: string): RolloutBudgetEr
   if (!(error instanceof Error) || error instanceof RolloutBudgetError) return undefined;
   const code = (error as { code?: unknown }).code;
   if (typeof code !== 'string') return undefined;
-  const what = SQLITE_FAILURES[/^SQLITE_[A-Z]+/.exec(code)?.[0] ?? ''];
+  // A NaN written back from a stored value that is not a number (the file edited by another program): SQLite has NULL for it.
+  const what = code === 'SQLITE_CONSTRAINT_NOTNULL' ? DAMAGED : SQLITE_FAILURES[/^SQLITE_[A-Z]+/.exec(code)?.[0] ?? ''];
   if (what === undefined) return undefined;
   const failure = new RolloutBudgetError('STATE_ERROR', `${path}: ${what} (${code}: ${error.message}); the state is as it was`);
   failure.cause = error;
