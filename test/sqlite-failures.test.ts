@@ -3,6 +3,7 @@ import { existsSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { call, CLI, startService, stopService } from './service-helpers.js';
+import { Database } from './sqlite.js';
 import { dumpState } from './state-file.js';
 import { tempDir } from './temp.js';
 
@@ -52,6 +53,26 @@ describe('a SQLite state that cannot be written', () => {
       expect(run.stderr, args[0]).toMatch(/^rollout-budget: .*new-(observe|plan|serve)\.db: cannot open the state database/);
       expect(existsSync(args[args.indexOf('--state') + 1]!), args[0]).toBe(false);
     }
+  });
+
+  it('evidence that is not a number (the file edited by another program) is exit 2 naming it: plan gave nulls with exit 0, observe an internal error', () => {
+    const state = join(dir, 'edited.db');
+    writeFileSync(join(dir, 'edited.jsonl'), '{"prompt_id":"a","step":0,"rewards":[1,0]}\n{"prompt_id":"b","step":0,"rewards":[1,1]}\n');
+    expect(spawnSync(process.execPath, [CLI, 'observe', '--results', join(dir, 'edited.jsonl'), '--state', state], { encoding: 'utf8' }).status).toBe(0);
+    const db = new Database(state);
+    db.exec("UPDATE prompts SET successes = 'abc' WHERE id = 'a'");
+    db.close();
+    writeFileSync(join(dir, 'edited-prompts.jsonl'), '{"id":"a"}\n{"id":"b"}\n');
+    const plan = spawnSync(process.execPath, [CLI, 'plan', '--prompts', join(dir, 'edited-prompts.jsonl'), '--state', state, '--budget-rollouts', '8'], { encoding: 'utf8' });
+    expect(plan.status).toBe(2);
+    expect(plan.stdout).toBe('');
+    expect(plan.stderr).toMatch(/^rollout-budget: prompt "a": the state holds evidence that is not a number \(successes .*, failures 1\), which no observe writes: was the file changed by another program\? Restore it from a backup\n$/);
+    writeFileSync(join(dir, 'edited-more.jsonl'), '{"prompt_id":"a","step":1,"reward":1}\n');
+    const before = dump(state);
+    const observe = spawnSync(process.execPath, [CLI, 'observe', '--results', join(dir, 'edited-more.jsonl'), '--state', state], { encoding: 'utf8' });
+    expect(observe.status).toBe(2);
+    expect(observe.stderr).toMatch(/^rollout-budget: .*edited\.db: the state file holds a value that is not a number, which no observe writes: was it changed by another program\? Restore it from a backup \(SQLITE_CONSTRAINT_NOTNULL: .*\); the state is as it was\n$/);
+    expect(dump(state)).toBe(before);
   });
 
   it('serve answers 503 STATE_ERROR with one log line, keeps serving reads, and applies nothing of the batch', async () => {
