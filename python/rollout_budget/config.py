@@ -11,15 +11,17 @@ so settings come from a mapping (verl: the `rollout_budget` section of the train
 | budget_rollouts | ROLLOUT_BUDGET_BUDGET_ROLLOUTS | rollouts a step; default: the trainer's uniform budget (prompts × n) |
 | budget_tokens | ROLLOUT_BUDGET_BUDGET_TOKENS | generated tokens a step (optional) |
 | multiple_of | ROLLOUT_BUDGET_MULTIPLE_OF | Σ n a multiple of this; default: what the trainer needs (its workers) |
-| pass_threshold | ROLLOUT_BUDGET_PASS_THRESHOLD | rewards outside [0, 1] (e.g. DAPO's ±1) count as a pass when above this; default: none (such a reward is an error) |
-| options | ROLLOUT_BUDGET_OPTIONS | plan options as a JSON object, e.g. {"min_n": 2, "max_n": 32, "skip": true} |
+| pass_threshold | ROLLOUT_BUDGET_PASS_THRESHOLD | when set, every reward counts as a pass (1) above this and a fail (0) otherwise, for rewards outside [0, 1] such as DAPO's ±1 or a judge's 0–10; default: none (rewards are taken as they are, and one outside [0, 1] is an error) |
+| options | ROLLOUT_BUDGET_OPTIONS | plan options as a JSON object, e.g. {"min_n": 2, "max_n": 32, "skip": true}; `multiple_of` there is the setting above |
 | timeout_s | ROLLOUT_BUDGET_TIMEOUT_S | seconds an http(s) request waits for the service's answer (default 60; above the service's --plan-timeout-s for large plans) |
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
+import re
 
 from .client import PLAN_OPTIONS, connect, is_service_url
 
@@ -28,6 +30,10 @@ __all__ = ["Settings", "settings_from"]
 _KEYS = ("url", "token", "budget_rollouts", "budget_tokens", "multiple_of", "pass_threshold", "options", "timeout_s")
 #: HttpClient's own default.
 DEFAULT_TIMEOUT_S = 60.0
+#: How far outside [0, 1] a reward may be and still be taken, clamped: float32 sums of shaped rewards (ten 0.1s sum to 1.0000001).
+REWARD_SLACK = 1e-6
+#: host:port (or [v6]:port), with an optional path: the service's address without its scheme.
+_HOST_PORT = re.compile(r"^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+):\d{1,5}(/.*)?$")
 
 
 class Settings:
@@ -46,6 +52,15 @@ class Settings:
         unknown = sorted(set(self.options) - set(PLAN_OPTIONS))
         if unknown:
             raise ValueError("rollout_budget options: unknown %s; expected some of %s" % (unknown, ", ".join(PLAN_OPTIONS)))
+        # multiple_of is a setting of its own: the integrations pass it (or what the trainer needs) themselves.
+        if "multiple_of" in self.options:
+            given = _int("options.multiple_of", self.options.pop("multiple_of"))
+            if self.multiple_of is not None and self.multiple_of != given:
+                raise ValueError("rollout_budget: multiple_of %r and options.multiple_of %r differ; give one" % (self.multiple_of, given))
+            self.multiple_of = given
+        if self.url and _HOST_PORT.match(str(self.url)):
+            # Taken for a state path, it served a private SQLite file of that name through a child serve --stdio.
+            raise ValueError("rollout_budget.url %r is a host and port without a scheme: write http://%s (or https:// for a TLS proxy)" % (self.url, self.url))
 
     def client(self):
         """A client for `url`: HttpClient for http:// and https://, else a StdioClient on that state."""
@@ -56,12 +71,16 @@ class Settings:
         return connect(self.url)
 
     def reward_of(self, value, where):
-        """A reward in [0, 1] for observe: as is, or pass/fail against pass_threshold."""
+        """A reward in [0, 1] for observe: pass (1) or fail (0) against pass_threshold when it is
+        set, else as it is (within REWARD_SLACK of [0, 1]: clamped)."""
         r = float(value)
-        if 0.0 <= r <= 1.0:
-            return r
+        if math.isnan(r):
+            raise ValueError("%s: reward is NaN (not a number): check the reward function for this rollout" % where)
         if self.pass_threshold is not None:
+            # Every reward, not only those outside [0, 1]: on a 0–10 scale with threshold 5, a 1 passed and a 3 failed.
             return 1.0 if r > self.pass_threshold else 0.0
+        if -REWARD_SLACK <= r <= 1.0 + REWARD_SLACK:
+            return min(1.0, max(0.0, r))
         raise ValueError("%s: reward %r is outside [0, 1]; set pass_threshold (ROLLOUT_BUDGET_PASS_THRESHOLD) to count rewards above it as a pass" % (where, value))
 
 

@@ -1,0 +1,61 @@
+"""The integrations' settings (rollout_budget/config.py): what a trainer's config or environment
+gives, checked when read, before a step plans on it."""
+
+import unittest
+
+from rollout_budget import config
+
+
+def settings(**mapping):
+    return config.settings_from(mapping, environ={})
+
+
+class UrlTest(unittest.TestCase):
+    def test_a_host_and_port_without_a_scheme_is_an_error_not_a_state_file_of_that_name(self):
+        # It was taken for a state path: a private SQLite file named "127.0.0.1:8080" in the
+        # working folder, served by a child serve --stdio, and the shared service never reached.
+        for url in ("127.0.0.1:8080", "localhost:8080", "rb-host.internal:8080/rb", "[::1]:9000"):
+            with self.assertRaises(ValueError) as caught:
+                settings(url=url)
+            self.assertIn("rollout_budget.url %r is a host and port without a scheme: write http://%s" % (url, url), str(caught.exception))
+        for url in ("http://127.0.0.1:8080", "runs/budget.db", "postgres://rb@db:5432/rb", ":memory:"):
+            self.assertEqual(settings(url=url).url, url)
+
+
+class RewardTest(unittest.TestCase):
+    def test_with_a_threshold_every_reward_is_a_pass_or_a_fail(self):
+        # A 0–10 judge with threshold 5: 1 counted as a full pass (inside [0, 1], taken as it was) and 3 as a fail.
+        s = settings(pass_threshold=5)
+        self.assertEqual([s.reward_of(r, "r") for r in (0, 0.5, 1, 3, 5, 5.5, 10)], [0.0, 0.0, 0.0, 0.0, 0.0, 1.0, 1.0])
+        dapo = settings(pass_threshold=0)
+        self.assertEqual([dapo.reward_of(r, "r") for r in (-1, 1)], [0.0, 1.0])
+
+    def test_without_one_rewards_are_taken_as_they_are_float32_sums_clamped(self):
+        s = settings()
+        self.assertEqual([s.reward_of(r, "r") for r in (0, 0.25, 1)], [0.0, 0.25, 1.0])
+        # Ten 0.1s summed in float32 (torch.full((10,), 0.1).sum()): 1.0000001192092896 was refused.
+        self.assertEqual(s.reward_of(1.0000001192092896, "r"), 1.0)
+        self.assertEqual(s.reward_of(-1e-9, "r"), 0.0)
+        with self.assertRaisesRegex(ValueError, r"^rollout 3: reward 1\.01 is outside \[0, 1\]; set pass_threshold"):
+            s.reward_of(1.01, "rollout 3")
+
+    def test_nan_is_named_as_such_with_a_threshold_or_without(self):
+        for s in (settings(), settings(pass_threshold=0.5)):
+            with self.assertRaisesRegex(ValueError, r"^rollout 7: reward is NaN \(not a number\)"):
+                s.reward_of(float("nan"), "rollout 7")
+
+
+class OptionsTest(unittest.TestCase):
+    def test_multiple_of_in_options_is_the_setting(self):
+        # The integrations pass multiple_of= themselves: in options it was given twice (TypeError at the first step).
+        self.assertEqual(settings(options={"multiple_of": 16, "max_n": 32}).multiple_of, 16)
+        self.assertEqual(settings(options={"multiple_of": 16}).options, {})
+        self.assertEqual(settings(multiple_of=16, options={"multiple_of": 16}).multiple_of, 16)
+        with self.assertRaisesRegex(ValueError, "multiple_of 8 and options.multiple_of 16 differ"):
+            settings(multiple_of=8, options={"multiple_of": 16})
+        with self.assertRaisesRegex(ValueError, r"rollout_budget.options.multiple_of must be ≥ 1, got 0"):
+            settings(options='{"multiple_of": 0}')
+
+
+if __name__ == "__main__":
+    unittest.main()
