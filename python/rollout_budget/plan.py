@@ -17,7 +17,7 @@ import json
 import logging
 import math
 
-__all__ = ["expand_plan", "group_seed", "group_id", "rollout_id", "stable_prompt_id", "results_rows", "note_observed"]
+__all__ = ["expand_plan", "group_seed", "group_id", "rollout_id", "stable_prompt_id", "check_repeat", "results_rows", "note_observed"]
 
 _log = logging.getLogger("rollout_budget")
 
@@ -181,9 +181,26 @@ def stable_prompt_id(prompt=None, index=None, data_source=None, extra_info=None)
         return "%s/%s" % (data_source, index) if data_source is not None else str(index)
     if prompt is None:
         raise ValueError("stable_prompt_id needs a dataset index (index= or extra_info['index']) or the prompt")
+    return "h:" + hashlib.sha256(_prompt_text(prompt).encode("utf-8")).hexdigest()[:16]
+
+
+def _prompt_text(prompt):
+    """A prompt as one string: a string as is; chat messages as compact JSON with sorted keys."""
     prompt = _as_plain(prompt)
-    text = prompt if isinstance(prompt, str) else json.dumps(prompt, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
-    return "h:" + hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+    return prompt if isinstance(prompt, str) else json.dumps(prompt, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+
+
+def check_repeat(prompt_id, first, again, where):
+    """Raises ValueError when two rows of one batch share `prompt_id` but hold different prompts
+    (`first` and `again`; None: not known). Two datasets each numbering their rows from 0 give
+    such ids: the second prompt would be dropped from the batch and its results counted as the
+    first's. `where` names the two rows."""
+    if first is None or again is None or _prompt_text(first) == _prompt_text(again):
+        return
+    raise ValueError(
+        "rollout_budget: %s are different prompts with the same id %r (from their data source and dataset index): "
+        "give every prompt its own index (two files each numbered from 0?), or set a distinct data_source per file"
+        % (where, prompt_id))
 
 
 _FINISH = ("stop", "length", "abort")

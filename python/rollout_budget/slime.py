@@ -25,10 +25,13 @@ grpo, gspo and cispo when `grpo_std_normalization` is on. slime's default reshap
 `_post_process_rewards`). A group of one sample gets 0 (slime turns std normalisation off when
 n_samples_per_prompt is 1, and the mean of one reward is itself).
 
-Not combinable (the function does not implement them; documented in docs/trainers.md):
---partial-rollout (aborted groups go back through `add_samples`, which asserts full groups),
---dynamic-sampling-filter-path and --over-sampling-batch-size (the plan already chooses),
---rollout-sample-filter-path, --rollout-all-samples-process-path, --group-rm.
+Not combinable (the function does not implement them; documented in docs/trainers.md), and
+refused with a ValueError at the first step: --partial-rollout (aborted groups go back through
+`add_samples`, which asserts full groups), --dynamic-sampling-filter-path and an
+--over-sampling-batch-size above --rollout-batch-size (the plan already chooses),
+--rollout-sample-filter-path, --rollout-all-samples-process-path, --group-rm, and
+--log-passrate (slime's `compute_pass_rate` asserts rollout_batch_size × n_samples_per_prompt
+rewards, and reshapes them into equal groups).
 """
 
 from __future__ import annotations
@@ -38,9 +41,9 @@ import copy
 
 from .advantages import group_advantages
 from .config import settings_from
-from .plan import expand_plan, note_observed, note_planned, results_rows, stable_prompt_id
+from .plan import check_repeat, expand_plan, note_observed, note_planned, results_rows, stable_prompt_id
 
-__all__ = ["generate_rollout", "make_rollout_function", "post_process_rewards", "INFO_KEY"]
+__all__ = ["generate_rollout", "make_rollout_function", "post_process_rewards", "check_args", "INFO_KEY"]
 
 INFO_KEY = "rollout_budget"
 _NORMALISED = ("grpo", "gspo", "cispo", "reinforce_plus_plus_baseline")
@@ -120,11 +123,35 @@ def make_rollout_function(generate=None, client=None, settings=None):
             from slime.rollout.sglang_rollout import generate_rollout as slime_rollout
 
             return slime_rollout(args, rollout_id, data_source, evaluation=True)
+        check_args(args)
         s = settings if settings is not None else settings_from()
         svc = client if client is not None else _client_of(s)
         return _train_rollout(args, rollout_id, data_source, generate, svc, s)
 
     return rollout
+
+
+#: slime flags the rollout function does not implement: (attribute, flag, why).
+_NOT_COMBINABLE = (
+    ("partial_rollout", "--partial-rollout", "aborted groups go back whole only (data_source.add_samples asserts it)"),
+    ("dynamic_sampling_filter_path", "--dynamic-sampling-filter-path", "the plan already chooses the groups"),
+    ("rollout_sample_filter_path", "--rollout-sample-filter-path", "not applied by this function"),
+    ("rollout_all_samples_process_path", "--rollout-all-samples-process-path", "not applied by this function"),
+    ("group_rm", "--group-rm", "rewards are computed per rollout"),
+    ("log_passrate", "--log-passrate", "compute_pass_rate asserts rollout_batch_size × n_samples_per_prompt rewards in equal groups"),
+)
+
+
+def check_args(args):
+    """Raises ValueError naming every slime flag set that this rollout function cannot honour
+    (they were ignored, or failed later inside slime: --log-passrate's assertion)."""
+    refused = ["%s (%s)" % (flag, why) for attr, flag, why in _NOT_COMBINABLE if _get(args, attr)]
+    over = _get(args, "over_sampling_batch_size")
+    if over is not None and over > _get(args, "rollout_batch_size", over):
+        refused.append("--over-sampling-batch-size %s above --rollout-batch-size (the plan already chooses)" % over)
+    if refused:
+        raise ValueError("rollout_budget.slime: these slime flags cannot be combined with the rollout function; "
+                         "leave them out: " + "; ".join(refused))
 
 
 _clients = {}
@@ -141,12 +168,14 @@ def _train_rollout(args, rollout_id, data_source, generate, client, settings):
     prompt_groups = data_source.get_samples(args.rollout_batch_size)
     templates = [g[0] if isinstance(g, list) else g for g in prompt_groups]
     indices = [_get(s, "index") for g in prompt_groups for s in (g if isinstance(g, list) else [g])]
-    by_id, candidates = {}, []
-    for t in templates:
+    by_id, first, candidates = {}, {}, []
+    for k, t in enumerate(templates):
         pid = _prompt_id(t)
         if pid in by_id:
+            check_repeat(pid, _get(by_id[pid], "prompt"), _get(t, "prompt"), "prompts %d and %d of the step" % (first[pid], k))
             continue
         by_id[pid] = t
+        first[pid] = k
         c = {"id": pid}
         max_tokens = getattr(args, "rollout_max_response_len", None)
         if max_tokens is not None:
@@ -156,7 +185,8 @@ def _train_rollout(args, rollout_id, data_source, generate, client, settings):
             c["group"] = str(source)
         candidates.append(c)
     budget_r = settings.budget_rollouts
-    if budget_r is None and settings.budget_tokens is None:
+    if budget_r is None:
+        # The uniform budget, also beside a token budget: the step never grows past it.
         budget_r = args.rollout_batch_size * args.n_samples_per_prompt
     multiple_of = settings.multiple_of if settings.multiple_of is not None else getattr(args, "global_batch_size", None)
     options = dict(settings.options)

@@ -30,7 +30,7 @@ from __future__ import annotations
 import math
 
 from .config import settings_from
-from .plan import expand_plan, note_observed, note_planned, stable_prompt_id
+from .plan import check_repeat, expand_plan, note_observed, note_planned, stable_prompt_id
 
 __all__ = ["expand_batch", "observe_batch", "adapter_for", "infer_multiple_of", "VerlAdapter", "INFO_KEY"]
 
@@ -49,8 +49,19 @@ def _lcm(values):
 def infer_multiple_of(trainer):
     """What Σ n must divide into for this trainer: lcm of its agent-loop workers (async mode:
     `AgentLoopManager.generate_sequences` chunks the batch over them) and the data-parallel
-    sizes of the actor and, with a critic, the critic (dispatch chunks, `_balance_batch`)."""
+    sizes of the actor and, with a critic, the critic (dispatch chunks, `_balance_batch`). With
+    `trainer.use_legacy_worker_impl=disable` also the PPO mini-batch in rollouts,
+    `ppo_mini_batch_size × rollout.n` of the actor (and critic): `ray_trainer.py:1246–1255`
+    passes it as `mini_batch_size`, and `tensordict_utils.make_iterator` asserts each
+    data-parallel rank's rows divide into its share (`tensordict_utils.py:525`)."""
     sizes = []
+    if getattr(trainer, "use_legacy_worker_impl", None) == "disable":
+        n = _get(trainer.config, "actor_rollout_ref", "rollout", "n") or 1
+        roles = [("actor_rollout_ref", "actor")] + ([("critic",)] if getattr(trainer, "use_critic", False) else [])
+        for path in roles:
+            mini = _get(trainer.config, *path, "ppo_mini_batch_size")
+            if mini:
+                sizes.append(int(mini) * int(n))
     manager = getattr(trainer, "async_rollout_manager", None)
     workers = getattr(manager, "agent_loop_workers", None)
     if workers is not None:
@@ -134,10 +145,12 @@ class VerlAdapter:
 
         ids = self.prompt_ids(batch)
         sources = _column(batch, "data_source")
+        prompts = _column(batch, "raw_prompt")
         first = {}
         candidates = []
         for i, pid in enumerate(ids):
             if pid in first:
+                check_repeat(pid, prompts[first[pid]], prompts[i], "batch rows %d and %d" % (first[pid], i))
                 continue
             first[pid] = i
             c = {"id": pid}
@@ -148,7 +161,8 @@ class VerlAdapter:
             candidates.append(c)
         s = self.settings
         budget_r = s.budget_rollouts
-        if budget_r is None and s.budget_tokens is None:
+        if budget_r is None:
+            # The uniform budget, also beside a token budget: the trainer's batch never grows past it.
             budget_r = len(candidates) * self.rollout_n
         options = dict(s.options)
         options["step"] = step

@@ -182,6 +182,57 @@ class RolloutEndToEndTest(_RolloutCase):
 
 
 
+class SettingsInRolloutTest(_RolloutCase):
+    def rollout(self, dataset, settings, rollout_id=0):
+        args = slime_upstream.args()
+        slime_sim.SETTINGS = settings
+        rollout_fn = self.ns.load_function("tests.slime_sim.generate_rollout")
+        manager = slime_upstream.ManagerStandIn(args, rollout_fn=rollout_fn, data_source=slime_upstream.DataSourceStandIn(args, dataset))
+        return manager.get_rollout_data(rollout_id)
+
+    def test_a_token_budget_keeps_the_uniform_rollout_budget_beside_it(self):
+        # Before, budget_tokens alone dropped rollout_batch_size × n_samples_per_prompt: the step grew past it.
+        dataset = [self.ns.Sample(prompt="Problem %s" % label, label=label, metadata={"index": i, "data_source": "math"})
+                   for i, label in enumerate(LABELS)]
+        samples, _ = self.rollout(dataset, Settings(budget_tokens=100_000, options={"min_n": 2, "max_n": 12}))
+        self.assertEqual(self.client.plans[-1]["budget"], {"rollouts": 48, "tokens": 100_000})
+        self.assertLessEqual(len(samples), 48)
+
+    def test_two_prompts_with_one_id_are_an_error_naming_them(self):
+        dataset = [self.ns.Sample(prompt="Problem %s" % label, label=label, metadata={"index": i % 6, "data_source": "math"})
+                   for i, label in enumerate(LABELS)]
+        with self.assertRaises(ValueError) as caught:
+            self.rollout(dataset, Settings(options={"min_n": 2, "max_n": 12}))
+        self.assertIn("prompts 0 and 6 of the step are different prompts with the same id 'math/0'", str(caught.exception))
+        self.assertEqual(self.client.plans, [])
+
+
+class NotCombinableTest(unittest.TestCase):
+    def test_flags_the_rollout_function_cannot_honour_are_refused_by_name(self):
+        from rollout_budget.slime import check_args
+
+        check_args(slime_upstream.args())
+        check_args(slime_upstream.args(over_sampling_batch_size=12))  # slime's own default: rollout_batch_size
+        for flag, override in (("--partial-rollout", {"partial_rollout": True}),
+                               ("--dynamic-sampling-filter-path", {"dynamic_sampling_filter_path": "my_filters.check"}),
+                               ("--over-sampling-batch-size 16", {"over_sampling_batch_size": 16}),
+                               ("--rollout-sample-filter-path", {"rollout_sample_filter_path": "f.g"}),
+                               ("--rollout-all-samples-process-path", {"rollout_all_samples_process_path": "f.g"}),
+                               ("--group-rm", {"group_rm": True}),
+                               ("--log-passrate", {"log_passrate": True})):
+            with self.assertRaises(ValueError) as caught:
+                check_args(slime_upstream.args(**override))
+            self.assertIn(flag, str(caught.exception))
+        # The rollout function checks them before it takes any prompt from the data source.
+        from rollout_budget.slime import make_rollout_function
+
+        taken = []
+        source = types.SimpleNamespace(get_samples=lambda n: taken.append(n))
+        with self.assertRaisesRegex(ValueError, "--log-passrate"):
+            make_rollout_function(client=object(), settings=Settings())(slime_upstream.args(log_passrate=True), 0, source)
+        self.assertEqual(taken, [])
+
+
 class RolloutResumeTest(_RolloutCase):
     def test_a_rollout_replayed_after_a_resume_warns_and_is_not_applied_again(self):
         args = slime_upstream.args()

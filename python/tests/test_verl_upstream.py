@@ -253,6 +253,48 @@ class ExpandedBatchTest(support.ServiceCase):
         with self.assertRaisesRegex(AssertionError, "only support equal chunk"):
             plain.chunk(workers)
 
+    def test_a_token_budget_keeps_the_uniform_rollout_budget_beside_it(self):
+        # Before, budget_tokens alone dropped the rollouts' default (prompts × n): a batch of 10
+        # prompts × n 4 grew to 69 rollouts under a loose token budget.
+        from rollout_budget.config import Settings
+
+        adapter = VerlAdapter(self.client, rollout_n=4, max_tokens=8, multiple_of=1,
+                              settings=Settings(budget_tokens=10_000, options={"min_n": 3, "max_n": 9}))
+        batch = adapter.expand(self.trainer.dataset_batch(PROMPTS), step=1)
+        plan = self.client.plans[-1]
+        self.assertEqual(plan["budget"], {"rollouts": 40, "tokens": 10_000})
+        self.assertLessEqual(len(batch), 40)
+
+    def test_two_prompts_with_one_id_are_an_error_naming_the_rows(self):
+        # Two files each numbered from 0 under one data_source: the second prompt was dropped and
+        # its results counted as the first's, with nothing said.
+        from rollout_budget.config import Settings
+
+        adapter = VerlAdapter(self.client, rollout_n=4, max_tokens=8, settings=Settings(budget_rollouts=16))
+        shards = [{"text": "shard A problem 0", "index": 0, "data_source": "math"}, {"text": "shard B problem 0", "index": 0, "data_source": "math"}]
+        with self.assertRaises(ValueError) as caught:
+            adapter.expand(self.trainer.dataset_batch(shards), step=1)
+        self.assertIn("batch rows 0 and 1 are different prompts with the same id 'math/0'", str(caught.exception))
+        # The same prompt twice (a sampler with replacement) is one candidate, as before.
+        same = [dict(shards[0]), dict(shards[0])]
+        batch = adapter.expand(self.trainer.dataset_batch(same), step=2)
+        self.assertEqual([a["prompt_id"] for a in self.client.plans[-1]["allocations"]], ["math/0"])
+        self.assertEqual(len(batch), 16)
+
+    def test_without_the_legacy_workers_the_ppo_mini_batch_divides_the_rollouts(self):
+        # verl's new engine workers (trainer.use_legacy_worker_impl=disable) pass
+        # ppo_mini_batch_size × n as mini_batch_size (ray_trainer.py:1246–1255), and
+        # tensordict_utils.make_iterator asserts batch % mini_batch == 0 (tensordict_utils.py:525;
+        # tensordict is not installed here, so the numbers are checked, not the assert).
+        t = self.trainer.TrainerStandIn(rollout_n=4, budget_settings={}, workers=4, dp_size=2)
+        t.config["actor_rollout_ref"]["actor"] = {"ppo_mini_batch_size": 6}
+        self.assertEqual(infer_multiple_of(t), 4)  # "auto": the legacy workers, no such assert
+        t.use_legacy_worker_impl = "disable"
+        self.assertEqual(infer_multiple_of(t), 24)  # lcm(4 workers, dp 2, 6 × 4)
+        t.use_critic, t.critic_wg = True, object()
+        t.config["critic"] = {"ppo_mini_batch_size": 5}
+        self.assertEqual(infer_multiple_of(t), 120)  # and the critic's 5 × 4
+
     def test_infer_multiple_of_reads_the_trainers_workers(self):
         t = self.trainer.TrainerStandIn(rollout_n=4, budget_settings={}, workers=4, dp_size=6)
         self.assertEqual(infer_multiple_of(t), 12)
