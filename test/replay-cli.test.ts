@@ -71,6 +71,14 @@ describe('replay CLI', () => {
     expect(existsSync(out)).toBe(false);
   });
 
+  it('a log where uniform\'s headline figures are all 0 says there is no ratio (it printed "against uniform: .")', async () => {
+    const log = join(tempDir('rb-no-ratio-'), 'solved.jsonl');
+    writeFileSync(log, '{"step":0,"prompt_id":"a","n":8,"correct":8}\n{"step":1,"prompt_id":"a","n":8,"correct":8}\n');
+    const io = capture();
+    expect(await runCli(['replay', '--log', log, '--policies', 'uniform,bayes'], io)).toBe(0);
+    expect(io.out.trim().split('\n').at(-1)).toBe("Our default (bayes, value balanced, 2 rounds a step) has no ratio to uniform: uniform's headline figures are all 0 here (no informative group, no hard positive), so the table's absolute figures are the comparison.");
+  });
+
   it('replay and simulate: an --out that is a file is named before the run, exit 2, the file untouched', async () => {
     const d = tmp();
     const out = join(d, 'not-a-folder');
