@@ -168,7 +168,7 @@ describe('an --out that is an input, and an empty --state', () => {
     expect((JSON.parse(readFileSync(join(dir, 'other.json'), 'utf8')) as { totals: { rollouts: number } }).totals.rollouts).toBe(8);
   });
 
-  it('an empty --state is refused by every command that takes one, before any work', async () => {
+  it('an empty --state is refused by every command that takes one, before any work, and so is inspect\'s empty --prompt', async () => {
     const dir = tempDir('rb-empty-state-');
     writeFileSync(join(dir, 'results.jsonl'), '{"prompt_id":"a","step":0,"rewards":[1,0]}\n');
     writeFileSync(join(dir, 'prompts.jsonl'), '{"id":"a"}\n');
@@ -183,5 +183,8 @@ describe('an --out that is an input, and an empty --state', () => {
       expect(r.code, argv[0]).toBe(2);
       expect(r.stderr, argv[0]).toBe(argv[2] === ' ' ? message.replace('""', '" "') : message);
     }
+    // An empty prompt id, which no file can give: inspect answered for prompt "" with exit 0.
+    const empty = await cli(['inspect', '--state', ':memory:', '--prompt', '']);
+    expect([empty.code, empty.stderr]).toEqual([2, 'rollout-budget: --prompt must be a prompt id, got ""\n']);
   });
 });

@@ -1,4 +1,4 @@
-import { Option, type Command } from 'commander';
+import { InvalidArgumentError, Option, type Command } from 'commander';
 import { DEFAULT_MAX_TOKENS, PLAN_FORMATS } from '../plan/exports.js';
 import { defaultPlanOptions, MAX_PREFILL_WEIGHT } from '../plan/options.js';
 import { describe } from './catalog.js';
@@ -40,10 +40,16 @@ export function registerStateCommands(program: Command, io: CliIo): void {
   decayFlags(observe).action(async (opts) => (await import('./state-commands.js')).observeCommand(io, opts));
 
   stateFlag(program.command('inspect').description(describe('inspect')))
-    .option('--prompt <id>', 'one prompt')
+    .addOption(new Option('--prompt <id>', 'one prompt').argParser(promptIdArg))
     .action(async (opts) => (await import('./state-commands.js')).inspectCommand(io, opts));
 
   stateFlag(program.command('backup').description(describe('backup')), 'the SQLite state file to copy', '<path>')
     .requiredOption('--out <path>', 'the copy: a new SQLite state file (replaced if it is one no process has open)')
     .action(async (opts) => (await import('./state-commands.js')).backupCommand(io, opts));
+}
+
+/** `inspect --prompt`: an id as results and prompts files give them, so never empty (it answered for a prompt "" no file can name). */
+function promptIdArg(value: string): string {
+  if (value === '') throw new InvalidArgumentError('must be a prompt id, got ""');
+  return value;
 }
