@@ -1,5 +1,6 @@
 import { Option, type Command } from 'commander';
 import { RolloutBudgetError } from '../errors.js';
+import { MAX_STRING_LENGTH } from '../io/utf8.js';
 import { redactUrl } from '../store/url.js';
 import { fileIdentity } from '../store/file-identity.js';
 import { requireWritable } from '../store/sqlite-read-only.js';
@@ -52,7 +53,7 @@ export function registerServeCommands(program: Command, io: CliIo): void {
     .option('--host <addr>', 'address to listen on', '127.0.0.1')
     .addOption(new Option('--port <int>', 'port (0: any free port)').default(8080).argParser(intArg(0)))
     .option('--stdio', 'NDJSON requests on stdin, responses on stdout, instead of HTTP', false)
-    .addOption(new Option('--body-limit <bytes>', 'largest request body (413 above it), at most 536870888 (the longest string Node holds)').default(8 * 1024 * 1024).argParser(intArg(1, 2 ** 29 - 24)))
+    .addOption(new Option('--body-limit <bytes>', `largest request body (413 above it), at most ${MAX_STRING_LENGTH} (the longest string Node holds)`).default(8 * 1024 * 1024).argParser(intArg(1, MAX_STRING_LENGTH)))
     .option('--token <token>', `require "Authorization: Bearer <token>" (default: $${TOKEN_ENV}); needed for a --host other than loopback`)
     .option('--allowed-hosts <names>', 'comma-separated Host header names to accept besides IP addresses, localhost, --host and this machine\'s name ("*": any)')
     .addOption(new Option('--plan-timeout-s <s>', 'a plan request not answered within this many seconds gets 503').default(10).argParser(numberArg(0.001, 86_400)))

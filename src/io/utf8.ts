@@ -8,7 +8,7 @@ import { binaryKind } from './file-kind.js';
  */
 const strict = new TextDecoder('utf-8', { fatal: true });
 /** The longest string V8 (Node 20 to 24, 64-bit) makes: 2^29 − 24 UTF-16 code units. */
-const MAX_STRING_LENGTH = 2 ** 29 - 24;
+export const MAX_STRING_LENGTH = 2 ** 29 - 24;
 /** The same for text that does not start a file: a U+FEFF there is a character, kept. */
 const strictKeepingBom = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
 
