@@ -1,5 +1,5 @@
 import { spawnSync } from 'node:child_process';
-import { existsSync, writeFileSync } from 'node:fs';
+import { closeSync, existsSync, openSync, writeFileSync } from 'node:fs';
 import { gzipSync } from 'node:zlib';
 import { join } from 'node:path';
 import fc from 'fast-check';
@@ -187,6 +187,33 @@ describe('a file of another kind given in its place', () => {
   const fixture = join(import.meta.dirname, '..', 'fixtures', 'qwen-math100-k8');
   const plan = join(fixture, 'plan.json');
   const prompts = join(fixture, 'prompts.jsonl');
+
+  it('a device (/dev/zero, /dev/urandom) is refused at once by every reader; stdin by its own names is still read', () => {
+    // In a process of its own with a time limit: before, plan grew to 6.3 GB and observe and replay
+    // copied the device into a temporary file without end.
+    const run = (argv: string[]) => spawnSync(process.execPath, [CLI, ...argv], { encoding: 'utf8', timeout: 20_000 });
+    for (const [argv, device] of [
+      [['plan', '--prompts', '/dev/zero', '--state', ':memory:', '--budget-rollouts', '8'], '/dev/zero'],
+      [['observe', '--results', '/dev/zero', '--state', ':memory:'], '/dev/zero'],
+      [['replay', '--log', '/dev/urandom', '--policies', 'uniform'], '/dev/urandom'],
+      [['simulate', '--scenario', '/dev/zero'], '/dev/zero'],
+    ] as const) {
+      const r = run([...argv]);
+      expect(r.signal, argv[0]).toBeNull();
+      expect(r.status, argv[0]).toBe(2);
+      expect(r.stderr, argv[0]).toBe(`rollout-budget: ${device}: a device, not a file: give a file, or - for stdin\n`);
+    }
+    const file = join(tempDir(), 'results.jsonl');
+    writeFileSync(file, '{"prompt_id":"a","reward":1}\n');
+    const fd = openSync(file, 'r');
+    try {
+      const stdin = spawnSync(process.execPath, [CLI, 'observe', '--results', '/dev/stdin', '--state', ':memory:'], { encoding: 'utf8', timeout: 20_000, stdio: [fd, 'pipe', 'pipe'] });
+      expect(stdin.status, stdin.stderr).toBe(0);
+      expect(JSON.parse(stdin.stdout)).toMatchObject({ applied: 1 });
+    } finally {
+      closeSync(fd);
+    }
+  });
 
   it('a plan file (one JSON document over several lines) where JSONL goes says so', async () => {
     const multiLine = '{\n'; // the plan file's first line: the writer indents

@@ -4,6 +4,7 @@ import { RolloutBudgetError } from '../errors.js';
 import { lazyRequire } from '../lazy.js';
 import { readText } from '../io/jsonl.js';
 import type { PlanChunk } from '../plan/byte-chunk.js';
+import { refuseDevice } from '../io/chunks.js';
 import { tempFolder, tempWriteFailed } from '../io/temp-folder.js';
 import { chunkText, decodeUtf8 } from '../io/utf8.js';
 
@@ -128,6 +129,7 @@ async function spool(source: NodeJS.ReadableStream, prefix: string, what: string
 export async function rereadable(path: string): Promise<{ path: string; done: () => void }> {
   const stat = statSync(path, { throwIfNoEntry: false });
   if (stat === undefined || stat.isFile() || stat.isDirectory()) return { path, done: () => undefined };
+  refuseDevice(path, stat);
   let copy: string;
   try {
     copy = await spool(createReadStream(path), 'rollout-budget-input-', `the copy of ${path}`);

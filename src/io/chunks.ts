@@ -1,8 +1,8 @@
 import type * as Crypto from 'node:crypto';
-import { closeSync, openSync, readSync } from 'node:fs';
-import { RolloutBudgetError } from '../errors.js';
+import { closeSync, fstatSync, openSync, readSync } from 'node:fs';
+import { badInput, RolloutBudgetError } from '../errors.js';
 import { lazyRequire } from '../lazy.js';
-import { decodeUtf8 } from './utf8.js';
+import { decodeUtf8, MAX_STRING_LENGTH } from './utf8.js';
 
 /** node:crypto, loaded by the first digest (observe), not by a reader of prompts. */
 const crypto = lazyRequire<typeof Crypto>('node:crypto');
@@ -21,10 +21,32 @@ export const CHUNK_BYTES = 1 << 22;
 const BOM = [0xef, 0xbb, 0xbf];
 
 function openOrThrow(path: string): number {
+  let fd: number;
   try {
-    return openSync(path, 'r');
+    fd = openSync(path, 'r');
   } catch (error) {
     throw new RolloutBudgetError('IO_ERROR', `${path}: cannot read (${(error as NodeJS.ErrnoException).code ?? String(error)})`);
+  }
+  try {
+    refuseDevice(path, fstatSync(fd));
+  } catch (error) {
+    closeSync(fd);
+    throw error;
+  }
+  return fd;
+}
+
+/** Paths that name this process's stdin or an inherited descriptor (a shell's <(...)), whatever they lead to. */
+const STDIN_NAMES = /^\/(dev\/(stdin|fd\/\d+)|proc\/(self|\d+)\/fd\/\d+)$/;
+
+/**
+ * Throws IO_ERROR for an input that is a device (`stat`: the path's), unless the path names stdin
+ * or an inherited descriptor: a device never ends (/dev/zero, /dev/urandom), and the readers grew
+ * to 6.3 GB, or copied it into a temporary file without end.
+ */
+export function refuseDevice(path: string, stat: { isCharacterDevice(): boolean; isBlockDevice(): boolean }): void {
+  if ((stat.isCharacterDevice() || stat.isBlockDevice()) && !STDIN_NAMES.test(path)) {
+    throw new RolloutBudgetError('IO_ERROR', `${path}: a device, not a file: give a file, or - for stdin`);
   }
 }
 
@@ -92,7 +114,11 @@ export function* lineChunks(path: string, name: string, chunkBytes = CHUNK_BYTES
     let firstLine = 1;
     let atStart = true;
     for (;;) {
-      if (filled === buffer.length) buffer = Buffer.concat([buffer, Buffer.allocUnsafe(buffer.length)]);
+      if (filled === buffer.length) {
+        // No newline in the whole buffer: one line this long could never be decoded (utf8.ts), so stop before reading more of it.
+        if (filled >= MAX_STRING_LENGTH) throw badInput(`${name}:${firstLine}`, `a line of more than ${MAX_STRING_LENGTH} bytes without its end, more than Node can hold as one string: no line of JSON this tool reads is that long`);
+        buffer = Buffer.concat([buffer, Buffer.allocUnsafe(buffer.length)]);
+      }
       let length: number;
       try {
         length = readSync(fd, buffer, filled, buffer.length - filled, null);

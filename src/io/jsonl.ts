@@ -1,7 +1,8 @@
-import { readFileSync } from 'node:fs';
+import { readFileSync, statSync } from 'node:fs';
 import { RolloutBudgetError, badInput, quote } from '../errors.js';
 import { stepTooLarge } from '../posterior/decay.js';
 import { checkHint } from '../posterior/hints.js';
+import { refuseDevice } from './chunks.js';
 import { decodeUtf8 } from './utf8.js';
 import { binaryKind } from './file-kind.js';
 
@@ -19,8 +20,11 @@ export interface Located<T> {
 export function readText(path: string): string {
   let bytes: Buffer;
   try {
+    const stat = statSync(path, { throwIfNoEntry: false });
+    if (stat !== undefined) refuseDevice(path, stat);
     bytes = readFileSync(path);
   } catch (error) {
+    if (error instanceof RolloutBudgetError) throw error;
     const reason = (error as NodeJS.ErrnoException).code ?? String(error);
     throw new RolloutBudgetError('IO_ERROR', `${path}: cannot read (${reason})`);
   }
