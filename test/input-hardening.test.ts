@@ -1,5 +1,5 @@
 import { spawnSync } from 'node:child_process';
-import { closeSync, existsSync, openSync, writeFileSync } from 'node:fs';
+import { closeSync, existsSync, openSync, rmSync, writeFileSync } from 'node:fs';
 import { gzipSync } from 'node:zlib';
 import { join } from 'node:path';
 import fc from 'fast-check';
@@ -187,6 +187,20 @@ describe('a file of another kind given in its place', () => {
   const fixture = join(import.meta.dirname, '..', 'fixtures', 'qwen-math100-k8');
   const plan = join(fixture, 'plan.json');
   const prompts = join(fixture, 'prompts.jsonl');
+
+  it('a file whose line never ends is stopped at the longest string Node holds, not read on (a 600 MB line: 1.6 GB and a TypeError)', () => {
+    const file = join(tempDir(), 'one-line.jsonl');
+    writeFileSync(file, Buffer.alloc(2 ** 29, 0x78)); // 2^29 bytes of "x", no newline
+    try {
+      for (const argv of [['plan', '--prompts', file, '--state', ':memory:', '--budget-rollouts', '8'], ['observe', '--results', file, '--state', ':memory:']]) {
+        const r = spawnSync(process.execPath, [CLI, ...argv], { encoding: 'utf8', timeout: 60_000 });
+        expect(r.status, argv[0]).toBe(2);
+        expect(r.stderr, argv[0]).toBe(`rollout-budget: ${file}:1: a line with no end after 536870912 bytes, more than Node can hold as one string (536870888 characters): no line of JSON this tool reads is that long\n`);
+      }
+    } finally {
+      rmSync(file);
+    }
+  }, 120_000);
 
   it('a device (/dev/zero, /dev/urandom) is refused at once by every reader; stdin by its own names is still read', () => {
     // In a process of its own with a time limit: before, plan grew to 6.3 GB and observe and replay

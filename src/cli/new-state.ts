@@ -35,6 +35,19 @@ export function removeStateFile(state: string): void {
  * removes what SQLite left, a file of 0 bytes and its WAL and shared-memory files. A file with
  * bytes in it is kept: another process made it meanwhile.
  */
-export function removeUnopenedStateFile(state: string): void {
+function removeUnopenedStateFile(state: string): void {
   if (statSync(state, { throwIfNoEntry: false })?.size === 0) removeStateFile(state);
+}
+
+/**
+ * `open()` (a store on `state`), and where it fails on a state file this command created
+ * (`created`: isNewStateFile before), what SQLite left of it removed. plan, observe and serve.
+ */
+export async function openCreated<T>(state: string, created: boolean, open: () => T | Promise<T>): Promise<T> {
+  try {
+    return await open();
+  } catch (error) {
+    if (created) removeUnopenedStateFile(state);
+    throw error;
+  }
 }

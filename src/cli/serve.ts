@@ -13,7 +13,7 @@ import { Service } from '../service/router.js';
 import { serveStdio } from '../service/stdio.js';
 import { describe } from './catalog.js';
 import type { CliIo } from './io.js';
-import { isNewStateFile, removeStateFile, removeUnopenedStateFile, stillEmpty } from './new-state.js';
+import { isNewStateFile, openCreated, removeStateFile, stillEmpty } from './new-state.js';
 import { decayFlags, stateFlag } from './options.js';
 import { stopSignals } from './signals.js';
 import { bearerSecret, intArg, numberArg } from './parse.js';
@@ -74,13 +74,7 @@ export function registerServeCommands(program: Command, io: CliIo): void {
       // A SQLite state file this call creates is removed again if the service never starts (a port in use).
       const created = isNewStateFile(opts.state);
       if (storeKindOf(opts.state) === 'sqlite') requireWritable(opts.state, 'serve writes each observe and the prompts it plans into it');
-      let store;
-      try {
-        store = await openAsyncStore(opts.state);
-      } catch (error) {
-        if (created) removeUnopenedStateFile(opts.state); // a full disk: SQLite left a 0-byte file
-        throw error;
-      }
+      const store = await openCreated(opts.state, created, () => openAsyncStore(opts.state));
       const defaults = {
         decay: {
           ...(opts.decay === undefined ? {} : { forgetPerStep: opts.decay }),

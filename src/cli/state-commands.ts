@@ -21,7 +21,7 @@ import type { ObserveSummary, Store } from '../store/types.js';
 import type { AsyncAllocator } from '../service/async-allocator.js';
 import type { AsyncStore } from '../store/async.js';
 import { checkOutput, onEndingSignal, outputTarget, rereadable, writeChunks, type CliIo } from './io.js';
-import { isNewStateFile, removeStateFile, removeUnopenedStateFile, stillEmpty } from './new-state.js';
+import { isNewStateFile, openCreated, removeStateFile, stillEmpty } from './new-state.js';
 import { readPrompts } from './prompts-input.js';
 import { budgetFrom, planOptionsFrom, type SharedFlags } from './options.js';
 
@@ -59,7 +59,7 @@ export async function planCommand(io: CliIo, opts: PlanFlags): Promise<void> {
   try {
     const { parsed, candidates } = await planCandidates(io, opts);
     created = isNewStateFile(opts.state);
-    allocator = openCreated(opts.state, created, () => new Allocator({ state: opts.state }));
+    allocator = await openCreated(opts.state, created, () => new Allocator({ state: opts.state }));
     // A plan that reads only its candidates' rows has no use for the whole state read ahead.
     if (!allocator.readsAll(candidates.length)) ahead?.cancel();
     else {
@@ -87,16 +87,6 @@ export async function planCommand(io: CliIo, opts: PlanFlags): Promise<void> {
 async function planOnPostgres(io: CliIo, opts: PlanFlags): Promise<void> {
   const { parsed, candidates } = await planCandidates(io, opts);
   await withAsyncAllocator(opts.state, (allocator) => allocator.plan(candidates, budgetFrom(opts), planCallOptions(opts), (plan) => writePlan(io, opts, plan, candidates, () => parsed.lines)));
-}
-
-/** `open()`, and where it throws on a state file this command created, what SQLite left of it removed. */
-function openCreated<T>(state: string, created: boolean, open: () => T): T {
-  try {
-    return open();
-  } catch (error) {
-    if (created) removeUnopenedStateFile(state);
-    throw error;
-  }
 }
 
 /** Opens the state at `url` (a PostgreSQL URL) for `use`, and closes it after. */
@@ -175,7 +165,7 @@ export async function observeInto(state: string, source: ResultSource, decay: De
     }
   }
   const created = isNewStateFile(state);
-  const store = openCreated(state, created, () => new SqliteStore(state));
+  const store = await openCreated(state, created, () => new SqliteStore(state));
   let ok = false;
   try {
     const summary = store.applySource(source, decay);

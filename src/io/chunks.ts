@@ -2,7 +2,7 @@ import type * as Crypto from 'node:crypto';
 import { closeSync, fstatSync, openSync, readSync } from 'node:fs';
 import { badInput, RolloutBudgetError } from '../errors.js';
 import { lazyRequire } from '../lazy.js';
-import { decodeUtf8, MAX_STRING_LENGTH } from './utf8.js';
+import { decodeUtf8, MAX_STRING_LENGTH, TOO_LONG } from './utf8.js';
 
 /** node:crypto, loaded by the first digest (observe), not by a reader of prompts. */
 const crypto = lazyRequire<typeof Crypto>('node:crypto');
@@ -116,7 +116,7 @@ export function* lineChunks(path: string, name: string, chunkBytes = CHUNK_BYTES
     for (;;) {
       if (filled === buffer.length) {
         // No newline in the whole buffer: one line this long could never be decoded (utf8.ts), so stop before reading more of it.
-        if (filled >= MAX_STRING_LENGTH) throw badInput(`${name}:${firstLine}`, `a line of more than ${MAX_STRING_LENGTH} bytes without its end, more than Node can hold as one string: no line of JSON this tool reads is that long`);
+        if (filled >= MAX_STRING_LENGTH) throw badInput(`${name}:${firstLine}`, `a line with no end after ${filled} bytes, ${TOO_LONG}`);
         buffer = Buffer.concat([buffer, Buffer.allocUnsafe(buffer.length)]);
       }
       let length: number;

@@ -9,6 +9,8 @@ import { binaryKind } from './file-kind.js';
 const strict = new TextDecoder('utf-8', { fatal: true });
 /** The longest string V8 (Node 20 to 24, 64-bit) makes: 2^29 − 24 UTF-16 code units. */
 export const MAX_STRING_LENGTH = 2 ** 29 - 24;
+/** Why text past MAX_STRING_LENGTH is refused (decodeUtf8 here, and the chunked reader before it reads on: chunks.ts). */
+export const TOO_LONG = `more than Node can hold as one string (${MAX_STRING_LENGTH} characters): no line of JSON this tool reads is that long`;
 /** The same for text that does not start a file: a U+FEFF there is a character, kept. */
 const strictKeepingBom = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
 
@@ -26,7 +28,7 @@ export function decodeUtf8(bytes: Uint8Array, name: string, lines = true, lineOf
     if (kind !== undefined) throw badInput(lines ? `${name}:1` : name, kind);
     const at = invalidUtf8At(bytes);
     // Well-formed, yet not decoded: more characters than a string holds (V8: 2^29 − 24, ~512 MiB).
-    if (at < 0) throw badInput(lines && lineOffset > 0 ? `${name}:${lineOffset + 1}` : name, `${bytes.length} bytes of text in one piece, more than Node can hold as one string (${MAX_STRING_LENGTH} characters): no line of JSON this tool reads is that long${lines ? '; split the file' : ''}`);
+    if (at < 0) throw badInput(lines && lineOffset > 0 ? `${name}:${lineOffset + 1}` : name, `${bytes.length} bytes of text in one piece, ${TOO_LONG}${lines ? '; split the file' : ''}`);
     let line = 1 + lineOffset;
     let lineStart = 0;
     for (let k = 0; k < at; k++) {

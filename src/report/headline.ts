@@ -41,9 +41,10 @@ export function headline(view: ReportView, detail: string | undefined, html: boo
   const ratios = ratioSummaries(view, name);
   const seeds = view.runs.map((r) => r.seed);
   const over = seeds.length > 1 ? ` Median over seeds ${seedLabel(seeds)}, range in parentheses.` : '';
+  const ours = `Our default (${e(name)}${detail === undefined ? '' : `, ${e(detail)}`})`;
   // Every headline figure of uniform is 0 (no informative group, say: one prompt always solved): it read "against uniform: .".
-  if (ratios.length === 0) return `Our default (${e(name)}${detail === undefined ? '' : `, ${e(detail)}`}) has no ratio to uniform: uniform's headline figures are all 0 here (no informative group, no hard positive), so the table's absolute figures are the comparison.`;
-  return `Our default (${e(name)}${detail === undefined ? '' : `, ${e(detail)}`}) against uniform: ${ratios.map((r) => ratioText(r, html)).join(', ')}.${over}`;
+  if (ratios.length === 0) return `${ours} has no ratio to uniform: uniform's headline figures are all 0 here (no informative group, no hard positive), so the table's absolute figures are the comparison.`;
+  return `${ours} against uniform: ${ratios.map((r) => ratioText(r, html)).join(', ')}.${over}`;
 }
 
 /**

@@ -90,8 +90,8 @@ export class SqliteStore implements Store {
       const unwritable = unwritableReason(path);
       // A state this user cannot write is read without making files beside it (store/sqlite-read-only.ts).
       this.db = unwritable === undefined ? new driver.Database(path, { timeout: ATTEMPT_MS, ...driver.options }) : openReadOnly(driver, path, unwritable);
-      this.sync(() => checkStateKind(this.db, path));
       this.sync(() => {
+        checkStateKind(this.db, path); // before anything is written: another program's database, a later format
         if (unwritable === undefined) {
           // A new file gets 16 kB pages (an existing one keeps its own: SQLite ignores this then).
           // observe's claimed keys go into the B-tree at scattered places, and larger pages split
@@ -196,15 +196,16 @@ export class SqliteStore implements Store {
     return this.sync(() => read.get() as number);
   }
 
+  /** Throws the read-only state's error (a plan that must record into it fails before its plan is delivered). */
+  requireWritable(): void {
+    if (this.readOnly !== undefined) throw readOnlyError(this.readOnly);
+  }
+
   /**
    * Records prompts' group and hint (store/meta.ts) in one BEGIN IMMEDIATE transaction, waiting
    * (asleep) for the write lock as apply() does: evidence untouched, idempotent; the pooled rows
    * follow an observed prompt whose group changes. O(changes).
    */
-  requireWritable(): void {
-    if (this.readOnly !== undefined) throw readOnlyError(this.readOnly);
-  }
-
   recordPrompts(meta: readonly PromptMeta[]): void {
     if (meta.length === 0) return;
     this.sync(this.recorder(meta));
