@@ -1,5 +1,5 @@
 import { spawn, spawnSync } from 'node:child_process';
-import { lstatSync, readFileSync, readdirSync, symlinkSync, writeFileSync } from 'node:fs';
+import { existsSync, lstatSync, readFileSync, readdirSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -162,6 +162,12 @@ describe('an --out that is an input, and an empty --state', () => {
     [state, prompts, planFile, batch].forEach((f, i) => expect(readFileSync(f).equals(before[i]!), f).toBe(true));
     expect(lstatSync(join(dir, 'link.db')).isSymbolicLink()).toBe(true);
     expect(readdirSync(dir).sort()).toEqual(['batch-output.jsonl', 'link.db', 'plan.json', 'prompts.jsonl', 'results.jsonl', 'state.db']);
+    // A state that is not there yet, made by this plan: the plan was renamed over it, its -wal and -shm left beside.
+    const fresh = join(dir, 'new.db');
+    const made = await cli(['plan', '--prompts', prompts, '--state', fresh, '--budget-rollouts', '8', '--out', join(dir, '.', 'new.db')]);
+    expect(made.code).toBe(2);
+    expect(made.stderr).toBe(`rollout-budget: --out ${join(dir, '.', 'new.db')} is the --state file ${fresh}: writing it would replace that input; give another path (nothing was written)\n`);
+    expect(existsSync(fresh)).toBe(false);
     // Another file is written as before.
     const other = await cli(['plan', '--prompts', prompts, '--state', state, '--budget-rollouts', '8', '--out', join(dir, 'other.json')]);
     expect(other.code, other.stderr).toBe(0);

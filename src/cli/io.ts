@@ -1,5 +1,5 @@
 import { closeSync, createReadStream, createWriteStream, openSync, realpathSync, renameSync, rmSync, statSync, writeSync } from 'node:fs';
-import { dirname, join } from 'node:path';
+import { basename, dirname, join, resolve } from 'node:path';
 import { RolloutBudgetError } from '../errors.js';
 import { lazyRequire } from '../lazy.js';
 import { readText } from '../io/jsonl.js';
@@ -165,17 +165,30 @@ export function checkOutput(path: string, inputs: Readonly<Record<string, string
 /**
  * Refuses an output that is one of the command's inputs (`inputs`: flag → path; '-', ':memory:'
  * and URLs are skipped): the same file by device and inode, so through links and other
- * spellings too. Writing it would replace the input with the output, a state file with a plan.
+ * spellings too, or, when neither is there yet, the same place (a new state the plan makes,
+ * which its file then replaced). Writing it would replace the input with the output, a state
+ * file with a plan.
  */
 function sameFileAsInput(path: string, inputs: Readonly<Record<string, string | undefined>>): void {
   const out = statSync(path, { throwIfNoEntry: false });
-  if (out === undefined || !out.isFile()) return;
+  if (out !== undefined && !out.isFile()) return;
   for (const [flag, input] of Object.entries(inputs)) {
     if (input === undefined || input === '-' || input === ':memory:' || input.includes('://')) continue;
     const there = statSync(input, { throwIfNoEntry: false });
-    if (there !== undefined && there.dev === out.dev && there.ino === out.ino) {
+    // Neither there yet (a new state the command makes, then the plan renamed over it): compare where they would be.
+    const same = out !== undefined && there !== undefined ? there.dev === out.dev && there.ino === out.ino : out === undefined && there === undefined && placeOf(input) === placeOf(path);
+    if (same) {
       throw new RolloutBudgetError('BAD_OPTION', `--out ${path} is the ${flag} file ${input}: writing it would replace that input; give another path (nothing was written)`);
     }
+  }
+}
+
+/** Where a path that is not there yet would be: its folder's real path and its name. */
+function placeOf(path: string): string {
+  try {
+    return join(realpathSync(dirname(path)), basename(path));
+  } catch {
+    return resolve(path);
   }
 }
 
