@@ -106,6 +106,15 @@ function onLine(raw) {
   show();
 }
 
+/** What node-gyp said it could not find (Python, make, a C++ compiler), or undefined. */
+function buildToolMissing(lines) {
+  const text = lines.join('\n');
+  if (/find Python|Could not find any Python/.test(text)) return 'Python 3 (node-gyp runs it), make and a C++ compiler';
+  if (/not found: make|make: (command )?not found|`make` failed/.test(text)) return 'make and a C++ compiler';
+  if (/g\+\+: (command )?not found|c\+\+: (command )?not found|No such file or directory.*[gc]\+\+/.test(text)) return 'a C++ compiler (g++)';
+  return undefined;
+}
+
 const npm = process.platform === 'win32' ? 'npm.cmd' : 'npm';
 const child = spawn(npm, ['ci', '--no-audit', '--no-fund', '--loglevel=http', '--foreground-scripts', '--progress=false'], {
   cwd: root,
@@ -134,5 +143,10 @@ child.on('close', (code, signal) => {
   }
   say(`rollout-budget: npm ci failed (${signal ?? `exit code ${code}`}) after ${elapsed()}; its last lines:`);
   for (const l of tail) say(`  ${l}`);
+  const missing = buildToolMissing(tail);
+  if (missing !== undefined) {
+    say(`rollout-budget: no prebuilt better-sqlite3 binary for Node ${process.version} (${process.platform}-${process.arch}) could be downloaded (they come from github.com),`);
+    say(`  and compiling it needs ${missing}, which this machine lacks. Install the build tools (Debian: apt-get install -y python3 make g++), or let npm reach github.com, then run this again.`);
+  }
   process.exit(code ?? 1);
 });
