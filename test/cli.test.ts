@@ -156,6 +156,10 @@ describe('a refused flag value is named once, with its flag', () => {
     [['plan', '--prompts', 'p.jsonl', '--budget-rollouts', '4', '--format', 'xml'], '--format must be one of json, jsonl, vllm-batch, sglang, got "xml"'],
     [['execute', '--plan', 'plan.json', '--prompts', 'p.jsonl', '--model', 'm', '--endpoint', 'ftp://x'], '--endpoint "ftp://x" must use http or https, got "ftp"'],
     [['execute', '--plan', 'plan.json', '--prompts', 'p.jsonl', '--model', 'm', '--endpoint', 'http://h', '--extra-body', '[1]'], '--extra-body must be a JSON object, got "[1]"'],
+    // Fields execute sets itself: an n over the run's length has the server generate choices it throws away, one seed makes a split group's runs alike.
+    [['execute', '--plan', 'plan.json', '--prompts', 'p.jsonl', '--model', 'm', '--endpoint', 'http://h', '--extra-body', '{"top_p":1,"n":1e9}'], '--extra-body sets "n", which execute sets itself (a request\'s n is its share of a group (the plan\'s n, split by --request-n)): leave it out'],
+    [['loop', '--prompts', 'p.jsonl', '--model', 'm', '--endpoint', 'http://h', '--budget-rollouts', '8', '--extra-body', '{"seed":7}'], '--extra-body sets "seed", which execute sets itself (every rollout has its own seed, the group\'s seed + j, so that a group\'s rollouts differ and an aborted one resumes): leave it out'],
+    [['execute', '--plan', 'plan.json', '--prompts', 'p.jsonl', '--model', 'm', '--endpoint', 'http://h', '--extra-body', '{"max_completion_tokens":64}'], '--extra-body sets "max_completion_tokens", which execute sets itself (from the plan\'s max_tokens (--max-tokens where it gives none)): leave it out'],
     [['replay', '--log', 'x.jsonl', '--seeds', '3..1'], '--seeds: the seed range "3..1" ends before it starts'],
     [['demo', '--steps', '0'], '--steps must be an integer ≥ 1, got "0"'],
   ])('%j', async (argv, message) => {

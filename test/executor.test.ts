@@ -123,6 +123,21 @@ describe('execute against the sim-server (a test double)', () => {
     expect(grouped.summary.tokens_unknown).toBe(5);
   });
 
+  it('refuses extra body fields it sets itself (n, seed, max_tokens, ...) before any request, and a temperature twice', async () => {
+    const { candidates, sim } = simPrompts(1);
+    const server = await serve({ prompts: sim });
+    const map = new Map(candidates.map((c) => [c.id, c]));
+    for (const extraBody of [{ n: 5 }, { seed: 1 }, { max_tokens: 8 }, { stream: false }, { model: 'x' }]) {
+      await expect(executePlan(planOf({ q0: 4 }), map, options([server.url], { extraBody }))).rejects.toMatchObject({ code: 'BAD_OPTION', message: expect.stringContaining(`--extra-body sets "${Object.keys(extraBody)[0]}"`) });
+    }
+    await expect(executePlan(planOf({ q0: 4 }), map, options([server.url], { extraBody: { temperature: 0.6 }, temperature: 1 }))).rejects.toThrow('--extra-body sets "temperature" to 0.6 and --temperature to 1: give one');
+    expect(server.stats.requests).toBe(0);
+    // The same temperature twice, and fields execute leaves to the server, go through.
+    const ok = await executePlan(planOf({ q0: 4 }), map, options([server.url], { extraBody: { temperature: 1, top_p: 0.95 }, temperature: 1 }));
+    expect(ok.results.length).toBe(4);
+    expect(server.stats.requests).toBeGreaterThan(0);
+  });
+
   it('never retries a 4xx: one request, then a caller error', async () => {
     const { candidates, sim } = simPrompts(1);
     const server = await serve({ prompts: sim, modelName: 'the-real-one' });

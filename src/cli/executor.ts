@@ -7,6 +7,7 @@ import { checkExecuteInputs, commitPartials, executePlan, type InputCheckOptions
 import { runLoop } from '../executor/loop.js';
 import { PartialStore } from '../executor/partials.js';
 import { SERVER_PROFILES, resolveServer } from '../executor/profiles.js';
+import { checkExtraBody, extraBodyConflict } from '../executor/requests.js';
 import { mergeSummaries, progressBar, summaryLine, tooLongWarning } from '../executor/summary.js';
 import type { ExecuteOptions, ExecutedRollout } from '../executor/types.js';
 import { DEFAULT_VERIFIER_TIMEOUT_S } from '../executor/verify/command.js';
@@ -33,7 +34,7 @@ import { bearerSecret, intArg, numberArg } from './parse.js';
  */
 const collect = (value: string, previous: string[] | undefined) => [...(previous ?? []), normalizeEndpoint(value)];
 
-const jsonObjectArg = (value: string): Record<string, unknown> => {
+const extraBodyArg = (value: string): Record<string, unknown> => {
   let parsed: unknown;
   try {
     parsed = JSON.parse(value);
@@ -41,6 +42,8 @@ const jsonObjectArg = (value: string): Record<string, unknown> => {
     throw new InvalidArgumentError(`must be a JSON object, got "${value}"`);
   }
   if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed)) throw new InvalidArgumentError(`must be a JSON object, got "${value}"`);
+  const conflict = extraBodyConflict(parsed as Record<string, unknown>);
+  if (conflict !== undefined) throw new InvalidArgumentError(conflict);
   return parsed as Record<string, unknown>;
 };
 
@@ -61,7 +64,7 @@ function executorOptions(cmd: Command): Command {
     .addOption(new Option('--timeout-s <s>', 'a request that gets nothing from the server for this many seconds is aborted and retried (a streamed answer that keeps coming is never cut)').default(600).argParser(numberArg(0.001, 86_400)))
     .addOption(new Option('--retries <int>', 'retries per request on 5xx, connection errors and timeouts').default(4).argParser(intArg(0)))
     .addOption(new Option('--max-tokens <int>', 'max_tokens for prompts the plan gives none (servers default to 16 or 128)').default(DEFAULT_MAX_TOKENS).argParser(intArg(1)))
-    .addOption(new Option('--extra-body <json>', 'JSON object merged into every request body (top_p, stop, return_token_ids: false, ...)').argParser(jsonObjectArg))
+    .addOption(new Option('--extra-body <json>', 'JSON object merged into every request body (top_p, stop, return_token_ids: false, ...)').argParser(extraBodyArg))
     .addOption(new Option('--temperature <t>', 'sampling temperature sent to the server').argParser(numberArg(0, 10)))
     .option('--api-key <key>', `sent as "Authorization: Bearer <key>" to servers started with --api-key (vLLM, SGLang) (default: $${API_KEY_ENV})`);
   return stateFlag(cmd, 'state database (partial rollouts live here too)', '<path>');
@@ -98,6 +101,7 @@ function apiKeyOf(o: ExecFlags): string | undefined {
 function localOptions(o: ExecFlags, origin: ExecuteOptions['origin'] = {}): InputCheckOptions & { readonly endpoints: string[]; readonly apiKey?: string } {
   const endpoints = o.endpoint ?? [];
   if (endpoints.length === 0) throw badOption('give at least one --endpoint <url>');
+  if (o.extraBody !== undefined) checkExtraBody(o.extraBody, o.temperature);
   const apiKey = apiKeyOf(o);
   return {
     endpoints,

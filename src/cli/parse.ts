@@ -61,5 +61,5 @@ export function flagValueMessage(message: string): string {
   const [, flag, value, why] = m as unknown as [string, string, string, string];
   const choices = /^Allowed choices are ([\s\S]*)\.$/.exec(why);
   if (choices !== null) return `${flag} must be one of ${choices[1]}, got ${JSON.stringify(value)}`;
-  return /^(must |")/.test(why) ? `${flag} ${why}` : `${flag}: ${why}`;
+  return /^(must |sets |")/.test(why) ? `${flag} ${why}` : `${flag}: ${why}`;
 }

@@ -8,7 +8,7 @@ import { endpointUrl, normalizeEndpoint } from './endpoint.js';
 import { CONTEXT_LENGTH, finishOutcome, isPlainFinish } from './finish.js';
 import type { PartialRollout, PartialStore } from './partials.js';
 import { SERVER_PROFILES, choicesPerRequest } from './profiles.js';
-import { apiFor, freshUnit, promptText, requestBody, seedRuns, type Unit } from './requests.js';
+import { apiFor, checkExtraBody, freshUnit, promptText, requestBody, seedRuns, type Unit } from './requests.js';
 import { summarize } from './summary.js';
 import type { Api, ExecuteOptions, ExecuteReport, ExecutedRollout } from './types.js';
 
@@ -72,6 +72,7 @@ function groupsOf(plan: Plan, prompts: ReadonlyMap<string, Candidate>, options: 
 export async function executePlan(plan: Plan, prompts: ReadonlyMap<string, Candidate>, options: ExecuteOptions): Promise<ExecuteReport> {
   const now = options.now ?? Date.now;
   if (options.endpoints.length === 0) throw new RolloutBudgetError('BAD_OPTION', 'give at least one --endpoint <url>');
+  if (options.extraBody !== undefined) checkExtraBody(options.extraBody, options.temperature);
   const endpoints = options.endpoints.map(normalizeEndpoint);
   const server = options.server ?? SERVER_PROFILES.vllm;
   const groups = groupsOf(plan, prompts, options);

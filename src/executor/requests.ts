@@ -1,4 +1,4 @@
-import { badInput, quote } from '../errors.js';
+import { badInput, badOption, quote } from '../errors.js';
 import { promptFieldHint } from '../plan/exports.js';
 import type { Candidate } from '../plan/types.js';
 import type { ServerProfile } from './profiles.js';
@@ -79,6 +79,44 @@ export interface RequestSpec {
   readonly extra?: Readonly<Record<string, unknown>>;
   readonly server: ServerProfile;
   readonly promptField?: string;
+}
+
+/**
+ * Request fields the executor sets itself, and what sets them instead. --extra-body is merged
+ * last, so one of these there would override what the plan and the results rely on: `n` above
+ * a run's length makes the server generate choices that are thrown away (n: 1e9 stalls it);
+ * one `seed` for every request gives the runs of a split group the same samples; a
+ * `max_tokens` (or vLLM's `max_completion_tokens`, which wins over it) undoes the plan's token
+ * budget; without `stream` the answer is not read.
+ */
+const EXECUTOR_FIELDS: Readonly<Record<string, string>> = {
+  n: "a request's n is its share of a group (the plan's n, split by --request-n)",
+  seed: "every rollout has its own seed, the group's seed + j, so that a group's rollouts differ and an aborted one resumes",
+  model: 'from --model',
+  prompt: 'from the prompts file',
+  messages: 'from the prompts file',
+  max_tokens: "from the plan's max_tokens (--max-tokens where it gives none)",
+  max_completion_tokens: "from the plan's max_tokens (--max-tokens where it gives none)",
+  stream: 'answers are read as a stream, with the usage at its end',
+  stream_options: 'answers are read as a stream, with the usage at its end',
+};
+
+/** What is wrong with an --extra-body that sets a field the executor sets (EXECUTOR_FIELDS), after "--extra-body "; undefined when nothing is. */
+export function extraBodyConflict(extra: Readonly<Record<string, unknown>>): string | undefined {
+  for (const key of Object.keys(extra)) {
+    const owner = EXECUTOR_FIELDS[key];
+    if (owner !== undefined) return `sets "${key}", which execute sets itself (${owner}): leave it out`;
+  }
+  return undefined;
+}
+
+/** Refuses an --extra-body that sets a field the executor sets, or a temperature other than --temperature's. */
+export function checkExtraBody(extra: Readonly<Record<string, unknown>>, temperature?: number): void {
+  const conflict = extraBodyConflict(extra);
+  if (conflict !== undefined) throw badOption(`--extra-body ${conflict}`);
+  if (temperature !== undefined && 'temperature' in extra && extra.temperature !== temperature) {
+    throw badOption(`--extra-body sets "temperature" to ${quote(extra.temperature)} and --temperature to ${temperature}: give one`);
+  }
 }
 
 /**
