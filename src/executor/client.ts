@@ -34,6 +34,12 @@ export interface ChoiceSink {
   finish(index: number, reason: string): void;
   /** completion_tokens of the whole request, when the server sends a usage object. */
   usage(completionTokens: number): void;
+  /**
+   * The choice sent reasoning text, which is not kept: vLLM's and SGLang's reasoning parsers
+   * stream a thinking model's reasoning in `reasoning_content` (`reasoning` in vLLM ≥ 0.11), apart
+   * from `content`, so a chat text cut there cannot be continued as the model wrote it.
+   */
+  reasoning?(index: number): void;
 }
 
 export interface StreamRequest {
@@ -127,10 +133,13 @@ function classify(error: unknown, req: StreamRequest, isTimeout: () => boolean):
  * length is N tokens ..." (vllm/entrypoints/openai/serving_engine.py, 0.10–0.17), later "...
  * However, you requested M output tokens ..."; SGLang: "The input (T tokens) is longer than the
  * model's context length (N tokens)." and "Requested token count exceeds the model's maximum
- * context length of N tokens. ..." (sglang/srt/managers/tokenizer_manager.py); OpenAI: code
+ * context length of N tokens. ..." (sglang/srt/managers/tokenizer_manager.py), and from its
+ * scheduler "Input length (T tokens) exceeds the maximum allowed length (N tokens). Use a shorter
+ * input or enable --allow-auto-truncate." (`validate_input_length`, sglang/srt/managers/utils.py),
+ * which a streamed request gets as an error chunk after a 200 (answerError); OpenAI: code
  * `context_length_exceeded`.
  */
-export const TOO_LONG = /maximum context length|longer than the model's context length|context_length_exceeded/i;
+export const TOO_LONG = /maximum context length|longer than the model's context length|context_length_exceeded|exceeds the maximum allowed length/i;
 
 /** The header that carries an API key, or none. */
 export function authorization(apiKey: string | undefined): Record<string, string> {
@@ -250,21 +259,42 @@ function parseChunk(data: string): unknown {
 }
 
 /**
- * Feeds one chunk (`delta` choices) or one whole answer (`message` choices) to the sink. An
- * `error` object in it is retryable (vLLM and SGLang send one mid-stream for a server-side
- * failure: SGLang for an abort that carries an HTTP status, serving_completions.py).
+ * The error an answer carries after a 200, or undefined: an `error` object in a chunk (vLLM and
+ * SGLang send one mid-stream: SGLang for a request its scheduler aborted with an HTTP status,
+ * serving_completions.py, such as an input longer than its context), or a whole body that is an
+ * error (`"object": "error"`, vLLM's and SGLang's `ErrorResponse`, as a proxy may pass on with a
+ * 200). A prompt too long for the context is too-long; another 4xx code (not 408 or 429) can
+ * never succeed as sent, so is fatal, with the server's message; anything else is retryable.
+ */
+function answerError(chunk: Record<string, unknown>): RequestError | undefined {
+  const error = chunk.object === 'error' ? chunk : chunk.error;
+  if (error === undefined || error === null) return undefined;
+  const fields = typeof error === 'object' ? (error as { message?: unknown; code?: unknown }) : {};
+  const message = typeof fields.message === 'string' ? fields.message.slice(0, 300) : JSON.stringify(error).slice(0, 200);
+  const code = typeof fields.code === 'number' ? fields.code : typeof fields.code === 'string' && /^\d{3}$/.test(fields.code) ? Number(fields.code) : undefined;
+  if ((code === undefined || code === 400) && TOO_LONG.test(message)) return new RequestError(message, 'too-long', 400);
+  if (code !== undefined && code >= 400 && code < 500 && code !== 408 && code !== 429) {
+    return new RequestError(`the server refused the request in its answer (code ${code}): ${message}`, 'fatal', code);
+  }
+  return new RequestError(`server error in the answer: ${message}`, 'retryable');
+}
+
+/**
+ * Feeds one chunk (`delta` choices) or one whole answer (`message` choices) to the sink, or
+ * throws the error it carries (answerError).
  */
 function handleChunk(value: unknown, chat: boolean, sink: ChoiceSink, kind: 'delta' | 'message'): void {
   if (value === null || typeof value !== 'object' || Array.isArray(value)) throw new RequestError(`malformed chunk: ${JSON.stringify(value).slice(0, 120)}`, 'retryable');
   const chunk = value as Record<string, unknown>;
-  if (chunk.error !== undefined && chunk.error !== null) {
-    throw new RequestError(`server error in the answer: ${JSON.stringify(chunk.error).slice(0, 200)}`, 'retryable');
-  }
+  const error = answerError(chunk);
+  if (error !== undefined) throw error;
   const choices = chunk.choices;
   for (const raw of Array.isArray(choices) ? (choices as Record<string, unknown>[]) : []) {
     if (raw === null || typeof raw !== 'object' || typeof raw.index !== 'number') continue;
-    const content = chat ? (raw[kind] as { content?: unknown } | undefined)?.content : raw.text;
+    const part = chat ? (raw[kind] as { content?: unknown; reasoning_content?: unknown; reasoning?: unknown } | undefined) : undefined;
+    const content = chat ? part?.content : raw.text;
     const text = typeof content === 'string' ? content : '';
+    if (chat && ((typeof part?.reasoning_content === 'string' && part.reasoning_content !== '') || (typeof part?.reasoning === 'string' && part.reasoning !== ''))) sink.reasoning?.(raw.index);
     const tokens = tokensOf(raw, chat);
     if (text.length > 0 || (tokens ?? 0) > 0) sink.delta(raw.index, text, tokens);
     if (typeof raw.finish_reason === 'string') sink.finish(raw.index, raw.finish_reason);

@@ -96,6 +96,12 @@ export async function executePlan(plan: Plan, prompts: ReadonlyMap<string, Candi
     options.onProgress?.(finished, planned);
     if (g.done >= g.target) fill(g);
   };
+  /**
+   * Whether an aborted unit's text can be continued next step: it has text (a continuation of
+   * nothing is a fresh rollout that would carry the aborted one's tokens), none of it was
+   * reasoning the server sent apart (not kept), and the API continues it.
+   */
+  const continuable = (g: Group, u: Unit) => u.text.length > 0 && !u.reasoned && (g.api === 'completions' || server.continuesChat);
   /** The group has its n: abort what is in flight, drop what was never launched. */
   const fill = (g: Group) => {
     g.full = true;
@@ -104,7 +110,7 @@ export async function executePlan(plan: Plan, prompts: ReadonlyMap<string, Candi
     for (const u of g.units) {
       if (u.state === 'running') {
         u.state = 'aborted';
-        u.resumable = g.api === 'completions' || server.continuesChat;
+        u.resumable = continuable(g, u);
       }
       else if (u.state === 'queued') u.state = 'not-launched';
     }
@@ -115,9 +121,12 @@ export async function executePlan(plan: Plan, prompts: ReadonlyMap<string, Candi
     const launch = Math.floor(g.target * (1 + options.overProvision) + 1e-9);
     const partials = (stored.get(g.prompt.id) ?? []).slice(0, launch);
     for (const p of partials) {
+      // A partial without text (stored before its tokens were known to be reasoning only) starts
+      // again from nothing: its tokens are not carried, nor taken from max_tokens.
+      const carried = p.text === '' ? 0 : p.tokens;
       const u: Unit = {
-        rollout_id: p.rollout_id, prompt_id: p.prompt_id, seed: p.seed, baseText: p.text, baseTokens: p.tokens, resumed: true,
-        text: p.text, tokens: p.tokens, newTokens: 0, state: 'queued', finish: null, serverReason: null, resumable: true, startedAt: 0, latencyMs: null,
+        rollout_id: p.rollout_id, prompt_id: p.prompt_id, seed: p.seed, baseText: p.text, baseTokens: carried, resumed: true,
+        text: p.text, tokens: carried, newTokens: 0, state: 'queued', finish: null, serverReason: null, resumable: true, reasoned: false, startedAt: 0, latencyMs: null,
       };
       g.units.push(u);
     }
@@ -208,7 +217,11 @@ export async function executePlan(plan: Plan, prompts: ReadonlyMap<string, Candi
             // Aborted by the server: not graded, not observed; a partial text may be resumed.
             u.state = 'aborted';
             u.serverReason = reason;
-            u.resumable = outcome.resumable && u.text.length > 0 && (g.api === 'completions' || server.continuesChat);
+            u.resumable = outcome.resumable && continuable(g, u);
+          },
+          reasoning(i) {
+            const u = run[i];
+            if (u !== undefined) u.reasoned = true;
           },
           usage(completionTokens) {
             const u = run[0]!;
@@ -254,6 +267,14 @@ export async function executePlan(plan: Plan, prompts: ReadonlyMap<string, Candi
     tooLongPrompts.push({ prompt_id: g.prompt.id, message });
   };
 
+  /** The request a run-ending error came from: its prompt, rollouts and URL (and the timeout it ran past). */
+  const requestNamed = (g: Group, run: readonly Unit[], endpoint: number, e: RequestError) => {
+    const rollouts = run.length === 1 ? `rollout ${run[0]!.rollout_id}` : `rollouts ${run[0]!.rollout_id}..${run.at(-1)!.rollout_id}`;
+    const url = endpointUrl(endpoints[endpoint]!, g.api === 'chat' ? '/v1/chat/completions' : '/v1/completions');
+    const timeout = e.message.startsWith('request timed out') ? `; nothing came for ${options.timeoutMs / 1000} s (--timeout-s)` : '';
+    return `prompt ${quote(g.prompt.id)}, ${rollouts}${e.message.includes(url) ? '' : `, ${url}`}${timeout}`;
+  };
+
   const runSpec = async (g: Group, run: Unit[], tries: number): Promise<void> => {
     if (failure !== null || g.full) return;
     const endpoint = await dispatcher.acquire();
@@ -275,7 +296,7 @@ export async function executePlan(plan: Plan, prompts: ReadonlyMap<string, Candi
       }
       if (e.kind === 'fatal' || tries >= options.retry.retries) {
         const detail = e.kind === 'fatal' ? e.message : `${e.message}; gave up after ${tries + 1} attempts`;
-        if (failure === null) failure = new RolloutBudgetError(e.status !== undefined && e.status < 500 ? 'BAD_OPTION' : 'IO_ERROR', `generation failed: ${detail}`, e.kind === 'fatal' ? 2 : 1);
+        if (failure === null) failure = new RolloutBudgetError(e.status !== undefined && e.status < 500 ? 'BAD_OPTION' : 'IO_ERROR', `generation failed: ${detail} (${requestNamed(g, run, endpoint, e)})`, e.kind === 'fatal' ? 2 : 1);
         stopAll();
         return;
       }

@@ -23,6 +23,8 @@ export interface Unit {
   serverReason: string | null;
   /** An aborted unit whose text may be continued next step. */
   resumable: boolean;
+  /** The server sent reasoning text for it, which is not kept (client.ts ChoiceSink.reasoning): its text cannot be continued. */
+  reasoned: boolean;
   startedAt: number;
   latencyMs: number | null;
 }
@@ -30,7 +32,7 @@ export interface Unit {
 export function freshUnit(groupId: string, promptId: string, seed: number, j: number): Unit {
   return {
     rollout_id: `${groupId}#${j}`, prompt_id: promptId, seed: seed + j, baseText: '', baseTokens: 0, resumed: false,
-    text: '', tokens: 0, newTokens: 0, state: 'queued', finish: null, serverReason: null, resumable: true, startedAt: 0, latencyMs: null,
+    text: '', tokens: 0, newTokens: 0, state: 'queued', finish: null, serverReason: null, resumable: true, reasoned: false, startedAt: 0, latencyMs: null,
   };
 }
 
