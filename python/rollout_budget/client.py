@@ -33,11 +33,18 @@ __all__ = ["RolloutBudgetError", "HttpClient", "StdioClient", "connect", "PLAN_O
            "STATE_RETRIES", "CONNECT_RETRIES"]
 
 
+#: host:port (or [v6]:port), with an optional path: the service's address without its scheme.
+HOST_PORT = re.compile(r"^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+):\d{1,5}(/.*)?$")
+
+
 def connect(target, **kwargs):
     """``http://...`` or ``https://...`` → HttpClient; a SQLite path or a ``postgres://`` URL → a
-    StdioClient on that state. Another ``scheme://`` is a ValueError, not a state path."""
+    StdioClient on that state. Another ``scheme://`` is a ValueError, not a state path, and so is
+    ``host:port`` without a scheme (it would be a new SQLite file of that name)."""
     if is_service_url(target):
         return HttpClient(target, **kwargs)
+    if HOST_PORT.match(str(target)):
+        raise ValueError("%r is a host and port without a scheme: write http://%s (or https:// for a TLS proxy)" % (target, target))
     scheme = re.match(r"([A-Za-z][A-Za-z0-9+.-]*)://", str(target))
     if scheme and scheme.group(1).lower() not in ("postgres", "postgresql"):
         raise ValueError("%r is neither the service's url (http:// or https://) nor a state (a SQLite path or a "

@@ -54,10 +54,34 @@ def to_json(value, where=""):
     ``Object of type int64 is not JSON serializable`` for a ``max_tokens`` read from a DataFrame).
     Another value is a TypeError naming its field (``where``: the path of ``value`` itself)."""
     try:
-        return json.dumps(value, default=_json_default)
+        return json.dumps(value, default=_json_default, allow_nan=False)
     except TypeError as error:
         field = _field_of_bad_value(value, where)
         raise TypeError("%s: %s" % (field, error) if field else str(error)) from None
+    except ValueError:
+        # NaN and ±Infinity: JSON has neither (json.dumps wrote NaN, which the service refused as
+        # malformed JSON, and a stdio client then read its reply as out of order).
+        field = _field_of_non_finite(value, where)
+        raise ValueError("%s is %s, not a number JSON can carry: leave the field out where there is no value"
+                         % (field[0] or "a value", field[1]) if field else "a value is NaN or infinite") from None
+
+
+def _field_of_non_finite(value, path):
+    """(path, value) of the first NaN or ±Infinity in ``value`` (numpy and torch numbers too), or None."""
+    value = plain(value)
+    if isinstance(value, float):
+        return (path, repr(value)) if value != value or value in (float("inf"), float("-inf")) else None
+    if isinstance(value, dict):
+        items = (("%s.%s" % (path, k) if path else str(k), v) for k, v in value.items())
+    elif isinstance(value, (list, tuple)):
+        items = (("%s[%d]" % (path, i), v) for i, v in enumerate(value))
+    else:
+        return None
+    for where, v in items:
+        found = _field_of_non_finite(v, where)
+        if found:
+            return found
+    return None
 
 
 def _field_of_bad_value(value, path):

@@ -21,19 +21,15 @@ from __future__ import annotations
 import json
 import math
 import os
-import re
 
-from .client import PLAN_OPTIONS, connect, is_service_url
+from .client import HOST_PORT, PLAN_OPTIONS, connect, is_service_url
+from .plan import REWARD_SLACK
 
 __all__ = ["Settings", "settings_from"]
 
 _KEYS = ("url", "token", "budget_rollouts", "budget_tokens", "multiple_of", "pass_threshold", "options", "timeout_s")
 #: HttpClient's own default.
 DEFAULT_TIMEOUT_S = 60.0
-#: How far outside [0, 1] a reward may be and still be taken, clamped: float32 sums of shaped rewards (ten 0.1s sum to 1.0000001).
-REWARD_SLACK = 1e-6
-#: host:port (or [v6]:port), with an optional path: the service's address without its scheme.
-_HOST_PORT = re.compile(r"^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+):\d{1,5}(/.*)?$")
 
 
 class Settings:
@@ -58,7 +54,7 @@ class Settings:
             if self.multiple_of is not None and self.multiple_of != given:
                 raise ValueError("rollout_budget: multiple_of %r and options.multiple_of %r differ; give one" % (self.multiple_of, given))
             self.multiple_of = given
-        if self.url and _HOST_PORT.match(str(self.url)):
+        if self.url and HOST_PORT.match(str(self.url)):
             # Taken for a state path, it served a private SQLite file of that name through a child serve --stdio.
             raise ValueError("rollout_budget.url %r is a host and port without a scheme: write http://%s (or https:// for a TLS proxy)" % (self.url, self.url))
 

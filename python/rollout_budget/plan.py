@@ -84,14 +84,17 @@ def _meta_of(prompts):
     return out
 
 
-def expand_plan(plan, prompts=None):
+def expand_plan(plan, prompts=None, next_rollout=None):
     """One row per rollout of `plan`, in candidate order (a group's rollouts together).
 
     Each row: ``prompt_id``, ``group_id``, ``rollout_index`` (from the allocation's
     ``first_rollout``, 0 in a first round), ``rollout_id``, ``seed`` (group seed + rollout
     index), ``max_tokens`` (None when the prompt has none), ``step``, and ``group``,
     ``prior_pass_rate`` and ``prior_samples`` when `prompts` (the candidates, a list or a mapping
-    id → candidate) gives the prompt them.
+    id → candidate) gives the prompt them. `next_rollout` (a mapping prompt id → index): where
+    earlier rounds of the step launched rollouts past ``first_rollout`` (which counts only the
+    rewards they gave: aborted ones give none), a group's rows start at that index instead, so
+    no rollout id or seed repeats (as the executor's ``nextRollout``).
     Prompts the plan leaves out (n = 0) are simply absent. Raises ValueError naming the field
     of a malformed plan. O(Σ n).
     """
@@ -119,6 +122,8 @@ def expand_plan(plan, prompts=None):
         if not _is_int(first) or first < 0:
             raise ValueError('%s: "first_rollout" must be an integer ≥ 0, got %r' % (where, first))
         pid = a["prompt_id"]
+        if next_rollout is not None:
+            first = max(first, next_rollout.get(pid, 0))
         base = group_seed(seed, step, pid)
         gid = group_id(step, pid)
         for j in range(first, first + n):
@@ -204,13 +209,16 @@ def check_repeat(prompt_id, first, again, where):
 
 
 _FINISH = ("stop", "length", "abort")
+#: How far outside [0, 1] a reward may be and still be taken, clamped: float32 sums of shaped
+#: rewards (ten 0.1s sum to 1.0000001).
+REWARD_SLACK = 1e-6
 
 
 def results_rows(rows, rewards, tokens=None, finish_reasons=None):
     """The results `observe` takes, one per rollout of `rows` (from expand_plan), in order.
 
-    `rewards[k]` is rollout k's reward in [0, 1] (or a bool); `tokens[k]` its generated tokens
-    (optional); `finish_reasons[k]` "stop", "length" or "abort" (optional; aborted rollouts do
+    `rewards[k]` is rollout k's reward in [0, 1] (or a bool; within REWARD_SLACK of [0, 1] it is
+    clamped); `tokens[k]` its generated tokens (optional; an integral float is taken); `finish_reasons[k]` "stop", "length" or "abort" (optional; aborted rollouts do
     not update pass rates). Each result keeps the row's ``rollout_id`` (observe is idempotent),
     ``step``, and ``group``, ``prior_pass_rate``, ``prior_samples`` when the row has them (so the
     state learns the prompt's group and hint). Raises ValueError naming the rollout.
@@ -229,11 +237,13 @@ def results_rows(rows, rewards, tokens=None, finish_reasons=None):
         r = rewards[k]
         if isinstance(r, bool):
             r = 1.0 if r else 0.0
-        if not isinstance(r, (int, float)) or not (0.0 <= r <= 1.0) or math.isnan(r):
+        if not isinstance(r, (int, float)) or not (-REWARD_SLACK <= r <= 1.0 + REWARD_SLACK) or math.isnan(r):
             raise ValueError("results_rows: reward of rollout %s must be a number in [0, 1], got %r" % (row.get("rollout_id", k), rewards[k]))
-        result = {"prompt_id": row["prompt_id"], "step": row["step"], "reward": float(r), "rollout_id": row["rollout_id"]}
+        result = {"prompt_id": row["prompt_id"], "step": row["step"], "reward": min(1.0, max(0.0, float(r))), "rollout_id": row["rollout_id"]}
         if tokens is not None and tokens[k] is not None:
             t = tokens[k]
+            if isinstance(t, float) and t.is_integer():
+                t = int(t)  # as the service takes 10.0
             if not _is_int(t) or t < 0:
                 raise ValueError("results_rows: tokens of rollout %s must be an integer ≥ 0, got %r" % (row["rollout_id"], t))
             result["tokens"] = t

@@ -4,7 +4,8 @@ Round r plans with what is LEFT of the step's budgets and ``rounds_left`` = roun
 round included): the planner takes this round's share (the service's rule, issue 9's
 `rounds_left`). After the first round each prompt carries its rewards so far as
 ``partial_rewards``, so the next plan tops groups up by what they showed; new rollouts join the
-same group (``first_rollout``: same group id, later indices and seeds). The rule is the
+same group (``first_rollout``: same group id, later indices and seeds; after a round with
+aborted rollouts, which give no reward, past every index launched, so none repeats). The rule is the
 library's round loop (src/plan/round-loop.ts), mirrored here: rounds stop after the last one, or
 as soon as a budget left is spent (≤ 0); a round that plans nothing generates nothing, and the
 next round plans again (its share is larger). The step's results are observed once, after its
@@ -61,6 +62,7 @@ def run_rounds(client, prompts, generate, budget_rollouts=None, budget_tokens=No
     prompts = list(prompts)
     left_r, left_t = budget_rollouts, budget_tokens
     partial = {}
+    launched = {}  # prompt id → the index after the last rollout launched this step (aborted ones too)
     plans, results = [], []
     options = dict(options)
     for r in range(rounds):
@@ -68,7 +70,7 @@ def run_rounds(client, prompts, generate, budget_rollouts=None, budget_tokens=No
         plan = note_planned(client.plan(candidates, budget_rollouts=left_r, budget_tokens=left_t, rounds_left=rounds - r, **options))
         plans.append(plan)
         options["step"] = plan["step"]
-        rows = expand_plan(plan, prompts)
+        rows = expand_plan(plan, prompts, next_rollout=launched)
         if not rows:
             continue  # nothing this round: the next round plans again, with a larger share
         outcomes = list(generate(rows))
@@ -83,6 +85,7 @@ def run_rounds(client, prompts, generate, budget_rollouts=None, budget_tokens=No
         spent_t = beyond if beyond > 0.5 * (len(planned) + 1) else 0.0
         spent_r = 0
         for row, res in zip(rows, batch):
+            launched[row["prompt_id"]] = max(launched.get(row["prompt_id"], 0), row["rollout_index"] + 1)
             if res.get("finish_reason") == "abort":
                 continue  # resumed at a later step: not charged to this one
             spent_r += 1

@@ -6,6 +6,7 @@ import json
 import os
 import re
 import socket
+import tempfile
 import threading
 import time
 import unittest
@@ -88,6 +89,23 @@ class ClientTest(support.ServiceCase):
         self.assertFalse(self.http.prompt("x")["seen"])
         with self.assertRaises(TypeError):
             self.http.plan(PROMPTS, budget_rollouts=8, min_rollouts=2)
+
+    def test_nan_and_infinity_are_named_before_anything_is_sent(self):
+        """json.dumps wrote NaN, which is not JSON: the service answered "malformed JSON", and a
+        stdio client took its reply (id null) for one out of order. A hint missing in a DataFrame
+        is a NaN."""
+        stdio = rb.StdioClient(state=self.state)
+        self.addCleanup(stdio.close)
+        before = self.http.prompt("nan-hint")
+        for client, field in ((self.http, "body.candidates[1].prior_pass_rate"), (stdio, "body.candidates[1].prior_pass_rate")):
+            with self.assertRaises(ValueError) as caught:
+                client.plan([{"id": "ok"}, {"id": "nan-hint", "prior_pass_rate": float("nan")}], budget_rollouts=8)
+            self.assertIn(field + " is nan, not a number JSON can carry", str(caught.exception))
+        with self.assertRaises(ValueError) as caught:
+            self.http.observe([{"prompt_id": "x", "reward": 1, "tokens": float("inf")}])
+        self.assertIn("body.results[0].tokens is inf", str(caught.exception))
+        self.assertEqual(self.http.prompt("nan-hint"), before)
+        self.assertEqual(stdio.health()["status"], "ok")  # the stdio client is still in step with its process
 
     def test_http_names_a_service_it_cannot_reach(self):
         with socket.socket() as probe:  # a port where nothing listens: taken, then given back
@@ -408,6 +426,16 @@ class UrlTest(unittest.TestCase):
                 rb.HttpClient(url)
             self.assertIn(says, str(caught.exception))
             self.assertNotIn("pw", str(caught.exception))
+        with tempfile.TemporaryDirectory() as folder:
+            here = os.getcwd()
+            os.chdir(folder)
+            try:
+                with self.assertRaises(ValueError) as caught:
+                    rb.connect("127.0.0.1:18080")  # before: a new SQLite state file of that name
+                self.assertIn("a host and port without a scheme: write http://127.0.0.1:18080", str(caught.exception))
+                self.assertEqual(os.listdir(folder), [])
+            finally:
+                os.chdir(here)
         with self.assertRaises(ValueError) as caught:
             rb.connect("ftp://rb.example/state.db")
         self.assertIn("neither the service's url (http:// or https://) nor a state", str(caught.exception))

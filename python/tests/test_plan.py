@@ -139,6 +139,14 @@ class ResultsRowsTest(unittest.TestCase):
             {"prompt_id": "b", "step": 1, "reward": 1.0, "rollout_id": "1/b#0"},
         ])
 
+    def test_a_float32_sum_just_over_1_is_clamped_and_integral_float_tokens_taken(self):
+        # As the verl and slime integrations take them (config.REWARD_SLACK): ten 0.1s summed in float32.
+        out = results_rows(self.ROWS, [1.0000001, -1e-7, 0.25], tokens=[10.0, 20, None])
+        self.assertEqual([(r["reward"], r.get("tokens")) for r in out], [(1.0, 10), (0.0, 20), (0.25, None)])
+        self.assertIsInstance(out[0]["tokens"], int)
+        with self.assertRaisesRegex(ValueError, r"reward of rollout 1/a#0 must be a number in \[0, 1\], got 1.001"):
+            results_rows(self.ROWS, [1.001, 0, 0])
+
     def test_bad_values_name_the_rollout(self):
         with self.assertRaisesRegex(ValueError, r"reward of rollout 1/a#1 must be a number in \[0, 1\], got -1"):
             results_rows(self.ROWS, [1, -1, 0])

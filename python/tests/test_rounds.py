@@ -122,6 +122,32 @@ class RunRoundsAgainstServiceTest(support.ServiceCase):
             self.assertEqual(done.summary["aborted"], aborted)
 
 
+class RunRoundsAbortedIdsTest(support.ServiceCase):
+    def test_a_round_after_aborted_rollouts_never_repeats_an_id_or_a_seed(self):
+        """The next round's first_rollout counts the rewards so far, which aborted rollouts do
+        not give: it started at an index round 1 had launched, so a rollout id and seed came
+        twice and observe dropped a real result as a duplicate (found by an own-loop user)."""
+
+        with rb.HttpClient(self.url) as client:
+            launched = []
+
+            def generate(rows):
+                launched.extend((r["rollout_id"], r["seed"]) for r in rows)
+                out = simulated_generate(rows)
+                if len(launched) == len(rows):  # the first round: its last rollout of each prompt aborted
+                    last = {r["prompt_id"]: k for k, r in enumerate(rows)}
+                    out = [dict(o, finish_reason="abort") if k in last.values() else o for k, o in enumerate(out)]
+                return out
+
+            done = rb.run_rounds(client, PROMPTS, generate, budget_rollouts=48, rounds=2, seed=3)
+            self.assertEqual(len(done.plans), 2)
+            self.assertGreater(sum(a["n"] for a in done.plans[1]["allocations"]), 0)
+            self.assertEqual(len({i for i, _ in launched}), len(launched))
+            self.assertEqual(len({s for _, s in launched}), len(launched))
+            self.assertEqual(done.summary["duplicates"], 0)
+            self.assertEqual(done.summary["applied"], len(launched) - len(PROMPTS))
+
+
 class WarningsTest(support.ServiceCase):
     def test_the_plans_warnings_are_logged_as_the_cli_prints_them(self):
         """A trainer's integration dropped them; the CLI prints them on stderr. Here the budget
