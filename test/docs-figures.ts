@@ -208,6 +208,16 @@ export const figureChecks: readonly FigureCheck[] = [
 
 const LOG = 'fixtures/oneshot-rlvr-dsr-sub/visits.jsonl';
 const SCENARIOS = ['long-cot-competition', 'rl-math-pool', 'easy-pool'];
+/** fixtures/scenarios/stress/, in docs/cold-start.md's table. */
+const STRESS = ['plain-one-epoch', 'plain-two-epoch', 'plain-hard', 'plain-bimodal', 'plain-easy', 'plain-long-cot-tokens', 'part-hints', 'loose-budget', 'strong-drift'];
+
+/** The ratios of the "Our default ... against uniform: ..." line simulate prints last, by metric: "0.91× (0.91–0.92×)". */
+function headline(stdout: string): Map<string, string> {
+  const line = stdout.split('\n').filter((l) => l.startsWith('Our default')).at(-1) ?? '';
+  const cells = [...line.matchAll(/([\d.]+× \([\d.]+–[\d.]+×\)) (effective ratio|informative groups per Mtok|informative groups|hard positives)/g)];
+  if (cells.length !== 4) throw new Error(`no headline with four ratios in:\n${stdout}`);
+  return new Map(cells.map((m) => [m[2]!, m[1]!]));
+}
 
 export const figureRuns: readonly FigureRun[] = [
   {
@@ -278,6 +288,29 @@ export const figureRuns: readonly FigureRun[] = [
         .toEqual([ratio('effective_ratio'), ratio('informative_groups'), ratio('hard_positives')]);
     },
   })),
+  // docs/cold-start.md's stress scenarios: every row as the command's last line prints it (seeds 0–9, seconds each).
+  ...STRESS.map((name): FigureRun => ({
+    doc: 'docs/cold-start.md',
+    command: `rollout-budget simulate --scenario fixtures/scenarios/stress/${name}.json --policies uniform,bayes --seeds 0..9 --quiet`,
+    what: `the stress table's ${name} row (seeds 0–9)`,
+    check(run, { doc }) {
+      const row = markdownTable(doc, /^\| scenario \| what \| effective ratio \|/).find((r) => r.get('scenario') === `\`${name}\``);
+      expect(row, `a row for ${name}`).toBeDefined();
+      const printed = headline(run.stdout);
+      for (const column of ['effective ratio', 'informative groups', 'hard positives', 'informative groups per Mtok']) {
+        expect(row!.get(column), `${name}, ${column}`).toBe(printed.get(column));
+      }
+    },
+  })),
+  {
+    doc: 'docs/cold-start.md',
+    command: 'rollout-budget simulate --scenario fixtures/scenarios/stress/plain-one-epoch.json --policies uniform,bayes --seeds 0..9 --rounds 1 --quiet',
+    what: 'one plan a step plans the pool without metadata as uniform',
+    check(run, { doc }) {
+      expect(flat(doc)).toContain('With one plan a step (`--rounds 1`) such a pool is planned exactly as `uniform` (1.00× on every column, seeds 0–9, `plain-one-epoch`)');
+      expect([...headline(run.stdout).values()]).toEqual(Array(4).fill('1.00× (1.00–1.00×)'));
+    },
+  },
   ...SCENARIOS.map((name, k): FigureRun => ({
     doc: 'docs/replay.md',
     command: `rollout-budget simulate --scenario fixtures/scenarios/${name}.json --quiet`,
