@@ -58,7 +58,7 @@ export type { Registries } from './plan/planner.js';
 export { grownShareWarning, roundShare } from './plan/rounds.js';
 export type { RoundNeeds, RoundShare } from './plan/rounds.js';
 export { runStepRounds, runStepRoundsAsync, stepRounds } from './plan/round-loop.js';
-export type { RoundRequest, RoundRollout, StepRounds, StepRoundsInput } from './plan/round-loop.js';
+export type { AsyncStepRoundsInput, RoundRequest, RoundRollout, StepRounds, StepRoundsInput } from './plan/round-loop.js';
 export { withPartials } from './plan/partial.js';
 export { posteriorView } from './plan/posterior-view.js';
 export type { Allocation, Budget, Candidate, Plan, PlanColumns, PlanOptions } from './plan/types.js';

@@ -1,8 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import {
-  Allocator, MemoryState, createRegistries, fnv1a, planStep, planWithState, runLoop, runStepRounds, snapshotOf, stepRounds,
-  type Candidate, type ExecuteOptions, type ExecuteReport, type GroupOutcome, type Plan, type PlanExecutor, type RoundRollout,
-  type StepContext,
+  Allocator, AsyncAllocator, MemoryState, SqliteStore, asyncStoreOf, createRegistries, fnv1a, planStep, planWithState, runLoop, runStepRounds,
+  runStepRoundsAsync, snapshotOf, stepRounds, type Candidate, type ExecuteOptions, type ExecuteReport, type GroupOutcome, type Plan, type PlanExecutor, type RoundRollout,
+  type RoundRequest, type StepContext,
 } from '../src/index.js';
 
 /**
@@ -130,6 +130,26 @@ describe('stepRounds: counting what is left, and the one stop rule', () => {
     });
     expect(result.plans.map((p) => p.totals.rollouts)).toEqual([0, 1]);
     expect(generated).toBe(1);
+  });
+
+  it('runStepRoundsAsync takes an asynchronous planner (an AsyncAllocator, as on PostgreSQL) and plans what the synchronous one does', async () => {
+    // Found by a library user: the planner had to answer at once, so an AsyncAllocator could not drive the rounds.
+    const generate = (p: Plan): RoundRollout[] =>
+      p.allocations.flatMap((a) => Array.from({ length: a.n }, (_, k) => ({ prompt_id: a.prompt_id, ...outcome(a.prompt_id, p.step, (a.first_rollout ?? 0) + k) })));
+    const sync = new Allocator({ state: ':memory:' });
+    const async = new AsyncAllocator(asyncStoreOf(new SqliteStore(':memory:')));
+    try {
+      const planOf = (allocator: Allocator | AsyncAllocator) => (r: RoundRequest) =>
+        allocator.plan(r.candidates, r.budget, { ...options, roundsLeft: r.roundsLeft, ...(r.step === undefined ? {} : { step: r.step }) });
+      const expected = runStepRounds({ candidates, budget, rounds: 2, plan: planOf(sync) as (r: RoundRequest) => Plan }, generate);
+      const got = await runStepRoundsAsync({ candidates, budget, rounds: 2, plan: planOf(async) }, async (p) => generate(p));
+      expect(got.plans.length).toBe(2);
+      expect(got.plans.map((p) => p.allocations)).toEqual(expected.plans.map((p) => p.allocations));
+      expect(got.spent).toEqual(expected.spent);
+    } finally {
+      sync.close();
+      await async.close();
+    }
   });
 
   it('rejects rounds below 1', () => {

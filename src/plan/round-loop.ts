@@ -60,6 +60,12 @@ export interface StepRoundsInput {
   readonly plan: (request: RoundRequest) => Plan;
 }
 
+/** StepRoundsInput with a planner that may answer later (`runStepRoundsAsync` only). */
+export interface AsyncStepRoundsInput extends Omit<StepRoundsInput, 'plan'> {
+  /** Plans one round: AsyncAllocator.plan, allocator.plan or planStep, with `roundsLeft` and `step` from the request. */
+  readonly plan: (request: RoundRequest) => Plan | Promise<Plan>;
+}
+
 export interface StepRounds {
   /** Every round's plan, in order (plans with no rollouts included). */
   readonly plans: Plan[];
@@ -71,13 +77,14 @@ export interface StepRounds {
   readonly left: Budget;
 }
 
+/** What the rounds ask their driver for: a round's plan, or a plan's generated rollouts. */
+type RoundNeed = { readonly plan: RoundRequest } | { readonly rollouts: Plan };
+
 /**
- * The step's rounds as a generator: yields each plan with rollouts to generate and expects
- * that plan's generated rollouts back (`next(rollouts)`); returns the step's rounds. Throws
- * what the planner throws (BUDGET_INFEASIBLE only when the whole budget left cannot give the
- * prompts min_n). O(rounds · (plan + N)).
+ * The rounds' bookkeeping, the one copy: yields what it needs next (a plan for a request, then
+ * that plan's rollouts) and takes it back; the drivers below only answer. O(rounds · N).
  */
-export function* stepRounds(input: StepRoundsInput): Generator<Plan, StepRounds, readonly RoundRollout[]> {
+function* roundMachine(input: StepRoundsInput | AsyncStepRoundsInput): Generator<RoundNeed, StepRounds, Plan | readonly RoundRollout[]> {
   if (!Number.isSafeInteger(input.rounds) || input.rounds < 1) throw badOption(`rounds must be an integer ≥ 1, got ${input.rounds}`, ['rounds']);
   const rewards = new Map<string, number[]>();
   const plans: Plan[] = [];
@@ -92,15 +99,17 @@ export function* stepRounds(input: StepRoundsInput): Generator<Plan, StepRounds,
   for (let round = 0; round < input.rounds; round++) {
     const left = leftOf();
     if (round > 0 && (left.rollouts === 0 || left.tokens === 0)) break;
-    const plan = input.plan({
-      candidates: withPartials(dropped === undefined || dropped.size === 0 ? input.candidates : input.candidates.filter((c) => !dropped.has(c.id)), rewards),
-      budget: left, roundsLeft: input.rounds - round, round,
-      ...(step === undefined ? {} : { step }),
-    });
+    const plan = (yield {
+      plan: {
+        candidates: withPartials(dropped === undefined || dropped.size === 0 ? input.candidates : input.candidates.filter((c) => !dropped.has(c.id)), rewards),
+        budget: left, roundsLeft: input.rounds - round, round,
+        ...(step === undefined ? {} : { step }),
+      },
+    }) as Plan; // a plan is what a plan need is answered with
     step ??= plan.step;
     plans.push(plan);
     if (plan.totals.rollouts === 0) continue;
-    const rollouts = yield plan;
+    const rollouts = (yield { rollouts: plan }) as readonly RoundRollout[];
     const perRollout = tokensPerRollout(plan);
     spent.tokens += prefillOf(plan, perRollout);
     for (const r of rollouts) {
@@ -114,6 +123,22 @@ export function* stepRounds(input: StepRoundsInput): Generator<Plan, StepRounds,
   return { plans, rewards, spent, left: leftOf() };
 }
 
+/**
+ * The step's rounds as a generator: yields each plan with rollouts to generate and expects
+ * that plan's generated rollouts back (`next(rollouts)`); returns the step's rounds. Throws
+ * what the planner throws (BUDGET_INFEASIBLE only when the whole budget left cannot give the
+ * prompts min_n). O(rounds · (plan + N)).
+ */
+export function* stepRounds(input: StepRoundsInput): Generator<Plan, StepRounds, readonly RoundRollout[]> {
+  const machine = roundMachine(input);
+  let next = machine.next();
+  while (next.done !== true) {
+    const need = next.value;
+    next = machine.next('plan' in need ? input.plan(need.plan) : yield need.rollouts);
+  }
+  return next.value;
+}
+
 /** Runs a step's rounds with a synchronous generate function (the replay's ctx.generate). */
 export function runStepRounds(input: StepRoundsInput, generate: (plan: Plan) => readonly RoundRollout[]): StepRounds {
   const rounds = stepRounds(input);
@@ -122,11 +147,17 @@ export function runStepRounds(input: StepRoundsInput, generate: (plan: Plan) => 
   return next.value;
 }
 
-/** Runs a step's rounds with an asynchronous generate function (the executor's executePlan). */
-export async function runStepRoundsAsync(input: StepRoundsInput, generate: (plan: Plan) => Promise<readonly RoundRollout[]>): Promise<StepRounds> {
-  const rounds = stepRounds(input);
-  let next = rounds.next();
-  while (next.done !== true) next = rounds.next(await generate(next.value));
+/**
+ * Runs a step's rounds with an asynchronous generate function (the executor's executePlan),
+ * and a planner that may be asynchronous too (an AsyncAllocator's plan, on PostgreSQL).
+ */
+export async function runStepRoundsAsync(input: StepRoundsInput | AsyncStepRoundsInput, generate: (plan: Plan) => Promise<readonly RoundRollout[]>): Promise<StepRounds> {
+  const machine = roundMachine(input);
+  let next = machine.next();
+  while (next.done !== true) {
+    const need = next.value;
+    next = machine.next('plan' in need ? await input.plan(need.plan) : await generate(need.rollouts));
+  }
   return next.value;
 }
 
