@@ -3,6 +3,7 @@ import { createServer, connect, type Server, type Socket } from 'node:net';
 import { join } from 'node:path';
 import pg from 'pg';
 import { describe, expect, it } from 'vitest';
+import { PostgresStore, RolloutBudgetError } from '../src/index.js';
 import { cli } from './cli-helpers.js';
 import { call, dropPgSchema, freshPgUrl, pgUrl, startService, stopService } from './service-helpers.js';
 import { tempDir } from './temp.js';
@@ -113,6 +114,76 @@ describe.skipIf(base === undefined)('a PostgreSQL state that goes away under a r
       await dropPgSchema(base!, direct);
     }
   }, 60_000);
+
+  it('keeps serving when PostgreSQL ends its connections while requests are in flight (a restart or failover under load)', async () => {
+    // Found under 16 clients: pg-pool takes its 'error' listener off a client it hands out, so a
+    // connection the server dropped during a transaction emitted an 'error' nobody heard and the
+    // service exited 1 ("Unhandled 'error' event ... terminating connection due to administrator command").
+    const u = new URL(base!);
+    const relay = new Relay(u.hostname, Number(u.port || 5432));
+    await relay.open();
+    const direct = freshPgUrl(base!);
+    const via = new URL(direct);
+    via.port = String(relay.port);
+    const child = await startService(['--state', via.toString()]);
+    const admin = new pg.Client({ connectionString: base });
+    await admin.connect();
+    try {
+      const observe = (k: number) => Array.from({ length: 2000 }, (_, i) => ({ prompt_id: `z${k}-${i}`, step: 0, rewards: [1, 0, 0, 1, 1, 0, 1, 0] }));
+      const sent = Array.from({ length: 8 }, (_, k) => call(child.port, 'POST', '/v1/observe', observe(k)));
+      let ended = 0;
+      for (let round = 0; round < 12; round++) {
+        await new Promise((resolve) => setTimeout(resolve, 25));
+        ended += (await admin.query('SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE client_port = ANY($1)', [[...relay.upstreamPorts]])).rowCount ?? 0;
+      }
+      const answers = await Promise.all(sent);
+      expect(ended).toBeGreaterThan(0);
+      for (const r of answers) {
+        expect([200, 503], r.text).toContain(r.status);
+        if (r.status === 503) expect(r.json.error).toMatchObject({ code: 'STATE_ERROR', retryable: true });
+      }
+      expect(child.proc.exitCode).toBeNull();
+      // Served again; each observe was applied whole or not at all.
+      expect((await call(child.port, 'GET', '/healthz')).status).toBe(200);
+      const applied = answers.filter((r) => r.status === 200).length;
+      expect((await call(child.port, 'GET', '/healthz')).json.prompts).toBe(2000 * applied);
+    } finally {
+      await admin.end();
+      expect((await stopService(child)).code).toBe(0);
+      await relay.cut();
+      await dropPgSchema(base!, direct);
+    }
+  }, 60_000);
+
+  it('a request that waited 10 s for one of the pool\'s connections, all busy, says so, not that the database is gone', async () => {
+    // Found under 40 concurrent large observes: PostgreSQL was up, and 15 answers said "the state
+    // database cannot be reached (timeout exceeded when trying to connect)".
+    const direct = freshPgUrl(base!);
+    const store = await PostgresStore.connect(direct, { maxConnections: 1 });
+    const admin = new pg.Client({ connectionString: base });
+    await admin.connect();
+    try {
+      const schema = new URL(direct).searchParams.get('schema')!;
+      await admin.query('BEGIN');
+      await admin.query(`LOCK TABLE "${schema}".meta IN ACCESS EXCLUSIVE MODE`);
+      const holding = store.lastStep(); // waits on the lock, holding the pool's one connection
+      const started = Date.now();
+      const waiting = await store.get('a').then(() => undefined, (error: unknown) => error);
+      expect(Date.now() - started).toBeGreaterThanOrEqual(9_000);
+      expect(waiting).toBeInstanceOf(RolloutBudgetError);
+      expect((waiting as RolloutBudgetError).code).toBe('STATE_ERROR');
+      expect((waiting as RolloutBudgetError).retryable).toBe(true);
+      expect((waiting as Error).message).toMatch(/^all 1 of this process's connections to the state database were busy for 10 s \(0 more requests waiting\): too many large requests at once/);
+      await admin.query('COMMIT');
+      await holding;
+      expect(await store.get('a')).toBeUndefined(); // served again
+    } finally {
+      await admin.query('ROLLBACK').catch(() => undefined);
+      await admin.end();
+      await store.close();
+      await dropPgSchema(base!, direct);
+    }
+  }, 30_000);
 
   it('a CLI command whose state cannot be reached exits 2 with one line naming it', async () => {
     const relay = new Relay('127.0.0.1', 1); // opened and cut: its port refuses

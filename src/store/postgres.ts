@@ -56,6 +56,9 @@ function sortedUnique(ids: readonly string[]): string[] {
   return sorted.filter((id, k) => k === 0 || id !== sorted[k - 1]);
 }
 
+/** How long a request waits for a connection (a new one, or a pool slot) before it fails. */
+const CONNECT_TIMEOUT_MS = 10_000;
+
 /** The tables schemaSql makes, and the columns it adds to prompts after it was first made. */
 const TABLES = ['meta', 'prompts', 'seen', 'pooled'] as const;
 const ADDED_PROMPT_COLUMNS = ['prior_pass_rate', 'prior_samples'] as const;
@@ -163,8 +166,14 @@ export class PostgresStore implements AsyncStore {
 
   static async connect(url: string, options: { maxConnections?: number } = {}): Promise<PostgresStore> {
     const { schema, connectionString } = serverOf(url);
-    const pool = new pg.Pool({ connectionString, max: options.maxConnections ?? 10, connectionTimeoutMillis: 10_000 });
+    const pool = new pg.Pool({ connectionString, max: options.maxConnections ?? 10, connectionTimeoutMillis: CONNECT_TIMEOUT_MS });
     pool.on('error', () => undefined); // an idle client's broken socket; the next query reports it
+    // Every client hears its own errors, always: pg-pool takes its listener off a client it
+    // hands out, and does so in the same turn as the client's first ReadyForQuery, so an
+    // ErrorResponse in that same TCP read (the server ending a connection just opened, as a
+    // restart or pg_terminate_backend under load does) reached no listener and ended the
+    // process. The query it breaks rejects with it (transaction() below).
+    pool.on('connect', (client) => client.on('error', () => undefined));
     const store = new PostgresStore(pool, `"${schema}"`, url);
     try {
       await store.transaction(async (c) => {
@@ -187,7 +196,8 @@ export class PostgresStore implements AsyncStore {
    */
   static async holdsState(url: string): Promise<boolean> {
     const { schema, connectionString } = serverOf(url);
-    const client = new pg.Client({ connectionString, connectionTimeoutMillis: 10_000 });
+    const client = new pg.Client({ connectionString, connectionTimeoutMillis: CONNECT_TIMEOUT_MS });
+    client.on('error', () => undefined); // a connection dropped mid-query: the query rejects with it
     try {
       await client.connect();
       const { rows } = await client.query<{ there: boolean }>('SELECT to_regclass($1) IS NOT NULL AS there', [`"${schema}".prompts`]);
@@ -199,9 +209,29 @@ export class PostgresStore implements AsyncStore {
     }
   }
 
+  /**
+   * Throws a failed query's or connect's error as what it means (rethrowUnreachable), but a
+   * wait for a connection that timed out while every one of the pool's connections was in use
+   * as the service being busy, not the database gone: pg-pool says "timeout exceeded when
+   * trying to connect" for both.
+   */
+  private readonly rethrow = (error: unknown): never => {
+    const pool = this.pool;
+    if (error instanceof Error && /^timeout exceeded when trying to connect/.test(error.message) && pool.totalCount >= (pool.options.max ?? 10) && pool.idleCount === 0) {
+      const busy = new RolloutBudgetError(
+        'STATE_ERROR',
+        `all ${pool.totalCount} of this process's connections to the state database were busy for ${CONNECT_TIMEOUT_MS / 1000} s (${pool.waitingCount} more requests waiting): too many large requests at once, or the database is not answering them; retry later, or send fewer at a time`,
+      );
+      busy.cause = error;
+      busy.retryable = true;
+      throw busy;
+    }
+    return rethrowUnreachable(error);
+  };
+
   private async transaction<T>(work: (c: pg.PoolClient) => Promise<T>, mode = 'BEGIN'): Promise<T> {
     for (let attempt = 1; ; attempt++) {
-      const client = await this.pool.connect().catch(rethrowUnreachable);
+      const client = await this.pool.connect().catch(this.rethrow);
       let lost: RolloutBudgetError | undefined;
       try {
         await client.query(mode);
@@ -223,18 +253,18 @@ export class PostgresStore implements AsyncStore {
   }
 
   async get(id: string): Promise<PromptState | undefined> {
-    const { rows } = await this.pool.query<Row>(`SELECT ${COLUMNS} FROM ${this.schema}.prompts WHERE id = $1`, [id]).catch(rethrowUnreachable);
+    const { rows } = await this.pool.query<Row>(`SELECT ${COLUMNS} FROM ${this.schema}.prompts WHERE id = $1`, [id]).catch(this.rethrow);
     return rows[0] === undefined ? undefined : fromRow(rows[0]);
   }
 
   async lastStep(): Promise<number | null> {
-    const { rows } = await this.pool.query<{ v: number }>(`SELECT value::float8 AS v FROM ${this.schema}.meta WHERE key = 'last_step'`).catch(rethrowUnreachable);
+    const { rows } = await this.pool.query<{ v: number }>(`SELECT value::float8 AS v FROM ${this.schema}.meta WHERE key = 'last_step'`).catch(this.rethrow);
     return rows[0]?.v ?? null;
   }
 
   /** Prompts with evidence (a prompt only planned, store/meta.ts, is not counted). */
   async count(): Promise<number> {
-    const { rows } = await this.pool.query<{ n: number }>(`SELECT COUNT(*)::float8 AS n FROM ${this.schema}.prompts WHERE rollouts > 0`).catch(rethrowUnreachable);
+    const { rows } = await this.pool.query<{ n: number }>(`SELECT COUNT(*)::float8 AS n FROM ${this.schema}.prompts WHERE rollouts > 0`).catch(this.rethrow);
     return rows[0]!.n;
   }
 
@@ -271,7 +301,7 @@ export class PostgresStore implements AsyncStore {
   async snapshot(ids?: readonly string[], groups: readonly string[] = [], hinted = false): Promise<StateSnapshot> {
     if (ids !== undefined && !hinted) {
       const read = await readPartial(this.pool, this.schema, COLUMNS, promptsOf(this.schema), sortedUnique(ids), [ALL_SCOPE, ...groups.map(groupScope)], fromValues)
-        .catch(rethrowUnreachable);
+        .catch(this.rethrow);
       const states = read.prompts;
       if (!states.some((st) => st.priorPassRate !== undefined)) return partialSnapshot(states, read.pooled, read.lastStep);
     }
