@@ -476,3 +476,36 @@ describe('an HTTP/1.1 request without Host', () => {
     }
   }, 60_000);
 });
+
+describe('a plan whose client went away', () => {
+  it('is not planned when it was still waiting for a thread, so a later request does not wait behind it', async () => {
+    // Found by a service user: ten abandoned 200,000-candidate plans (a trainer that timed out and
+    // sent again) all ran in turn, and a 1-candidate plan sent after them waited 4.4 s.
+    const { connect } = await import('node:net');
+    const abandoned = (port: number, body: string) =>
+      new Promise<void>((resolve) => {
+        const socket = connect(port, '127.0.0.1', () => {
+          socket.write(`POST /v1/plan HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`);
+          setTimeout(() => socket.destroy(), 300);
+        });
+        socket.on('close', () => resolve());
+        socket.on('error', () => resolve());
+      });
+    const child = await startService(['--state', db(), '--plan-threads', '1', '--plan-timeout-s', '3']);
+    try {
+      const slow = call(child.port, 'POST', '/v1/plan', slowPlan); // holds the one thread until its deadline
+      await sleep(300);
+      const small = JSON.stringify({ candidates: [{ id: 'a' }, { id: 'b' }], budget: { rollouts: 8 } });
+      await Promise.all(Array.from({ length: 5 }, () => abandoned(child.port, small)));
+      const after = await call(child.port, 'POST', '/v1/plan', JSON.parse(small));
+      expect(after.status).toBe(200);
+      expect((await slow).json.error.code).toBe('PLAN_TIMEOUT');
+      const metrics = (await call(child.port, 'GET', '/metrics')).text;
+      expect(metrics).toMatch(/^rollout_budget_plans_total 1$/m); // only the one whose client waited
+      expect(metrics).toMatch(/^rollout_budget_errors_total\{status="499",code="INTERRUPTED"\} 5$/m);
+      expect(child.stderr()).not.toContain('internal error');
+    } finally {
+      await stopService(child);
+    }
+  }, 60_000);
+});

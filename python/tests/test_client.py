@@ -94,7 +94,7 @@ class ClientTest(support.ServiceCase):
         """json.dumps wrote NaN, which is not JSON: the service answered "malformed JSON", and a
         stdio client took its reply (id null) for one out of order. A hint missing in a DataFrame
         is a NaN."""
-        stdio = rb.StdioClient(state=self.state)
+        stdio = rb.StdioClient(state=self.state, command=support.COMMAND)
         self.addCleanup(stdio.close)
         before = self.http.prompt("nan-hint")
         for client, field in ((self.http, "body.candidates[1].prior_pass_rate"), (stdio, "body.candidates[1].prior_pass_rate")):

@@ -124,7 +124,12 @@ export async function startHttpService(service: Service, options: HttpOptions): 
         send(res, service.fail(error, 400));
         return;
       }
-      const answer = await service.handle({ method, path, body });
+      // The client going away (its connection closed before the answer) stops a plan still waiting for a thread.
+      const gone = new AbortController();
+      res.on('close', () => {
+        if (!res.writableFinished) gone.abort();
+      });
+      const answer = await service.handle({ method, path, body, signal: gone.signal });
       send(res, answer, closing); // while stopping, a kept-alive connection ends with its last answer
     })().catch((error) => {
       if (!res.headersSent) send(res, service.fail(error));

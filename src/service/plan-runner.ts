@@ -8,9 +8,10 @@ import type { FileIdentity } from '../store/file-identity.js';
 export interface PlanRunner {
   /**
    * The plan for a validated `POST /v1/plan` body, as JSON text. Rejects with a
-   * RolloutBudgetError (BUDGET_INFEASIBLE, STATE_ERROR, PLAN_TIMEOUT, ...) or an Error.
+   * RolloutBudgetError (BUDGET_INFEASIBLE, STATE_ERROR, PLAN_TIMEOUT, ...) or an Error; with
+   * INTERRUPTED when `signal` (the client went away) aborts before the plan started.
    */
-  plan(body: string): Promise<string>;
+  plan(body: string, signal?: AbortSignal): Promise<string>;
   /** Lets the running plans finish, then stops the runner and closes its store. */
   close(): Promise<void>;
 }

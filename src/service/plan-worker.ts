@@ -40,6 +40,9 @@ function threadEntry(): URL {
   throw new RolloutBudgetError('IO_ERROR', `${fileURLToPath(here)}: the planning thread is missing (run npm run build)`);
 }
 
+/** A plan request whose client went away before its plan started. */
+const clientGone = () => new RolloutBudgetError('INTERRUPTED', 'plan: the client closed the request before its plan started: not planned');
+
 /**
  * Plans in worker threads so that the service's event loop stays free (health checks,
  * observes, SIGTERM) while a large plan runs, and with a deadline: a request not answered
@@ -63,11 +66,23 @@ export class PlanWorkers implements PlanRunner {
     for (let k = 0; k < threads; k++) this.slots.push(this.spawn());
   }
 
-  plan(body: string): Promise<string> {
+  /**
+   * A request whose client went away (`signal`) while it waited for a thread leaves the queue
+   * unplanned: a trainer that timed out and sent its request again would otherwise have every
+   * copy planned in turn, each later request waiting behind them. One already running finishes.
+   */
+  plan(body: string, signal?: AbortSignal): Promise<string> {
     if (this.closing) return Promise.reject(new RolloutBudgetError('STATE_ERROR', 'the service is stopping: plan not started'));
+    if (signal?.aborted === true) return Promise.reject(clientGone());
     return new Promise<string>((resolve, reject) => {
       const job: Job = { id: this.nextId++, body, resolve, reject };
       job.timer = setTimeout(() => this.expire(job), this.options.timeoutMs);
+      signal?.addEventListener('abort', () => {
+        const k = job.slot === undefined ? this.queue.indexOf(job) : -1;
+        if (k < 0) return;
+        this.queue.splice(k, 1);
+        this.settle(job, undefined, clientGone());
+      }, { once: true });
       this.queue.push(job);
       this.pump();
     });

@@ -11,6 +11,8 @@ export interface ServiceRequest {
   /** Path with an optional query string, e.g. `/v1/prompts/p1?group=math`. */
   readonly path: string;
   readonly body: string;
+  /** Aborted when the client went away (HTTP): a plan still waiting for a planning thread is not started. */
+  readonly signal?: AbortSignal;
 }
 
 export interface ServiceResponse {
@@ -35,6 +37,7 @@ const json = (status: number, value: unknown): ServiceResponse => ({
 export function statusOf(error: RolloutBudgetError): number {
   if (error.code === 'BUDGET_INFEASIBLE') return 422;
   if (error.code === 'STATE_ERROR' || error.code === 'IO_ERROR' || error.code === 'PLAN_TIMEOUT') return 503;
+  if (error.code === 'INTERRUPTED') return 499; // the client closed the request (as nginx counts it): never sent
   return 400;
 }
 
@@ -82,7 +85,7 @@ export class Service {
     try {
       const target = targetOf(req.path);
       route = routeName(target.path);
-      response = await this.dispatch(req.method, target, req.body);
+      response = await this.dispatch(req.method, target, req.body, req.signal);
     } catch (error) {
       response = this.fail(error);
     } finally {
@@ -114,7 +117,7 @@ export class Service {
     return json(500, { error: { code: 'INTERNAL', message: (error as Error).message ?? String(error) } });
   }
 
-  private async dispatch(method: string, target: Target, body: string): Promise<ServiceResponse> {
+  private async dispatch(method: string, target: Target, body: string, signal?: AbortSignal): Promise<ServiceResponse> {
     const path = target.path;
     const allow = (m: string) => {
       if (method !== m) throw new MethodError(m);
@@ -127,7 +130,7 @@ export class Service {
         const started = process.hrtime.bigint();
         const text = this.planner === undefined
           ? planJsonCompact(await this.allocator.plan(r.candidates, r.budget, r.options))
-          : await this.planner.plan(body);
+          : await this.planner.plan(body, signal);
         this.metrics.observePlanSeconds(Number(process.hrtime.bigint() - started) / 1e9);
         this.metrics.plansServed++;
         return { status: 200, contentType: 'application/json', body: text };
