@@ -64,7 +64,12 @@ export function rethrowUnreachable(error: unknown): never {
 export function cannotOpen(where: string, error: unknown): RolloutBudgetError {
   const cause = error instanceof RolloutBudgetError && error.cause instanceof Error ? error.cause : error;
   if (cause instanceof RolloutBudgetError) return cause;
-  return new RolloutBudgetError('STATE_ERROR', `${where}: cannot open the state database (${cause instanceof Error ? cause.message : String(cause)})`);
+  const message = cause instanceof Error ? cause.message : String(cause);
+  // node-postgres's words when the server asks a password (SCRAM) and none was given.
+  const why = /client password must be a string/.test(message)
+    ? `${message}: the server wants a password for this role and none was given: put it in the URL (postgres://user:password@host/db) or in PGPASSWORD`
+    : message;
+  return new RolloutBudgetError('STATE_ERROR', `${where}: cannot open the state database (${why})`);
 }
 
 /** What each SQLite primary result code (https://sqlite.org/rescode.html) says of the state file. */
