@@ -36,7 +36,7 @@ export function renderedDom(chromium: string, file: string): string {
       chromium,
       [
         '--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking',
-        '--disable-component-update', '--disable-sync', `--user-data-dir=${profile}`, '--virtual-time-budget=5000',
+        '--disable-component-update', '--disable-sync', `--user-data-dir=${profile}`, '--virtual-time-budget=5000', '--window-size=1280,1000',
         '--dump-dom', `file://${file}`,
       ],
       { encoding: 'utf8', timeout: 60_000, stdio: ['ignore', 'pipe', 'ignore'], maxBuffer: 64 * 1024 * 1024 },

@@ -84,6 +84,9 @@ function checkRendered(report: Report, policies: string[], tokenBudget: boolean)
   const charts = chartsOf(dom);
   expect([...charts.keys()].sort()).toEqual([...CHARTS, 'chart-seeds'].sort());
   expect(dom).toContain(`data-charts-drawn="${CHARTS.length + 1}/${CHARTS.length + 1}"`);
+  // The summary table fits the page at 1,280 px (17 columns with token counts ran 400 px past it).
+  expect(dom).toContain('data-table-overflow="0"');
+  expect(dom).toContain('<table class="summary wide">');
   for (const [id, c] of charts) {
     expect(c.outside, `${id}: marks outside the chart`).toBe(0);
     for (const [panel, drawn] of c.panels) expect(drawn, `${id} / ${panel}: no marks`).toBeGreaterThan(0);
@@ -184,7 +187,7 @@ describe('report.html', () => {
       expect(head).toContain('Median over seeds 0..1');
       expect(html.indexOf('class="headline"')).toBeLessThan(html.indexOf('<table'));
       expect(html).toMatch(/<dl class="settings">.*<dt>rollout budget a step<\/dt>.*<dt>seeds<\/dt><dd>0\.\.1 \(2 runs\)<\/dd>.*<dt>rollout-budget<\/dt><dd>0\.1\.0<\/dd>/s);
-      expect(html).toMatch(/<tr class="default"><td>bayes <span class="badge">our default<\/span>/);
+      expect(html).toMatch(/<tr class="default"><td><span class="nm">bayes<\/span> <span class="badge">our default<\/span>/);
       expect(html.match(/<tr class="default">/g)?.length).toBe(2); // the summary and the spread table
     }
     expect(simulate.html).toContain(`<b>${(() => {
@@ -194,10 +197,10 @@ describe('report.html', () => {
   });
 
   it('no column of all "—": the tokens columns are left out, and said so, when the log has no token counts', () => {
-    const head = /<table class="summary"><thead>(.*?)<\/thead>/.exec(replay.html)![1]!;
+    const head = /<table class="summary(?: wide)?"><thead>(.*?)<\/thead>/.exec(replay.html)![1]!;
     expect(head).not.toMatch(/tokens|Mtok/);
-    expect(replay.html).toContain('the source records no token counts: tokens, informative / Mtok');
-    const simHead = /<table class="summary"><thead>(.*?)<\/thead>/.exec(simulate.html)![1]!;
+    expect(replay.html).toContain('the source gives no token count for some or all of its rollouts: tokens, informative / Mtok');
+    const simHead = /<table class="summary(?: wide)?"><thead>(.*?)<\/thead>/.exec(simulate.html)![1]!;
     expect(simHead).toContain('tokens');
     expect(simHead).toContain('informative / Mtok');
   });

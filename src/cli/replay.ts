@@ -1,7 +1,8 @@
 import { Command, InvalidArgumentError, Option } from 'commander';
-import { RolloutBudgetError, badOption, withFieldNames } from '../errors.js';
+import { RolloutBudgetError, badInput, badOption, withFieldNames } from '../errors.js';
 import { readText } from '../io/jsonl.js';
 import { defaultPlanOptions } from '../plan/options.js';
+import { MAX_STEP } from '../posterior/decay.js';
 import { replayStreams, runPolicies, type ReplayStream } from '../replay/engine.js';
 import { replayEnvironment } from '../replay/env.js';
 import { logFormats, readLog, type LogFormat } from '../replay/log.js';
@@ -125,7 +126,16 @@ export function registerReplayCommands(program: Command, io: CliIo): void {
       const { run, format } = log;
       reading.finish();
       const warnings = checkTokenBudget(run, opts.log, format, opts.budgetTokens);
+      if (log.repeats !== undefined) {
+        warnings.push(`${log.repeats.count} results lines repeat a rollout_id of their step (the first at ${log.repeats.first}): each rollout counted once, as observe counts it`);
+      }
       const steps = selectSteps(run.steps, opts.steps, opts.stepRange);
+      // Our planner takes steps up to 2^31 − 1 (its decay counts them); the baselines any. Said
+      // here, naming the log, not as a refused --step the user never gave.
+      const last = steps.at(-1);
+      if (last !== undefined && last > MAX_STEP && (opts.policies as string[]).some((p) => !(baselineNames as readonly string[]).includes(p))) {
+        throw badInput(opts.log, `a logged step, ${last}, is above ${MAX_STEP} (2^31 − 1), the largest step our planner takes (its decay counts steps): renumber the log's steps, or replay only the baselines`);
+      }
       const budget = budgetFrom(opts);
       const runs = runSeeds(io, opts.quiet, 'replaying', seeds, (seed, onProgress) => runPolicies(replayEnvironment(run), {
         policies: opts.policies, registry: createReplayPolicyRegistry(), minN: opts.minN, maxN: opts.maxN, seed,

@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import { RolloutBudgetError, badInput, badOption, quote } from '../errors.js';
 import { lineChunks } from '../io/chunks.js';
 import { eachJsonl, field } from '../io/jsonl.js';
-import { addLogLine, requireStep, type VerlIds } from './log-lines.js';
+import { SeenRollouts, addLogLine, requireStep, type VerlIds } from './log-lines.js';
 import { RolloutStore } from './log-store.js';
 import { LogIndexer, NotInStepOrder } from './step-index.js';
 import { StreamedRun } from './streamed-run.js';
@@ -84,7 +84,7 @@ export async function loadLog(path: string, options: LoadOptions = {}): Promise<
  * and give the same answers. Malformed lines throw BAD_INPUT naming file:line, the first in
  * file order, either way.
  */
-export async function readLog(path: string, options: LoadOptions = {}): Promise<{ run: ReplayRun; format: LogFormat }> {
+export async function readLog(path: string, options: LoadOptions = {}): Promise<ReadLog> {
   const files = logFiles(path);
   if (options.packed !== true && options.format !== 'visits') {
     const streamed = await streamLog(files, options);
@@ -92,6 +92,18 @@ export async function readLog(path: string, options: LoadOptions = {}): Promise<
   }
   return packLog(path, files, options);
 }
+
+/**
+ * A log read: its run and format, and the results lines skipped for repeating a rollout_id of
+ * their step (counted once, as observe counts them), with where the first was.
+ */
+export interface ReadLog {
+  readonly run: ReplayRun;
+  readonly format: LogFormat;
+  readonly repeats?: { readonly count: number; readonly first: string };
+}
+
+const repeatsOf = (seen: SeenRollouts) => (seen.repeats === 0 ? {} : { repeats: { count: seen.repeats, first: seen.firstRepeat! } });
 
 /** The format a log's first line says, or BAD_INPUT. */
 function formatOf(obj: Record<string, unknown>, where: string): LogFormat {
@@ -123,18 +135,19 @@ async function eachLogLine(files: readonly string[], options: LoadOptions, each:
 }
 
 /** A log passed over once, held in memory: packed (results, verl) or as a LoggedRun (visits). */
-async function packLog(path: string, files: readonly string[], options: LoadOptions): Promise<{ run: ReplayRun; format: LogFormat }> {
+async function packLog(path: string, files: readonly string[], options: LoadOptions): Promise<ReadLog> {
   let format: LogFormat | undefined = options.format === 'auto' ? undefined : options.format;
   const counts = new Map<string, Counts>();
   const store = new RolloutStore();
   const ids: VerlIds = { input: undefined, id: '' };
+  const seen = new SeenRollouts(false);
   await eachLogLine(files, options, (obj, where) => {
     format ??= formatOf(obj, where);
     if (format === 'visits') addVisitLine(counts, where, obj);
-    else addLogLine(format, store, ids, where, obj);
+    else addLogLine(format, store, ids, where, obj, seen);
   });
   if (format === undefined) throw badInput(options.name ?? path, 'the log is empty');
-  if (format !== 'visits') return { run: store.run(), format };
+  if (format !== 'visits') return { run: store.run(), format, ...repeatsOf(seen) };
   return { run: new LoggedRun([...counts.values()].sort((a, b) => a.step - b.step)), format };
 }
 
@@ -145,15 +158,16 @@ class NotStreamable extends Error {}
  * The index pass of a results or verl log (step-index.ts), and the StreamedRun over it; undefined
  * when the log is in the visits format or not in step order (the caller packs it instead).
  */
-async function streamLog(files: readonly string[], options: LoadOptions): Promise<{ run: ReplayRun; format: LogFormat } | undefined> {
+async function streamLog(files: readonly string[], options: LoadOptions): Promise<ReadLog | undefined> {
   let format: LogFormat | undefined = options.format === 'auto' ? undefined : options.format;
   const indexer = new LogIndexer();
   const ids: VerlIds = { input: undefined, id: '' };
+  const seen = new SeenRollouts(true);
   try {
     await eachLogLine(files, options, (obj, where) => {
       format ??= formatOf(obj, where);
       if (format === 'visits') throw new NotStreamable();
-      addLogLine(format, indexer, ids, where, obj);
+      addLogLine(format, indexer, ids, where, obj, seen);
     });
   } catch (error) {
     indexer.discard();
@@ -164,7 +178,7 @@ async function streamLog(files: readonly string[], options: LoadOptions): Promis
     indexer.discard();
     return undefined; // empty: the packed pass says so
   }
-  return { run: new StreamedRun(indexer.entries, indexer.names, indexer.blocks, indexer.pooledRates()), format };
+  return { run: new StreamedRun(indexer.entries, indexer.names, indexer.blocks, indexer.pooledRates()), format, ...repeatsOf(seen) };
 }
 
 function addVisitLine(counts: Map<string, Counts>, where: string, obj: Record<string, unknown>): void {

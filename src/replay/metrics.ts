@@ -18,7 +18,12 @@ export interface StepMetrics {
   allWrong: number;
   /** Groups of hard prompts (pass rate ≤ 0.2) with at least one success. */
   hardPositives: number;
-  withinBudget: boolean;
+  /**
+   * Whether the step's rollouts, and tokens under a token budget, stayed within the budget;
+   * null when that cannot be told: some of its rollouts have no token count and those known
+   * fit the token budget.
+   */
+  withinBudget: boolean | null;
   /** The published method stopped with an error at this step (Decision.failed). */
   failed: boolean;
   planMs: number;
@@ -50,8 +55,13 @@ export interface Totals {
   brier: number | null;
   spearman: number | null;
   predictions: number;
-  /** Share of steps whose rollouts (and tokens, when known) stayed within the budget. */
-  budget_compliance: number;
+  /**
+   * Share of the steps that could be checked (withinBudget not null) whose rollouts (and tokens)
+   * stayed within the budget; null when no step could be.
+   */
+  budget_compliance: number | null;
+  /** Steps whose compliance cannot be told (some token counts unknown, the known ones within the token budget). */
+  budget_unchecked_steps: number;
   /** Steps where the published method would have stopped with an error (dapo, knapsack-rl). */
   failed_steps: number;
   plan_ms_per_step: number;
@@ -97,6 +107,7 @@ export class MetricsRecorder {
       step, groups: 0, rollouts: 0, tokens: 0, modelled: 0, informative: 0, effective: 0, allCorrect: 0, allWrong: 0,
       hardPositives: 0, withinBudget: true, failed, planMs, budgetRollouts: budget.rollouts ?? null, budgetTokens: budget.tokens ?? null,
     };
+    let known = 0; // tokens of the groups whose counts are known: a lower bound when some are not
     for (const g of generated) {
       const n = g.rewards.length;
       if (n === 0) continue;
@@ -104,8 +115,10 @@ export class MetricsRecorder {
       m.rollouts += n;
       m.modelled += g.modelled ?? 0;
       this.sizes[n] = (this.sizes[n] ?? 0) + 1;
+      const groupTokens = g.tokens === null ? 0 : g.tokens.reduce((s, t) => s + t, 0);
+      known += groupTokens;
       if (g.tokens === null || m.tokens === null) m.tokens = null;
-      else m.tokens += g.tokens.reduce((s, t) => s + t, 0);
+      else m.tokens += groupTokens;
       const mean = g.rewards.reduce((s, r) => s + r, 0) / n;
       if (!hasVariance(g.rewards)) {
         if (mean >= 0.5) m.allCorrect++;
@@ -127,7 +140,11 @@ export class MetricsRecorder {
       }
     }
     if (budget.rollouts !== undefined && m.rollouts > budget.rollouts) m.withinBudget = false;
-    if (budget.tokens !== undefined && m.tokens !== null && m.tokens > budget.tokens) m.withinBudget = false;
+    if (budget.tokens !== undefined && m.withinBudget === true) {
+      // Unknown counts: over when the known ones alone are; else it cannot be told.
+      if (m.tokens !== null ? m.tokens > budget.tokens : known > budget.tokens) m.withinBudget = false;
+      else if (m.tokens === null) m.withinBudget = null;
+    }
     this.steps.push(m);
     return m;
   }
@@ -139,6 +156,7 @@ export class MetricsRecorder {
     const tokens = this.steps.some((s) => s.tokens === null) ? null : sum((s) => s.tokens ?? 0);
     const informative = sum((s) => s.informative);
     const hard = sum((s) => s.hardPositives);
+    const checked = sum((s) => (s.withinBudget === null ? 0 : 1));
     const perRollouts = (x: number) => (rollouts > 0 ? (x * 1000) / rollouts : null);
     const perTokens = (x: number) => (tokens === null || tokens === 0 ? null : (x * 1e6) / tokens);
     let brier: number | null = null;
@@ -165,7 +183,8 @@ export class MetricsRecorder {
       brier,
       spearman: this.pred.length > 1 ? spearman(this.pred, this.real) : null,
       predictions: this.pred.length,
-      budget_compliance: this.steps.length > 0 ? sum((s) => (s.withinBudget ? 1 : 0)) / this.steps.length : 1,
+      budget_compliance: checked > 0 ? sum((s) => (s.withinBudget === true ? 1 : 0)) / checked : this.steps.length > 0 ? null : 1,
+      budget_unchecked_steps: this.steps.length - checked,
       failed_steps: sum((s) => (s.failed ? 1 : 0)),
       plan_ms_per_step: this.steps.length > 0 ? sum((s) => s.planMs) / this.steps.length : 0,
     };

@@ -138,7 +138,7 @@ export function costChart(input: ChartInput): string {
   return figure(
     'chart-cost',
     'Signal against cost',
-    `Informative groups gathered against what was spent to get them; the larger marker is where each run ended.${tokens ? '' : ' The source has no token counts, so only rollouts are shown.'}${view.runs.length > 1 ? ` Medians over ${view.runs.length} seeds.` : ''}`,
+    `Informative groups gathered against what was spent to get them; the larger marker is where each run ended.${tokens ? '' : ' The source gives no token count for some or all of its rollouts, so only rollouts are shown.'}${view.runs.length > 1 ? ` Medians over ${view.runs.length} seeds.` : ''}`,
     WIDTH, g.height + 6, legend.svg + panels.join(''),
   );
 }

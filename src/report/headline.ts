@@ -1,4 +1,5 @@
 import { headlineMetrics, median, ratiosToReference, seedLabel, type HeadlineMetric, type ReportView } from './series.js';
+import type { Totals } from '../replay/metrics.js';
 import { REFERENCE } from './styles.js';
 import { esc } from './svg.js';
 
@@ -65,11 +66,26 @@ export function ahead(view: ReportView, html: boolean): string {
       if (mine !== undefined && r.median > mine + 1e-12) on.push(`${r.metric.label} (${times(r.median)} against ${times(mine)})`);
     }
     if (on.length === 0) continue;
-    const within = median(view.of(other).map((r) => r.totals.budget_compliance));
-    const over = within < 1 ? `, over budget at ${Math.round((1 - within) * 100)}% of steps` : '';
-    wins.push(`${e(other)} on ${on.join(', ')}${over}`);
+    wins.push(`${e(other)} on ${on.join(', ')}${budgetClause(view.of(other).map((r) => r.totals))}`);
   }
   return wins.length === 0 ? 'No other policy run here is ahead of our default on these figures.' : `Ahead of our default: ${wins.join('; ')}.`;
+}
+
+/**
+ * How a policy kept its budget, for the line naming it ahead of ours: over budget at a share of
+ * the steps that could be checked (medians over seeds), and how many could not be (token
+ * counts missing: docs/replay.md), so a policy whose tokens were never counted is not shown as
+ * within its budget.
+ */
+function budgetClause(totals: readonly Totals[]): string {
+  const checked = totals.map((t) => t.budget_compliance).filter((c): c is number => c !== null);
+  const unchecked = median(totals.map((t) => (t.steps > 0 ? t.budget_unchecked_steps / t.steps : 0)));
+  const uncheckedText = unchecked > 0 ? `${Math.round(unchecked * 100)}% of steps unchecked (token counts missing)` : '';
+  if (checked.length === 0) return uncheckedText === '' ? '' : `, ${uncheckedText}`;
+  const within = median(checked);
+  const over = within < 1 ? `over budget at ${Math.round((1 - within) * 100)}% of ${unchecked > 0 ? 'the steps checked' : 'steps'}` : '';
+  const parts = [over, uncheckedText].filter((p) => p !== '');
+  return parts.length === 0 ? '' : `, ${parts.join(', ')}`;
 }
 
 /** The settings box: label/value rows. */

@@ -15,7 +15,8 @@ import { seedTables, summaryTableHtml } from './tables.js';
  * On load, counts each chart's drawn marks (elements with `data-mark` and a non-empty bounding
  * box) into `data-drawn` on the chart and on each of its panels (`g.panel`), counts marks whose
  * box falls outside the chart into `data-outside`, and writes the number of charts with marks
- * into body[data-charts-drawn]. The rendering test reads these back (test/report-render.test.ts).
+ * into body[data-charts-drawn], and how many pixels of the summary table its box cannot show into
+ * body[data-table-overflow]. The rendering test reads these back (test/report-render.test.ts).
  */
 const checkScript = `document.addEventListener('DOMContentLoaded', function () {
   var charts = document.querySelectorAll('svg.chart'); var ok = 0;
@@ -34,6 +35,8 @@ const checkScript = `document.addEventListener('DOMContentLoaded', function () {
     c.setAttribute('data-drawn', String(n)); c.setAttribute('data-outside', String(out)); if (n > 0) ok++;
   });
   document.body.setAttribute('data-charts-drawn', ok + '/' + charts.length);
+  var box = document.querySelector('.tablebox'), table = box && box.querySelector('table');
+  if (table) document.body.setAttribute('data-table-overflow', String(Math.max(0, table.scrollWidth - box.clientWidth)));
 });`;
 
 const css = `body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,"Helvetica Neue",Arial,sans-serif;margin:0 auto;max-width:1000px;padding:24px;color:#1d1d1f;counter-reset:fig}
@@ -45,7 +48,9 @@ h1{font-size:22px;margin:0 0 2px}h2{font-size:16px;margin:26px 0 8px;border-bott
 dl.settings{display:grid;grid-template-columns:max-content 1fr max-content 1fr;gap:3px 16px;font-size:12.5px;border:1px solid #d8d8d8;border-radius:4px;padding:10px 14px;background:#fafafa;margin:8px 0}
 dl.settings dt{color:#5b5b5b}dl.settings dd{margin:0;word-break:break-word}
 table{border-collapse:collapse;font-size:12px;font-variant-numeric:tabular-nums;width:100%;margin:4px 0}
-table.seeds{width:auto;min-width:60%}table.seeds td,table.seeds th{padding-left:18px}
+table.seeds{width:auto;min-width:60%}.tablebox{overflow-x:auto}
+table.wide{font-size:10.5px}table.wide th,table.wide td{padding-left:2px;padding-right:2px}table.wide td:first-child{white-space:normal}
+table.wide td .ratio{font-size:10px}.nm,.badge{white-space:nowrap}table.seeds td,table.seeds th{padding-left:18px}
 caption{text-align:left;font-weight:600;font-size:13px;padding:6px 0}
 th{font-weight:600;border-bottom:1.5px solid #333;text-align:right;padding:4px 6px;vertical-align:bottom}
 td{border-bottom:1px solid #e6e6e6;text-align:right;padding:3px 6px;vertical-align:top}

@@ -5,6 +5,8 @@ import { esc } from './svg.js';
 import { summaryRows } from './summary.js';
 
 const EMPTY = '—';
+/** Above this many columns the summary table is set smaller (at 1,280 px, 14 columns ran 25 px past the page, 17 some 400). */
+const WIDE_COLUMNS = 12;
 
 /**
  * The summary table's cells without the columns that are empty for every policy (e.g. tokens
@@ -15,7 +17,7 @@ export function visibleSummary(view: ReportView): { head: string[]; rows: string
   const keep = head.map((_, j) => j === 0 || rows.length === 0 || rows.some((r) => r[j] !== EMPTY));
   const gone = head.filter((_, j) => !keep[j]);
   const noTokens = view.runs.every((run) => run.results.every((r) => r.totals.tokens === null));
-  const why = noTokens && gone.some((h) => /tok/i.test(h)) ? ': the source records no token counts' : '';
+  const why = noTokens && gone.some((h) => /tok/i.test(h)) ? ': the source gives no token count for some or all of its rollouts' : '';
   return {
     head: head.filter((_, j) => keep[j]),
     rows: rows.map((r) => r.filter((_, j) => keep[j])),
@@ -26,6 +28,8 @@ export function visibleSummary(view: ReportView): { head: string[]; rows: string
 /** What the table's figures are (one run's, or medians over seeds) and where the ratios to uniform are. */
 export function tableNote(view: ReportView, html: boolean): string {
   const seeds = view.runs.map((r) => r.seed);
+  // Without uniform there are no ratios to speak of.
+  if (!view.names.includes(REFERENCE)) return seeds.length < 2 ? '' : `Each figure is the median over seeds ${seedLabel(seeds)}.`;
   const where = html ? 'the small figure under a value' : 'a ratio in parentheses';
   if (seeds.length < 2) return `${html ? 'The small figure under a value is' : 'Ratios in parentheses are'} its ratio to uniform.`;
   return `Each figure is the median over seeds ${seedLabel(seeds)}; ${where} is the ratio of those medians (the headline and the spread table give the median of the per-seed ratios).`;
@@ -36,11 +40,14 @@ export function summaryTableHtml(view: ReportView): string {
   const { head, rows, dropped } = visibleSummary(view);
   const body = rows.map((r) => {
     const mine = r[0] === view.defaultPolicy;
-    const cells = r.map((c, j) => `<td>${esc(c)}${j === 0 && mine ? ' <span class="badge">our default</span>' : ''}</td>`).join('');
+    const cells = r.map((c, j) => `<td>${j === 0 ? `<span class="nm">${esc(c)}</span>` : esc(c)}${j === 0 && mine ? ' <span class="badge">our default</span>' : ''}</td>`).join('');
     return `<tr${mine ? ' class="default"' : ''}>${cells}</tr>`;
   });
   const note = [tableNote(view, true), dropped].filter((s) => s !== '').join(' ');
-  return `<table class="summary"><thead><tr>${head.map((h) => `<th>${esc(h)}</th>`).join('')}</tr></thead><tbody>${body.join('')}</tbody></table><p class="tnote">${esc(note)}</p>`;
+  // A log with token counts has 17 columns, more than the page's 1,000 px hold at the usual
+  // size: smaller type and padding, and the table scrolls inside its own box, not the page.
+  const wide = head.length > WIDE_COLUMNS ? ' wide' : '';
+  return `<div class="tablebox"><table class="summary${wide}"><thead><tr>${head.map((h) => `<th>${esc(h)}</th>`).join('')}</tr></thead><tbody>${body.join('')}</tbody></table></div><p class="tnote">${esc(note)}</p>`;
 }
 
 /** The summary as a Markdown table, our default's row in bold. */

@@ -1,0 +1,76 @@
+// Quirks of users' own logs found by replaying past runs as a user would:
+// - a results log that repeats a rollout_id within its step (a crash can write a resumed rollout
+//   twice: docs/executor.md) was counted twice by replay, while observe counts it once;
+// - with some token counts missing and a token budget, a step that could not be checked counted
+//   as within budget: a policy spending 3× the budget read "within budget 1.000";
+// - a logged step above 2^31 − 1 was refused as a "--step" the user never gave.
+import { readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { cli } from './cli-helpers.js';
+import { tempDir } from './temp.js';
+
+/** Results lines: 4 prompts × 4 rollouts at each of `steps` steps, prompt p with p successes. */
+function lines(steps: number, extra: (row: Record<string, unknown>, k: number) => Record<string, unknown> = (r) => r): Record<string, unknown>[] {
+  const rows: Record<string, unknown>[] = [];
+  let k = 0;
+  for (let s = 0; s < steps; s++) {
+    for (let p = 0; p < 4; p++) {
+      for (let j = 0; j < 4; j++) rows.push(extra({ prompt_id: `p${p}`, step: s, rollout_id: `${s}/p${p}#${j}`, reward: j < p ? 1 : 0 }, k++));
+    }
+  }
+  return rows;
+}
+
+const write = (file: string, rows: readonly Record<string, unknown>[]) => writeFileSync(file, rows.map((r) => JSON.stringify(r)).join('\n') + '\n');
+
+describe('replaying a log with quirks', () => {
+  it('a rollout_id repeated within its step is counted once, as observe counts it, with a warning; in step order or not', async () => {
+    const dir = tempDir('rb-quirks-');
+    const once = lines(3);
+    const twice = [...once, ...once.filter((r) => r.step === 1)].sort((a, b) => (a.step as number) - (b.step as number));
+    write(join(dir, 'once.jsonl'), once);
+    write(join(dir, 'twice.jsonl'), twice);
+    write(join(dir, 'shuffled.jsonl'), [...twice].reverse()); // not in step order: read packed
+    const metrics = async (name: string) => {
+      const r = await cli(['replay', '--log', join(dir, name), '--policies', 'uniform,bayes', '--quiet', '--out', join(dir, `out-${name}`)]);
+      expect(r.code, r.stderr).toBe(0);
+      const m = JSON.parse(readFileSync(join(dir, `out-${name}`, 'metrics.json'), 'utf8')) as { policies: { name: string; totals: Record<string, unknown> }[] };
+      return { stderr: r.stderr, totals: m.policies.map((p) => [p.name, p.totals.rollouts, p.totals.informative_groups]) };
+    };
+    const base = await metrics('once.jsonl');
+    expect(base.totals).toContainEqual(['uniform', 48, 9]); // 3 steps × 4 groups of 4; p1–p3 mixed
+    for (const name of ['twice.jsonl', 'shuffled.jsonl']) {
+      const got = await metrics(name);
+      expect(got.totals, name).toEqual(base.totals);
+      expect(got.stderr).toContain(`rollout-budget: warning: 16 results lines repeat a rollout_id of their step (the first at ${join(dir, name)}:`);
+    }
+    expect(base.stderr).not.toContain('repeat a rollout_id');
+  });
+
+  it('with some token counts missing, a step whose known tokens fit the token budget is not counted as within it', async () => {
+    const dir = tempDir('rb-quirks-');
+    // Every rollout 100 tokens, one a step without a count: 1,500 known a step.
+    const rows = lines(4, (r, k) => (k % 16 === 5 ? r : { ...r, tokens: 100 }));
+    write(join(dir, 'log.jsonl'), rows);
+    const r = await cli(['replay', '--log', join(dir, 'log.jsonl'), '--policies', 'uniform', '--budget-tokens', '1000', '--quiet', '--out', join(dir, 'out')]);
+    expect(r.code, r.stderr).toBe(0);
+    const m = JSON.parse(readFileSync(join(dir, 'out', 'metrics.json'), 'utf8')) as { policies: { totals: Record<string, unknown>; steps: { rollouts: number; tokens: number | null; within_budget: boolean | null }[] }[] };
+    const { steps, totals } = m.policies[0]!;
+    // Under a 1,000-token budget uniform takes its first step's 16 rollouts whole (15 known: 1,500
+    // tokens, over whatever the 16th holds), then 8 a step: step 1 holds the rollout without a
+    // count (700 known: cannot be told; before, within), steps 2 and 3 are known (800: within).
+    expect(steps.map((s) => [s.rollouts, s.tokens, s.within_budget])).toEqual([[16, null, false], [8, null, null], [8, 800, true], [8, 800, true]]);
+    expect(totals).toMatchObject({ budget_compliance: 2 / 3, budget_unchecked_steps: 1 });
+  });
+
+  it('a logged step above 2^31 − 1 is refused naming the log when our planner would plan it; the baselines replay it', async () => {
+    const dir = tempDir('rb-quirks-');
+    const log = join(dir, 'big.jsonl');
+    write(log, lines(2, (r) => ({ ...r, step: 2 ** 31 + (r.step as number) })));
+    const ours = await cli(['replay', '--log', log, '--quiet']);
+    expect(ours.code).toBe(2);
+    expect(ours.stderr).toBe(`rollout-budget: ${log}: a logged step, 2147483649, is above 2147483647 (2^31 − 1), the largest step our planner takes (its decay counts steps): renumber the log's steps, or replay only the baselines\n`);
+    expect((await cli(['replay', '--log', log, '--policies', 'uniform,knapsack-rl', '--quiet'])).code).toBe(0);
+  });
+});
