@@ -6,7 +6,7 @@ import { RequestError, streamRequest } from './client.js';
 import { Dispatcher, backoff } from './dispatcher.js';
 import { endpointUrl, normalizeEndpoint } from './endpoint.js';
 import { CONTEXT_LENGTH, finishOutcome, isPlainFinish } from './finish.js';
-import type { PartialRollout, PartialStore } from './partials.js';
+import type { PartialRollout, PartialSource } from './partials.js';
 import { SERVER_PROFILES, choicesPerRequest } from './profiles.js';
 import { apiFor, checkExtraBody, freshUnit, promptText, requestBody, seedRuns, type Unit } from './requests.js';
 import { summarize } from './summary.js';
@@ -364,6 +364,6 @@ export async function executePlan(plan: Plan, prompts: ReadonlyMap<string, Candi
  * Stores a run's partial rollouts (one transaction): call it after the results are safe, so a
  * failed write never loses a resumed rollout (at worst it is resumed again).
  */
-export function commitPartials(store: PartialStore, report: ExecuteReport): void {
+export function commitPartials(store: PartialSource, report: ExecuteReport): void {
   store.replace(report.partials.consumed, report.partials.keep);
 }

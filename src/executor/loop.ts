@@ -6,6 +6,7 @@ import { runStepRoundsAsync, type RoundRollout } from '../plan/round-loop.js';
 import type { Budget, Candidate, Plan } from '../plan/types.js';
 import type { ObserveSummary } from '../store/types.js';
 import { commitPartials, executePlan } from './execute.js';
+import { StepPartials } from './partials.js';
 import type { ExecuteOptions, ExecuteReport } from './types.js';
 
 export interface LoopStep {
@@ -56,14 +57,17 @@ export async function runLoop(
   for (let s = 0; s < steps; s++) {
     const nextRollout = new Map<string, number>();
     const reports: ExecuteReport[] = [];
+    // The step's partial-rollout changes, written once its results are observed (StepPartials).
+    const partials = execute.partials === undefined ? undefined : new StepPartials(execute.partials);
+    const stepExecute = partials === undefined ? execute : { ...execute, partials };
     const done = await runStepRoundsAsync(
       {
         candidates, dropped: refused, budget, rounds,
         plan: (r) => allocator.plan(r.candidates, r.budget, { ...planOptions, roundsLeft: r.roundsLeft, ...(r.step === undefined ? {} : { step: r.step }) }),
       },
       async (plan) => {
-        const report = await executor(plan, byId, reports.length === 0 ? execute : { ...execute, nextRollout });
-        if (execute.partials !== undefined) commitPartials(execute.partials, report);
+        const report = await executor(plan, byId, reports.length === 0 ? stepExecute : { ...stepExecute, nextRollout });
+        if (partials !== undefined) commitPartials(partials, report);
         reports.push(report);
         for (const p of report.too_long ?? []) refused.add(p.prompt_id);
         const finished: RoundRollout[] = [];
@@ -75,12 +79,15 @@ export async function runLoop(
           }
           if (res.finish_reason !== 'abort') finished.push({ prompt_id: res.prompt_id, reward: res.reward, tokens: res.tokens ?? null });
         }
-        return finished;
+        // Every token the round generated, its aborted rollouts' too (over-provisioning's
+        // surplus), when the executor counted them all; else each finished rollout's own.
+        return report.summary.tokens_unknown === 0 ? { rollouts: finished, tokens: report.summary.tokens } : finished;
       },
     );
     // A step whose rounds planned nothing still reports its (empty) first round.
-    if (reports.length === 0) reports.push(await executor(done.plans[0]!, byId, execute));
+    if (reports.length === 0) reports.push(await executor(done.plans[0]!, byId, stepExecute));
     const observed = allocator.observe(batchOf(reports.flatMap((x) => x.results)));
+    partials?.commit();
     const planned = done.plans.reduce((sum, p) => sum + p.totals.rollouts, 0);
     const row: LoopStep = { step: done.plans[0]!.step, prompts: done.rewards.size, planned, report: reports[0]!, rounds: reports, plans: done.plans, observed };
     rows.push(row);

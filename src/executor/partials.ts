@@ -24,6 +24,63 @@ export interface PartialRollout {
   readonly finish_reason: 'stop' | 'length' | null;
 }
 
+/** Where execute reads the partials it resumes and puts back what it consumed and kept: a PartialStore, or a step's view of one (loop.ts). */
+export interface PartialSource {
+  /** Stored partials of the given prompts, oldest step first, then by rollout id. */
+  forPrompts(ids: readonly string[]): Map<string, PartialRollout[]>;
+  /** Deletes the consumed rollout ids and stores (or replaces) the new partials. */
+  replace(consumed: readonly string[], keep: readonly PartialRollout[]): void;
+}
+
+/**
+ * A step's view of a PartialStore (`loop`'s rounds): what each round consumed and kept is held
+ * here, read back by the later rounds as if stored, and written to the store only by commit(),
+ * after the step's results are observed. A step that fails or is killed after its first round
+ * so leaves the stored partials as they were: a partial it resumed is resumed again by the next
+ * run (never lost, never observed twice: its results were not observed), as for `execute`.
+ */
+export class StepPartials implements PartialSource {
+  private readonly consumed = new Set<string>();
+  private readonly kept = new Map<string, PartialRollout>();
+
+  constructor(private readonly store: PartialSource) {}
+
+  forPrompts(ids: readonly string[]): Map<string, PartialRollout[]> {
+    const out = new Map<string, PartialRollout[]>();
+    const wanted = new Set(ids);
+    for (const [id, rows] of this.store.forPrompts(ids)) {
+      const left = rows.filter((p) => !this.consumed.has(p.rollout_id) && !this.kept.has(p.rollout_id));
+      if (left.length > 0) out.set(id, left);
+    }
+    for (const p of this.kept.values()) {
+      if (!wanted.has(p.prompt_id)) continue;
+      const rows = out.get(p.prompt_id);
+      if (rows === undefined) out.set(p.prompt_id, [p]);
+      else rows.push(p);
+    }
+    for (const rows of out.values()) rows.sort((a, b) => a.step - b.step || (a.rollout_id < b.rollout_id ? -1 : a.rollout_id > b.rollout_id ? 1 : 0));
+    return out;
+  }
+
+  replace(consumed: readonly string[], keep: readonly PartialRollout[]): void {
+    for (const id of consumed) {
+      this.consumed.add(id);
+      this.kept.delete(id);
+    }
+    for (const p of keep) {
+      this.kept.set(p.rollout_id, p);
+      this.consumed.delete(p.rollout_id);
+    }
+  }
+
+  /** Writes the step's changes to the store, in one transaction. */
+  commit(): void {
+    this.store.replace([...this.consumed], [...this.kept.values()]);
+    this.consumed.clear();
+    this.kept.clear();
+  }
+}
+
 const SCHEMA = `CREATE TABLE IF NOT EXISTS partial_rollouts (
   rollout_id TEXT PRIMARY KEY,
   prompt_id TEXT NOT NULL,
@@ -35,7 +92,7 @@ const SCHEMA = `CREATE TABLE IF NOT EXISTS partial_rollouts (
 );
 CREATE INDEX IF NOT EXISTS partial_rollouts_prompt ON partial_rollouts (prompt_id, step);`;
 
-export class PartialStore {
+export class PartialStore implements PartialSource {
   private readonly db: Database.Database;
 
   /** Opens (and creates the table in) the state file at `path`, or ':memory:'. */

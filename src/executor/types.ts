@@ -1,6 +1,6 @@
 import type { Candidate } from '../plan/types.js';
 import type { EndpointRests, RetryPolicy } from './dispatcher.js';
-import type { PartialRollout, PartialStore } from './partials.js';
+import type { PartialRollout, PartialSource } from './partials.js';
 import type { ServerProfile } from './profiles.js';
 import type { Verifier } from './verify/verifiers.js';
 
@@ -46,7 +46,7 @@ export interface ExecuteOptions {
   readonly retry: RetryPolicy;
   readonly verifier: Verifier;
   /** Where unfinished generations are read from (resumed first); written by commitPartials. */
-  readonly partials?: PartialStore;
+  readonly partials?: PartialSource;
   /**
    * Per prompt, the index of the group's next fresh rollout when earlier rounds of this step
    * launched some (the loop passes every index it has seen); default from the allocation's

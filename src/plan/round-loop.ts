@@ -30,6 +30,20 @@ export interface RoundRollout {
   readonly tokens?: number | null;
 }
 
+/**
+ * A round's outcome with the tokens it generated, when the generator counted them: every token
+ * generated for the round, rollouts that did not finish included (an over-provisioned group's
+ * surplus, aborted: its tokens were spent, though it is no outcome). Charged in place of the
+ * rollouts' own tokens, so a token budget is not overspent by the rollouts a round aborted.
+ */
+export interface RoundOutcome {
+  readonly rollouts: readonly RoundRollout[];
+  readonly tokens: number;
+}
+
+/** What a generate function returns for a round: its finished rollouts, or a RoundOutcome. */
+export type RoundAnswer = readonly RoundRollout[] | RoundOutcome;
+
 /** What the loop asks the planner for: one round. */
 export interface RoundRequest {
   /** The step's candidates; those with rewards so far carry them as partial_rewards. */
@@ -84,7 +98,7 @@ type RoundNeed = { readonly plan: RoundRequest } | { readonly rollouts: Plan };
  * The rounds' bookkeeping, the one copy: yields what it needs next (a plan for a request, then
  * that plan's rollouts) and takes it back; the drivers below only answer. O(rounds · N).
  */
-function* roundMachine(input: StepRoundsInput | AsyncStepRoundsInput): Generator<RoundNeed, StepRounds, Plan | readonly RoundRollout[]> {
+function* roundMachine(input: StepRoundsInput | AsyncStepRoundsInput): Generator<RoundNeed, StepRounds, Plan | RoundAnswer> {
   if (!Number.isSafeInteger(input.rounds) || input.rounds < 1) throw badOption(`rounds must be an integer ≥ 1, got ${input.rounds}`, ['rounds']);
   const rewards = new Map<string, number[]>();
   const plans: Plan[] = [];
@@ -109,15 +123,17 @@ function* roundMachine(input: StepRoundsInput | AsyncStepRoundsInput): Generator
     step ??= plan.step;
     plans.push(plan);
     if (plan.totals.rollouts === 0) continue;
-    const rollouts = (yield { rollouts: plan }) as readonly RoundRollout[];
+    const answer = (yield { rollouts: plan }) as RoundAnswer;
+    const counted = Array.isArray(answer) ? undefined : (answer as RoundOutcome);
+    const rollouts = counted === undefined ? (answer as readonly RoundRollout[]) : counted.rollouts;
     const perRollout = tokensPerRollout(plan);
-    spent.tokens += prefillOf(plan, perRollout);
+    spent.tokens += prefillOf(plan, perRollout) + (counted?.tokens ?? 0);
     for (const r of rollouts) {
       const got = rewards.get(r.prompt_id);
       if (got === undefined) rewards.set(r.prompt_id, [r.reward]);
       else got.push(r.reward);
       spent.rollouts++;
-      spent.tokens += r.tokens ?? perRollout.get(r.prompt_id)?.tokens ?? 0;
+      if (counted === undefined) spent.tokens += r.tokens ?? perRollout.get(r.prompt_id)?.tokens ?? 0;
     }
   }
   return { plans, rewards, spent, left: leftOf() };
@@ -129,7 +145,7 @@ function* roundMachine(input: StepRoundsInput | AsyncStepRoundsInput): Generator
  * what the planner throws (BUDGET_INFEASIBLE only when the whole budget left cannot give the
  * prompts min_n). O(rounds · (plan + N)).
  */
-export function* stepRounds(input: StepRoundsInput): Generator<Plan, StepRounds, readonly RoundRollout[]> {
+export function* stepRounds(input: StepRoundsInput): Generator<Plan, StepRounds, RoundAnswer> {
   const machine = roundMachine(input);
   let next = machine.next();
   while (next.done !== true) {
@@ -140,7 +156,7 @@ export function* stepRounds(input: StepRoundsInput): Generator<Plan, StepRounds,
 }
 
 /** Runs a step's rounds with a synchronous generate function (the replay's ctx.generate). */
-export function runStepRounds(input: StepRoundsInput, generate: (plan: Plan) => readonly RoundRollout[]): StepRounds {
+export function runStepRounds(input: StepRoundsInput, generate: (plan: Plan) => RoundAnswer): StepRounds {
   const rounds = stepRounds(input);
   let next = rounds.next();
   while (next.done !== true) next = rounds.next(generate(next.value));
@@ -151,7 +167,7 @@ export function runStepRounds(input: StepRoundsInput, generate: (plan: Plan) => 
  * Runs a step's rounds with an asynchronous generate function (the executor's executePlan),
  * and a planner that may be asynchronous too (an AsyncAllocator's plan, on PostgreSQL).
  */
-export async function runStepRoundsAsync(input: StepRoundsInput | AsyncStepRoundsInput, generate: (plan: Plan) => Promise<readonly RoundRollout[]>): Promise<StepRounds> {
+export async function runStepRoundsAsync(input: StepRoundsInput | AsyncStepRoundsInput, generate: (plan: Plan) => Promise<RoundAnswer>): Promise<StepRounds> {
   const machine = roundMachine(input);
   let next = machine.next();
   while (next.done !== true) {
