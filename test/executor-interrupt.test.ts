@@ -74,14 +74,18 @@ describe('Ctrl-C while generating', () => {
     const state = join(dir, 'state.db');
     const r = await interrupted(['loop', '--prompts', shipped, '--prompt-field', 'problem', '--endpoint', url, '--model', 'sim', '--steps', '5', '--budget-rollouts', '96', '--skip', '--state', state], server, 10, signal);
     expect(r.code, r.stderr).toBe(code);
-    const steps = r.stdout.trim().split('\n').map((l) => JSON.parse(l) as { step: number; applied: number; aborted: number });
+    const steps = r.stdout.trim().split('\n').map((l) => JSON.parse(l) as { step: number; applied: number; aborted: number; planned: number; rounds: number });
     expect(steps.map((s) => s.step)).toEqual([0]);
     expect(steps[0]!.applied).toBeGreaterThan(0);
-    expect(r.stderr).toContain(`rollout-budget: interrupted (${name}) in step 0, whose finished rollouts are observed; rollouts in flight are kept in ${state} and resumed first by the next run\n`);
+    // Stopped in its first round, the step plans no later round: planned 267 against a budget of 120 was seen.
+    expect(steps[0]!.rounds).toBe(1);
+    expect(steps[0]!.planned).toBeLessThanOrEqual(96);
     const inspect = await cli(['inspect', '--state', state]);
     expect(JSON.parse(inspect.stdout)).toMatchObject({ last_step: 0 });
     const store = new PartialStore(state);
-    expect(store.count()).toBe(steps[0]!.aborted);
+    const kept = store.count();
     store.close();
+    expect(kept).toBe(steps[0]!.aborted);
+    expect(r.stderr).toContain(`rollout-budget: interrupted (${name}) in step 0, whose finished rollouts are observed; ${kept} partial rollouts are kept in ${state} and resumed first by the next run\n`);
   }, 60_000);
 });

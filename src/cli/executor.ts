@@ -242,7 +242,7 @@ export function registerExecutorCommands(program: Command, io: CliIo): void {
         { ...(await toExecuteOptions(io, opts, partials, local)), stop: interrupt.signal },
         opts.steps,
         (row) => {
-          const s = mergeSummaries(row.rounds.map((r) => r.summary));
+          const s = mergeSummaries(row.rounds.map((r) => r.summary), row.rounds.flatMap((r) => r.results.filter((x) => x.finish_reason !== 'abort').map((x) => x.reward)));
           io.stdout(`${JSON.stringify({ step: row.step, prompts: row.prompts, planned: row.planned, rollouts: s.rollouts, aborted: s.aborted, resumed: s.resumed, applied: row.observed.applied, mean_reward: s.mean_reward, tokens: s.tokens, wall_s: s.wall_s, tokens_per_s: s.tokens_per_s, rounds: row.rounds.length })}\n`);
           io.stderr(`step ${row.step}: ${summaryLine(s)}\n`);
           // Once each: a step's rounds often plan with the same warning (prompts without length data).
@@ -257,7 +257,8 @@ export function registerExecutorCommands(program: Command, io: CliIo): void {
       if (by !== undefined) {
         const last = rows.at(-1);
         const where = last === undefined ? 'before the first step' : `in step ${last.step}, whose finished rollouts are observed`;
-        throw new RolloutBudgetError('INTERRUPTED', `interrupted (${by.name}) ${where}; rollouts in flight are kept in ${opts.state} and resumed first by the next run`, by.code);
+        const kept = partials.count();
+        throw new RolloutBudgetError('INTERRUPTED', `interrupted (${by.name}) ${where}; ${kept === 1 ? '1 partial rollout is' : `${kept} partial rollouts are`} kept in ${opts.state} and resumed first by the next run`, by.code);
       }
     } finally {
       interrupt.dispose();

@@ -63,6 +63,8 @@ export async function runLoop(
     const done = await runStepRoundsAsync(
       {
         candidates, dropped: refused, budget, rounds,
+        // Stopped (Ctrl-C): the rounds left are not planned, so the step's `planned` is what ran.
+        stopped: () => execute.stop?.aborted === true,
         plan: (r) => allocator.plan(r.candidates, r.budget, { ...planOptions, roundsLeft: r.roundsLeft, ...(r.step === undefined ? {} : { step: r.step }) }),
       },
       async (plan) => {

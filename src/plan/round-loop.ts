@@ -72,6 +72,8 @@ export interface StepRoundsInput {
   readonly rounds: number;
   /** Plans one round (allocator.plan or planStep with `roundsLeft` and `step` from the request). */
   readonly plan: (request: RoundRequest) => Plan;
+  /** Asked before each round after the first: true ends the step there (`loop`: Ctrl-C), no further round planned. */
+  readonly stopped?: () => boolean;
 }
 
 /** StepRoundsInput with a planner that may answer later (`runStepRoundsAsync` only). */
@@ -112,7 +114,7 @@ function* roundMachine(input: StepRoundsInput | AsyncStepRoundsInput): Generator
   const dropped = input.dropped;
   for (let round = 0; round < input.rounds; round++) {
     const left = leftOf();
-    if (round > 0 && (left.rollouts === 0 || left.tokens === 0)) break;
+    if (round > 0 && (left.rollouts === 0 || left.tokens === 0 || input.stopped?.() === true)) break;
     const plan = (yield {
       plan: {
         candidates: withPartials(dropped === undefined || dropped.size === 0 ? input.candidates : input.candidates.filter((c) => !dropped.has(c.id)), rewards),
