@@ -123,7 +123,7 @@ export { RequestError, streamRequest, tokensOf } from './executor/client.js';
 export { endpointUrl, normalizeEndpoint } from './executor/endpoint.js';
 export { describeFinishCounts, finishOutcome, isPlainFinish } from './executor/finish.js';
 export type { FinishOutcome } from './executor/finish.js';
-export { SERVER_PROFILES, choicesPerRequest, createServerRegistry, detectServer, resolveServer } from './executor/profiles.js';
+export { DETECT_GRACE_MS, SERVER_PROFILES, StoppedDetection, choicesPerRequest, createServerRegistry, detectServer, resolveServer } from './executor/profiles.js';
 export type { Detection, ServerProfile } from './executor/profiles.js';
 export { quantile, summaryLine } from './executor/summary.js';
 export type { Api, ExecuteOptions, ExecuteReport, ExecuteSummary, ExecutedRollout, InputOrigin } from './executor/types.js';

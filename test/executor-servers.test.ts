@@ -6,7 +6,7 @@ import type { AddressInfo } from 'node:net';
 import { describe, expect, it } from 'vitest';
 import {
   Allocator, PartialStore, SERVER_PROFILES, SimModel, batchOf, commitPartials, defaultSimModel, executePlan, groupSeed, mathVerifier,
-  normalizeEndpoint, resolveServer, streamRequest, summaryLine,
+  DETECT_GRACE_MS, StoppedDetection, normalizeEndpoint, resolveServer, streamRequest, summaryLine,
   type ExecuteOptions, type ExecutedRollout, type Verifier, type VerifyItem,
 } from '../src/index.js';
 import { expected, planOf, simPrompts, simServers } from './executor-helpers.js';
@@ -266,6 +266,33 @@ describe('server profiles', () => {
     expect((await resolveServer('sglang', [vllm.url], retry, 2000)).profile.name).toBe('sglang');
     await expect(resolveServer('tgi', [vllm.url], retry, 2000)).rejects.toThrow(/unknown server profile "tgi"; registered: vllm, sglang, openai/);
   });
+
+  it('a replica that hangs is taken for unreachable a few seconds after another answers, and a stop ends the question at once', async () => {
+    // Found by a loop user: one replica stopped (SIGSTOP) among healthy ones delayed every start by
+    // its whole retries (about 2.5 min at the default --timeout-s), and Ctrl-C waited them out too.
+    // The hung one is a node:http server that accepts and never answers (a stopped process's port).
+    const hung = createServer(() => undefined);
+    await new Promise<void>((resolve) => hung.listen(0, '127.0.0.1', resolve));
+    const hungUrl = `http://127.0.0.1:${(hung.address() as AddressInfo).port}`;
+    try {
+      const vllm = await serve({ profile: 'vllm' });
+      const retry = { retries: 4, backoffMs: 200, maxBackoffMs: 1000 };
+      let started = Date.now();
+      const found = await resolveServer('auto', [vllm.url, hungUrl], retry, 30_000);
+      expect(Date.now() - started).toBeLessThan(DETECT_GRACE_MS + 2000);
+      expect(found.profile.name).toBe('vllm');
+      expect(found.unreachable).toEqual([1]);
+      expect(found.notes[0]).toContain(`${hungUrl} did not answer /v1/models (no answer ${DETECT_GRACE_MS / 1000} s after another endpoint's)`);
+      const stop = new AbortController();
+      setTimeout(() => stop.abort(), 300);
+      started = Date.now();
+      await expect(resolveServer('auto', [hungUrl], retry, 30_000, undefined, undefined, stop.signal)).rejects.toBeInstanceOf(StoppedDetection);
+      expect(Date.now() - started).toBeLessThan(2000);
+    } finally {
+      hung.closeAllConnections();
+      await new Promise((resolve) => hung.close(resolve));
+    }
+  }, 30_000);
 
   it('writes each prompt\'s group into its results lines when the prompt has one', async () => {
     const { candidates, sim } = simPrompts(2);

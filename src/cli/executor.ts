@@ -6,7 +6,7 @@ import { normalizeEndpoint } from '../executor/endpoint.js';
 import { checkExecuteInputs, commitPartials, executePlan, type InputCheckOptions } from '../executor/execute.js';
 import { runLoop } from '../executor/loop.js';
 import { PartialStore } from '../executor/partials.js';
-import { SERVER_PROFILES, resolveServer } from '../executor/profiles.js';
+import { SERVER_PROFILES, StoppedDetection, resolveServer } from '../executor/profiles.js';
 import { checkExtraBody, extraBodyConflict } from '../executor/requests.js';
 import { mergeSummaries, progressBar, summaryLine, tooLongWarning } from '../executor/summary.js';
 import type { ExecuteOptions, ExecutedRollout } from '../executor/types.js';
@@ -115,9 +115,15 @@ function localOptions(o: ExecFlags, origin: ExecuteOptions['origin'] = {}): Inpu
 }
 
 /** The library's execute options from the flags; with `--server auto`, asks the endpoints who they are. */
-async function toExecuteOptions(io: CliIo, o: ExecFlags, partials: PartialStore, local: ReturnType<typeof localOptions>): Promise<ExecuteOptions> {
+async function toExecuteOptions(io: CliIo, o: ExecFlags, partials: PartialStore, local: ReturnType<typeof localOptions>, interrupt: Interrupt): Promise<ExecuteOptions> {
   const retry = { retries: o.retries, backoffMs: defaultRetry.backoffMs, maxBackoffMs: defaultRetry.maxBackoffMs };
-  const { profile, notes, unreachable } = await resolveServer(o.server, local.endpoints, retry, Math.min(o.timeoutS * 1000, 30_000), undefined, local.apiKey);
+  // Ctrl-C while the servers are asked who they are ends the command at once (it waited out
+  // every retry of a server that did not answer, then exited 1).
+  const { profile, notes, unreachable } = await resolveServer(o.server, local.endpoints, retry, Math.min(o.timeoutS * 1000, 30_000), undefined, local.apiKey, interrupt.signal).catch((error: unknown) => {
+    const by = interrupt.stopped();
+    if (error instanceof StoppedDetection && by !== undefined) throw new RolloutBudgetError('INTERRUPTED', `interrupted (${by.name}) while asking the servers which they are: nothing was generated`, by.code);
+    throw error;
+  });
   for (const note of notes) io.stderr(`rollout-budget: ${note}\n`);
   // One for the whole command (every round and step of `loop`); a replica that did not answer
   // /v1/models starts resting, as if its first request had failed.
@@ -162,7 +168,10 @@ const STOPPED_BY = { SIGINT: { name: 'Ctrl-C', code: 130 }, SIGTERM: { name: 'SI
  * partials to resume, as over-provisioning's surplus is), and the command writes what finished
  * before it exits 130 (SIGINT) or 143 (SIGTERM). A second signal quits at once (signals.ts).
  */
-function interruptible(io: CliIo): { signal: AbortSignal; stopped(): { name: string; code: number } | undefined; dispose(): void } {
+/** A command's stop signal and what stopped it (interruptible). */
+type Interrupt = { signal: AbortSignal; stopped(): { name: string; code: number } | undefined; dispose(): void };
+
+function interruptible(io: CliIo): Interrupt {
   const stop = stopSignals((sig) => {
     const { name } = STOPPED_BY[sig];
     io.stderr(`rollout-budget: interrupted (${name}): stopping the generation; what finished is written, what is in flight is kept to resume (${name === 'Ctrl-C' ? 'Ctrl-C' : 'the signal'} again quits at once)\n`);
@@ -194,7 +203,7 @@ export function registerExecutorCommands(program: Command, io: CliIo): void {
       const interrupt = interruptible(io);
       let ok = false;
       try {
-        const report = await executePlan(plan, prompts, { ...(await toExecuteOptions(io, opts, partials, local)), stop: interrupt.signal });
+        const report = await executePlan(plan, prompts, { ...(await toExecuteOptions(io, opts, partials, local, interrupt)), stop: interrupt.signal });
         writeOutput(io, opts.out, jsonl(report.results));
         commitPartials(partials, report);
         io.stderr(`${summaryLine(report.summary)}\n`);
@@ -239,7 +248,7 @@ export function registerExecutorCommands(program: Command, io: CliIo): void {
         candidates,
         budgetFrom(opts),
         planOptionsFrom(opts),
-        { ...(await toExecuteOptions(io, opts, partials, local)), stop: interrupt.signal },
+        { ...(await toExecuteOptions(io, opts, partials, local, interrupt)), stop: interrupt.signal },
         opts.steps,
         (row) => {
           const s = mergeSummaries(row.rounds.map((r) => r.summary), row.rounds.flatMap((r) => r.results.filter((x) => x.finish_reason !== 'abort').map((x) => x.reward)));

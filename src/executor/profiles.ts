@@ -65,15 +65,18 @@ export interface Detection {
  * another one) is an error saying so, as every request would get it; another 4xx or an answer
  * without `owned_by` gives null. `apiKey` is sent as `Authorization: Bearer`.
  */
-export async function detectServer(endpoint: string, retry: RetryPolicy, timeoutMs: number, apiKey?: string): Promise<Detection> {
+export async function detectServer(endpoint: string, retry: RetryPolicy, timeoutMs: number, apiKey?: string, stop?: AbortSignal): Promise<Detection> {
   const url = endpointUrl(endpoint, '/v1/models');
+  const halted = () => stop?.aborted === true; // read anew after each wait
   let last = '';
   for (let attempt = 0; attempt <= retry.retries; attempt++) {
-    if (attempt > 0) await new Promise((resolve) => setTimeout(resolve, backoff(retry, attempt)));
+    if (attempt > 0) await pause(backoff(retry, attempt), stop);
+    if (halted()) throw new StoppedDetection(url);
     let response: Response;
     try {
-      response = await fetch(url, { signal: AbortSignal.timeout(timeoutMs), headers: authorization(apiKey) });
+      response = await fetch(url, { signal: stop === undefined ? AbortSignal.timeout(timeoutMs) : AbortSignal.any([AbortSignal.timeout(timeoutMs), stop]), headers: authorization(apiKey) });
     } catch (error) {
+      if (halted()) throw new StoppedDetection(url);
       const code = (error as { cause?: { code?: unknown } }).cause?.code;
       last = String(code ?? (error as Error).message);
       if (code === 'ENOTFOUND') throw badOption(`--endpoint ${endpoint}: host not found (ENOTFOUND)`);
@@ -99,6 +102,33 @@ export async function detectServer(endpoint: string, retry: RetryPolicy, timeout
   throw new UnreachableServer(url, last);
 }
 
+/** Waits `ms`, or until `stop` aborts. */
+function pause(ms: number, stop?: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    const timer = setTimeout(done, ms);
+    function done() {
+      clearTimeout(timer);
+      stop?.removeEventListener('abort', done);
+      resolve();
+    }
+    stop?.addEventListener('abort', done, { once: true });
+  });
+}
+
+/** detectServer's error when its `stop` aborted (Ctrl-C, or another endpoint answered long enough ago). */
+export class StoppedDetection extends RolloutBudgetError {
+  constructor(url: string) {
+    super('INTERRUPTED', `stopped while asking ${url} which server it is: nothing was generated`, 130);
+  }
+}
+
+/**
+ * How long the other endpoints get to answer /v1/models once one has: a replica that hangs
+ * (stopped, or its port open and nothing behind it) is taken for unreachable after this, not
+ * after its whole retries (about 2.5 min with the default --timeout-s).
+ */
+export const DETECT_GRACE_MS = 3000;
+
 /** detectServer's error when an endpoint never answered: `why` is the last failure's code or status. */
 class UnreachableServer extends RolloutBudgetError {
   constructor(url: string, readonly why: string) {
@@ -120,21 +150,31 @@ export async function resolveServer(
   timeoutMs: number,
   registry: Registry<ServerProfile> = createServerRegistry(),
   apiKey?: string,
+  stop?: AbortSignal,
 ): Promise<{ profile: ServerProfile; note: string | null; notes: string[]; unreachable: number[] }> {
   if (spec !== 'auto') return { profile: registry.get(spec), note: null, notes: [], unreachable: [] };
   // An endpoint that cannot be reached (a replica down) is taken for the same server as those
   // that answer, and said so (`unreachable`: their indices, which execute starts resting:
   // EndpointRests). Only when none answers, or on any other error (a refused key, a URL that
-  // cannot be sent), is it an error.
-  const settled = await Promise.allSettled(endpoints.map((e) => detectServer(e, retry, timeoutMs, apiKey)));
+  // cannot be sent), is it an error. Once one has answered, the others get DETECT_GRACE_MS.
+  // `stop` (Ctrl-C) ends every question at once.
+  const late = new AbortController();
+  const asking = stop === undefined ? late.signal : AbortSignal.any([late.signal, stop]);
+  let graceTimer: NodeJS.Timeout | undefined;
+  const settled = await Promise.allSettled(endpoints.map((e) => detectServer(e, retry, timeoutMs, apiKey, asking).then((d) => {
+    graceTimer ??= setTimeout(() => late.abort(), DETECT_GRACE_MS);
+    return d;
+  }))).finally(() => clearTimeout(graceTimer));
+  if (stop?.aborted === true) throw settled.map((s) => (s.status === 'rejected' ? s.reason : undefined)).find((r) => r instanceof StoppedDetection) ?? new StoppedDetection(endpointUrl(endpoints[0]!, '/v1/models'));
   const found: Detection[] = [];
   const notes: string[] = [];
   const unreachable: number[] = [];
   for (const [i, s] of settled.entries()) {
     if (s.status === 'fulfilled') found.push(s.value);
-    else if (s.reason instanceof UnreachableServer) {
+    else if (s.reason instanceof UnreachableServer || s.reason instanceof StoppedDetection) {
       unreachable.push(i);
-      notes.push(`${endpoints[i]} did not answer /v1/models (${s.reason.why}): taking it for the same server as the others; its requests go to them while it does not answer`);
+      const why = s.reason instanceof UnreachableServer ? s.reason.why : `no answer ${DETECT_GRACE_MS / 1000} s after another endpoint's`;
+      notes.push(`${endpoints[i]} did not answer /v1/models (${why}): taking it for the same server as the others; its requests go to them while it does not answer`);
     } else throw s.reason;
   }
   if (found.length === 0) throw (settled[0] as PromiseRejectedResult).reason;
