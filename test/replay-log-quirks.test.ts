@@ -74,3 +74,17 @@ describe('replaying a log with quirks', () => {
     expect((await cli(['replay', '--log', log, '--policies', 'uniform,knapsack-rl', '--quiet'])).code).toBe(0);
   });
 });
+
+describe('Spearman with nothing to rank', () => {
+  it('is null (— in the table), not 0, when the predictions or the outcomes are all equal', async () => {
+    const dir = tempDir('rb-quirks-');
+    // One prompt, 3 steps, always 2 of 4 right: every realised pass rate is 0.5.
+    write(join(dir, 'one.jsonl'), lines(3).filter((r) => r.prompt_id === 'p2'));
+    const r = await cli(['replay', '--log', join(dir, 'one.jsonl'), '--policies', 'uniform,bayes,knapsack-rl', '--quiet', '--out', join(dir, 'out')]);
+    expect(r.code, r.stderr).toBe(0);
+    const m = JSON.parse(readFileSync(join(dir, 'out', 'metrics.json'), 'utf8')) as { policies: { name: string; totals: { spearman: number | null; predictions: number } }[] };
+    const predicting = m.policies.filter((p) => p.totals.predictions > 1);
+    expect(predicting.length).toBeGreaterThan(0);
+    for (const p of predicting) expect(p.totals.spearman, p.name).toBeNull();
+  });
+});

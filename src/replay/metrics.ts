@@ -181,7 +181,8 @@ export class MetricsRecorder {
       informative_per_mtok: perTokens(informative),
       hard_positives_per_mtok: perTokens(hard),
       brier,
-      spearman: this.pred.length > 1 ? spearman(this.pred, this.real) : null,
+      // Undefined (—), not 0, when either side is constant: no ranking to agree with.
+      spearman: this.pred.length > 1 && varies(this.pred) && varies(this.real) ? spearman(this.pred, this.real) : null,
       predictions: this.pred.length,
       budget_compliance: checked > 0 ? sum((s) => (s.withinBudget === true ? 1 : 0)) / checked : this.steps.length > 0 ? null : 1,
       budget_unchecked_steps: this.steps.length - checked,
@@ -208,6 +209,9 @@ export class MetricsRecorder {
     return out;
   }
 }
+
+/** Whether the values are not all equal. */
+const varies = (x: readonly number[]) => x.some((v) => v !== x[0]);
 
 /** Ranks with ties averaged (1-based). O(n log n). */
 export function ranks(x: readonly number[]): Float64Array {
