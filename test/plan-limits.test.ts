@@ -1,7 +1,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import {
-  MAX_N_LIMIT, RolloutBudgetError, createRegistries, createRegistry, greedySolve, planLimits, planStep, snapshotOf,
+  Allocator, MAX_N_LIMIT, RolloutBudgetError, createRegistries, createRegistry, greedySolve, planLimits, planStep, snapshotOf,
   type PromptState, type Registries, type Solver, type SolverInput,
 } from '../src/index.js';
 
@@ -95,5 +95,27 @@ describe('plan limits', () => {
     const t = planLimits(2, { tokens: 1e9 }, 1, 8, tokens, new Float64Array([50, 0]));
     expect(t.tokens).toBe(8 * 100 + 50 + 8 * 200);
     expect(t.warnings).toEqual([`a budget of 1000000000 tokens is more than 2 prompts × max_n 8 can use (~2450): planned with 2450`]);
+  });
+});
+
+describe('a plan that plans nothing', () => {
+  it('says why: no prompt\'s first rollouts fit the budget (a loop repeated its empty step unexplained)', () => {
+    const allocator = new Allocator({ state: ':memory:' });
+    try {
+      // Two prompts of 1,024 and 512 expected tokens a rollout; min_n 2: the cheapest start needs 1,024.
+      const plan = allocator.plan([{ id: 'a', max_tokens: 1024 }, { id: 'b', max_tokens: 512 }], { tokens: 300 }, { skip: true, minN: 2 });
+      expect(plan.totals.rollouts).toBe(0);
+      const said = plan.warnings.filter((w) => w.startsWith('nothing planned'));
+      expect(said).toHaveLength(1);
+      expect(said[0]).toMatch(/^nothing planned: no prompt's first 2 rollouts fit this plan's budget \(300 tokens, the cheapest prompt's needing (\d+)\): raise the budget, or lower min_n or max_tokens$/);
+      const cheapest = Number(/needing (\d+)/.exec(said[0]!)![1]);
+      expect(cheapest).toBeGreaterThan(300);
+      // A budget that fits one start plans it, and says nothing of the kind.
+      const some = allocator.plan([{ id: 'a', max_tokens: 1024 }, { id: 'b', max_tokens: 512 }], { tokens: cheapest }, { skip: true, minN: 2 });
+      expect(some.totals.rollouts).toBeGreaterThan(0);
+      expect(some.warnings.some((w) => w.startsWith('nothing planned'))).toBe(false);
+    } finally {
+      allocator.close();
+    }
   });
 });

@@ -227,6 +227,14 @@ export function planStep(
     warnings.push(`${leftR} rollouts of this plan's budget left unspent: every prompt is at max_n ${limits.maxN} or has no value left` +
       (multiple > 1 ? `, or the next multiple of multiple_of ${multiple} does not fit` : ''));
   }
+  if (result.usedRollouts === 0 && size > 0 && partials === undefined) {
+    // Nothing fits (with skip, a prompt may get 0): say so, or a loop repeats an empty step unexplained.
+    let cheapest = Infinity;
+    for (let i = 0; i < size; i++) cheapest = Math.min(cheapest, Math.max(1, options.minN) * tokensPerRollout[i]! + (fixedTokens === undefined ? 0 : fixedTokens[i]!));
+    warnings.push(`nothing planned: no prompt's first ${Math.max(1, options.minN)} rollouts fit this plan's budget (` +
+      [spend.rollouts === undefined ? '' : `${spend.rollouts} rollouts`, spend.tokens === undefined ? '' : `${spend.tokens} tokens, the cheapest prompt's needing ${Math.ceil(cheapest)}`].filter((x) => x !== '').join(', ') +
+      '): raise the budget, or lower min_n or max_tokens');
+  }
   const ub = result.upperBound;
   return columnarPlan({
     version: 1,
