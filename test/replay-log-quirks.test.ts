@@ -88,3 +88,18 @@ describe('Spearman with nothing to rank', () => {
     for (const p of predicting) expect(p.totals.spearman, p.name).toBeNull();
   });
 });
+
+describe('a policy\'s colour in the report', () => {
+  it('a baseline keeps its style whichever policies run beside it (greso was orange, blue or green by its place in the list)', async () => {
+    const { assignStyles } = await import('../src/report/styles.js');
+    const full = assignStyles(['uniform', 'dapo', 'greso', 'knapsack-rl', 'mopps', 'xrpo', 'bayes'], 'bayes');
+    for (const names of [['bayes', 'greso'], ['uniform', 'bayes', 'thompson', 'mean', 'greso'], ['xrpo', 'mopps', 'greso', 'bayes']]) {
+      const styles = assignStyles(names, 'bayes');
+      for (const name of names) if (full.has(name)) expect(styles.get(name), `${name} among ${names.join(',')}`).toEqual(full.get(name));
+    }
+    // Policies that are not baselines take other slots, distinct from every baseline's colour and dash.
+    const others = assignStyles(['uniform', 'thompson', 'mean', 'dapo', 'greso', 'knapsack-rl', 'mopps', 'xrpo'], 'bayes');
+    const keyOf = (name: string) => JSON.stringify(others.get(name));
+    expect(new Set(['thompson', 'mean', 'dapo', 'greso', 'knapsack-rl', 'mopps', 'xrpo'].map(keyOf)).size).toBe(7);
+  });
+});

@@ -12,24 +12,34 @@ const MARKERS: MarkerShape[] = ['square', 'triangle', 'diamond', 'down', 'plus',
 export const REFERENCE = 'uniform';
 
 /**
- * One style per policy, fixed for the whole report so a policy looks the same in every chart.
- * Beyond the palette, styles repeat colours with the next dash pattern. O(policies).
+ * The published baselines' slots, in the default list's order: each keeps its style in every
+ * report, whichever policies run beside it (before, a style followed the list's order, so greso
+ * was orange in one report and blue in another).
+ */
+const BASELINE_SLOTS = ['dapo', 'greso', 'knapsack-rl', 'mopps', 'xrpo'];
+
+/**
+ * One style per policy, fixed for the whole report so a policy looks the same in every chart,
+ * and a baseline the same in every report (BASELINE_SLOTS); other policies take the slots after
+ * those, in order. Beyond the palette, styles repeat colours with the next dash pattern.
+ * O(policies).
  */
 export function assignStyles(names: readonly string[], defaultPolicy: string | undefined): Map<string, SeriesStyle> {
   const styles = new Map<string, SeriesStyle>();
-  let k = 0;
+  let k = BASELINE_SLOTS.length;
   for (const name of names) {
     if (name === REFERENCE) styles.set(name, { color: '#000000', dash: '', marker: 'circle', width: 1.4 });
     else if (name === defaultPolicy) styles.set(name, { color: '#D55E00', dash: '', marker: 'circle', width: 2.2 });
     else if (name === 'oracle') styles.set(name, { color: '#7a7a7a', dash: '3 2', marker: 'cross', width: 1.6 });
     else {
+      const fixed = BASELINE_SLOTS.indexOf(name);
+      const slot = fixed >= 0 ? fixed : k++;
       styles.set(name, {
-        color: OKABE_ITO[k % OKABE_ITO.length]!,
-        dash: DASHES[(k + Math.floor(k / OKABE_ITO.length)) % DASHES.length]!,
-        marker: MARKERS[k % MARKERS.length]!,
+        color: OKABE_ITO[slot % OKABE_ITO.length]!,
+        dash: DASHES[(slot + Math.floor(slot / OKABE_ITO.length)) % DASHES.length]!,
+        marker: MARKERS[slot % MARKERS.length]!,
         width: 1.6,
       });
-      k++;
     }
   }
   return styles;
