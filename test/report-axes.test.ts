@@ -104,3 +104,16 @@ describe('series', () => {
     expect(VERSION).toBe(pkg.version);
   });
 });
+
+describe('a run of one step', () => {
+  it('its step axis has whole-step ticks (a one-step run wrote "0 0 0 1 1 1") and its per-step panels a mark each', async () => {
+    const { stepTicks, niceTicks } = await import('../src/report/svg.js');
+    expect(niceTicks(0, 1, 6)).toEqual([0, 0.2, 0.4, 0.6, 0.8, 1]); // what the axis had
+    expect(stepTicks(0, 1, 6)).toEqual([0, 1]);
+    expect(stepTicks(3, 4, 4)).toEqual([3, 4]);
+    expect(stepTicks(0, 497, 6)).toEqual(niceTicks(0, 497, 6)); // a long run's ticks as before
+    const { effectiveChart } = await import('../src/report/charts-steps.js');
+    const svg = effectiveChart([{ name: 'uniform', steps: [step(0, 8, 4, null)] } as never, { name: 'bayes', steps: [step(0, 8, 8, null)] } as never]);
+    for (const panel of svg.split('<g class="panel"').slice(1)) expect(panel, panel.slice(0, 60)).toContain('data-mark="1"');
+  });
+});

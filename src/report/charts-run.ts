@@ -3,7 +3,7 @@ import { curve, seedsNote, stepsOf } from './charts-steps.js';
 import { WIDTH, grid } from './multiples.js';
 import { asView, cumulative, envelope, type ChartInput, type ReportView } from './series.js';
 import { REFERENCE } from './styles.js';
-import { Frame, axes, esc, figure, fx, legendRow, line, marker, niceDomain, niceTicks, panelTitle, tickLabel, type SeriesStyle } from './svg.js';
+import { Frame, axes, esc, figure, fx, legendRow, line, marker, niceDomain, panelTitle, stepTicks, tickLabel, type SeriesStyle } from './svg.js';
 
 /**
  * Markers along a curve at five staggered positions (series k of `count` is shifted by
@@ -90,7 +90,7 @@ export function cumulativeChart(input: ChartInput): string {
     const zero = m.relative ? `<line class="ref" x1="${fx(f.left)}" y1="${fx(f.sy(0))}" x2="${fx(f.right)}" y2="${fx(f.sy(0))}"/>` : '';
     const title = m.relative ? `${m.title}: ahead of uniform by` : `${m.title} (cumulative)`;
     const yFormat = (v: number) => `${v > 0 && m.relative ? '+' : ''}${tickLabel(v, step)}`;
-    return `<g class="panel" data-panel="${esc(title)}">${axes(f, { ticks: niceTicks(xDomain[0], xDomain[1], 6), format: (v) => tickLabel(v, 1), labels: g.isBottom(i) }, { ticks: yTicks, format: yFormat })}`
+    return `<g class="panel" data-panel="${esc(title)}">${axes(f, { ticks: stepTicks(xDomain[0], xDomain[1], 6), format: (v) => tickLabel(v, 1), labels: g.isBottom(i) }, { ticks: yTicks, format: yFormat })}`
       + `${panelTitle(f, title, true)}${zero}${cumulativePanel(view, f, m.get, xs, m.relative)}</g>`;
   });
   return figure(

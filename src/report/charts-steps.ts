@@ -3,7 +3,7 @@ import { WIDTH, grid } from './multiples.js';
 import { asView, envelope, movingEffective, movingShare, windowFor, type ChartInput, type ReportView } from './series.js';
 import { REFERENCE, referenceStyle, solid } from './styles.js';
 import {
-  Frame, axes, band, esc, figure, fx, legendRow, line, niceTicks, panelTitle, percent, tickLabel, type SeriesStyle,
+  Frame, axes, band, esc, figure, fx, legendRow, line, marker, niceTicks, panelTitle, percent, stepTicks, tickLabel, type SeriesStyle,
 } from './svg.js';
 
 /** Step numbers of the run (every policy runs the same steps). */
@@ -19,6 +19,8 @@ export function curve(f: Frame, xs: readonly number[], per: readonly (readonly n
   const px = xs.slice(0, env.median.length).map((x) => f.sx(x));
   const finite = env.lo.every(Number.isFinite) && env.hi.every(Number.isFinite);
   const b = withBand && finite && per.length > 1 ? band(px, env.lo.map((v) => f.sy(v)), env.hi.map((v) => f.sy(v)), style.color) : '';
+  // One step: a line of one point draws nothing, so its point is a marker.
+  if (env.median.length === 1) return b + marker(style.marker, px[0]!, f.sy(env.median[0]!), style.color, 3);
   return b + line(env.median.map((v, i) => [px[i]!, f.sy(v)] as const), style);
 }
 
@@ -39,7 +41,7 @@ export function effectiveChart(input: ChartInput, window?: number): string {
   const legend = legendRow(64, 8, WIDTH - 80, view.names.includes(REFERENCE) ? [{ name: 'uniform, for reference (in every panel)', style: referenceStyle, marker: false }] : []);
   const g = grid(view.names.length, { cols: 4, panelHeight: 118, top: legend.height });
   const xDomain: [number, number] = [xs[0] ?? 0, Math.max((xs[0] ?? 0) + 1, xs.at(-1) ?? 1)];
-  const xTicks = niceTicks(xDomain[0], xDomain[1], 4);
+  const xTicks = stepTicks(xDomain[0], xDomain[1], 4);
   const yTicks = [0, 0.25, 0.5, 0.75, 1];
   const series = (name: string) => view.of(name).map((r) => movingEffective(r.steps, w));
   const reference = view.names.includes(REFERENCE) ? series(REFERENCE) : [];
@@ -87,7 +89,7 @@ export function budgetChart(input: ChartInput, window?: number): string {
   ]);
   const g = grid(kinds.length === 0 ? 0 : view.names.length, { cols: 4, panelHeight: 110, top: legend.height });
   const xDomain: [number, number] = [xs[0] ?? 0, Math.max((xs[0] ?? 0) + 1, xs.at(-1) ?? 1)];
-  const xTicks = niceTicks(xDomain[0], xDomain[1], 4);
+  const xTicks = stepTicks(xDomain[0], xDomain[1], 4);
   const yTicks = niceTicks(0, top, 4);
   const panels = kinds.length === 0 ? [] : view.names.map((name, i) => {
     const b = g.boxes[i]!;

@@ -25,6 +25,15 @@ export function niceStep(raw: number): number {
  * Ticks at multiples of a nice step covering [lo, hi], about `count` intervals. Domain: finite
  * lo ≤ hi; a zero-width domain gets one tick. O(count).
  */
+/**
+ * Ticks for a step axis: whole steps only. A short run's axis (one step: 0 to 1) had ticks at
+ * 0.2, 0.4, ..., each written as a whole step: "0 0 0 1 1 1".
+ */
+export function stepTicks(lo: number, hi: number, count: number): number[] {
+  const ticks = niceTicks(lo, hi, count).filter((v) => Number.isInteger(v));
+  return ticks.length >= 2 ? ticks : [...new Set([Math.ceil(lo), Math.floor(hi)])];
+}
+
 export function niceTicks(lo: number, hi: number, count = 5): number[] {
   if (!Number.isFinite(lo) || !Number.isFinite(hi)) return [];
   if (hi <= lo) return [lo];
