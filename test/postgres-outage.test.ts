@@ -53,15 +53,25 @@ class Relay {
 
 const base = pgUrl();
 
+/** A service on a fresh schema of the test PostgreSQL, reached through a Relay the test can cut. */
+async function serviceBehindRelay(): Promise<{ relay: Relay; direct: string; child: Awaited<ReturnType<typeof startService>> }> {
+  const u = new URL(base!);
+  const relay = new Relay(u.hostname, Number(u.port || 5432));
+  await relay.open();
+  const direct = freshPgUrl(base!);
+  const via = new URL(direct);
+  via.port = String(relay.port);
+  return { relay, direct, child: await startService(['--state', via.toString()]) };
+}
+
+/** Ends (as PostgreSQL's administrator) the server connections the relay carries; how many. */
+async function endRelayed(admin: pg.Client, relay: Relay): Promise<number> {
+  return (await admin.query('SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE client_port = ANY($1)', [[...relay.upstreamPorts]])).rowCount ?? 0;
+}
+
 describe.skipIf(base === undefined)('a PostgreSQL state that goes away under a running service', () => {
   it('answers 503 STATE_ERROR with one log line (no 500, no stack) while it is gone, and serves again when it is back', async () => {
-    const u = new URL(base!);
-    const relay = new Relay(u.hostname, Number(u.port || 5432));
-    await relay.open();
-    const direct = freshPgUrl(base!);
-    const via = new URL(direct);
-    via.port = String(relay.port);
-    const child = await startService(['--state', via.toString()]);
+    const { relay, direct, child } = await serviceBehindRelay();
     const plan = { candidates: [{ id: 'a' }, { id: 'b' }], budget: { rollouts: 8 } };
     const results = (step: number) => [{ prompt_id: 'a', step, rewards: [1, 0] }];
     try {
@@ -96,8 +106,7 @@ describe.skipIf(base === undefined)('a PostgreSQL state that goes away under a r
       const admin = new pg.Client({ connectionString: base });
       await admin.connect();
       try {
-        const ended = await admin.query('SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE client_port = ANY($1)', [[...relay.upstreamPorts]]);
-        expect(ended.rowCount).toBeGreaterThan(0);
+        expect(await endRelayed(admin, relay)).toBeGreaterThan(0);
       } finally {
         await admin.end();
       }
@@ -119,13 +128,7 @@ describe.skipIf(base === undefined)('a PostgreSQL state that goes away under a r
     // Found under 16 clients: pg-pool takes its 'error' listener off a client it hands out, so a
     // connection the server dropped during a transaction emitted an 'error' nobody heard and the
     // service exited 1 ("Unhandled 'error' event ... terminating connection due to administrator command").
-    const u = new URL(base!);
-    const relay = new Relay(u.hostname, Number(u.port || 5432));
-    await relay.open();
-    const direct = freshPgUrl(base!);
-    const via = new URL(direct);
-    via.port = String(relay.port);
-    const child = await startService(['--state', via.toString()]);
+    const { relay, direct, child } = await serviceBehindRelay();
     const admin = new pg.Client({ connectionString: base });
     await admin.connect();
     try {
@@ -134,7 +137,7 @@ describe.skipIf(base === undefined)('a PostgreSQL state that goes away under a r
       let ended = 0;
       for (let round = 0; round < 12; round++) {
         await new Promise((resolve) => setTimeout(resolve, 25));
-        ended += (await admin.query('SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE client_port = ANY($1)', [[...relay.upstreamPorts]])).rowCount ?? 0;
+        ended += await endRelayed(admin, relay);
       }
       const answers = await Promise.all(sent);
       expect(ended).toBeGreaterThan(0);
