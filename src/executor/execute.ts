@@ -59,6 +59,9 @@ function groupsOf(plan: Plan, prompts: ReadonlyMap<string, Candidate>, options: 
   return groups;
 }
 
+/** The route of an API's requests. */
+const pathOf = (api: Api) => (api === 'chat' ? '/v1/chat/completions' : '/v1/completions');
+
 /**
  * Runs a plan against OpenAI-compatible servers: per group, resumes stored partials first, then
  * launches fresh rollouts (⌊(1 + r)·n⌋ in all with over-provisioning r), dispatches requests of
@@ -174,7 +177,7 @@ export async function executePlan(plan: Plan, prompts: ReadonlyMap<string, Candi
     }
     counters.requests++;
     counters.perEndpoint[endpoint]!++;
-    const path = g.api === 'chat' ? '/v1/chat/completions' : '/v1/completions';
+    const path = pathOf(g.api);
     const body = requestBody({
       prompt: g.prompt, api: g.api, model: options.model, run, maxTokens: g.maxTokens, server, promptField: options.promptField,
       ...(options.temperature === undefined ? {} : { temperature: options.temperature }), ...(options.extraBody === undefined ? {} : { extra: options.extraBody }),
@@ -270,7 +273,7 @@ export async function executePlan(plan: Plan, prompts: ReadonlyMap<string, Candi
   /** The request a run-ending error came from: its prompt, rollouts and URL (and the timeout it ran past). */
   const requestNamed = (g: Group, run: readonly Unit[], endpoint: number, e: RequestError) => {
     const rollouts = run.length === 1 ? `rollout ${run[0]!.rollout_id}` : `rollouts ${run[0]!.rollout_id}..${run.at(-1)!.rollout_id}`;
-    const url = endpointUrl(endpoints[endpoint]!, g.api === 'chat' ? '/v1/chat/completions' : '/v1/completions');
+    const url = endpointUrl(endpoints[endpoint]!, pathOf(g.api));
     const timeout = e.message.startsWith('request timed out') ? `; nothing came for ${options.timeoutMs / 1000} s (--timeout-s)` : '';
     return `prompt ${quote(g.prompt.id)}, ${rollouts}${e.message.includes(url) ? '' : `, ${url}`}${timeout}`;
   };

@@ -182,7 +182,7 @@ export class MetricsRecorder {
       hard_positives_per_mtok: perTokens(hard),
       brier,
       // Undefined (—), not 0, when either side is constant: no ranking to agree with.
-      spearman: this.pred.length > 1 && varies(this.pred) && varies(this.real) ? spearman(this.pred, this.real) : null,
+      spearman: this.pred.length > 1 && hasVariance(this.pred) && hasVariance(this.real) ? spearman(this.pred, this.real) : null,
       predictions: this.pred.length,
       budget_compliance: checked > 0 ? sum((s) => (s.withinBudget === true ? 1 : 0)) / checked : this.steps.length > 0 ? null : 1,
       budget_unchecked_steps: this.steps.length - checked,
@@ -209,9 +209,6 @@ export class MetricsRecorder {
     return out;
   }
 }
-
-/** Whether the values are not all equal. */
-const varies = (x: readonly number[]) => x.some((v) => v !== x[0]);
 
 /** Ranks with ties averaged (1-based). O(n log n). */
 export function ranks(x: readonly number[]): Float64Array {
