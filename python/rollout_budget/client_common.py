@@ -56,46 +56,38 @@ def to_json(value, where=""):
     try:
         return json.dumps(value, default=_json_default, allow_nan=False)
     except TypeError as error:
-        field = _field_of_bad_value(value, where)
-        raise TypeError("%s: %s" % (field, error) if field else str(error)) from None
+        found = _first_field(value, where, _not_json)
+        raise TypeError("%s: %s" % (found[0], error) if found else str(error)) from None
     except ValueError:
         # NaN and ±Infinity: JSON has neither (json.dumps wrote NaN, which the service refused as
         # malformed JSON, and a stdio client then read its reply as out of order).
-        field = _field_of_non_finite(value, where)
+        found = _first_field(value, where, _non_finite)
         raise ValueError("%s is %s, not a number JSON can carry: leave the field out where there is no value"
-                         % (field[0] or "a value", field[1]) if field else "a value is NaN or infinite") from None
+                         % found if found else "a value is NaN or infinite") from None
 
 
-def _field_of_non_finite(value, path):
-    """(path, value) of the first NaN or ±Infinity in ``value`` (numpy and torch numbers too), or None."""
+def _not_json(leaf):
+    return None if leaf is None or isinstance(leaf, (str, int, float, bool)) else "not a JSON value"
+
+
+def _non_finite(leaf):
+    return repr(leaf) if isinstance(leaf, float) and (leaf != leaf or leaf in (float("inf"), float("-inf"))) else None
+
+
+def _first_field(value, path, what):
+    """(path, what is wrong) of the first value in ``value`` that ``what`` finds wrong (``what``
+    returns None for a good one), dicts and lists walked, numpy and torch values read as the
+    numbers and lists they hold; None when none is. The path is ``candidates[0].n``."""
     value = plain(value)
-    if isinstance(value, float):
-        return (path, repr(value)) if value != value or value in (float("inf"), float("-inf")) else None
     if isinstance(value, dict):
         items = (("%s.%s" % (path, k) if path else str(k), v) for k, v in value.items())
     elif isinstance(value, (list, tuple)):
         items = (("%s[%d]" % (path, i), v) for i, v in enumerate(value))
     else:
-        return None
-    for where, v in items:
-        found = _field_of_non_finite(v, where)
-        if found:
-            return found
-    return None
-
-
-def _field_of_bad_value(value, path):
-    """The path (``candidates[0].n``) of the first value in ``value`` that JSON cannot hold."""
-    if isinstance(value, dict):
-        items = (("%s.%s" % (path, k) if path else str(k), v) for k, v in value.items())
-    elif isinstance(value, (list, tuple)):
-        items = (("%s[%d]" % (path, i), v) for i, v in enumerate(value))
-    elif value is None or isinstance(value, (str, int, float, bool)) or plain(value) is not value:
-        return None
-    else:
-        return path or "the value"
-    for where, v in items:
-        found = _field_of_bad_value(v, where)
+        said = what(value)
+        return None if said is None else (path or "the value", said)
+    for field, v in items:
+        found = _first_field(v, field, what)
         if found:
             return found
     return None
