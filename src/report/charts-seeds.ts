@@ -18,10 +18,11 @@ export function seedsChart(view: ReportView): string {
     const per = rows.map((name) => ratiosToReference(view, name, m.key).filter((v): v is number => v !== null));
     const all = [1, ...per.flat()];
     const pad = Math.max(0.02, (Math.max(...all) - Math.min(...all)) * 0.06);
-    const ticks = niceTicks(Math.min(...all) - pad, Math.max(...all) + pad, 4);
+    const b = g.boxes[i]!;
+    // About one tick per 60 px: four panels' labels ("0.925×") ran into each other at four ticks.
+    const ticks = niceTicks(Math.min(...all) - pad, Math.max(...all) + pad, Math.max(2, Math.min(4, Math.floor(b.width / 60))));
     const lo = Math.min(ticks[0] ?? 0, Math.min(...all) - pad);
     const hi = Math.max(ticks.at(-1) ?? 1, Math.max(...all) + pad);
-    const b = g.boxes[i]!;
     const f = new Frame(b.left, b.top, b.width, b.height, [lo, hi], [rows.length, 0]);
     const step = ticks.length > 1 ? ticks[1]! - ticks[0]! : 0.1;
     const one = `<line class="ref" x1="${fx(f.sx(1))}" y1="${fx(f.top)}" x2="${fx(f.sx(1))}" y2="${fx(f.bottom)}"/>`;
