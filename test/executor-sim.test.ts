@@ -58,6 +58,22 @@ describe('sim-server (test double)', () => {
     expect(r.status).toBe(400);
     expect(r.json.message).toMatch(/"n" must be a positive integer, got 0/);
   });
+
+  it('refuses more than 4,096 choices a request at once, and goes on answering', async () => {
+    // {"n": 1e9} drew choices until the server's memory ran out.
+    const { sim } = simPrompts(1);
+    server = new SimServer({ prompts: sim, profile: 'sglang' });
+    await server.start();
+    const huge = await post('/v1/completions', { model: 'm', prompt: sim[0]!.text, n: 1e9, max_tokens: 4000 });
+    expect(huge.status).toBe(400);
+    expect(huge.json.message).toMatch(/"n" must be at most 4096 choices a request .*got 1000000000/);
+    const batch = await post('/generate', { text: [sim[0]!.text, sim[0]!.text], sampling_params: { n: 3000 } });
+    expect(batch.status).toBe(400);
+    expect(JSON.stringify(batch.json)).toMatch(/got 3000 for each of 2 texts/);
+    const most = await post('/v1/completions', { model: 'm', prompt: sim[0]!.text, n: 4096, max_tokens: 4000, seed: 1 });
+    expect(most.status).toBe(200);
+    expect(most.json.choices.length).toBe(4096);
+  });
 });
 
 describe('dispatcher', () => {

@@ -110,3 +110,17 @@ export function countSimTokens(text: string): number {
   for (let i = 0; i < text.length; i++) if (text.charCodeAt(i) === 32) n++;
   return n;
 }
+
+/**
+ * The most choices one request may ask of the test double. Each choice is drawn and held in
+ * memory before the answer goes out, so `{"n": 1e9}` kept the server busy and growing until it
+ * died; a plan's group is at most 4,096 (plan/limits.ts MAX_N_LIMIT), and the executor asks
+ * for one group at most in a request (split further with `--request-n`).
+ */
+export const SIM_MAX_N = 4096;
+
+/** The 400's message for a request asking more than SIM_MAX_N choices (n for each of `texts`). */
+export function tooManyChoices(n: number, texts = 1): string {
+  const asked = texts === 1 ? `got ${n}` : `got ${n} for each of ${texts} texts`;
+  return `"n" must be at most ${SIM_MAX_N} choices a request (the sim-server's limit, a test double), ${asked}`;
+}

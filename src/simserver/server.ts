@@ -27,7 +27,7 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import seedrandom from 'seedrandom';
-import { SimModel, countSimTokens, tokenId, type SimPrompt } from './model.js';
+import { SimModel, countSimTokens, tokenId, tooManyChoices, SIM_MAX_N, type SimPrompt } from './model.js';
 import { answerGenerate } from './sglang.js';
 import { plainSse, streamChoices, type SimChoice, type SimSse } from './stream.js';
 
@@ -259,6 +259,7 @@ export class SimServer {
     }
     const n = body.n ?? 1;
     if (typeof n !== 'number' || !Number.isInteger(n) || n < 1) return `"n" must be a positive integer, got ${JSON.stringify(n)}`;
+    if (n > SIM_MAX_N) return tooManyChoices(n);
     const maxTokens = body.max_tokens ?? 16;
     if (typeof maxTokens !== 'number' || !Number.isInteger(maxTokens) || maxTokens < 1) return `"max_tokens" must be a positive integer, got ${JSON.stringify(maxTokens)}`;
     const seed = body.seed ?? Math.floor(this.random() * 2 ** 30);

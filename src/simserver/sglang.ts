@@ -11,7 +11,7 @@
  * - the answer is a list with one object per entry and sample:
  *   `{text, output_ids, meta_info: {id, finish_reason: {type}, completion_tokens}}`.
  */
-import { tokenId } from './model.js';
+import { tokenId, tooManyChoices, SIM_MAX_N } from './model.js';
 
 export interface NativeChoice {
   readonly tokens: readonly string[];
@@ -44,6 +44,7 @@ export function answerGenerate(body: Record<string, unknown>, respond: (text: st
   const n = params[0]?.n ?? 1;
   if (params.some((p) => (p?.n ?? 1) !== n)) return bad(SAME_N);
   if (typeof n !== 'number' || !Number.isInteger(n) || n < 1) return bad(`"n" must be a positive integer, got ${JSON.stringify(n)}`);
+  if (n * texts.length > SIM_MAX_N) return bad(tooManyChoices(n, texts.length));
   const rids = Array.isArray(body.rid) ? (body.rid as unknown[]) : texts.map((_, i) => `sim-${i}`);
   const out: unknown[] = [];
   texts.forEach((text, i) => {
