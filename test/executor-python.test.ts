@@ -3,11 +3,11 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { CLI, ROOT } from './service-helpers.js';
 
-// The verl and slime integrations (and the dataset converter's ids, test_dataset; numpy and torch numbers sent by each client, test_numpy_values) against the trainers' own code (../shared/upstream, verl at
+// The verl and slime integrations (with the state copied into verl's checkpoints, test_verl_checkpoint; and the dataset converter's ids, test_dataset; numpy and torch numbers sent by each client, test_numpy_values) against the trainers' own code (../shared/upstream, verl at
 // b178a3c, slime at 624b824), which needs torch: Debian's python3-torch under /usr/bin/python3
 // (.ci/setup-python.sh installs it). Without it: skipped with a message locally, a failure in CI.
 const SYSTEM_PYTHON = '/usr/bin/python3';
-const MODULES = ['tests.test_verl_upstream', 'tests.test_verl_e2e', 'tests.test_slime', 'tests.test_dataset', 'tests.test_numpy_values'];
+const MODULES = ['tests.test_verl_upstream', 'tests.test_verl_e2e', 'tests.test_verl_checkpoint', 'tests.test_slime', 'tests.test_dataset', 'tests.test_numpy_values'];
 
 function hasTorch(): boolean {
   const probe = spawnSync(SYSTEM_PYTHON, ['-c', 'import torch, numpy, httpx'], { encoding: 'utf8' });

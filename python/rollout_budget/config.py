@@ -14,6 +14,7 @@ so settings come from a mapping (verl: the `rollout_budget` section of the train
 | pass_threshold | ROLLOUT_BUDGET_PASS_THRESHOLD | when set, every reward counts as a pass (1) above this and a fail (0) otherwise, for rewards outside [0, 1] such as DAPO's ±1 or a judge's 0–10; default: none (rewards are taken as they are, and one outside [0, 1] is an error) |
 | options | ROLLOUT_BUDGET_OPTIONS | plan options as a JSON object, e.g. {"min_n": 2, "max_n": 32, "skip": true}; `multiple_of` there is the setting above |
 | timeout_s | ROLLOUT_BUDGET_TIMEOUT_S | seconds an http(s) request waits for the service's answer (default 60; above the service's --plan-timeout-s for large plans) |
+| backup_state | ROLLOUT_BUDGET_BACKUP_STATE | the SQLite state file the service serves (its `serve --state`), copied into each trainer checkpoint (verl: `<default_local_dir>/global_step_<N>/rollout-budget.db`); default: `url` when that is a SQLite state path, else none; `none` turns it off |
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from .plan import REWARD_SLACK
 
 __all__ = ["Settings", "settings_from"]
 
-_KEYS = ("url", "token", "budget_rollouts", "budget_tokens", "multiple_of", "pass_threshold", "options", "timeout_s")
+_KEYS = ("url", "token", "budget_rollouts", "budget_tokens", "multiple_of", "pass_threshold", "options", "timeout_s", "backup_state")
 #: HttpClient's own default.
 DEFAULT_TIMEOUT_S = 60.0
 
@@ -36,7 +37,7 @@ class Settings:
     """Resolved integration settings (see the module doc)."""
 
     def __init__(self, url=None, token=None, budget_rollouts=None, budget_tokens=None, multiple_of=None, pass_threshold=None, options=None,
-                 timeout_s=DEFAULT_TIMEOUT_S):
+                 timeout_s=DEFAULT_TIMEOUT_S, backup_state=None):
         self.url = url
         self.timeout_s = timeout_s
         self.token = token
@@ -57,6 +58,7 @@ class Settings:
         if self.url and HOST_PORT.match(str(self.url)):
             # Taken for a state path, it served a private SQLite file of that name through a child serve --stdio.
             raise ValueError("rollout_budget.url %r is a host and port without a scheme: write http://%s (or https:// for a TLS proxy)" % (self.url, self.url))
+        self.backup_state = _backup_state(backup_state, self.url)
 
     def client(self):
         """A client for `url`: HttpClient for http:// and https://, else a StdioClient on that state."""
@@ -100,6 +102,21 @@ def _seconds(name, value):
     return s
 
 
+def _backup_state(value, url):
+    """The SQLite state file to copy into checkpoints: `value`, or `url` when that is a SQLite
+    path (the integration's own child `serve --stdio`); None when off (`none`) or unknown."""
+    if value is None:
+        state = str(url) if url else ""
+        return state if state and state != ":memory:" and "://" not in state else None
+    text = str(value).strip()
+    if text.lower() in ("", "none", "off", "false"):
+        return None
+    if "://" in text:
+        raise ValueError("rollout_budget.backup_state must be a SQLite state file, got %r: copy a PostgreSQL state's "
+                         "schema with pg_dump --schema <schema>" % (value,))
+    return text
+
+
 def settings_from(mapping=None, environ=None):
     """Settings from `mapping` (a dict-like; missing keys fall back to `environ`, default os.environ)."""
     environ = os.environ if environ is None else environ
@@ -127,4 +144,5 @@ def settings_from(mapping=None, environ=None):
         pass_threshold=None if raw["pass_threshold"] is None else float(raw["pass_threshold"]),
         options=None if options is None else {str(k): v for k, v in options.items()},
         timeout_s=DEFAULT_TIMEOUT_S if raw["timeout_s"] is None else _seconds("timeout_s", raw["timeout_s"]),
+        backup_state=raw["backup_state"],
     )

@@ -21,21 +21,37 @@ once the reward is in `token_level_scores`. What `expand_batch` does to the batc
 `observe_batch` posts one result per row (reward = the row's summed ``token_level_scores``,
 tokens = its ``response_mask`` sum), keyed by rollout id (idempotent), with the prompt's group.
 
+Checkpoints: with a SQLite state file known (``backup_state``, by default ``url`` when that is
+a state path), the state is copied into each checkpoint folder verl saves, as
+``<default_local_dir>/global_step_<N>/rollout-budget.db``, holding the results up to step N:
+after the observe of a step `fit` will save (``save_freq``, the last step), and at the next
+step's plan for a folder saved otherwise (an ESI expiration). A run resumed from a checkpoint
+with a copy puts the copy back before its first plan when it runs the state itself (``url`` is
+the state path) and nothing else has it open, else logs how to (see `resume_state`).
+
 Settings: rollout_budget.config (the trainer config's ``rollout_budget`` section, else
 ROLLOUT_BUDGET_* variables). numpy is imported only when a batch is expanded (verl has it).
 """
 
 from __future__ import annotations
 
+import json
+import logging
 import math
+import os
 
 from .config import settings_from
 from .plan import check_repeat, expand_plan, note_observed, note_planned, stable_prompt_id
 
-__all__ = ["expand_batch", "observe_batch", "adapter_for", "infer_multiple_of", "VerlAdapter", "INFO_KEY"]
+__all__ = ["expand_batch", "observe_batch", "adapter_for", "infer_multiple_of", "VerlAdapter", "INFO_KEY", "CHECKPOINT_COPY",
+           "copy_into_checkpoint", "resume_state"]
 
 #: The key of each row's rollout ids inside ``extra_info``.
 INFO_KEY = "rollout_budget"
+#: The state's copy in each checkpoint folder.
+CHECKPOINT_COPY = "rollout-budget.db"
+
+_log = logging.getLogger("rollout_budget")
 
 
 def _lcm(values):
@@ -84,10 +100,12 @@ def _get(config, *path):
 
 
 def adapter_for(trainer):
-    """The trainer's adapter, built once from its config and kept on it."""
+    """The trainer's adapter, built once from its config and kept on it (a resumed run's state
+    put back first: resume_state)."""
     adapter = getattr(trainer, "_rollout_budget", None)
     if adapter is None:
         settings = settings_from(_get(trainer.config, "rollout_budget"))
+        resume_state(trainer, settings)
         multiple_of = settings.multiple_of if settings.multiple_of is not None else infer_multiple_of(trainer)
         adapter = VerlAdapter(
             settings.client(),
@@ -102,12 +120,120 @@ def adapter_for(trainer):
 
 def expand_batch(trainer, batch):
     """Called by the patched `fit` right after the uids are set: the batch, one row per rollout."""
-    return adapter_for(trainer).expand(batch, step=int(trainer.global_steps))
+    adapter = adapter_for(trainer)
+    step = int(trainer.global_steps)
+    if adapter.observed_step == step - 1:
+        # A checkpoint of the last step saved without our copy (an ESI expiration, which we do
+        # not foresee): the state holds exactly the results up to it, observed by this run.
+        copy_into_checkpoint(trainer, adapter.settings, step - 1, only_if_saved=True)
+    return adapter.expand(batch, step=step)
 
 
 def observe_batch(trainer, batch):
-    """Called by the patched `fit` once ``token_level_scores`` is set: posts the step's results."""
-    return adapter_for(trainer).observe(batch)
+    """Called by the patched `fit` once ``token_level_scores`` is set: posts the step's results,
+    then copies the state for the checkpoint `fit` saves at the end of this step, if any."""
+    adapter = adapter_for(trainer)
+    summary = adapter.observe(batch)
+    adapter.observed_step = int(trainer.global_steps)
+    if _saves_checkpoint(trainer):
+        copy_into_checkpoint(trainer, adapter.settings, int(trainer.global_steps))
+    return summary
+
+
+def _saves_checkpoint(trainer):
+    """Whether `fit` saves a checkpoint at the end of the current step (`ray_trainer.py:1645–1646`:
+    ``save_freq > 0`` and the last step or a multiple of ``save_freq``; an ESI expiration is
+    caught at the next step's plan)."""
+    freq = _get(trainer.config, "trainer", "save_freq") or 0
+    if int(freq) <= 0:
+        return False
+    step = int(trainer.global_steps)
+    last = getattr(trainer, "total_training_steps", None)
+    return step % int(freq) == 0 or (last is not None and step >= int(last))
+
+
+def _checkpoint_folder(trainer, step):
+    """verl's folder of the checkpoint at `step` (`_save_checkpoint`: ``default_local_dir`` made
+    absolute from the working directory by `_load_checkpoint`)."""
+    root = _get(trainer.config, "trainer", "default_local_dir")
+    if not root:
+        return None
+    return os.path.join(os.path.abspath(str(root)), "global_step_%d" % step)
+
+
+def copy_into_checkpoint(trainer, settings, step, only_if_saved=False):
+    """Copies the state (``settings.backup_state``) to `step`'s checkpoint folder as
+    CHECKPOINT_COPY (`rollout-budget backup`: consistent while the service writes the state);
+    with `only_if_saved`, only into a folder verl has saved that has no copy yet. Returns the
+    backup's summary, or None when nothing was copied."""
+    state = settings.backup_state
+    folder = _checkpoint_folder(trainer, step) if step >= 1 else None
+    if state is None or folder is None:
+        return None
+    out = os.path.join(folder, CHECKPOINT_COPY)
+    if only_if_saved and (not os.path.isdir(folder) or os.path.exists(out)):
+        return None
+    if not os.path.exists(state):
+        _log.warning("rollout-budget: step %d: no state file at %s to copy into the checkpoint (backup_state): "
+                     "set backup_state to the service's --state, or none", step, state)
+        return None
+    from .cli import Cli
+
+    os.makedirs(folder, exist_ok=True)
+    held = Cli(state=state).backup(out)
+    _log.info("rollout-budget: step %d: the state (%d prompts, last step %s) copied to %s", step, held["prompts"], held["last_step"], out)
+    return held
+
+
+def _resumed_folder(trainer):
+    """The checkpoint folder `fit` resumed from (`_load_checkpoint`), or None for a new run."""
+    if int(getattr(trainer, "global_steps", 0) or 0) <= 1:
+        return None
+    given = _get(trainer.config, "trainer", "resume_from_path")
+    if _get(trainer.config, "trainer", "resume_mode") == "resume_path" and given:
+        return os.path.abspath(str(given))
+    return _checkpoint_folder(trainer, int(trainer.global_steps) - 1)
+
+
+def _last_step(state):
+    from .cli import Cli
+
+    return json.loads(Cli(state=state).run(["inspect", "--state", state]))["last_step"]
+
+
+def resume_state(trainer, settings):
+    """At the first plan of a run resumed from a checkpoint that holds a copy of the state: puts
+    the copy back when the integration runs the state itself (``url`` is the state path) and
+    nothing has it open, if its last step differs; else, when the state may hold results of
+    steps after the checkpoint, logs the commands that put it back. Nothing has the state open
+    when no ``-wal`` or ``-shm`` is beside it after `inspect` read it: SQLite removes them when
+    its last connection closes (those a crash left, too), so they stay only while a process (a
+    service) has it open. Returns what was done: ``"restored"``, ``"same"``, ``"warned"``, or
+    None (no copy, a new run)."""
+    folder = _resumed_folder(trainer)
+    copy = os.path.join(folder, CHECKPOINT_COPY) if folder is not None else None
+    if copy is None or not os.path.exists(copy):
+        return None
+    state = settings.backup_state
+    at_copy = _last_step(copy)
+    if state is not None and os.path.exists(state):
+        if _last_step(state) == at_copy:
+            return "same"
+        open_files = [state + suffix for suffix in ("-wal", "-shm") if os.path.exists(state + suffix)]
+        if state == settings.url and not open_files:
+            from .cli import Cli
+
+            held = Cli(state=copy).backup(state)
+            _log.warning("rollout-budget: resumed from %s: put its copy of the state back into %s (%d prompts, last step %s)",
+                         folder, state, held["prompts"], held["last_step"])
+            return "restored"
+    where = state if state is not None else "<the service's --state>"
+    _log.warning(
+        "rollout-budget: resumed from %s, whose copy of the state (%s) holds the results up to step %s; the state in use "
+        "may also hold the first run's later steps. To resume it exactly, stop what serves it, run `rollout-budget backup "
+        "--state %s --out %s` (after a crash, remove %s-wal and %s-shm first) and start it again (docs/trainers.md, "
+        "Resuming a run from a checkpoint)", folder, copy, at_copy, copy, where, where, where)
+    return "warned"
 
 
 def _column(batch, key):
@@ -125,6 +251,8 @@ class VerlAdapter:
         self.multiple_of = multiple_of
         self.settings = settings if settings is not None else settings_from({}, environ={})
         self.last_plan = None
+        #: The step whose results this run observed last (observe_batch), or None.
+        self.observed_step = None
 
     def prompt_ids(self, batch):
         """Each row's stable prompt id (extra_info["index"] with data_source, else a hash of raw_prompt)."""

@@ -22,6 +22,20 @@ class UrlTest(unittest.TestCase):
             self.assertEqual(settings(url=url).url, url)
 
 
+class BackupStateTest(unittest.TestCase):
+    def test_the_state_copied_into_checkpoints_is_the_url_s_file_unless_set(self):
+        self.assertEqual(settings(url="runs/budget.db").backup_state, "runs/budget.db")
+        for url in ("http://127.0.0.1:8080", "postgres://rb@db:5432/rb", ":memory:", None):
+            self.assertIsNone(settings(url=url).backup_state, url)
+        self.assertEqual(settings(url="http://127.0.0.1:8080", backup_state="runs/budget.db").backup_state, "runs/budget.db")
+        self.assertEqual(config.settings_from({}, environ={"ROLLOUT_BUDGET_BACKUP_STATE": "/s/b.db"}).backup_state, "/s/b.db")
+        for off in ("none", "off", "", "false"):
+            self.assertIsNone(settings(url="runs/budget.db", backup_state=off).backup_state, off)
+        with self.assertRaises(ValueError) as caught:
+            settings(url="http://127.0.0.1:8080", backup_state="postgres://rb@db/rb")
+        self.assertIn("must be a SQLite state file, got 'postgres://rb@db/rb': copy a PostgreSQL state's schema with pg_dump", str(caught.exception))
+
+
 class RewardTest(unittest.TestCase):
     def test_with_a_threshold_every_reward_is_a_pass_or_a_fail(self):
         # A 0–10 judge with threshold 5: 1 counted as a full pass (inside [0, 1], taken as it was) and 3 as a fail.
