@@ -25,6 +25,15 @@ grpo, gspo and cispo when `grpo_std_normalization` is on. slime's default reshap
 `_post_process_rewards`). A group of one sample gets 0 (slime turns std normalisation off when
 n_samples_per_prompt is 1, and the mean of one reward is itself).
 
+Checkpoints: with a SQLite state file known (``backup_state``, by default ``url`` when that is a
+state path), the state as of each rollout after which slime saves a checkpoint (``--save`` with
+``--save-interval``: every interval and the last rollout, as `should_run_periodic_action` in
+slime/utils/misc.py; an epoch's end once the data source's state file is there) is copied beside
+the data source's state, ``<--save>/rollout/rollout_budget_state_<rollout id>.db``, at the next
+rollout's start (the last rollout's at its end). A run resumed with ``--load`` puts the copy of
+the rollout before its first one back when it runs the state itself and nothing else has it
+open, else logs how to (rollout_budget.checkpoint).
+
 Not combinable (the function does not implement them; documented in docs/trainers.md), and
 refused with a ValueError at the first step: --partial-rollout (aborted groups go back through
 `add_samples`, which asserts full groups), --dynamic-sampling-filter-path and an
@@ -38,12 +47,14 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import os
 
 from .advantages import group_advantages
+from .checkpoint import copy_state, resume_from_copy
 from .config import settings_from
 from .plan import check_repeat, expand_plan, note_observed, note_planned, results_rows, stable_prompt_id
 
-__all__ = ["generate_rollout", "make_rollout_function", "post_process_rewards", "check_args", "INFO_KEY"]
+__all__ = ["generate_rollout", "make_rollout_function", "post_process_rewards", "check_args", "state_copy", "INFO_KEY"]
 
 INFO_KEY = "rollout_budget"
 _NORMALISED = ("grpo", "gspo", "cispo", "reinforce_plus_plus_baseline")
@@ -125,10 +136,62 @@ def make_rollout_function(generate=None, client=None, settings=None):
             return slime_rollout(args, rollout_id, data_source, evaluation=True)
         check_args(args)
         s = settings if settings is not None else settings_from()
+        progress = _before_rollout(args, rollout_id, s)
         svc = client if client is not None else _client_of(s)
-        return _train_rollout(args, rollout_id, data_source, generate, svc, s)
+        out = _train_rollout(args, rollout_id, data_source, generate, svc, s)
+        progress["observed"] = rollout_id
+        if _get(args, "save") and _get(args, "save_interval") and rollout_id == _last_rollout(args):
+            copy_state(s, state_copy(args.save, rollout_id), "rollout %d" % rollout_id)
+        return out
 
     return rollout
+
+
+#: Per state (url, backup_state) in this process: the last rollout id whose results were observed.
+_progress = {}
+
+
+def state_copy(root, rollout_id):
+    """The state's copy in slime's checkpoint folder `root` (``--save``, ``--load``) as of
+    `rollout_id`, beside the data source's ``rollout/global_dataset_state_dict_<id>.pt``
+    (`RolloutDataSource.save`, slime/rollout/data_source.py:134)."""
+    return os.path.join(str(root), "rollout", "rollout_budget_state_%d.db" % rollout_id)
+
+
+def _last_rollout(args):
+    num = _get(args, "num_rollout")
+    return None if num is None else int(num) - 1
+
+
+def _saves_after(args, rollout_id):
+    """Whether slime saves a checkpoint after training `rollout_id`: `should_run_periodic_action`
+    (slime/utils/misc.py:107) with ``--save-interval``: every interval and the last rollout; an
+    epoch's end (its other trigger) is seen by the data source's state file being there."""
+    save, interval = _get(args, "save"), _get(args, "save_interval")
+    if not save or not interval:
+        return False
+    if rollout_id == _last_rollout(args) or (rollout_id + 1) % int(interval) == 0:
+        return True
+    return os.path.exists(os.path.join(str(save), "rollout", "global_dataset_state_dict_%d.pt" % rollout_id))
+
+
+def _before_rollout(args, rollout_id, settings):
+    """The first rollout of a run resumed with ``--load`` puts the state's copy back (or logs how
+    to); a rollout after one this process observed, when slime saved a checkpoint after that one,
+    copies the state there. Returns this state's progress (see _progress)."""
+    key = (settings.url, settings.backup_state)
+    progress = _progress.get(key)
+    if progress is None:
+        progress = _progress[key] = {"observed": None}
+        load = _get(args, "load")
+        if load and rollout_id > 0:
+            # slime resumes at start_rollout_id = the loaded rollout + 1 (megatron_utils/actor.py:114).
+            resume_from_copy(settings, state_copy(load, rollout_id - 1), str(load))
+    if progress["observed"] == rollout_id - 1 and _saves_after(args, rollout_id - 1):
+        out = state_copy(args.save, rollout_id - 1)
+        if not os.path.exists(out):
+            copy_state(settings, out, "rollout %d" % (rollout_id - 1))
+    return progress
 
 
 #: slime flags the rollout function does not implement: (attribute, flag, why).

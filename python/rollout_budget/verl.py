@@ -35,11 +35,10 @@ ROLLOUT_BUDGET_* variables). numpy is imported only when a batch is expanded (ve
 
 from __future__ import annotations
 
-import json
-import logging
 import math
 import os
 
+from .checkpoint import CHECKPOINT_COPY, copy_state, resume_from_copy
 from .config import settings_from
 from .plan import check_repeat, expand_plan, note_observed, note_planned, stable_prompt_id
 
@@ -48,10 +47,6 @@ __all__ = ["expand_batch", "observe_batch", "adapter_for", "infer_multiple_of", 
 
 #: The key of each row's rollout ids inside ``extra_info``.
 INFO_KEY = "rollout_budget"
-#: The state's copy in each checkpoint folder.
-CHECKPOINT_COPY = "rollout-budget.db"
-
-_log = logging.getLogger("rollout_budget")
 
 
 def _lcm(values):
@@ -163,26 +158,15 @@ def _checkpoint_folder(trainer, step):
 
 def copy_into_checkpoint(trainer, settings, step, only_if_saved=False):
     """Copies the state (``settings.backup_state``) to `step`'s checkpoint folder as
-    CHECKPOINT_COPY (`rollout-budget backup`: consistent while the service writes the state);
-    with `only_if_saved`, only into a folder verl has saved that has no copy yet. Returns the
-    backup's summary, or None when nothing was copied."""
-    state = settings.backup_state
+    CHECKPOINT_COPY (checkpoint.copy_state); with `only_if_saved`, only into a folder verl has
+    saved that has no copy yet. Returns the backup's summary, or None when nothing was copied."""
     folder = _checkpoint_folder(trainer, step) if step >= 1 else None
-    if state is None or folder is None:
+    if settings.backup_state is None or folder is None:
         return None
     out = os.path.join(folder, CHECKPOINT_COPY)
     if only_if_saved and (not os.path.isdir(folder) or os.path.exists(out)):
         return None
-    if not os.path.exists(state):
-        _log.warning("rollout-budget: step %d: no state file at %s to copy into the checkpoint (backup_state): "
-                     "set backup_state to the service's --state, or none", step, state)
-        return None
-    from .cli import Cli
-
-    os.makedirs(folder, exist_ok=True)
-    held = Cli(state=state).backup(out)
-    _log.info("rollout-budget: step %d: the state (%d prompts, last step %s) copied to %s", step, held["prompts"], held["last_step"], out)
-    return held
+    return copy_state(settings, out, "step %d" % step)
 
 
 def _resumed_folder(trainer):
@@ -195,45 +179,13 @@ def _resumed_folder(trainer):
     return _checkpoint_folder(trainer, int(trainer.global_steps) - 1)
 
 
-def _last_step(state):
-    from .cli import Cli
-
-    return json.loads(Cli(state=state).run(["inspect", "--state", state]))["last_step"]
-
-
 def resume_state(trainer, settings):
-    """At the first plan of a run resumed from a checkpoint that holds a copy of the state: puts
-    the copy back when the integration runs the state itself (``url`` is the state path) and
-    nothing has it open, if its last step differs; else, when the state may hold results of
-    steps after the checkpoint, logs the commands that put it back. Nothing has the state open
-    when no ``-wal`` or ``-shm`` is beside it after `inspect` read it: SQLite removes them when
-    its last connection closes (those a crash left, too), so they stay only while a process (a
-    service) has it open. Returns what was done: ``"restored"``, ``"same"``, ``"warned"``, or
-    None (no copy, a new run)."""
+    """At the first plan of a run resumed from a checkpoint folder that holds a copy of the
+    state: checkpoint.resume_from_copy. Returns what was done (None: a new run, or no copy)."""
     folder = _resumed_folder(trainer)
-    copy = os.path.join(folder, CHECKPOINT_COPY) if folder is not None else None
-    if copy is None or not os.path.exists(copy):
+    if folder is None:
         return None
-    state = settings.backup_state
-    at_copy = _last_step(copy)
-    if state is not None and os.path.exists(state):
-        if _last_step(state) == at_copy:
-            return "same"
-        open_files = [state + suffix for suffix in ("-wal", "-shm") if os.path.exists(state + suffix)]
-        if state == settings.url and not open_files:
-            from .cli import Cli
-
-            held = Cli(state=copy).backup(state)
-            _log.warning("rollout-budget: resumed from %s: put its copy of the state back into %s (%d prompts, last step %s)",
-                         folder, state, held["prompts"], held["last_step"])
-            return "restored"
-    where = state if state is not None else "<the service's --state>"
-    _log.warning(
-        "rollout-budget: resumed from %s, whose copy of the state (%s) holds the results up to step %s; the state in use "
-        "may also hold the first run's later steps. To resume it exactly, stop what serves it, run `rollout-budget backup "
-        "--state %s --out %s` (after a crash, remove %s-wal and %s-shm first) and start it again (docs/trainers.md, "
-        "Resuming a run from a checkpoint)", folder, copy, at_copy, copy, where, where, where)
-    return "warned"
+    return resume_from_copy(settings, os.path.join(folder, CHECKPOINT_COPY), folder)
 
 
 def _column(batch, key):
