@@ -11,8 +11,12 @@ from __future__ import annotations
 import json
 import logging
 import os
+import subprocess
 
-__all__ = ["CHECKPOINT_COPY", "copy_state", "resume_from_copy"]
+from .command import cli_command
+from .client_common import RolloutBudgetError
+
+__all__ = ["CHECKPOINT_COPY", "check_copies", "copy_state", "resume_from_copy"]
 
 #: The state's copy in a verl checkpoint folder (slime's: rollout/rollout_budget_state_<id>.db).
 CHECKPOINT_COPY = "rollout-budget.db"
@@ -33,10 +37,27 @@ def copy_state(settings, out, when):
         return None
     from .cli import Cli
 
-    os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
-    held = Cli(state=state).backup(out)
+    try:
+        os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
+        held = Cli(state=state).backup(out)
+    except (OSError, RolloutBudgetError, subprocess.TimeoutExpired) as error:
+        # The training goes on (its own checkpoint is what matters most); the resumed run then
+        # finds no copy there and keeps the state as it is (docs/trainers.md).
+        _log.error("rollout-budget: %s: the state %s could not be copied to %s: %s", when, state, out, error)
+        return None
     _log.info("rollout-budget: %s: the state (%d prompts, last step %s) copied to %s", when, held["prompts"], held["last_step"], out)
     return held
+
+
+def check_copies(settings):
+    """Raises now, at a run's first step, what would stop every copy at its checkpoint hours
+    later: a `backup_state` set where the rollout-budget CLI cannot be found."""
+    if settings.backup_state is not None:
+        try:
+            cli_command()
+        except FileNotFoundError as error:
+            raise FileNotFoundError("rollout_budget.backup_state %s is copied with the rollout-budget CLI: %s"
+                                    % (settings.backup_state, error)) from None
 
 
 def _last_step(state):

@@ -50,7 +50,7 @@ import copy
 import os
 
 from .advantages import group_advantages
-from .checkpoint import copy_state, resume_from_copy
+from .checkpoint import check_copies, copy_state, resume_from_copy
 from .config import settings_from
 from .plan import check_repeat, expand_plan, note_observed, note_planned, results_rows, stable_prompt_id
 
@@ -182,6 +182,7 @@ def _before_rollout(args, rollout_id, settings):
     key = (settings.url, settings.backup_state)
     progress = _progress.get(key)
     if progress is None:
+        check_copies(settings)
         progress = _progress[key] = {"observed": None}
         load = _get(args, "load")
         if load and rollout_id > 0:

@@ -38,7 +38,7 @@ from __future__ import annotations
 import math
 import os
 
-from .checkpoint import CHECKPOINT_COPY, copy_state, resume_from_copy
+from .checkpoint import CHECKPOINT_COPY, check_copies, copy_state, resume_from_copy
 from .config import settings_from
 from .plan import check_repeat, expand_plan, note_observed, note_planned, stable_prompt_id
 
@@ -100,6 +100,7 @@ def adapter_for(trainer):
     adapter = getattr(trainer, "_rollout_budget", None)
     if adapter is None:
         settings = settings_from(_get(trainer.config, "rollout_budget"))
+        check_copies(settings)
         resume_state(trainer, settings)
         multiple_of = settings.multiple_of if settings.multiple_of is not None else infer_multiple_of(trainer)
         adapter = VerlAdapter(

@@ -5,9 +5,11 @@ Needs torch and httpx (/usr/bin/python3 after .ci/setup-python.sh)."""
 
 import os
 import random
+import shlex
 import sys
 import types
 import unittest
+from unittest import mock
 
 from . import slime_sim, slime_upstream, support
 from rollout_budget import HttpClient, group_advantages
@@ -276,6 +278,10 @@ class CheckpointCopyTest(unittest.TestCase):
         import rollout_budget.slime as ours
 
         self.ns = slime_upstream.load()
+        # The copies run the CLI as a trainer's process finds it.
+        environ = mock.patch.dict(os.environ, {"ROLLOUT_BUDGET_CLI": " ".join(shlex.quote(a) for a in support.COMMAND)})
+        environ.start()
+        self.addCleanup(environ.stop)
         self.dir = support.temp_folder(self)
         self.state = self.dir + "/state.db"  # a service of its own per test: its state holds this test's rollouts only
         proc, port = support.start_http(self.state)

@@ -110,6 +110,30 @@ class CopyIntoCheckpointsTest(CheckpointCase):
             self.assertEqual(held(self.copy_of(step)), (sum(rollouts[:step]), step), step)
 
 
+class CopyProblemsTest(CheckpointCase):
+    def test_a_copy_that_cannot_be_written_is_logged_and_the_training_goes_on(self):
+        trainer = self.trainer(self.state, save_freq=1, total=3)
+        os.makedirs(os.path.dirname(self.ckpt), exist_ok=True)
+        with open(self.ckpt, "w") as f:  # default_local_dir is a file: no folder can be made in it
+            f.write("x")
+        with self.assertLogs("rollout_budget", level="ERROR") as logs:
+            self.step(trainer)
+            self.step(trainer)
+        self.assertEqual(len(logs.output), 2)
+        self.assertIn("step 1: the state %s could not be copied to %s" % (self.state, self.copy_of(1)), logs.output[0])
+        self.assertEqual(held(self.state)[1], 2)
+
+    def test_a_backup_state_without_the_cli_is_an_error_at_the_first_step_not_at_the_first_checkpoint(self):
+        proc, port = support.start_http(self.state)
+        self.addCleanup(support.stop, proc)
+        trainer = self.trainer("http://127.0.0.1:%d" % port, backup_state=self.state)
+        with mock.patch.dict(os.environ, {"ROLLOUT_BUDGET_CLI": "", "PATH": "/nonexistent"}):
+            with self.assertRaises(FileNotFoundError) as caught:
+                rollout_budget_verl.adapter_for(trainer)
+        self.assertIn("rollout_budget.backup_state %s is copied with the rollout-budget CLI: cannot find the rollout-budget CLI" % self.state,
+                      str(caught.exception))
+
+
 class ResumeTest(CheckpointCase):
     def first_run(self, crash):
         """Steps 1–3 with save_freq 2: a copy at step 2, then step 3 observed past it."""
