@@ -4,7 +4,7 @@
 // - with some token counts missing and a token budget, a step that could not be checked counted
 //   as within budget: a policy spending 3× the budget read "within budget 1.000";
 // - a logged step above 2^31 − 1 was refused as a "--step" the user never gave.
-import { readFileSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { cli } from './cli-helpers.js';
@@ -72,6 +72,39 @@ describe('replaying a log with quirks', () => {
     expect(ours.code).toBe(2);
     expect(ours.stderr).toBe(`rollout-budget: ${log}: a logged step, 2147483649, is above 2147483647 (2^31 − 1), the largest step our planner takes (its decay counts steps): renumber the log's steps, or replay only the baselines\n`);
     expect((await cli(['replay', '--log', log, '--policies', 'uniform,knapsack-rl', '--quiet'])).code).toBe(0);
+  });
+});
+
+describe('a folder of verl dumps with other .jsonl files beside the step files', () => {
+  /** A verl dump line (RayPPOTrainer._dump_generations): prompt p's j-th rollout at `step`. */
+  const verl = (step: number) => Array.from({ length: 16 }, (_, k) => ({ input: `problem ${k >> 2}`, output: 'x', score: (k & 3) < (k >> 2) ? 1 : 0, step }));
+
+  it('reads the <step>.jsonl files only, warns naming the others, and a folder without step files is read whole', async () => {
+    const dir = tempDir('rb-quirks-');
+    const folder = (name: string, files: Record<string, number[]>) => {
+      mkdirSync(join(dir, name));
+      for (const [file, steps] of Object.entries(files)) write(join(dir, name, file), steps.flatMap(verl));
+      return join(dir, name);
+    };
+    const clean = folder('clean', { '1.jsonl': [1], '2.jsonl': [2], '3.jsonl': [3] });
+    // A validation dump naming step 2, a copy of step 2's file, a file of every step: each was
+    // added to the steps its lines name (step 2's groups counted twice, a budget then infeasible).
+    const stray = folder('stray', { '1.jsonl': [1], '2.jsonl': [2], '3.jsonl': [3], 'val_generations.jsonl': [2], '2 (copy).jsonl': [2], 'all_steps.jsonl': [1, 2, 3] });
+    const named = folder('named', { 'a.jsonl': [1, 2], 'b.jsonl': [3] });
+    const steps = async (log: string) => {
+      const out = join(dir, `out-${log.split('/').pop()}`);
+      const r = await cli(['replay', '--log', log, '--policies', 'uniform,bayes', '--quiet', '--out', out]);
+      expect(r.code, r.stderr).toBe(0);
+      const m = JSON.parse(readFileSync(join(out, 'metrics.json'), 'utf8')) as { policies: { steps: { step: number; rollouts: number }[] }[] };
+      return { stderr: r.stderr, uniform: m.policies[0]!.steps.map((s) => [s.step, s.rollouts]) };
+    };
+    expect((await steps(clean)).uniform).toEqual([[1, 16], [2, 16], [3, 16]]);
+    const got = await steps(stray);
+    expect(got.uniform).toEqual([[1, 16], [2, 16], [3, 16]]);
+    expect(got.stderr).toContain(`rollout-budget: warning: ${stray}: read its step files (<step>.jsonl, as verl names them) only; left out 3 other .jsonl files beside them: ${join(stray, '2 (copy).jsonl')}, ${join(stray, 'all_steps.jsonl')}, ${join(stray, 'val_generations.jsonl')}\n`);
+    const whole = await steps(named);
+    expect(whole.uniform).toEqual([[1, 16], [2, 16], [3, 16]]);
+    expect(whole.stderr).not.toContain('left out');
   });
 });
 

@@ -126,6 +126,11 @@ export function registerReplayCommands(program: Command, io: CliIo): void {
       const { run, format } = log;
       reading.finish();
       const warnings = checkTokenBudget(run, opts.log, format, opts.budgetTokens);
+      if (log.skipped !== undefined) {
+        const shown = log.skipped.slice(0, 5).join(', ');
+        const more = log.skipped.length > 5 ? ` and ${log.skipped.length - 5} more` : '';
+        warnings.push(`${opts.log}: read its step files (<step>.jsonl, as verl names them) only; left out ${log.skipped.length} other .jsonl file${log.skipped.length === 1 ? '' : 's'} beside them: ${shown}${more}`);
+      }
       if (log.repeats !== undefined) {
         warnings.push(`${log.repeats.count} results lines repeat a rollout_id of their step (the first at ${log.repeats.first}): each rollout counted once, as observe counts it`);
       }

@@ -42,20 +42,32 @@ export function detectFormat(value: Record<string, unknown>): LogFormat | undefi
   return undefined;
 }
 
-/** The files a log path stands for: the file itself, or a folder's *.jsonl in step order. */
-export function logFiles(path: string): string[] {
+/** A verl dump's step file, as `_dump_generations` names it: `<global_step>.jsonl`. */
+const STEP_FILE = /^\d+\.jsonl$/;
+
+/**
+ * The files a log path stands for: the file itself, or a folder's *.jsonl in step order. A
+ * folder that holds step files (`<step>.jsonl`, a verl dump) is read from those only: any other
+ * .jsonl beside them (a validation dump, a merged file, "2 (copy).jsonl") would have added its
+ * lines to the steps they name, so it is left out and listed in `skipped` (a warning). A folder
+ * with no step file is read whole, in name order.
+ */
+export function logFiles(path: string): { files: string[]; skipped: string[] } {
   let stat;
   try {
     stat = statSync(path);
   } catch (error) {
     throw new RolloutBudgetError('IO_ERROR', `${path}: cannot read (${(error as NodeJS.ErrnoException).code ?? String(error)})`);
   }
-  if (!stat.isDirectory()) return [path];
+  if (!stat.isDirectory()) return { files: [path], skipped: [] };
   const names = readdirSync(path).filter((n) => n.endsWith('.jsonl'));
-  const key = (n: string) => (/^\d+\.jsonl$/.test(n) ? Number.parseInt(n, 10) : Infinity);
-  names.sort((a, b) => key(a) - key(b) || (a < b ? -1 : a > b ? 1 : 0));
   if (names.length === 0) throw badOption(`${path}: a folder log must hold *.jsonl files, found none`);
-  return names.map((n) => join(path, n));
+  const steps = names.filter((n) => STEP_FILE.test(n));
+  const read = steps.length > 0 ? steps : names;
+  const key = (n: string) => (STEP_FILE.test(n) ? Number.parseInt(n, 10) : Infinity);
+  read.sort((a, b) => key(a) - key(b) || (a < b ? -1 : a > b ? 1 : 0));
+  const skipped = names.filter((n) => !read.includes(n)).sort();
+  return { files: read.map((n) => join(path, n)), skipped: skipped.map((n) => join(path, n)) };
 }
 
 /** A count-only visit (visits format) while the log is read. */
@@ -85,12 +97,13 @@ export async function loadLog(path: string, options: LoadOptions = {}): Promise<
  * file order, either way.
  */
 export async function readLog(path: string, options: LoadOptions = {}): Promise<ReadLog> {
-  const files = logFiles(path);
+  const { files, skipped } = logFiles(path);
+  const left = skipped.length === 0 ? {} : { skipped };
   if (options.packed !== true && options.format !== 'visits') {
     const streamed = await streamLog(files, options);
-    if (streamed !== undefined) return streamed;
+    if (streamed !== undefined) return { ...streamed, ...left };
   }
-  return packLog(path, files, options);
+  return { ...(await packLog(path, files, options)), ...left };
 }
 
 /**
@@ -101,6 +114,8 @@ export interface ReadLog {
   readonly run: ReplayRun;
   readonly format: LogFormat;
   readonly repeats?: { readonly count: number; readonly first: string };
+  /** The .jsonl files of a folder log left out beside its step files (logFiles). */
+  readonly skipped?: readonly string[];
 }
 
 const repeatsOf = (seen: SeenRollouts) => (seen.repeats === 0 ? {} : { repeats: { count: seen.repeats, first: seen.firstRepeat! } });
