@@ -208,7 +208,7 @@ describe('replay CLI', () => {
   it('regression (simulate --no-skip told you to raise --budget-rollouts, a flag simulate does not have): the infeasible budget names the scenario\'s fields', async () => {
     const io = capture();
     expect(await runCli(['simulate', '--scenario', scenario, '--no-skip', '--steps', '2', '--policies', 'bayes', '--quiet'], io)).toBe(2);
-    expect(io.err).toMatch(/^rollout-budget: step 0: budget infeasible: 64 prompts × 2 rollouts \(--min-n\) need 128 rollouts/);
+    expect(io.err).toMatch(/^rollout-budget: policy bayes, step 0: budget infeasible: 64 prompts × 2 rollouts \(--min-n\) need 128 rollouts/);
     expect(io.err).toContain("Raise the scenario's budget.rollouts_per_prompt or the scenario's budget.tokens_per_prompt, lower --min-n, or set --skip");
     expect(io.err).not.toContain('--budget-');
   });

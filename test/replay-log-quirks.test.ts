@@ -64,6 +64,17 @@ describe('replaying a log with quirks', () => {
     expect(totals).toMatchObject({ budget_compliance: 2 / 3, budget_unchecked_steps: 1 });
   });
 
+  it('a step too thin for our planner (its rollouts aborted) names the policy that cannot plan it', async () => {
+    const dir = tempDir('rb-quirks-');
+    const log = join(dir, 'aborts.jsonl');
+    // Step 1: three of each prompt's four rollouts aborted, so the step's logged budget is 4 rollouts.
+    write(log, lines(3, (r) => (r.step === 1 && !String(r.rollout_id).endsWith('#0') ? { ...r, finish_reason: 'abort' } : r)));
+    const r = await cli(['replay', '--log', log, '--policies', 'uniform,bayes', '--quiet']);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toMatch(/^rollout-budget: policy bayes, step 1: budget infeasible: 4 prompts × 2 rollouts \(--min-n\) need 8 rollouts; .* is 4 rollouts\. Raise --budget-rollouts, lower --min-n, or set --skip\n$/);
+    expect((await cli(['replay', '--log', log, '--policies', 'uniform,bayes', '--skip', '--quiet'])).code).toBe(0);
+  });
+
   it('a logged step above 2^31 − 1 is refused naming the log when our planner would plan it; the baselines replay it', async () => {
     const dir = tempDir('rb-quirks-');
     const log = join(dir, 'big.jsonl');

@@ -1,11 +1,11 @@
 import { performance } from 'node:perf_hooks';
 import { arc4Random } from '../math/arc4.js';
-import { badOption } from '../errors.js';
+import { badOption, RolloutBudgetError } from '../errors.js';
 import type { Budget, Candidate } from '../plan/types.js';
 import type { Registry } from '../registry.js';
 import { MetricsRecorder, type CalibrationBin, type StepMetrics, type Totals } from './metrics.js';
 import type { SpendBins } from './spend.js';
-import type { Environment, GroupDrawer, GroupOutcome, ReplayPolicy, StepContext } from './types.js';
+import type { Environment, GroupDrawer, GroupOutcome, PolicyRun, ReplayPolicy, StepContext } from './types.js';
 
 /**
  * How the data stream is shared between policies. `consumed` (default): a prompt a policy
@@ -160,7 +160,7 @@ export function runPolicies(env: Environment, options: EngineOptions): PolicyRes
         },
       };
       const t0 = performance.now();
-      const decision = run.decide(ctx);
+      const decision = decideNamed(run, ctx, name);
       const planMs = performance.now() - t0;
       if (decision.n !== undefined) {
         decision.n.forEach((n, i) => {
@@ -189,4 +189,18 @@ export function runPolicies(env: Environment, options: EngineOptions): PolicyRes
       allocations,
     };
   });
+}
+
+/**
+ * The policy's decision at a step; a budget it cannot plan under (our planner without skip, a
+ * step whose logged budget is below min_n a prompt) names the policy: every policy of the run
+ * is stopped by it, and the baselines would have run.
+ */
+function decideNamed(run: PolicyRun, ctx: StepContext, name: string): ReturnType<PolicyRun['decide']> {
+  try {
+    return run.decide(ctx);
+  } catch (error) {
+    if (!(error instanceof RolloutBudgetError) || error.code !== 'BUDGET_INFEASIBLE') throw error;
+    throw new RolloutBudgetError(error.code, `policy ${name}, ${error.message}`, error.exitCode, error.fields);
+  }
 }
