@@ -177,6 +177,18 @@ describe('replay CLI', () => {
     expect(io.err).toContain('-1');
   });
 
+  it('a group\'s difficulty takes what it leaves out from the scenario\'s own (it took the built-in pool\'s: an easy file became a hard one)', async () => {
+    const { parseScenario } = await import('../src/index.js');
+    const easy = { alpha: 50, beta: 0.5, unsolvable: 0 };
+    const s = parseScenario(JSON.stringify({ prompts: 100, difficulty: easy, groups: [{ name: 'a', share: 1 }, { name: 'b', share: 1, difficulty: { beta: 2 } }] }), 'g.json');
+    expect(s.groups.map((g) => g.difficulty)).toEqual([easy, { alpha: 50, beta: 2, unsolvable: 0 }]);
+    // Without a difficulty of its own, the file's groups take the built-in one (RL math).
+    const plain = parseScenario(JSON.stringify({ prompts: 100, groups: [{ name: 'a', share: 1 }] }), 'p.json');
+    expect(plain.groups[0]!.difficulty).toEqual({ alpha: 0.349, beta: 0.693, unsolvable: 0.08 });
+    // The length model's log-length coefficients within reach of a real response (e^15 tokens at most).
+    expect(() => parseScenario(JSON.stringify({ length: { a: 100, cap: null } }), 'l.json')).toThrow(/l\.json: length: "a" must be .*15.*got 100/);
+  });
+
   it('simulate: a misspelt scenario field is a warning naming it and the fields it could be; the run is the one without it', async () => {
     const d = tmp();
     const plain = { prompts: 64, batch: 16, steps: 3, budget: { rollouts_per_prompt: 4 } };

@@ -152,6 +152,11 @@ export function parseScenario(text: string, name: string, warnings?: string[]): 
   const prompts = num(name, o, 'prompts', d.prompts, 1, 1e7, true);
   const tokensPerPrompt = b.tokens_per_prompt === undefined || b.tokens_per_prompt === null ? null : num(`${name}: budget`, b, 'tokens_per_prompt', 0, 1, 1e9);
   const cap = len.cap === undefined ? d.length.cap : len.cap === null ? null : num(`${name}: length`, len, 'cap', 0, 1, 1e7, true);
+  const difficulty = {
+    alpha: num(`${name}: difficulty`, diff, 'alpha', d.difficulty.alpha, 1e-3, 1e3),
+    beta: num(`${name}: difficulty`, diff, 'beta', d.difficulty.beta, 1e-3, 1e3),
+    unsolvable: num(`${name}: difficulty`, diff, 'unsolvable', d.difficulty.unsolvable, 0, 1),
+  };
   return {
     name: typeof o.name === 'string' ? o.name : name,
     description: typeof o.description === 'string' ? o.description : '',
@@ -160,29 +165,27 @@ export function parseScenario(text: string, name: string, warnings?: string[]): 
     steps: num(name, o, 'steps', d.steps, 1, 1e6, true),
     seed: num(name, o, 'seed', d.seed, 0, 2 ** 31, true),
     budget: { rollouts_per_prompt: num(`${name}: budget`, b, 'rollouts_per_prompt', d.budget.rollouts_per_prompt, 1, 1e4, true), tokens_per_prompt: tokensPerPrompt },
-    difficulty: {
-      alpha: num(`${name}: difficulty`, diff, 'alpha', d.difficulty.alpha, 1e-3, 1e3),
-      beta: num(`${name}: difficulty`, diff, 'beta', d.difficulty.beta, 1e-3, 1e3),
-      unsolvable: num(`${name}: difficulty`, diff, 'unsolvable', d.difficulty.unsolvable, 0, 1),
-    },
+    difficulty,
     drift: {
       learning_rate: num(`${name}: drift`, drift, 'learning_rate', d.drift.learning_rate, 0, 10),
       transfer: num(`${name}: drift`, drift, 'transfer', d.drift.transfer, -1, 1),
     },
     length: {
-      a: num(`${name}: length`, len, 'a', d.length.a, -100, 100),
-      b: num(`${name}: length`, len, 'b', d.length.b, -100, 100),
-      c: num(`${name}: length`, len, 'c', d.length.c, -100, 100),
+      // log L: a response of e^15 (3.3M) tokens is already far past any model's context.
+      a: num(`${name}: length`, len, 'a', d.length.a, -10, 15),
+      b: num(`${name}: length`, len, 'b', d.length.b, -10, 10),
+      c: num(`${name}: length`, len, 'c', d.length.c, -10, 10),
       sd_u: num(`${name}: length`, len, 'sd_u', d.length.sd_u, 0, 10),
       sd_e: num(`${name}: length`, len, 'sd_e', d.length.sd_e, 0, 10),
       cap,
     },
-    groups: groupsOf(name, o.groups, warnings),
+    groups: groupsOf(name, o.groups, difficulty, warnings),
     hints: o.hints === undefined || o.hints === null ? null : hintsOf(`${name}: hints`, section(name, o, 'hints'), warnings),
   };
 }
 
-function groupsOf(name: string, value: unknown, warnings: string[] | undefined): ScenarioGroup[] {
+/** The scenario's sources; a field a group's difficulty leaves out is the scenario's own (`top`). */
+function groupsOf(name: string, value: unknown, top: Scenario['difficulty'], warnings: string[] | undefined): ScenarioGroup[] {
   if (value === undefined) return [];
   if (!Array.isArray(value) || value.length === 0) throw badInput(name, `"groups" must be a non-empty array of sources, got ${quote(value)}`);
   const seen = new Set<string>();
@@ -197,7 +200,7 @@ function groupsOf(name: string, value: unknown, warnings: string[] | undefined):
     const diff = section(where, o, 'difficulty');
     unknownFields(where, o, FIELDS.group, warnings);
     unknownFields(`${where}: difficulty`, diff, FIELDS.difficulty, warnings);
-    const d = defaultScenario.difficulty;
+    const d = top;
     return {
       name: o.name,
       share: num(where, o, 'share', 1, 1e-6, 1e6),
