@@ -112,7 +112,14 @@ describe('replay CLI', () => {
   it('rejects an unknown policy, oracle in replay, and a bad step range, with exit 2', async () => {
     const io1 = capture();
     expect(await runCli(['replay', '--log', fixture, '--policies', 'uniform,nope'], io1)).toBe(2);
-    expect(io1.err).toContain('unknown replay policy "nope"');
+    expect(io1.err).toBe('rollout-budget: --policies: unknown policy "nope"; replay takes uniform, dapo, greso, knapsack-rl, mopps, xrpo, bayes, thompson, mean\n');
+    const sim = capture();
+    expect(await runCli(['simulate', '--scenario', scenario, '--policies', 'nope'], sim)).toBe(2);
+    expect(sim.err).toContain('simulate takes uniform, dapo, greso, knapsack-rl, mopps, xrpo, bayes, thompson, mean, oracle\n');
+    // Named twice, a policy ran twice: two "our default" rows and the legend twice over.
+    const twice = capture();
+    expect(await runCli(['replay', '--log', fixture, '--policies', 'uniform,bayes,uniform', '--steps', '3'], twice)).toBe(2);
+    expect(twice.err).toBe('rollout-budget: --policies: "uniform" is named twice; name each policy once\n');
     const io2 = capture();
     expect(await runCli(['replay', '--log', fixture, '--policies', 'oracle', '--steps', '0:3'], io2)).toBe(2);
     expect(io2.err).toContain('only a simulation knows');
@@ -187,6 +194,17 @@ describe('replay CLI', () => {
     expect(plain.groups[0]!.difficulty).toEqual({ alpha: 0.349, beta: 0.693, unsolvable: 0.08 });
     // The length model's log-length coefficients within reach of a real response (e^15 tokens at most).
     expect(() => parseScenario(JSON.stringify({ length: { a: 100, cap: null } }), 'l.json')).toThrow(/l\.json: length: "a" must be .*15.*got 100/);
+  });
+
+  it('a policy that generates nothing at any step is said so, and its ratios are — (null), not 0.000', async () => {
+    const d = tmp();
+    const io = capture();
+    expect(await runCli(['replay', '--log', fixture, '--steps', '0:4', '--policies', 'uniform,bayes', '--budget-rollouts', '1', '--skip', '--quiet', '--out', d], io)).toBe(0);
+    expect(io.err).toContain("rollout-budget: warning: bayes generated no rollout at any step: no prompt's min_n rollouts (or their expected tokens) fit a step's budget; raise --budget-rollouts or lower --min-n\n");
+    const m = JSON.parse(readFileSync(join(d, 'metrics.json'), 'utf8')) as { policies: { name: string; totals: Record<string, unknown> }[] };
+    const bayes = m.policies.find((p) => p.name === 'bayes')!.totals;
+    expect([bayes.rollouts, bayes.effective_ratio, bayes.all_correct_ratio, bayes.all_wrong_ratio]).toEqual([0, null, null, null]);
+    expect(readFileSync(join(d, 'summary.md'), 'utf8')).toContain('bayes generated no rollout at any step');
   });
 
   it('simulate: a misspelt scenario field is a warning naming it and the fields it could be; the run is the one without it', async () => {

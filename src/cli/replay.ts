@@ -15,6 +15,7 @@ import { boundFlags, budgetFlags, budgetFrom, roundsFlag, seedFlag, stepsFlag } 
 import { intArg } from './parse.js';
 import { createProgress } from './progress.js';
 import { checkReportFolder, checkTokenBudget, commandLine, emitReport, runSeeds, seedRange, seedsOf } from './report-run.js';
+import type { SeedRun } from '../report/series.js';
 import { defaultDetail, replaySettings, simulateSettings } from './report-settings.js';
 
 /** `a:b` (inclusive; either side may be left out) → [from, to]. */
@@ -72,9 +73,20 @@ export const replayNotes = [
   '"Hard" prompts have that pooled pass rate ≤ 0.2. Policies that refill or select from a pool (dapo, greso, mopps) consume later batches\' prompts, which are then missing from those batches for them (--stream consumed, the default); with --stream shared every policy gets every step\'s whole batch.',
 ];
 
-function resolvePolicies(names: readonly string[]): void {
+/**
+ * Checks `--policies` before anything is read: each name known to `command` (oracle only to
+ * simulate, which knows the true pass rates), none twice (a policy named twice ran twice: two
+ * "our default" rows, the legend twice over).
+ */
+function resolvePolicies(names: readonly string[], command: 'replay' | 'simulate'): void {
   const registry = createReplayPolicyRegistry();
-  for (const n of names) registry.get(n);
+  const known = registry.names().filter((n) => command === 'simulate' || registry.get(n).needsTruth !== true);
+  const seen = new Set<string>();
+  for (const n of names) {
+    if (!registry.has(n)) throw badOption(`--policies: unknown policy "${n}"; ${command} takes ${known.join(', ')}`, ['policies']);
+    if (seen.has(n)) throw badOption(`--policies: "${n}" is named twice; name each policy once`, ['policies']);
+    seen.add(n);
+  }
 }
 
 /**
@@ -88,6 +100,22 @@ function scenarioBudgetNames<T>(run: () => T): T {
     if (!(error instanceof RolloutBudgetError)) throw error;
     throw withFieldNames(error, { budget_rollouts: 'the scenario\'s budget.rollouts_per_prompt', budget_tokens: 'the scenario\'s budget.tokens_per_prompt' });
   }
+}
+
+/**
+ * A warning for each policy that generated nothing at any step of some seed's run: its table
+ * row reads 0 (the headline 0.00×), with no other sign of why. Our planner plans nothing when
+ * no prompt's min_n rollouts (or their expected tokens) fit a step's budget.
+ */
+function idleWarnings(runs: readonly SeedRun[], budget: string): string[] {
+  const idle = new Map<string, number[]>();
+  for (const { seed, results } of runs) {
+    for (const r of results) if (r.totals.steps > 0 && r.totals.rollouts === 0) idle.set(r.name, [...(idle.get(r.name) ?? []), seed]);
+  }
+  return [...idle].map(([name, seeds]) => {
+    const which = runs.length === 1 ? '' : seeds.length === runs.length ? ' at every seed' : ` at seed${seeds.length === 1 ? '' : 's'} ${seeds.join(', ')}`;
+    return `${name} generated no rollout at any step${which}: no prompt's min_n rollouts (or their expected tokens) fit a step's budget; raise ${budget} or lower --min-n`;
+  });
 }
 
 /** Registers `replay` and `simulate` on the program. */
@@ -112,7 +140,7 @@ export function registerReplayCommands(program: Command, io: CliIo): void {
     .option('--quiet', 'no progress bar', false)
     .action(async (opts, cmd: Command) => {
       if (opts.maxN < opts.minN) throw badOption(`max_n must be ≥ min_n ${opts.minN}, got ${opts.maxN}`, ['max_n', 'min_n']);
-      resolvePolicies(opts.policies);
+      resolvePolicies(opts.policies, 'replay');
       checkReportFolder(opts.out);
       const seeds = seedsOf(cmd, opts, 0);
       const reading = createProgress(io, opts.quiet, 'reading log');
@@ -146,6 +174,7 @@ export function registerReplayCommands(program: Command, io: CliIo): void {
         policies: opts.policies, registry: createReplayPolicyRegistry(), minN: opts.minN, maxN: opts.maxN, seed,
         budget, steps, plan: ourPlanOptions(opts), stream: opts.stream as ReplayStream, onProgress, allocations: false,
       }));
+      warnings.push(...idleWarnings(runs, opts.budgetTokens === undefined ? '--budget-rollouts' : '--budget-rollouts or --budget-tokens'));
       emitReport(io, opts.out, {
         kind: 'replay',
         title: `Replay of ${opts.log}`,
@@ -178,7 +207,7 @@ export function registerReplayCommands(program: Command, io: CliIo): void {
     .option('--quiet', 'no progress bar', false)
     .action((opts, cmd: Command) => {
       if (opts.maxN < opts.minN) throw badOption(`max_n must be ≥ min_n ${opts.minN}, got ${opts.maxN}`, ['max_n', 'min_n']);
-      resolvePolicies(opts.policies);
+      resolvePolicies(opts.policies, 'simulate');
       checkReportFolder(opts.out);
       const warnings: string[] = [];
       // Printed with the table and carried into the report, as replay's warnings are (emitReport).
@@ -188,6 +217,7 @@ export function registerReplayCommands(program: Command, io: CliIo): void {
       const runs = scenarioBudgetNames(() => runSeeds(io, opts.quiet, 'simulating', seeds, (seed, onProgress) => runPolicies(simulatedEnvironment(scenario), {
         policies: opts.policies, registry: createReplayPolicyRegistry(), minN: opts.minN, maxN: opts.maxN, seed, plan: ourPlanOptions(opts), stream: opts.stream as ReplayStream, onProgress,
       })));
+      warnings.push(...idleWarnings(runs, scenario.budget.tokens_per_prompt === null ? "the scenario's budget.rollouts_per_prompt" : "the scenario's budget.tokens_per_prompt"));
       emitReport(io, opts.out, {
         kind: 'simulate',
         title: `Simulation: ${scenario.name}`,

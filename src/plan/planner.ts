@@ -277,7 +277,7 @@ function infeasible(needs: { rollouts: number; tokens: number }, left: Budget, m
     ...(left.tokens === undefined ? [] : [`~${Math.ceil(needs.tokens)} tokens`]),
   ];
   const have = [
-    ...(left.rollouts === undefined ? [] : [`${left.rollouts} rollouts`]),
+    ...(left.rollouts === undefined ? [] : [`${left.rollouts} rollout${left.rollouts === 1 ? '' : 's'}`]),
     ...(left.tokens === undefined ? [] : [`${left.tokens} tokens`]),
   ];
   const raise = [...(left.rollouts === undefined ? [] : ['budget_rollouts']), ...(left.tokens === undefined ? [] : ['budget_tokens'])];

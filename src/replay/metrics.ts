@@ -40,10 +40,14 @@ export interface Totals {
   /** Share of generated rollouts whose outcomes came from a model (replay: past the logged group; simulation: 1). */
   modelled_share: number;
   informative_groups: number;
-  /** Σ rollouts in trained groups with variance / Σ rollouts generated (Knapsack RL's sample-weighted ratio). */
-  effective_ratio: number;
-  all_correct_ratio: number;
-  all_wrong_ratio: number;
+  /**
+   * Σ rollouts in trained groups with variance / Σ rollouts generated (Knapsack RL's sample-weighted
+   * ratio); null (—) when the policy generated none, as the shares of all-correct and all-wrong
+   * groups are when it made no group.
+   */
+  effective_ratio: number | null;
+  all_correct_ratio: number | null;
+  all_wrong_ratio: number | null;
   hard_positives: number;
   /** Per 1,000 generated rollouts: informative groups and hard positives (equal-spend figures). */
   informative_per_1k_rollouts: number | null;
@@ -172,9 +176,9 @@ export class MetricsRecorder {
       tokens,
       modelled_share: rollouts > 0 ? sum((s) => s.modelled) / rollouts : 0,
       informative_groups: informative,
-      effective_ratio: rollouts > 0 ? sum((s) => s.effective) / rollouts : 0,
-      all_correct_ratio: groups > 0 ? sum((s) => s.allCorrect) / groups : 0,
-      all_wrong_ratio: groups > 0 ? sum((s) => s.allWrong) / groups : 0,
+      effective_ratio: rollouts > 0 ? sum((s) => s.effective) / rollouts : null,
+      all_correct_ratio: groups > 0 ? sum((s) => s.allCorrect) / groups : null,
+      all_wrong_ratio: groups > 0 ? sum((s) => s.allWrong) / groups : null,
       hard_positives: hard,
       informative_per_1k_rollouts: perRollouts(informative),
       hard_positives_per_1k_rollouts: perRollouts(hard),
