@@ -117,3 +117,22 @@ describe('a run of one step', () => {
     for (const panel of svg.split('<g class="panel"').slice(1)) expect(panel, panel.slice(0, 60)).toContain('data-mark="1"');
   });
 });
+
+describe('the group-size chart\'s label of the most common n', () => {
+  it('stays within its panel: left of a bar at the largest n (it ran into the next panel\'s axis, or past the page)', async () => {
+    const { histogramChart } = await import('../src/report/charts-alloc.js');
+    const run = (name: string, groupSizes: number[]) => ({ name, groupSizes }) as never;
+    const svg = histogramChart([run('uniform', [0, 0, 0, 0, 0, 0, 0, 0, 40]), run('bayes', [0, 0, 30, 5, 2, 1, 1, 0, 1])]);
+    const [uniform, bayes] = svg.split('<g class="panel"').slice(1);
+    const right = (panel: string) => Math.max(...[...panel.matchAll(/<line class="axis" x1="([\d.]+)" y1="[\d.]+" x2="([\d.]+)"/g)].map((m) => Number(m[2])));
+    // Every group at n = 8, the axis's last n: the label ends left of the bar, anchored at its end.
+    const at = /<text class="tick" text-anchor="end" x="([\d.]+)" y="[\d.]+">every group at n = 8<\/text>/.exec(uniform!);
+    expect(at).not.toBeNull();
+    const bar = Number(/<rect data-mark="1" x="([\d.]+)"/.exec(uniform!)![1]);
+    expect(Number(at![1])).toBeLessThan(bar);
+    // A mode at a small n keeps its label right of the bar, within the panel (6.5 px a character at most).
+    const label = /<text class="tick" x="([\d.]+)" y="[\d.]+">(most common: n = 2 \(75%\))<\/text>/.exec(bayes!);
+    expect(label).not.toBeNull();
+    expect(Number(label![1]) + label![2]!.length * 6.5).toBeLessThanOrEqual(right(bayes!));
+  });
+});

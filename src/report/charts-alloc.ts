@@ -44,7 +44,12 @@ export function histogramChart(input: ChartInput): string {
     shares.forEach((v, n) => n > 0 && v > (shares[mode] ?? 0) && (mode = n));
     const only = shares.filter((v) => v > 0).length === 1;
     const label = only ? `every group at n = ${mode}` : `most common: n = ${mode} (${((shares[mode] ?? 0) * 100).toFixed(0)}%)`;
-    const note = mode > 0 ? `<text class="tick" x="${fx(f.sx(mode) + barW / 2 + 4)}" y="${fx(Math.max(f.top + 10, f.sy(shares[mode] ?? 0) + 10))}">${label}</text>` : '';
+    // Right of the bar, or left of it (text-anchor end) where the panel's edge would cut it: a
+    // bar at the largest n put "every group at n = 8" over the next panel's axis, or past the page.
+    const rightOf = f.sx(mode) + barW / 2 + 4;
+    const fits = rightOf + label.length * LABEL_CHAR_PX <= f.right;
+    const x = fits ? rightOf : f.sx(mode) - barW / 2 - 4;
+    const note = mode > 0 ? `<text class="tick"${fits ? '' : ' text-anchor="end"'} x="${fx(x)}" y="${fx(Math.max(f.top + 10, f.sy(shares[mode] ?? 0) + 10))}">${label}</text>` : '';
     return `<g class="panel" data-panel="${esc(name)}">${axes(f, { ticks: xTicks, format: (v) => String(v), labels: g.isBottom(i) }, { ticks: yTicks, format: (v) => percent(v, (yTicks[1] ?? 1) - (yTicks[0] ?? 0)) })}`
       + `${panelTitle(f, panelTitleOf(view, name), name === view.defaultPolicy)}${bars.join('')}${note}</g>`;
   });
@@ -55,6 +60,9 @@ export function histogramChart(input: ChartInput): string {
     WIDTH, g.height, panels.join('') + g.titles('rollouts in the group (n)', 'share of groups'),
   );
 }
+
+/** A generous width of one character of a tick label (11 px sans-serif), to keep a label within its panel. */
+const LABEL_CHAR_PX = 6.5;
 
 const MIN_GROUPS = 5;
 
