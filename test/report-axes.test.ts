@@ -115,6 +115,17 @@ describe('a run of one step', () => {
     const { effectiveChart } = await import('../src/report/charts-steps.js');
     const svg = effectiveChart([{ name: 'uniform', steps: [step(0, 8, 4, null)] } as never, { name: 'bayes', steps: [step(0, 8, 8, null)] } as never]);
     for (const panel of svg.split('<g class="panel"').slice(1)) expect(panel, panel.slice(0, 60)).toContain('data-mark="1"');
+    // One step: half a step either side, its one tick and its marker mid-panel (it sat on the y
+    // axis at 7, the axis running on to an 8 that never was).
+    const { stepDomain } = await import('../src/report/svg.js');
+    expect(stepDomain([7])).toEqual([6.5, 7.5]);
+    expect(stepTicks(6.5, 7.5, 4)).toEqual([7]);
+    expect(stepDomain([3, 5, 9])).toEqual([3, 9]);
+    const at7 = effectiveChart([{ name: 'uniform', steps: [step(7, 8, 4, null)] } as never]);
+    const panel = at7.split('<g class="panel"')[1]!;
+    const [left, right] = [...panel.matchAll(/<line class="axis" x1="([\d.]+)" y1="[\d.]+" x2="([\d.]+)"/g)].map((m) => [Number(m[1]), Number(m[2])]).reduce(([lo, hi], [a, b]) => [Math.min(lo, a!, b!), Math.max(hi, a!, b!)], [Infinity, -Infinity]);
+    const x = Number(/data-mark="1"[^>]*\bc?x="([\d.]+)"|\bc?x="([\d.]+)"[^>]*data-mark="1"/.exec(panel)!.slice(1).find((v) => v !== undefined));
+    expect(Math.abs(x - (left! + right!) / 2)).toBeLessThan(1);
   });
 });
 

@@ -3,7 +3,7 @@ import { curve, seedsNote, stepsOf } from './charts-steps.js';
 import { WIDTH, grid } from './multiples.js';
 import { asView, cumulative, envelope, type ChartInput, type ReportView } from './series.js';
 import { REFERENCE } from './styles.js';
-import { Frame, axes, esc, figure, fx, legendRow, line, marker, niceDomain, panelTitle, stepTicks, tickLabel, type SeriesStyle } from './svg.js';
+import { Frame, axes, esc, figure, fx, legendRow, line, marker, niceDomain, panelTitle, stepDomain, stepTicks, tickLabel, type SeriesStyle } from './svg.js';
 
 /**
  * Markers along a curve at five staggered positions (series k of `count` is shifted by
@@ -70,7 +70,7 @@ export function cumulativeChart(input: ChartInput): string {
     ...(relative ? metrics.map((m) => ({ ...m, relative: true })) : []),
   ];
   const g = grid(wanted.length, { cols: 2, panelHeight: 210, top: legend.height, gapX: 70, gapY: 50 });
-  const xDomain: [number, number] = [xs[0] ?? 0, Math.max((xs[0] ?? 0) + 1, xs.at(-1) ?? 1)];
+  const xDomain = stepDomain(xs);
   const panels = wanted.map((m, i) => {
     const b = g.boxes[i]!;
     let lo = 0;

@@ -3,7 +3,7 @@ import { WIDTH, grid } from './multiples.js';
 import { asView, envelope, movingEffective, movingShare, windowFor, type ChartInput, type ReportView } from './series.js';
 import { REFERENCE, referenceStyle, solid } from './styles.js';
 import {
-  Frame, axes, band, esc, figure, fx, legendRow, line, marker, niceTicks, panelTitle, percent, stepTicks, tickLabel, type SeriesStyle,
+  Frame, axes, band, esc, figure, fx, legendRow, line, marker, niceTicks, panelTitle, percent, stepDomain, stepTicks, tickLabel, type SeriesStyle,
 } from './svg.js';
 
 /** Step numbers of the run (every policy runs the same steps). */
@@ -40,7 +40,7 @@ export function effectiveChart(input: ChartInput, window?: number): string {
   const w = window ?? windowFor(xs.length);
   const legend = legendRow(64, 8, WIDTH - 80, view.names.includes(REFERENCE) ? [{ name: 'uniform, for reference (in every panel)', style: referenceStyle, marker: false }] : []);
   const g = grid(view.names.length, { cols: 4, panelHeight: 118, top: legend.height });
-  const xDomain: [number, number] = [xs[0] ?? 0, Math.max((xs[0] ?? 0) + 1, xs.at(-1) ?? 1)];
+  const xDomain = stepDomain(xs);
   const xTicks = stepTicks(xDomain[0], xDomain[1], 4);
   const yTicks = [0, 0.25, 0.5, 0.75, 1];
   const series = (name: string) => view.of(name).map((r) => movingEffective(r.steps, w));
@@ -88,7 +88,7 @@ export function budgetChart(input: ChartInput, window?: number): string {
     ...(kinds.length > 0 ? [{ name: 'the budget (100%)', style: { ...neutral, dash: '1.5 2.5', width: 1 }, marker: false }] : []),
   ]);
   const g = grid(kinds.length === 0 ? 0 : view.names.length, { cols: 4, panelHeight: 110, top: legend.height });
-  const xDomain: [number, number] = [xs[0] ?? 0, Math.max((xs[0] ?? 0) + 1, xs.at(-1) ?? 1)];
+  const xDomain = stepDomain(xs);
   const xTicks = stepTicks(xDomain[0], xDomain[1], 4);
   const yTicks = niceTicks(0, top, 4);
   const panels = kinds.length === 0 ? [] : view.names.map((name, i) => {
