@@ -147,3 +147,18 @@ describe('the group-size chart\'s label of the most common n', () => {
     expect(Number(label![1]) + label![2]!.length * 6.5).toBeLessThanOrEqual(right(bayes!));
   });
 });
+
+describe('the budget chart of a short run', () => {
+  it('says so in a panel with no bin of 5 groups, and not in one with a bin', async () => {
+    const { spendChart } = await import('../src/report/charts-alloc.js');
+    const bins = (groups: number) => {
+      const g = new Array<number>(20).fill(0);
+      g[10] = groups;
+      return { bins: 20, byRate: { groups: g, rollouts: g.map((x) => 8 * x) }, byPredicted: { groups: new Array<number>(20).fill(0), rollouts: new Array<number>(20).fill(0) } };
+    };
+    const svg = spendChart([{ name: 'uniform', spend: bins(3) } as never, { name: 'bayes', spend: bins(6) } as never]);
+    const [uniform, bayes] = svg.split('<g class="panel"').slice(1);
+    expect(uniform).toContain('>no bin has 5 groups</text>');
+    expect(bayes).not.toContain('no bin has');
+  });
+});

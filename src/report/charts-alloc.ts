@@ -121,8 +121,12 @@ export function spendChart(input: ChartInput, kind: 'replay' | 'simulate' = 'rep
       + predicted.map((p) => (p === null ? '' : marker('circle', p[0], p[1], style.color, 3.6, true))).join('')
       + line(rate, style)
       + rate.map((p) => (p === null ? '' : marker('circle', p[0], p[1], style.color, 2.1))).join('');
+    // A short run's panel can hold no bin at all: say so, rather than leave it looking broken.
+    const empty = [...rate, ...predicted].every((p) => p === null)
+      ? `<text class="tick" text-anchor="middle" x="${fx((f.left + f.right) / 2)}" y="${fx((f.top + f.bottom) / 2)}">no bin has ${MIN_GROUPS} groups</text>`
+      : '';
     return `<g class="panel" data-panel="${esc(d.name)}">${axes(f, { ticks: [0, 0.25, 0.5, 0.75, 1], format: (v) => (v === 0 || v === 1 ? String(v) : v.toFixed(2)), labels: g.isBottom(i) }, { ticks: yTicks, format: (v) => tickLabel(v, yStep), labels: g.isLeft(i) })}`
-      + `${panelTitle(f, panelTitleOf(view, d.name), d.name === view.defaultPolicy)}${marks}</g>`;
+      + `${panelTitle(f, panelTitleOf(view, d.name), d.name === view.defaultPolicy)}${marks}${empty}</g>`;
   });
   return figure(
     'chart-spend',
