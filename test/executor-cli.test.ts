@@ -144,6 +144,23 @@ describe('execute, observe and loop on the command line', () => {
     expect(bad.stderr).toMatch(/plan\.json: allocations\[0\]: "n" must be a non-negative integer, got -2/);
     expect(bad.stderr).not.toMatch(/at .*\.ts/);
     expect(existsSync(out)).toBe(false);
+    // A group beyond what any plan gives, or rollout indices past an int32 seed: execute and
+    // grade built a request or a row per rollout until the heap ran out (n = 1e9), or wrote
+    // negative seeds (first_rollout 1e12). Refused before a state or a server is touched.
+    for (const [allocation, message] of [
+      [{ prompt_id: 'q0', n: 1e9, max_tokens: null }, /allocations\[0\]: "n" must be at most 4096 \(the largest group a plan gives: max_n's limit\), got 1000000000\n$/],
+      [{ prompt_id: 'q0', n: 2, first_rollout: 1e12, max_tokens: null }, /allocations\[0\]: "first_rollout" \+ "n" must be at most 1073741824 .*, got 1000000000000 \+ 2\n$/],
+    ] as const) {
+      writeFileSync(planPath, JSON.stringify({ version: 1, step: 0, seed: 0, budget: { rollouts: 4, tokens: null }, allocations: [allocation] }));
+      const state = join(dir, 'huge.db');
+      const huge = await cli(['execute', '--plan', planPath, '--prompts', prompts, '--endpoint', url, '--model', 'sim', '--state', state, '--out', out]);
+      expect(huge.code).toBe(2);
+      expect(huge.stderr).toMatch(message);
+      expect(existsSync(state)).toBe(false);
+      const graded = await cli(['grade', '--plan', planPath, '--prompts', prompts, '--batch-output', planPath, '--out', out]);
+      expect(graded.code).toBe(2);
+      expect(graded.stderr).toMatch(message);
+    }
 
     const noTruth = writePrompts(2, () => ({ ground_truth: undefined }));
     writeFileSync(planPath, JSON.stringify({ version: 1, step: 0, seed: 0, budget: { rollouts: 4, tokens: null }, allocations: [{ prompt_id: 'q1', n: 2, max_tokens: null }] }));

@@ -1,6 +1,10 @@
 import { badInput, quote } from '../errors.js';
 import { parseJson } from '../io/jsonl.js';
+import { MAX_N_LIMIT } from '../plan/limits.js';
 import type { Plan } from '../plan/types.js';
+
+/** Rollout indices stay below 2^30, so a rollout's seed (group seed < 2^30, plan/groups.ts) + j is an int32. */
+const MAX_ROLLOUT_INDEX = 2 ** 30;
 
 /** Parses a plan file (version 1, as `plan` writes it), checking the fields `execute` uses. */
 export function parsePlan(text: string, name: string): Plan {
@@ -33,8 +37,15 @@ export function parsePlan(text: string, name: string): Plan {
     if (seen.has(a.prompt_id)) throw badInput(where, `"prompt_id" ${quote(a.prompt_id)} repeats`);
     seen.add(a.prompt_id);
     if (typeof a.n !== 'number' || !Number.isSafeInteger(a.n) || a.n < 0) throw badInput(where, `"n" must be a non-negative integer, got ${quote(a.n)}`);
+    // A plan's group is at most max_n ≤ MAX_N_LIMIT rollouts: n = 1e9 had execute and grade
+    // build a billion requests until the heap ran out.
+    if (a.n > MAX_N_LIMIT) throw badInput(where, `"n" must be at most ${MAX_N_LIMIT} (the largest group a plan gives: max_n's limit), got ${a.n}`);
     if (a.first_rollout !== undefined && (typeof a.first_rollout !== 'number' || !Number.isSafeInteger(a.first_rollout) || a.first_rollout < 1)) {
       throw badInput(where, `"first_rollout" must be a positive integer when present, got ${quote(a.first_rollout)}`);
+    }
+    // Rollout j's seed is the group's seed (< 2^30) + j: a non-negative int32 while j < 2^30.
+    if (a.first_rollout !== undefined && (a.first_rollout as number) + a.n > MAX_ROLLOUT_INDEX) {
+      throw badInput(where, `"first_rollout" + "n" must be at most ${MAX_ROLLOUT_INDEX} (rollout j's seed is the group's seed + j, an int32), got ${quote(a.first_rollout)} + ${a.n}`);
     }
     if (a.max_tokens !== null && (typeof a.max_tokens !== 'number' || !Number.isSafeInteger(a.max_tokens) || a.max_tokens < 1)) {
       throw badInput(where, `"max_tokens" must be a positive integer or null, got ${quote(a.max_tokens)}`);
