@@ -1,4 +1,4 @@
-import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { appendFileSync, existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Database } from './sqlite.js';
@@ -50,6 +50,40 @@ describe('observe reads a results file in chunks, in one transaction', () => {
     expect(sa.duplicates).toBeGreaterThan(40);
     expect(sa.aborted).toBeGreaterThan(0);
     expect(dump(chunked)).toBe(dump(whole));
+  });
+
+  it('a file written to after its digest was taken, while it is read, applies nothing and says so', () => {
+    // Lines without a rollout_id are keyed by the file's digest: lines appended while observe
+    // read the file were applied under the digest of the file without them, then applied again
+    // by the next observe of the whole file (under the whole file's digest): counted twice.
+    const growing = join(dir, 'growing.jsonl');
+    writeFileSync(growing, text);
+    const state = join(dir, 'growing.db');
+    const store = new SqliteStore(state);
+    const before = dump(state);
+    const source = fileResultSource(growing, growing, 1024);
+    expect(source.digest).toMatch(/^[0-9a-f]{64}$/); // taken at the first keyless line, before the writer's next line
+    let appended = false;
+    const appending = {
+      digest: '',
+      *chunks(take?: Parameters<typeof source.chunks>[0]) {
+        for (const chunk of source.chunks(take)) {
+          if (!appended) {
+            appendFileSync(growing, '{"prompt_id":"late","step":2,"reward":1}\n');
+            appended = true;
+          }
+          yield chunk;
+        }
+      },
+    };
+    Object.defineProperty(appending, 'digest', { get: () => source.digest });
+    expect(() => store.applySource!(appending, defaultDecay)).toThrow(`${growing}: the file changed while it was read (written to, or replaced): nothing was applied; observe it again once its writer is done`);
+    store.close();
+    expect(dump(state)).toBe(before);
+    // Unchanged since, the file applies whole, once.
+    const again = new SqliteStore(state);
+    expect(again.applySource!(fileResultSource(growing, growing, 1024), defaultDecay).applied).toBeGreaterThan(2900);
+    again.close();
   });
 
   it('a re-sent file, or the same file after a state with one key a line (older versions), applies nothing', async () => {

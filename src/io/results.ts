@@ -1,4 +1,5 @@
-import { badInput, quote } from '../errors.js';
+import { statSync } from 'node:fs';
+import { badInput, quote, RolloutBudgetError } from '../errors.js';
 import { MAX_STEP } from '../posterior/decay.js';
 import { checkReadable, fileDigest, lineChunks, sha256 } from './chunks.js';
 import { compact, eachFlatJsonl, eachFlatJsonlText, FALSE, NUMBER, STRING, TRUE, type FlatFields } from './flat-scan.js';
@@ -284,9 +285,20 @@ export const RESULT_CHUNK_BYTES = 1 << 19;
 export function fileResultSource(path: string, name: string, chunkBytes = RESULT_CHUNK_BYTES): ResultSource {
   checkReadable(path);
   let digest: string | undefined;
+  // The file as it was hashed: lines keyed by its digest must be the lines hashed, so a file
+  // written to (or replaced) while it is read is an error before the store commits. Appended
+  // to while observe ran, its new lines were applied under the digest of the file without
+  // them, then applied again by the next observe of the whole file, under the whole one's.
+  let hashed: FileStamp | undefined;
   const source: ResultSource = {
     get digest() {
-      return (digest ??= fileDigest(path));
+      if (digest === undefined) {
+        const before = stampOf(path);
+        digest = fileDigest(path);
+        hashed = stampOf(path);
+        if (!sameStamp(before, hashed)) throw changedWhileRead(name);
+      }
+      return digest;
     },
     *chunks(take?: ResultTaker) {
       for (const piece of lineChunks(path, name, chunkBytes)) {
@@ -294,7 +306,24 @@ export function fileResultSource(path: string, name: string, chunkBytes = RESULT
         resultsOfText(piece.text, name, chunk.sink, piece);
         yield chunk;
       }
+      if (hashed !== undefined && !sameStamp(hashed, stampOf(path))) throw changedWhileRead(name);
     },
   };
   return source;
+}
+
+/** What tells a file's contents apart without reading them: its inode, size and change times. */
+type FileStamp = { ino: bigint; size: bigint; mtimeNs: bigint; ctimeNs: bigint };
+
+function stampOf(path: string): FileStamp {
+  const s = statSync(path, { bigint: true });
+  return { ino: s.ino, size: s.size, mtimeNs: s.mtimeNs, ctimeNs: s.ctimeNs };
+}
+
+function sameStamp(a: FileStamp, b: FileStamp): boolean {
+  return a.ino === b.ino && a.size === b.size && a.mtimeNs === b.mtimeNs && a.ctimeNs === b.ctimeNs;
+}
+
+function changedWhileRead(name: string): RolloutBudgetError {
+  return new RolloutBudgetError('BAD_INPUT', `${name}: the file changed while it was read (written to, or replaced): nothing was applied; observe it again once its writer is done`);
 }
