@@ -110,6 +110,24 @@ describe('CLI plan / observe / inspect', () => {
     expect(post.step).toBe(1);
   });
 
+  it('a rollout_id given to two prompts is an error naming both lines; the same line twice stays a duplicate', async () => {
+    // ids 0..3 in every group (a producer numbering each group's rollouts): observe kept the
+    // first prompt's four and counted the other 396 as duplicates, exit 0.
+    const w = workdir();
+    const results = join(w.dir, 'ids.jsonl');
+    const lines = Array.from({ length: 100 }, (_, p) => Array.from({ length: 4 }, (_, j) => JSON.stringify({ prompt_id: `q${p}`, step: 0, reward: j % 2, rollout_id: String(j) }))).flat();
+    writeFileSync(results, `${lines.join('\n')}\n`);
+    const state = join(w.dir, 'ids.db');
+    const bad = await cli(['observe', '--results', results, '--state', state]);
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toBe(`rollout-budget: ${results}:5: "rollout_id" "0" of prompt "q1" is already the id of a rollout of prompt "q0" (${results}:1): a rollout id names one rollout, so observe would count this one as that one's duplicate; make ids unique across prompts, e.g. "<step>/<prompt_id>#<j>"\n`);
+    expect(existsSync(state)).toBe(false);
+    writeFileSync(results, `${lines[0]}\n${lines[1]}\n${lines[0]}\n`);
+    const twice = await cli(['observe', '--results', results, '--state', state]);
+    expect(twice.code, twice.stderr).toBe(0);
+    expect(JSON.parse(twice.stdout)).toMatchObject({ applied: 2, duplicates: 1 });
+  });
+
   it('round trip on the real fixture: plan → simulated outcomes → observe, 20 steps', async () => {
     const w = workdir();
     const run = new LoggedRun(parseVisits(readText(fixture('oneshot-rlvr-dsr-sub', 'visits.jsonl')), 'visits.jsonl'));

@@ -120,6 +120,23 @@ describe('item 2: a path of "//" killed the stdio service and leaked the HTTP in
 /** Both store backends, as the service runs them. */
 const backends: [string, () => string][] = [['sqlite', db], ...(PG === undefined ? [] : [['postgres', () => freshPgUrl(PG)] as [string, () => string]])];
 
+describe.each(backends)('a rollout_id given to two prompts in one observe (%s)', (_name, location) => {
+  it('is a 400 naming the id and both prompts, and nothing is applied', async () => {
+    const state = location();
+    const child = await startService(['--state', state]);
+    try {
+      const body = [{ prompt_id: 'a', step: 0, reward: 1, rollout_id: '0' }, { prompt_id: 'b', step: 0, reward: 0, rollout_id: '0' }];
+      const r = await call(child.port, 'POST', '/v1/observe', body);
+      expect(r.status).toBe(400);
+      expect(r.json.error.message).toContain('"rollout_id" "0" of prompt "b" is already the id of a rollout of prompt "a"');
+      const health = await call(child.port, 'GET', '/healthz');
+      expect(health.json.prompts).toBe(0);
+    } finally {
+      expect((await stopService(child)).code).toBe(0);
+    }
+  });
+});
+
 describe.each(backends)('item 4: backends differed (%s)', (_name, location) => {
   it('a prompt observed at step 0 and at step 200,000, and with decay 0.5 across 1,200 steps, is applied (PostgreSQL: underflow)', async () => {
     const state = location();

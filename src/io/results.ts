@@ -39,6 +39,8 @@ export interface ResultBatch {
 export interface ResultChunk {
   readonly results: readonly RolloutResult[];
   key(k: number): string;
+  /** Where result k was read (`file:line`), when the source knows (a file); for messages. */
+  where?(k: number): string;
 }
 
 /**
@@ -93,10 +95,15 @@ class LinesChunk implements ResultChunk {
   constructor(
     private readonly source: ResultSource,
     private readonly take: ResultTaker | undefined,
+    private readonly name: string,
   ) {}
 
   key(k: number): string {
     return this.results[k]!.rollout_id ?? autoKey(this.source.digest, this.lines[k]!, this.indexes[k]!);
+  }
+
+  where(k: number): string {
+    return `${this.name}:${this.lines[k]!}`;
   }
 }
 
@@ -302,7 +309,7 @@ export function fileResultSource(path: string, name: string, chunkBytes = RESULT
     },
     *chunks(take?: ResultTaker) {
       for (const piece of lineChunks(path, name, chunkBytes)) {
-        const chunk = new LinesChunk(source, take);
+        const chunk = new LinesChunk(source, take, name);
         resultsOfText(piece.text, name, chunk.sink, piece);
         yield chunk;
       }

@@ -1,3 +1,4 @@
+import { badInput, quote } from '../errors.js';
 import { batchKey, type ResultChunk, type ResultTaker } from '../io/results.js';
 import type { EvidenceAccumulator } from './accumulate.js';
 
@@ -58,6 +59,7 @@ export class BatchClaims {
     let distinct = 0;
     for (let i = 0; i < claim.length; i++) if (distinct === 0 || claim[i] !== claim[distinct - 1]) claim[distinct++] = claim[i]!;
     this.repeats = distinct < claim.length ? claim : undefined;
+    if (this.repeats !== undefined) checkRepeatedIds(chunk);
     claim.length = distinct;
     return { claim, ...(legacy === undefined ? {} : { legacy }) };
   }
@@ -104,5 +106,29 @@ export class BatchClaims {
       else acc.duplicate();
       return true;
     };
+  }
+}
+
+/**
+ * A rollout_id repeated within a chunk on another prompt is an error: a producer numbering
+ * each group's rollouts 0..n−1 gave every prompt the same ids, and observe kept the first
+ * prompt's rollouts and counted every other prompt's as duplicates (396 of 400 dropped, exit 0).
+ * The same id on the same prompt stays a duplicate (a line written twice). Runs only when a
+ * chunk repeats a key.
+ */
+function checkRepeatedIds(chunk: ResultChunk): void {
+  const first = new Map<string, number>();
+  const { results } = chunk;
+  for (let k = 0; k < results.length; k++) {
+    const id = results[k]!.rollout_id;
+    if (id === undefined || results[k]!.finish_reason === 'abort') continue;
+    const j = first.get(id);
+    if (j === undefined) {
+      first.set(id, k);
+      continue;
+    }
+    if (results[j]!.prompt_id === results[k]!.prompt_id) continue;
+    const at = (i: number) => (chunk.where === undefined ? '' : ` (${chunk.where(i)})`);
+    throw badInput(chunk.where?.(k) ?? 'results', `"rollout_id" ${quote(id)} of prompt ${quote(results[k]!.prompt_id)} is already the id of a rollout of prompt ${quote(results[j]!.prompt_id)}${at(j)}: a rollout id names one rollout, so observe would count this one as that one's duplicate; make ids unique across prompts, e.g. "<step>/<prompt_id>#<j>"`);
   }
 }
