@@ -23,6 +23,7 @@ describe('CLI bad input: exit 2, one message with file:line, field and value, st
     ['mistyped field', '{"prompt_id":"a","reward":"1"}\n', /results\.jsonl:1: "reward" must be a number in \[0, 1\], got "1"/],
     ['NaN', '{"prompt_id":"a","reward":NaN}\n', /results\.jsonl:1: malformed JSON/],
     ['NaN as text', '{"prompt_id":"a","reward":"NaN"}\n', /results\.jsonl:1: "reward" must be a number in \[0, 1\], got "NaN"/],
+    ['a rollout_id on a group line', '{"prompt_id":"a","rewards":[1,0],"rollout_id":"a/5"}\n', /results\.jsonl:1: "rollout_id" "a\/5" on a group line \("rewards"\), which has no single rollout to name/],
     ['negative tokens', '{"prompt_id":"a","reward":1}\n{"prompt_id":"a","reward":0,"tokens":-3}\n', /results\.jsonl:2: "tokens" must be a non-negative integer, got -3/],
     ['reward outside [0,1]', '{"prompt_id":"a","reward":1.5}\n', /results\.jsonl:1: "reward" must be a number in \[0, 1\], got 1\.5/],
     ['bad finish_reason', '{"prompt_id":"a","reward":1,"finish_reason":"done"}\n', /"finish_reason" must be "stop", "length" or "abort", got "done"/],

@@ -58,6 +58,7 @@ describe('published JSON Schemas', () => {
     expect(check({ prompt_id: 'a', reward: 1, finish_reason: 'done' })).toBe(false);
     expect(check({ prompt_id: 'a', reward: 1, group: 'g', prior_pass_rate: 0.25, prior_samples: 8 })).toBe(true);
     expect(check({ prompt_id: 'a', rewards: [1, 0], prior_pass_rate: 0.25 })).toBe(true);
+    expect(check({ prompt_id: 'a', rewards: [1, 0], rollout_id: 'a/5' })).toBe(false); // ignored, then counted twice: refused by observe
     expect(check({ prompt_id: 'a', reward: 1, prior_samples: 8 })).toBe(false);
     expect(check({ prompt_id: 'a', rewards: [1], prior_pass_rate: -0.1 })).toBe(false);
   });

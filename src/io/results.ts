@@ -248,6 +248,11 @@ function validateResult(where: string, line: number, value: Record<string, unkno
   const group = field.string(where, value, 'group', false);
   const hint = field.hint(where, value);
   if (value.rewards !== undefined) {
+    // Its rollouts are keyed by the batch's digest and their place in it: an id here was
+    // ignored, and the same group observed again in another file was counted twice.
+    if (value.rollout_id !== undefined) {
+      throw badInput(where, `"rollout_id" ${quote(value.rollout_id)} on a group line ("rewards"), which has no single rollout to name: give one line a rollout, each with its own rollout_id, or leave it out (then the group is known by the file's digest)`);
+    }
     field.group(where, value, (reward, tokens, j) => sink(result(prompt_id, step, group, reward, tokens, undefined, undefined, hint), line, j));
     return;
   }
