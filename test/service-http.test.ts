@@ -98,6 +98,37 @@ describe('HTTP service on SQLite', () => {
     expect((await call(port, 'GET', '/v1/prompts/big')).json.seen).toBe(false);
   });
 
+  /** Sends the whole request (head and body) before it reads anything, as Python's http.client does; returns what came back. */
+  const sendAllThenRead = (head: string, body: Buffer) =>
+    new Promise<string>((resolve, reject) => {
+      const socket = connect(port, '127.0.0.1');
+      let got = '';
+      socket.on('data', (d) => (got += d.toString('latin1')));
+      socket.on('error', reject); // a reset: what the client saw before
+      socket.on('close', () => resolve(got));
+      socket.write(head);
+      socket.write(body, () => setTimeout(() => socket.end(), 300));
+    });
+
+  it('a client that sends a refused body whole before it reads gets the answer, not a reset (it took the service for down)', async () => {
+    const body = Buffer.alloc(3 << 20, 0x20); // 3 MB against a 4 kB limit: refused from Content-Length
+    const declared = await sendAllThenRead(`POST /v1/observe HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n`, body);
+    expect(declared).toMatch(/^HTTP\/1\.1 413 /);
+    expect(declared).toContain('larger than the limit of 4096 bytes');
+    const chunked = await sendAllThenRead('POST /v1/observe HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n',
+      Buffer.concat([Buffer.from(`${body.length.toString(16)}\r\n`), body, Buffer.from('\r\n0\r\n\r\n')]));
+    expect(chunked).toMatch(/^HTTP\/1\.1 413 /);
+    // Expect: 100-continue: the refusal comes instead of "100 Continue" (which invited the body).
+    const expecting = await sendAllThenRead(`POST /v1/observe HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nExpect: 100-continue\r\nContent-Length: ${body.length}\r\n\r\n`, Buffer.alloc(0));
+    expect(expecting).toMatch(/^HTTP\/1\.1 413 /);
+    expect(expecting).not.toContain('100 Continue');
+    const fine = await sendAllThenRead('POST /v1/observe HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nExpect: 100-continue\r\nContent-Length: 2\r\nConnection: close\r\n\r\n', Buffer.from('[]'));
+    expect(fine).toMatch(/^HTTP\/1\.1 100 Continue\r\n\r\nHTTP\/1\.1 200 /);
+    // CONNECT had no answer at all: the socket was closed.
+    expect(await sendAllThenRead('CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n', Buffer.alloc(0))).toMatch(/^HTTP\/1\.1 405 /);
+    expect((await call(port, 'GET', '/healthz')).status).toBe(200);
+  });
+
   it('serves Prometheus metrics that count what happened (on its own service: no other test\'s requests count)', async () => {
     const own = new Service(new AsyncAllocator(asyncStoreOf(new SqliteStore(join(dir, 'metrics.db')))));
     const server = await startHttpService(own, { host: '127.0.0.1', port: 0, bodyLimit: 4096 });

@@ -176,6 +176,24 @@ class ClientTest(support.ServiceCase):
         self.assertIn("# TYPE rollout_budget_plan_seconds histogram", text)
 
 
+class RefusedBodyTest(support.ServiceCase):
+    """http.client sends a whole body before it reads the answer: a body the service refused
+    from its headers (over --body-limit, a wrong token) ended in a connection reset, which the
+    client took for a service it could not reach, retried for 25 s, then raised."""
+
+    serve_args = ("--body-limit", "65536", "--token", "right")
+
+    def test_a_body_over_the_limit_or_with_a_wrong_token_is_the_services_answer_at_once(self):
+        rows = [{"prompt_id": "p%d" % (i % 50), "step": 1, "reward": 1, "rollout_id": "r%d" % i} for i in range(4000)]
+        for token, status in (("right", 413), ("wrong", 401)):
+            with self.subTest(token=token), rb.HttpClient(self.url, token=token) as client:
+                started = time.monotonic()
+                with self.assertRaises(rb.RolloutBudgetError) as caught:
+                    client.observe(rows)
+                self.assertEqual(caught.exception.status, status)
+                self.assertLess(time.monotonic() - started, 5)
+
+
 class _Handler(http.server.BaseHTTPRequestHandler):
     """A real HTTP server's handler for the stand-ins below: one answer, quietly."""
 

@@ -9,7 +9,7 @@ export interface HttpOptions {
   readonly host: string;
   /** 0 picks a free port. */
   readonly port: number;
-  /** Largest request body in bytes; larger ones get 413 and are not read further. */
+  /** Largest request body in bytes; larger ones get 413 and are not kept (the rest is drained: `refuse`). */
   readonly bodyLimit: number;
   /** Bearer token required on every request but GET /healthz (guard.ts); none when undefined. */
   readonly token?: string;
@@ -36,6 +36,41 @@ export interface HttpService {
   readonly port: number;
   /** Stops accepting, lets in-flight requests finish (up to closeGraceMs), then resolves. */
   close(): Promise<void>;
+}
+
+/**
+ * How much of a refused request's body is still read, and for how long, before its connection
+ * is cut: a client that sends its whole body before it reads (Python's http.client, as the
+ * package's client does) then gets the answer (401, 413) instead of a connection reset, which
+ * it took for a service that could not be reached and retried for 25 s. Bounded, so a client
+ * that sends without end is cut all the same.
+ */
+const DRAIN_BYTES = 64 << 20;
+const DRAIN_MS = 10_000;
+
+/**
+ * Answers a request refused before its body was read. Not with `connection: close`: Node then
+ * destroys the socket once the answer is written, and the body still arriving made the client's
+ * kernel reset the connection. Node reads and discards the rest of the body of a request whose
+ * answer is done (its `_dump`); the connection is cut once DRAIN_BYTES more arrive or DRAIN_MS
+ * pass, else it stays open for the next request.
+ */
+function refuse(req: IncomingMessage, res: ServerResponse, answer: ServiceResponse): void {
+  send(res, answer);
+  if (req.complete) return;
+  let left = DRAIN_BYTES;
+  const cut = (): void => {
+    clearTimeout(timer);
+    req.destroy();
+  };
+  const timer = setTimeout(cut, DRAIN_MS);
+  timer.unref();
+  req.on('data', (chunk: Buffer) => {
+    left -= chunk.length;
+    if (left <= 0) cut();
+  });
+  req.on('end', () => clearTimeout(timer));
+  req.on('error', () => clearTimeout(timer));
 }
 
 function tooLarge(limit: number, got: string): RolloutBudgetError {
@@ -88,22 +123,27 @@ export async function startHttpService(service: Service, options: HttpOptions): 
     ...(options.allowedHosts === undefined ? {} : { allowedHosts: options.allowedHosts }),
   };
   const guard = new RequestGuard(guardOptions);
+  /**
+   * Why a request is refused from its head alone (guard.ts, a declared body over the limit), or
+   * undefined; `answer` makes the response (and counts it in the metrics).
+   */
+  const headRefusal = (req: IncomingMessage): { answer: () => ServiceResponse } | undefined => {
+    const path = req.url ?? '/';
+    const refusal = guard.check({ method: req.method ?? 'GET', path, headers: req.headers, httpVersion: req.httpVersion });
+    if (refusal !== undefined) return { answer: () => service.refuse(path, refusal.status, refusal.code, refusal.message, refusal.headers) };
+    const declared = Number(req.headers['content-length'] ?? 0);
+    if (declared > options.bodyLimit) return { answer: () => service.fail(tooLarge(options.bodyLimit, `${declared}`), 413) };
+    return undefined;
+  };
   // A request without Host reaches the guard, which answers it with a JSON 400 (Node's own had no body).
   const server = createServer({ requireHostHeader: false }, (req, res) => {
     req.socket.setTimeout(0); // its head is in: firstRequestMs no longer applies
     void (async () => {
       const method = req.method ?? 'GET';
       const path = req.url ?? '/';
-      const refusal = guard.check({ method, path, headers: req.headers, httpVersion: req.httpVersion });
-      if (refusal !== undefined) {
-        send(res, service.refuse(path, refusal.status, refusal.code, refusal.message, refusal.headers), true);
-        res.on('finish', () => req.destroy());
-        return;
-      }
-      const declared = Number(req.headers['content-length'] ?? 0);
-      if (declared > options.bodyLimit) {
-        send(res, service.fail(tooLarge(options.bodyLimit, `${declared}`), 413), true);
-        res.on('finish', () => req.destroy());
+      const early = headRefusal(req);
+      if (early !== undefined) {
+        refuse(req, res, early.answer());
         return;
       }
       let raw: Buffer | null;
@@ -113,8 +153,7 @@ export async function startHttpService(service: Service, options: HttpOptions): 
         return; // the client went away mid-body: nothing to answer, nothing applied
       }
       if (raw === null) {
-        send(res, service.fail(tooLarge(options.bodyLimit, `more`), 413), true);
-        res.on('finish', () => req.destroy());
+        refuse(req, res, service.fail(tooLarge(options.bodyLimit, `more`), 413));
         return;
       }
       let body: string;
@@ -134,6 +173,17 @@ export async function startHttpService(service: Service, options: HttpOptions): 
     })().catch((error) => {
       if (!res.headersSent) send(res, service.fail(error));
     });
+  });
+  // `Expect: 100-continue`: a request to be refused gets its answer instead of "100 Continue"
+  // (Node sent that first, and the client sent the body it was about to be refused for).
+  server.on('checkContinue', (req, res) => {
+    if (headRefusal(req) === undefined) res.writeContinue();
+    server.emit('request', req, res);
+  });
+  // CONNECT has no handler of its own, so Node closed the socket without an answer: a 405.
+  server.on('connect', (req: IncomingMessage, socket: import('node:net').Socket) => {
+    const r = service.refuse(req.url ?? '', 405, 'METHOD_NOT_ALLOWED', 'CONNECT is not served: this is the rollout-budget service, not a proxy');
+    socket.end(`HTTP/1.1 405 Method Not Allowed\r\ncontent-type: ${r.contentType}\r\ncontent-length: ${Buffer.byteLength(r.body)}\r\nconnection: close\r\n\r\n${r.body}`);
   });
   // A request Node's parser cannot read (not HTTP, headers too large, too slow): a JSON error too.
   server.on('clientError', (error: NodeJS.ErrnoException, socket) => {
