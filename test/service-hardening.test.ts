@@ -120,6 +120,24 @@ describe('item 2: a path of "//" killed the stdio service and leaked the HTTP in
 /** Both store backends, as the service runs them. */
 const backends: [string, () => string][] = [['sqlite', db], ...(PG === undefined ? [] : [['postgres', () => freshPgUrl(PG)] as [string, () => string]])];
 
+describe('a plan\'s deadline', () => {
+  it('counts from the request\'s arrival: one that arrived longer ago than the limit is PLAN_TIMEOUT at once, one just arrived is planned', async () => {
+    // It counted from when the plan reached its runner: a plan with a 3.3 s limit was answered
+    // after 4.85 s, its body read and checked while an observe held the event loop.
+    const { PlanWorkers } = await import('../src/index.js');
+    const workers = new PlanWorkers({ state: db(), defaults: {}, timeoutMs: 1_000 });
+    try {
+      const body = JSON.stringify({ candidates: [{ id: 'a' }, { id: 'b' }], budget: { rollouts: 8 } });
+      const started = performance.now();
+      await expect(workers.plan(body, undefined, started - 1_500)).rejects.toMatchObject({ code: 'PLAN_TIMEOUT' });
+      expect(performance.now() - started).toBeLessThan(500);
+      expect(JSON.parse(await workers.plan(body, undefined, performance.now())).totals.rollouts).toBe(8);
+    } finally {
+      await workers.close();
+    }
+  });
+});
+
 describe.each(backends)('a rollout_id given to two prompts in one observe (%s)', (_name, location) => {
   it('is a 400 naming the id and both prompts, and nothing is applied', async () => {
     const state = location();

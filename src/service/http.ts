@@ -138,6 +138,7 @@ export async function startHttpService(service: Service, options: HttpOptions): 
   // A request without Host reaches the guard, which answers it with a JSON 400 (Node's own had no body).
   const server = createServer({ requireHostHeader: false }, (req, res) => {
     req.socket.setTimeout(0); // its head is in: firstRequestMs no longer applies
+    const arrivedMs = performance.now();
     void (async () => {
       const method = req.method ?? 'GET';
       const path = req.url ?? '/';
@@ -168,7 +169,7 @@ export async function startHttpService(service: Service, options: HttpOptions): 
       res.on('close', () => {
         if (!res.writableFinished) gone.abort();
       });
-      const answer = await service.handle({ method, path, body, signal: gone.signal });
+      const answer = await service.handle({ method, path, body, signal: gone.signal, arrivedMs });
       send(res, answer, closing); // while stopping, a kept-alive connection ends with its last answer
     })().catch((error) => {
       if (!res.headersSent) send(res, service.fail(error));

@@ -9,9 +9,10 @@ export interface PlanRunner {
   /**
    * The plan for a validated `POST /v1/plan` body, as JSON text. Rejects with a
    * RolloutBudgetError (BUDGET_INFEASIBLE, STATE_ERROR, PLAN_TIMEOUT, ...) or an Error; with
-   * INTERRUPTED when `signal` (the client went away) aborts before the plan started.
+   * INTERRUPTED when `signal` (the client went away) aborts before the plan started. A deadline
+   * counts from `arrivedMs` (performance.now() when the request arrived), else from the call.
    */
-  plan(body: string, signal?: AbortSignal): Promise<string>;
+  plan(body: string, signal?: AbortSignal, arrivedMs?: number): Promise<string>;
   /** Lets the running plans finish, then stops the runner and closes its store. */
   close(): Promise<void>;
 }

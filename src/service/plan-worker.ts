@@ -48,7 +48,9 @@ const clientGone = () => new RolloutBudgetError('INTERRUPTED', 'plan: the client
  * observes, SIGTERM) while a large plan runs, and with a deadline: a request not answered
  * within `timeoutMs` of its arrival gets PLAN_TIMEOUT (HTTP 503); if its plan is running, the
  * thread is terminated (the only way to stop synchronous code) and a fresh one takes its
- * place. Plans only read, so stopping one mid-way leaves nothing half-done. Requests wait in
+ * place. A plan writes only its candidates' group and hint where the state has none (never
+ * evidence; store/meta.ts), so one stopped, or answered 503 once its deadline passed, may have
+ * recorded them: what the request's retry records anyway. Requests wait in
  * arrival order for a free thread. Each thread opens its own store connection (SQLite: a
  * second connection to the file, WAL; PostgreSQL: its own pool), so only the request text and
  * the plan text cross threads.
@@ -71,12 +73,15 @@ export class PlanWorkers implements PlanRunner {
    * unplanned: a trainer that timed out and sent its request again would otherwise have every
    * copy planned in turn, each later request waiting behind them. One already running finishes.
    */
-  plan(body: string, signal?: AbortSignal): Promise<string> {
+  plan(body: string, signal?: AbortSignal, arrivedMs?: number): Promise<string> {
     if (this.closing) return Promise.reject(new RolloutBudgetError('STATE_ERROR', 'the service is stopping: plan not started'));
     if (signal?.aborted === true) return Promise.reject(clientGone());
     return new Promise<string>((resolve, reject) => {
       const job: Job = { id: this.nextId++, body, resolve, reject };
-      job.timer = setTimeout(() => this.expire(job), this.options.timeoutMs);
+      // From the request's arrival: the time its body took to come and be checked counts (a
+      // plan with a 3.3 s limit was answered after 4.85 s, the event loop busy with an observe).
+      const spent = arrivedMs === undefined ? 0 : Math.max(0, performance.now() - arrivedMs);
+      job.timer = setTimeout(() => this.expire(job), Math.max(0, this.options.timeoutMs - spent));
       signal?.addEventListener('abort', () => {
         const k = job.slot === undefined ? this.queue.indexOf(job) : -1;
         if (k < 0) return;

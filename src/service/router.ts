@@ -13,6 +13,11 @@ export interface ServiceRequest {
   readonly body: string;
   /** Aborted when the client went away (HTTP): a plan still waiting for a planning thread is not started. */
   readonly signal?: AbortSignal;
+  /**
+   * When the request arrived (performance.now(), HTTP: its head), from which a plan's deadline
+   * counts; else from when the plan is handed to its runner.
+   */
+  readonly arrivedMs?: number;
 }
 
 export interface ServiceResponse {
@@ -85,7 +90,7 @@ export class Service {
     try {
       const target = targetOf(req.path);
       route = routeName(target.path);
-      response = await this.dispatch(req.method, target, req.body, req.signal);
+      response = await this.dispatch(req.method, target, req.body, req.signal, req.arrivedMs);
     } catch (error) {
       response = this.fail(error);
     } finally {
@@ -117,7 +122,7 @@ export class Service {
     return json(500, { error: { code: 'INTERNAL', message: (error as Error).message ?? String(error) } });
   }
 
-  private async dispatch(method: string, target: Target, body: string, signal?: AbortSignal): Promise<ServiceResponse> {
+  private async dispatch(method: string, target: Target, body: string, signal?: AbortSignal, arrivedMs?: number): Promise<ServiceResponse> {
     const path = target.path;
     const allow = (m: string) => {
       if (method !== m) throw new MethodError(m);
@@ -130,7 +135,7 @@ export class Service {
         const started = process.hrtime.bigint();
         const text = this.planner === undefined
           ? planJsonCompact(await this.allocator.plan(r.candidates, r.budget, r.options))
-          : await this.planner.plan(body, signal);
+          : await this.planner.plan(body, signal, arrivedMs);
         this.metrics.observePlanSeconds(Number(process.hrtime.bigint() - started) / 1e9);
         this.metrics.plansServed++;
         return { status: 200, contentType: 'application/json', body: text };
