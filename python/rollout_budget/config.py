@@ -13,7 +13,7 @@ so settings come from a mapping (verl: the `rollout_budget` section of the train
 | multiple_of | ROLLOUT_BUDGET_MULTIPLE_OF | Σ n a multiple of this; default: what the trainer needs (its workers) |
 | pass_threshold | ROLLOUT_BUDGET_PASS_THRESHOLD | when set, every reward counts as a pass (1) above this and a fail (0) otherwise, for rewards outside [0, 1] such as DAPO's ±1 or a judge's 0–10; default: none (rewards are taken as they are, and one outside [0, 1] is an error) |
 | options | ROLLOUT_BUDGET_OPTIONS | plan options as a JSON object, e.g. {"min_n": 2, "max_n": 32, "skip": true}; `multiple_of` there is the setting above |
-| timeout_s | ROLLOUT_BUDGET_TIMEOUT_S | seconds an http(s) request waits for the service's answer (default 60; above the service's --plan-timeout-s for large plans) |
+| timeout_s | ROLLOUT_BUDGET_TIMEOUT_S | seconds a request waits for the service's answer (default 60; above the service's --plan-timeout-s for large plans); for a state path, the child `serve --stdio` that gives none in time is stopped (the next request starts it again) |
 | backup_state | ROLLOUT_BUDGET_BACKUP_STATE | the SQLite state file the service serves (its `serve --state`), copied into each trainer checkpoint (verl: `<default_local_dir>/global_step_<N>/rollout-budget.db`); default: `url` when that is a SQLite state path, else none; `none` turns it off |
 """
 
@@ -66,7 +66,7 @@ class Settings:
             raise ValueError("rollout_budget: set url (ROLLOUT_BUDGET_URL) to the service's http://host:port or a state path")
         if is_service_url(self.url):
             return connect(self.url, token=self.token, timeout=self.timeout_s)
-        return connect(self.url)
+        return connect(self.url, timeout=self.timeout_s)
 
     def reward_of(self, value, where):
         """A reward in [0, 1] for observe: pass (1) or fail (0) against pass_threshold when it is

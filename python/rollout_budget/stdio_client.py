@@ -27,8 +27,11 @@ class StdioClient(_Client):
     and connect to it, or run ``serve`` and use HttpClient.
     """
 
-    def __init__(self, state="./rollout-budget.db", command=None, args=(), state_retries=STATE_RETRIES):
+    def __init__(self, state="./rollout-budget.db", command=None, args=(), state_retries=STATE_RETRIES, timeout=None):
         self.state_retries = state_retries
+        #: Seconds a request waits for its answer (None: no limit); past it the process is stopped and
+        #: TimeoutError raised (not retried: the next request starts the process again).
+        self.timeout = timeout
         self._argv = cli_command(command) + ["serve", "--stdio", "--state", state] + list(args)
         self._proc = None
         self._closed = False
@@ -89,34 +92,72 @@ class StdioClient(_Client):
         with self._lock:
             if self._closed:
                 raise RuntimeError("this StdioClient is closed")
-            if self._proc is None:
-                self._start()
-            elif self._proc.poll() is not None:
-                self._restart()
-            self._next_id += 1
-            msg = {"id": self._next_id, "method": method, "path": path}
-            if body is not None:
-                msg["body"] = body
-            try:
-                self._proc.stdin.write(to_json(msg) + "\n")
-                self._proc.stdin.flush()
-                line = self._proc.stdout.readline()
-            except (BrokenPipeError, OSError):
-                line = ""
-            if not line:
+            for attempt in (1, 2):
+                if self._proc is None:
+                    self._start()
+                elif self._proc.poll() is not None:
+                    self._restart()
+                self._next_id += 1
+                msg = {"id": self._next_id, "method": method, "path": path}
+                if body is not None:
+                    msg["body"] = body
+                line, timed_out = self._exchange(to_json(msg))
+                if line:
+                    break
                 # Its output ended: the child is exiting (it may not have yet), and what it said is on stderr.
                 try:
                     self._proc.wait(timeout=10)
                 except subprocess.TimeoutExpired:
                     pass
-                err = self._what_it_said() if self._proc.poll() is not None else ""
-                raise RuntimeError("rollout-budget serve --stdio stopped: %s" % err)
+                code = self._proc.poll()
+                if timed_out:
+                    raise TimeoutError("rollout-budget serve --stdio gave no answer to %s %s within %s s (timeout): stopped it; "
+                                       "the next request starts it again" % (method, path, self.timeout))
+                how = "killed by signal %d" % -code if code is not None and code < 0 else "exit code %s" % code
+                said = " ".join(self._what_it_said().split())[-300:] if code is not None else ""
+                if attempt == 1 and code is not None and code < 0:
+                    # Killed mid-request (the OOM killer): safe to send again, an observe applies once.
+                    _log.warning("rollout-budget: `serve --stdio` was %s during %s %s; starting it again and sending the request again",
+                                 how, method, path)
+                    self._what_it_said()
+                    _close_pipes(self._proc)
+                    self._start()
+                    continue
+                raise RuntimeError("rollout-budget serve --stdio stopped: %s (%s, during %s %s)" % (said or "it said nothing", how, method, path))
             reply = json.loads(line)
+            if reply.get("id") is None and reply.get("status", 0) >= 400:
+                # A request the process could not read as one (a line over --body-limit: 413) is
+                # answered with id null; one request at a time, so it is this one's answer.
+                raise RolloutBudgetError(reply["status"], reply["body"].get("error", {}))
             if reply.get("id") != self._next_id:
                 raise RuntimeError("reply out of order: expected id %s, got %r" % (self._next_id, reply))
         if reply["status"] >= 400:
             raise RolloutBudgetError(reply["status"], reply["body"].get("error", {}))
         return reply["body"]
+
+    def _exchange(self, line):
+        """Sends one request line and reads one answer line ("" when the output ended); with a
+        timeout, a watchdog stops the process if no answer came in time. Returns (line, timed_out)."""
+        fired = threading.Event()
+        proc = self._proc
+        watchdog = None
+        if self.timeout is not None:
+            def stop():
+                fired.set()
+                proc.kill()
+            watchdog = threading.Timer(self.timeout, stop)
+            watchdog.daemon = True
+            watchdog.start()
+        try:
+            proc.stdin.write(line + "\n")
+            proc.stdin.flush()
+            answer = proc.stdout.readline()
+        except (BrokenPipeError, OSError, ValueError):
+            answer = ""
+        finally:
+            if watchdog is not None:
+                watchdog.cancel()
+        return answer, fired.is_set()
 
     def close(self):
         """Ends the child's input; it finishes, closes the state and exits. Returns its exit code

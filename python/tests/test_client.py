@@ -148,6 +148,42 @@ class ClientTest(support.ServiceCase):
             cli.observe([{"prompt_id": "before-the-kill", "step": 1, "rewards": [1]}])
         self.assertEqual(self.http.prompt("before-the-kill")["rollouts"], 4)
 
+    def test_stdio_killed_during_a_request_is_started_again_and_the_request_sent_again(self):
+        import signal
+        rows = [{"prompt_id": "killed-%d" % (i % 300), "step": 0, "reward": 1, "rollout_id": "killed#%d" % i} for i in range(60000)]
+        with rb.StdioClient(state=self.state, command=support.COMMAND) as cli:
+            cli.health()
+            pid = cli._proc.pid
+            # The OOM killer, mid-observe: stopped first, so the request is surely in flight when it dies.
+            os.kill(pid, signal.SIGSTOP)
+            threading.Timer(0.5, lambda: os.kill(pid, signal.SIGKILL)).start()
+            with self.assertLogs("rollout_budget", level="WARNING") as logs:
+                summary = cli.observe(rows)
+            self.assertEqual(summary["applied"] + summary["duplicates"], 60000)
+            self.assertEqual(len(logs.output), 1, logs.output)
+            self.assertIn("`serve --stdio` was killed by signal 9 during POST /v1/observe; starting it again and sending the request again", logs.output[0])
+        self.assertEqual(sum(self.http.prompt("killed-%d" % k)["rollouts"] for k in range(300)), 60000)  # each rollout once
+
+    def test_stdio_with_a_timeout_stops_a_process_that_gives_no_answer(self):
+        import signal
+        with rb.StdioClient(state=self.state, command=support.COMMAND, timeout=2) as cli:
+            cli.health()
+            os.kill(cli._proc.pid, signal.SIGSTOP)  # stalled: a hung file system, a debugger
+            started = time.monotonic()
+            with self.assertRaisesRegex(TimeoutError, r"serve --stdio gave no answer to GET /healthz within 2 s \(timeout\): stopped it"):
+                cli.health()
+            self.assertLess(time.monotonic() - started, 15)
+            with self.assertLogs("rollout_budget", level="WARNING"):
+                self.assertEqual(cli.health()["status"], "ok")  # the next request starts it again
+
+    def test_stdio_line_over_the_limit_is_a_413_not_a_reply_out_of_order(self):
+        rows = [{"prompt_id": "p", "step": 0, "reward": 1, "rollout_id": "big#%d" % i} for i in range(500)]
+        with rb.StdioClient(state=self.state, command=support.COMMAND, args=["--body-limit", "4096"]) as cli:
+            with self.assertRaises(rb.RolloutBudgetError) as caught:
+                cli.observe(rows)
+            self.assertEqual(caught.exception.status, 413)
+            self.assertEqual(cli.health()["status"], "ok")
+
     def test_stdio_that_cannot_start_says_why_once(self):
         with rb.StdioClient(state=self.state, command=support.COMMAND, args=["--port-file", "x"]) as cli:
             with self.assertRaisesRegex(RuntimeError, "serve --stdio stopped: .*port-file"):
