@@ -23,6 +23,7 @@ describe('CLI bad input: exit 2, one message with file:line, field and value, st
     ['mistyped field', '{"prompt_id":"a","reward":"1"}\n', /results\.jsonl:1: "reward" must be a number in \[0, 1\], got "1"/],
     ['NaN', '{"prompt_id":"a","reward":NaN}\n', /results\.jsonl:1: malformed JSON/],
     ['NaN as text', '{"prompt_id":"a","reward":"NaN"}\n', /results\.jsonl:1: "reward" must be a number in \[0, 1\], got "NaN"/],
+    ['an id too long to store', `{"prompt_id":"${'x'.repeat(70_000)}","reward":1}\n`, /results\.jsonl:1: "prompt_id" is 70000 characters long: at most 65536 are stored, got "x{20}/],
     ['a rollout_id on a group line', '{"prompt_id":"a","rewards":[1,0],"rollout_id":"a/5"}\n', /results\.jsonl:1: "rollout_id" "a\/5" on a group line \("rewards"\), which has no single rollout to name/],
     ['negative tokens', '{"prompt_id":"a","reward":1}\n{"prompt_id":"a","reward":0,"tokens":-3}\n', /results\.jsonl:2: "tokens" must be a non-negative integer, got -3/],
     ['reward outside [0,1]', '{"prompt_id":"a","reward":1.5}\n', /results\.jsonl:1: "reward" must be a number in \[0, 1\], got 1\.5/],
@@ -59,6 +60,19 @@ describe('CLI bad input: exit 2, one message with file:line, field and value, st
     writeFileSync(w.prompts, '{"id":"a","max_tokens":-3}\n');
     r = await cli(['plan', '--prompts', w.prompts, '--state', w.state, '--budget-rollouts', '8']);
     expect(r.stderr).toMatch(/prompts\.jsonl:1: "max_tokens" must be a positive integer, got -3/);
+    // A 100 MB id was stored (a 210 MB state), and every plan after it took 0.6 GB and seconds.
+    writeFileSync(w.prompts, `{"id":"a"}\n{"id":"${'y'.repeat(65_537)}"}\n`);
+    r = await cli(['plan', '--prompts', w.prompts, '--state', w.state, '--budget-rollouts', '8']);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toMatch(/prompts\.jsonl:2: "id" is 65537 characters long: at most 65536 are stored/);
+    // An empty file: an empty plan and a new state file, exit 0, before; loop ran its steps on nothing.
+    writeFileSync(w.prompts, '\n');
+    for (const args of [['plan', '--budget-rollouts', '8'], ['loop', '--budget-rollouts', '8', '--steps', '2', '--endpoint', 'http://127.0.0.1:9', '--model', 'm']]) {
+      r = await cli([...args, '--prompts', w.prompts, '--state', w.state]);
+      expect(r.code, args[0]).toBe(2);
+      expect(r.stderr).toBe(`rollout-budget: ${w.prompts}: no prompts: the file holds no line (one JSON object a line, {"id": ...})\n`);
+      expect(existsSync(w.state)).toBe(false);
+    }
   });
 
   it('no command: the help on stderr and exit 2, with no "(outputHelp)" after it', async () => {
@@ -111,22 +125,24 @@ describe('CLI plan / observe / inspect', () => {
     expect(post.step).toBe(1);
   });
 
-  it('a rollout_id given to two prompts is an error naming both lines; the same line twice stays a duplicate', async () => {
+  it('a rollout_id given to rollouts of two prompts is a warning naming both lines; the same line twice is a duplicate, quietly', async () => {
     // ids 0..3 in every group (a producer numbering each group's rollouts): observe kept the
-    // first prompt's four and counted the other 396 as duplicates, exit 0.
+    // first prompt's four and counted the other 396 as duplicates, exit 0, saying nothing.
     const w = workdir();
     const results = join(w.dir, 'ids.jsonl');
     const lines = Array.from({ length: 100 }, (_, p) => Array.from({ length: 4 }, (_, j) => JSON.stringify({ prompt_id: `q${p}`, step: 0, reward: j % 2, rollout_id: String(j) }))).flat();
     writeFileSync(results, `${lines.join('\n')}\n`);
     const state = join(w.dir, 'ids.db');
-    const bad = await cli(['observe', '--results', results, '--state', state]);
-    expect(bad.code).toBe(2);
-    expect(bad.stderr).toBe(`rollout-budget: ${results}:5: "rollout_id" "0" of prompt "q1" is already the id of a rollout of prompt "q0" (${results}:1): a rollout id names one rollout, so observe would count this one as that one's duplicate; make ids unique across prompts, e.g. "<step>/<prompt_id>#<j>"\n`);
-    expect(existsSync(state)).toBe(false);
-    writeFileSync(results, `${lines[0]}\n${lines[1]}\n${lines[0]}\n`);
-    const twice = await cli(['observe', '--results', results, '--state', state]);
-    expect(twice.code, twice.stderr).toBe(0);
-    expect(JSON.parse(twice.stdout)).toMatchObject({ applied: 2, duplicates: 1 });
+    const same = await cli(['observe', '--results', results, '--state', state]);
+    expect(same.code, same.stderr).toBe(0);
+    expect(JSON.parse(same.stdout)).toMatchObject({ applied: 4, duplicates: 396 });
+    expect(same.stderr).toBe(`rollout-budget: warning: 396 rollouts repeat the rollout_id of a rollout of another prompt (the first: "0" of prompt "q1" (${results}:5), given to "q0" (${results}:1)): counted as its duplicates, not applied; a rollout id names one rollout, so make ids unique across prompts, e.g. "<step>/<prompt_id>#<j>"\n`);
+    const twice = join(w.dir, 'twice.jsonl');
+    writeFileSync(twice, `${lines[0]!.replace('"0"', '"a"')}\n${lines[1]!.replace('"1"', '"b"')}\n${lines[0]!.replace('"0"', '"a"')}\n`);
+    const again = await cli(['observe', '--results', twice, '--state', join(w.dir, 'twice.db')]);
+    expect(again.code, again.stderr).toBe(0);
+    expect(JSON.parse(again.stdout)).toMatchObject({ applied: 2, duplicates: 1 });
+    expect(again.stderr).toBe('');
   });
 
   it('round trip on the real fixture: plan → simulated outcomes → observe, 20 steps', async () => {

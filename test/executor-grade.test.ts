@@ -185,4 +185,25 @@ describe('grade: outputs shaped as vLLM writes them', () => {
     expect(run.code).toBe(2);
     expect(run.stderr).toMatch(/out\.jsonl:3: "custom_id" "0\/0" repeats line 1/);
   });
+
+  it('a content that is not text and a negative token count are named; choices left out are said in the summary', async () => {
+    const lines = () => readFileSync(join(fixture, 'batch-output.jsonl'), 'utf8').trim().split('\n').map((l) => JSON.parse(l));
+    const grade = async (edit: (l: any[]) => void) => {
+      const l = lines();
+      edit(l);
+      const outputPath = join(dir, 'out-odd.jsonl');
+      writeFileSync(outputPath, l.map((x) => JSON.stringify(x)).join('\n') + '\n');
+      return cli(['grade', '--batch-output', outputPath, '--plan', join(fixture, 'plan.json'), '--prompts', join(fixture, 'prompts.jsonl')]);
+    };
+    // A number as content was graded as an empty answer: reward 0, finish "stop", exit 0.
+    const number = await grade((l) => void (l[0].response.body.choices[0].message.content = 5));
+    expect(number.code).toBe(2);
+    expect(number.stderr).toMatch(/out-odd\.jsonl:1: "response\.body\.choices\[0\]\.message\.content" must be a string or null, got 5/);
+    const negative = await grade((l) => void (l[0].response.body.usage = { completion_tokens: -7 }));
+    expect(negative.code).toBe(2);
+    expect(negative.stderr).toMatch(/out-odd\.jsonl:1: "response\.body\.usage\.completion_tokens" must be a non-negative integer, got -7/);
+    const empty = await grade((l) => void (l[0].response.body.choices = []));
+    expect(empty.code).toBe(0);
+    expect(empty.stderr).toMatch(/, 8 choices missing from their answers \(written as abort; first: .*out-odd\.jsonl:1\)/);
+  });
 });

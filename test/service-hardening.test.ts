@@ -139,16 +139,21 @@ describe('a plan\'s deadline', () => {
 });
 
 describe.each(backends)('a rollout_id given to two prompts in one observe (%s)', (_name, location) => {
-  it('is a 400 naming the id and both prompts, and nothing is applied', async () => {
+  it('is counted once, with a warning naming the id and both prompts; a keyless batch observed again warns too', async () => {
     const state = location();
     const child = await startService(['--state', state]);
     try {
       const body = [{ prompt_id: 'a', step: 0, reward: 1, rollout_id: '0' }, { prompt_id: 'b', step: 0, reward: 0, rollout_id: '0' }];
       const r = await call(child.port, 'POST', '/v1/observe', body);
-      expect(r.status).toBe(400);
-      expect(r.json.error.message).toContain('"rollout_id" "0" of prompt "b" is already the id of a rollout of prompt "a"');
-      const health = await call(child.port, 'GET', '/healthz');
-      expect(health.json.prompts).toBe(0);
+      expect(r.status).toBe(200);
+      expect(r.json).toMatchObject({ applied: 1, duplicates: 1 });
+      expect(r.json.warnings).toEqual(['1 rollouts repeat the rollout_id of a rollout of another prompt (the first: "0" of prompt "b", given to "a"): counted as its duplicates, not applied; a rollout id names one rollout, so make ids unique across prompts, e.g. "<step>/<prompt_id>#<j>"']);
+      // Without ids or a step, the same results again are taken for the same batch: said so.
+      const keyless = [{ prompt_id: 'hard', rewards: [0, 0, 0, 0] }];
+      expect((await call(child.port, 'POST', '/v1/observe', keyless)).json.warnings).toBeUndefined();
+      const repeat = await call(child.port, 'POST', '/v1/observe', keyless);
+      expect(repeat.json).toMatchObject({ applied: 0, duplicates: 4 });
+      expect(repeat.json.warnings).toEqual(['4 results without a rollout_id are a batch observed before (the same content: known by it), so they were not applied again; if they are new results, give each a rollout_id (or its step)']);
     } finally {
       expect((await stopService(child)).code).toBe(0);
     }

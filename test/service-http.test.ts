@@ -88,6 +88,12 @@ describe('HTTP service on SQLite', () => {
     expect((await call(port, 'GET', '/v1/plan')).status).toBe(405);
     expect((await call(port, 'GET', '/v2/nothing')).status).toBe(404);
     expect((await call(port, 'GET', '/v1/prompts/easy?max_tokens=0')).json.error.field).toBe('query.max_tokens');
+    // A step past the planner's largest named options.step, a field never sent; a parameter given twice took the first.
+    const far = await call(port, 'GET', '/v1/prompts/easy?step=2147483648');
+    expect([far.status, far.json.error.code, far.json.error.field]).toEqual([400, 'BAD_INPUT', 'query.step']);
+    expect(far.json.error.message).toContain('must be an integer from 0 to 2147483647, got "2147483648"');
+    const twice = await call(port, 'GET', '/v1/prompts/easy?step=1&step=2');
+    expect([twice.status, twice.json.error.field]).toEqual([400, 'query.step']);
   });
 
   it('answers 413 over the body limit and applies nothing', async () => {

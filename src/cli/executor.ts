@@ -22,6 +22,7 @@ import { registerGradeCommand } from './grade.js';
 import { checkOutput, readInput, writeOutput, type CliIo } from './io.js';
 import { isNewStateFile, removeStateFile, stillEmpty } from './new-state.js';
 import { readPlanInputs } from './plan-inputs.js';
+import { requirePrompts } from './prompts-input.js';
 import { stopSignals } from './signals.js';
 import {
   boundFlags, budgetFlags, budgetFrom, multipleOfFlag, planOptionsFrom, policyFlags, roundsFlag, seedFlag, skipFlag, stateFlag, stepsFlag,
@@ -235,6 +236,7 @@ export function registerExecutorCommands(program: Command, io: CliIo): void {
   loop.action(async (opts) => {
     const input = await readInput(io, opts.prompts);
     const candidates = parsePrompts(input.text, input.name);
+    requirePrompts(candidates.length, input.name);
     const local = localOptions(opts, { prompts: input.name });
     const created = isNewStateFile(opts.state);
     const partials = new PartialStore(opts.state); // first: it says why a PostgreSQL state is refused here

@@ -36,6 +36,9 @@ export interface GradeSummary {
   failed_requests: number;
   /** The first failure's message, for the summary line. */
   first_error: string | null;
+  /** Choices an answer left out (written as abort), and where the first such answer was. */
+  missing_choices: number;
+  first_missing_choices: string | null;
   /** Plan groups no line answered (nothing written for them). */
   missing_groups: number;
   planned: number;
@@ -77,6 +80,8 @@ export async function gradeBatchOutput(text: string, name: string, plan: Plan, p
   const counts: Record<string, number> = {};
   let failed = 0;
   let firstError: string | null = null;
+  let missingChoices = 0;
+  let firstMissing: string | null = null;
   let lines = 0;
   const row = (g: PlanGroup, index: number, finish: ExecutedRollout['finish_reason'], tokens: number | null, serverReason: string | null): ExecutedRollout => {
     const prompt = prompts.get(g.prompt_id)!;
@@ -125,6 +130,9 @@ export async function gradeBatchOutput(text: string, name: string, plan: Plan, p
     }
     const chat = body.object === 'chat.completion' || (body.object === undefined && isObj(choices[0]) && isObj(choices[0].message));
     const usage = isObj(body.usage) && typeof body.usage.completion_tokens === 'number' ? body.usage.completion_tokens : null;
+    if (usage !== null && !(Number.isSafeInteger(usage) && usage >= 0)) {
+      throw badInput(where, `"response.body.usage.completion_tokens" must be a non-negative integer, got ${quote(usage)}`);
+    }
     const present = new Set<number>();
     choices.forEach((raw: unknown, k: number) => {
       const field = `"response.body.choices[${k}]`;
@@ -138,6 +146,10 @@ export async function gradeBatchOutput(text: string, name: string, plan: Plan, p
       const content = chat ? (isObj(raw.message) ? raw.message.content : undefined) : raw.text;
       // A chat message's content may be null (no answer: graded as one); a completion always has its text.
       if (!chat && typeof content !== 'string') throw badInput(where, `${field}.text" must be a string, got ${quote(content)}`);
+      // Another value (a number, an object) was graded as an empty answer: a wrong one, silently.
+      if (chat && content !== null && content !== undefined && typeof content !== 'string') {
+        throw badInput(where, `${field}.message.content" must be a string or null, got ${quote(content)}`);
+      }
       if (raw.finish_reason !== undefined && raw.finish_reason !== null && typeof raw.finish_reason !== 'string') {
         throw badInput(where, `${field}.finish_reason" must be a string or null, got ${quote(raw.finish_reason)}`);
       }
@@ -156,6 +168,12 @@ export async function gradeBatchOutput(text: string, name: string, plan: Plan, p
       const input = chat && Array.isArray(prompt.messages) ? (prompt.messages as unknown[]) : (promptText(prompt, options.promptField) ?? null);
       pending.push({ row: r, item: { rollout_id: r.rollout_id, prompt_id: g.prompt_id, prompt, response, finish_reason: outcome.written, input } });
     });
+    // Choices the server left out (a body with "choices": []) are aborted, as before; the summary
+    // now counts them and says where the first was.
+    if (present.size < g.n) {
+      missingChoices += g.n - present.size;
+      firstMissing ??= where;
+    }
     abortAll(g, present);
   }
 
@@ -168,7 +186,7 @@ export async function gradeBatchOutput(text: string, name: string, plan: Plan, p
   return {
     results,
     summary: {
-      requests: lines, failed_requests: failed, first_error: firstError, missing_groups: groups.size - seen.size, planned,
+      requests: lines, failed_requests: failed, first_error: firstError, missing_groups: groups.size - seen.size, missing_choices: missingChoices, first_missing_choices: firstMissing, planned,
       rollouts: graded.length, aborted: results.length - graded.length,
       tokens: known.reduce((s, r) => s + r.tokens!, 0), tokens_unknown: results.length - known.length,
       mean_reward: rewards.length === 0 ? null : Math.round((rewards.reduce((s, x) => s + x, 0) / rewards.length) * 1e4) / 1e4,
@@ -186,6 +204,7 @@ export function gradeSummaryLine(s: GradeSummary): string {
     `mean reward ${s.mean_reward ?? '-'}`,
   ];
   if (s.missing_groups > 0) parts.push(`${s.missing_groups} plan groups have no line in the batch output (nothing written for them)`);
+  if (s.missing_choices > 0) parts.push(`${s.missing_choices} choices missing from their answers (written as abort; first: ${s.first_missing_choices})`);
   if (Object.keys(s.finish_reasons).length > 0) parts.push(`server finish reasons: ${describeFinishCounts(s.finish_reasons)}`);
   return parts.join(', ');
 }

@@ -4,7 +4,7 @@ import { collidingHashes, fnv1a, firstRepeat } from '../math/hash.js';
 import { noteIdCheck } from '../plan/checked-ids.js';
 import { CHUNK_BYTES, lineChunks } from './chunks.js';
 import { eachFlatJsonl, eachFlatJsonlText, NUMBER, STRING, valueOf, type FlatFields } from './flat-scan.js';
-import { field } from './jsonl.js';
+import { field, MAX_STORED_TEXT } from './jsonl.js';
 
 /**
  * Checks one candidate's fields (a prompts line, a service request's candidate) and returns
@@ -136,7 +136,7 @@ function plainCandidate(f: FlatFields): Candidate | undefined {
     const kind = f.kinds[k];
     const number = f.numbers[k]!;
     if (key === 'id' || key === 'group') {
-      if (kind !== STRING || f.strings[k] === '') return undefined;
+      if (kind !== STRING || f.strings[k] === '' || f.strings[k]!.length > MAX_STORED_TEXT) return undefined;
       if (key === 'id') id = true;
     } else if (key === 'prompt_tokens' || key === 'max_tokens') {
       if (kind !== NUMBER || !Number.isSafeInteger(number) || number < (key === 'max_tokens' ? 1 : 0)) return undefined;

@@ -3,7 +3,7 @@ import { badInput, quote, RolloutBudgetError } from '../errors.js';
 import { MAX_STEP } from '../posterior/decay.js';
 import { checkReadable, fileDigest, lineChunks, sha256 } from './chunks.js';
 import { compact, eachFlatJsonl, eachFlatJsonlText, FALSE, NUMBER, STRING, TRUE, type FlatFields } from './flat-scan.js';
-import { field } from './jsonl.js';
+import { field, MAX_STORED_TEXT } from './jsonl.js';
 
 /** One rollout outcome, as `observe` applies it. */
 export interface RolloutResult {
@@ -203,7 +203,7 @@ function plainResult(f: FlatFields, line: number, sink: Sink): boolean {
     const text = kind === STRING ? f.strings[k]! : '';
     switch (key) {
       case 'prompt_id':
-        if (text === '') return false;
+        if (text === '' || text.length > MAX_STORED_TEXT) return false;
         prompt_id = text;
         break;
       case 'step':
@@ -223,7 +223,7 @@ function plainResult(f: FlatFields, line: number, sink: Sink): boolean {
         break;
       case 'rollout_id':
       case 'group':
-        if (text === '') return false;
+        if (text === '' || text.length > MAX_STORED_TEXT) return false;
         if (key === 'group') group = text;
         else rollout_id = text;
         break;

@@ -2,6 +2,7 @@ import { RolloutBudgetError, badInput, quote, withFieldNames } from '../errors.j
 import { batchOf, checkCandidate, parseResults, type ResultBatch } from '../io/formats.js';
 import { MAX_JSON_DEPTH, nestedDeeperThan, parseJson, storedTextProblem } from '../io/jsonl.js';
 import { MAX_N_LIMIT } from '../plan/limits.js';
+import { MAX_STEP } from '../posterior/decay.js';
 import { resolvePlanOptions, type PlanOptionsInput } from '../plan/options.js';
 import type { Registries } from '../plan/planner.js';
 import type { Budget, Candidate } from '../plan/types.js';
@@ -192,18 +193,23 @@ export function promptQueryOf(query: URLSearchParams): { candidate: Partial<Cand
   const options: PlanOptionsInput = {};
   for (const key of query.keys()) {
     if (!['group', 'max_tokens', 'step'].includes(key)) throw badInput(`query.${key}`, `unknown parameter ${quote(key)}; expected group, max_tokens, step`);
+    // ?step=1&step=2 took the first silently.
+    if (query.getAll(key).length > 1) throw badInput(`query.${key}`, `must be given once, got ${query.getAll(key).length} values: ${query.getAll(key).map(quote).join(', ')}`);
   }
-  const intParam = (k: string, min: number): number | undefined => {
+  const intParam = (k: string, min: number, max = Number.MAX_SAFE_INTEGER): number | undefined => {
     const raw = query.get(k);
     if (raw === null) return undefined;
-    if (!/^\d+$/.test(raw) || !Number.isSafeInteger(Number(raw)) || Number(raw) < min) throw badInput(`query.${k}`, `must be an integer ≥ ${min}, got ${quote(raw)}`);
+    if (!/^\d+$/.test(raw) || !Number.isSafeInteger(Number(raw)) || Number(raw) < min || Number(raw) > max) {
+      throw badInput(`query.${k}`, `must be an integer from ${min} to ${max}, got ${quote(raw)}`);
+    }
     return Number(raw);
   };
   const group = query.get('group');
   if (group !== null) candidate.group = str('query.group', group);
   const maxTokens = intParam('max_tokens', 1);
   if (maxTokens !== undefined) candidate.max_tokens = maxTokens;
-  const step = intParam('step', 0);
+  // The planner's largest step (its decay counts steps): above it was a 400 naming options.step, a field never sent.
+  const step = intParam('step', 0, MAX_STEP);
   return { candidate, options: step === undefined ? options : { step } };
 }
 

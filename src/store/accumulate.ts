@@ -174,8 +174,12 @@ export class EvidenceAccumulator {
   }
 }
 
-/** An observe's summary, with its warnings when there are any: results far behind the state's last step `before` (behindWarning). */
-export function summaryOf(summary: ObserveSummary, newest: number | null, before: number | null, decay: DecayOptions): ObserveSummary {
+/**
+ * An observe's summary, with its warnings when there are any: results far behind the state's
+ * last step `before` (behindWarning), then `more` (the batch's repeats: BatchClaims.warnings).
+ */
+export function summaryOf(summary: ObserveSummary, newest: number | null, before: number | null, decay: DecayOptions, more: readonly string[] = []): ObserveSummary {
   const behind = newest === null ? undefined : behindWarning('results', newest, before, decay);
-  return behind === undefined ? summary : { ...summary, warnings: [behind] };
+  const warnings = [...(behind === undefined ? [] : [behind]), ...more];
+  return warnings.length === 0 ? summary : { ...summary, warnings };
 }

@@ -1,4 +1,4 @@
-import { badInput, quote } from '../errors.js';
+import { quote } from '../errors.js';
 import { batchKey, type ResultChunk, type ResultTaker } from '../io/results.js';
 import type { EvidenceAccumulator } from './accumulate.js';
 
@@ -25,6 +25,25 @@ export const ALL_CLAIMED = Symbol('all claimed');
 export class BatchClaims {
   /** Whether the batch's keyless rollouts are new: undefined until one is met. */
   private keylessNew: boolean | undefined;
+
+  /**
+   * How many of the batch's rollouts without a rollout_id were taken for a batch observed
+   * before (the same batch, or one with the same content: keyless rollouts are known by it):
+   * each counts as a duplicate, and the summary warns (keylessRepeatWarning).
+   */
+  private repeatedKeyless = 0;
+
+  /** Rollouts repeating the rollout_id of another prompt's within their chunk (crossPromptRepeats), and the first. */
+  private crossPrompt = 0;
+  private firstCrossPrompt: string | undefined;
+
+  /** The summary's warnings about the batch's repeats: keylessRepeatWarning, crossPromptWarning. */
+  warnings(): string[] {
+    return [
+      ...(this.repeatedKeyless > 0 ? [keylessRepeatWarning(this.repeatedKeyless)] : []),
+      ...(this.crossPrompt > 0 ? [crossPromptWarning(this.crossPrompt, this.firstCrossPrompt!)] : []),
+    ];
+  }
   /** The last request asked for the batch key. */
   private asked = false;
   /** The taker left a result of the chunk being read in it: it leaves the rest too. */
@@ -59,7 +78,13 @@ export class BatchClaims {
     let distinct = 0;
     for (let i = 0; i < claim.length; i++) if (distinct === 0 || claim[i] !== claim[distinct - 1]) claim[distinct++] = claim[i]!;
     this.repeats = distinct < claim.length ? claim : undefined;
-    if (this.repeats !== undefined) checkRepeatedIds(chunk);
+    if (this.repeats !== undefined) {
+      const cross = crossPromptRepeats(chunk);
+      if (cross !== undefined) {
+        this.crossPrompt += cross.count;
+        this.firstCrossPrompt ??= cross.first;
+      }
+    }
     claim.length = distinct;
     return { claim, ...(legacy === undefined ? {} : { legacy }) };
   }
@@ -82,8 +107,14 @@ export class BatchClaims {
     for (let k = 0; k < results.length; k++) {
       const r = results[k]!;
       if (r.finish_reason === 'abort') acc.abort();
-      else if (r.rollout_id !== undefined ? taken === undefined || taken.delete(chunk.key(k)) : this.keylessNew === true) acc.add(r);
-      else acc.duplicate();
+      else if (r.rollout_id !== undefined) {
+        if (taken === undefined || taken.delete(chunk.key(k))) acc.add(r);
+        else acc.duplicate();
+      } else if (this.keylessNew === true) acc.add(r);
+      else {
+        acc.duplicate();
+        this.repeatedKeyless++;
+      }
     }
     this.holding = false;
   }
@@ -103,22 +134,28 @@ export class BatchClaims {
       }
       if (r.finish_reason === 'abort') acc.abort();
       else if (this.keylessNew) acc.add(r);
-      else acc.duplicate();
+      else {
+        acc.duplicate();
+        this.repeatedKeyless++;
+      }
       return true;
     };
   }
 }
 
 /**
- * A rollout_id repeated within a chunk on another prompt is an error: a producer numbering
- * each group's rollouts 0..n−1 gave every prompt the same ids, and observe kept the first
- * prompt's rollouts and counted every other prompt's as duplicates (396 of 400 dropped, exit 0).
- * The same id on the same prompt stays a duplicate (a line written twice). Runs only when a
- * chunk repeats a key.
+ * Rollouts of a chunk whose rollout_id an earlier rollout of the chunk, of another prompt, has:
+ * a producer numbering each group's rollouts 0..n−1 gave every prompt the same ids, and observe
+ * kept the first prompt's rollouts and counted every other prompt's as duplicates (396 of 400),
+ * saying nothing. They are still duplicates (a rollout id names one rollout); the summary warns
+ * (crossPromptWarning). Looked for only within a chunk, and only when the chunk repeats a key:
+ * ids kept across a whole batch would cost a map of them all.
  */
-function checkRepeatedIds(chunk: ResultChunk): void {
+function crossPromptRepeats(chunk: ResultChunk): { count: number; first: string } | undefined {
   const first = new Map<string, number>();
   const { results } = chunk;
+  let count = 0;
+  let firstText: string | undefined;
   for (let k = 0; k < results.length; k++) {
     const id = results[k]!.rollout_id;
     if (id === undefined || results[k]!.finish_reason === 'abort') continue;
@@ -128,7 +165,27 @@ function checkRepeatedIds(chunk: ResultChunk): void {
       continue;
     }
     if (results[j]!.prompt_id === results[k]!.prompt_id) continue;
-    const at = (i: number) => (chunk.where === undefined ? '' : ` (${chunk.where(i)})`);
-    throw badInput(chunk.where?.(k) ?? 'results', `"rollout_id" ${quote(id)} of prompt ${quote(results[k]!.prompt_id)} is already the id of a rollout of prompt ${quote(results[j]!.prompt_id)}${at(j)}: a rollout id names one rollout, so observe would count this one as that one's duplicate; make ids unique across prompts, e.g. "<step>/<prompt_id>#<j>"`);
+    count++;
+    if (firstText === undefined) {
+      const at = (i: number) => (chunk.where === undefined ? '' : ` (${chunk.where(i)})`);
+      firstText = `${quote(id)} of prompt ${quote(results[k]!.prompt_id)}${at(k)}, given to ${quote(results[j]!.prompt_id)}${at(j)}`;
+    }
   }
+  return count === 0 ? undefined : { count, first: firstText! };
+}
+
+/** The warning of rollouts counted as duplicates of another prompt's (crossPromptRepeats). */
+export function crossPromptWarning(count: number, first: string): string {
+  return `${count} rollouts repeat the rollout_id of a rollout of another prompt (the first: ${first}): counted as its duplicates, not applied; a rollout id names one rollout, so make ids unique across prompts, e.g. "<step>/<prompt_id>#<j>"`;
+}
+
+/**
+ * The warning of an observe whose rollouts without a rollout_id were all taken for a batch
+ * observed before. Such rollouts are known by the batch's content (a file's bytes, a request's
+ * JSON): a retry of the same batch is then not counted twice, but new results that happen to
+ * be the same (no step field, the same rewards as an earlier step) are not counted at all, and
+ * the answer only said "duplicates".
+ */
+export function keylessRepeatWarning(count: number): string {
+  return `${count} results without a rollout_id are a batch observed before (the same content: known by it), so they were not applied again; if they are new results, give each a rollout_id (or its step)`;
 }

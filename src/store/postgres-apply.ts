@@ -202,5 +202,5 @@ export async function applyIn(c: pg.PoolClient, s: string, source: ResultSource,
     last = up.rows[0]!.v;
   }
   const prompts = new Set(evidence.map((e) => e.prompt_id)).size;
-  return summaryOf({ applied: acc.applied, duplicates: acc.duplicates, aborted: acc.aborted, prompts, last_step: last }, top, before, decay);
+  return summaryOf({ applied: acc.applied, duplicates: acc.duplicates, aborted: acc.aborted, prompts, last_step: last }, top, before, decay, claims.warnings());
 }

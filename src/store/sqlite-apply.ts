@@ -149,7 +149,7 @@ export class SqliteWriter {
     }
     this.writeStates(ids, old, states as PromptState[]);
     if (last !== null && last !== before) this.setStep.run(String(last));
-    return summaryOf({ applied: acc.applied, duplicates: acc.duplicates, aborted: acc.aborted, prompts: ids.length, last_step: last }, newest, before, decay);
+    return summaryOf({ applied: acc.applied, duplicates: acc.duplicates, aborted: acc.aborted, prompts: ids.length, last_step: last }, newest, before, decay, claims.warnings());
   }
 }
 
