@@ -82,3 +82,12 @@ export function badInput(where: string, message: string): RolloutBudgetError {
 export function badOption(message: string, fields: readonly string[] = []): RolloutBudgetError {
   return new RolloutBudgetError('BAD_OPTION', message, 2, fields);
 }
+
+/**
+ * The IO_ERROR of a file that could not be read: `path: cannot read (CODE)`, and what a folder
+ * given for a file is (EISDIR said only the code).
+ */
+export function cannotRead(path: string, error: unknown): RolloutBudgetError {
+  const code = (error as NodeJS.ErrnoException).code ?? String(error);
+  return new RolloutBudgetError('IO_ERROR', `${path}: cannot read (${code === 'EISDIR' ? 'EISDIR: it is a folder, not a file' : code})`);
+}

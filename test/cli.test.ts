@@ -65,6 +65,13 @@ describe('CLI bad input: exit 2, one message with file:line, field and value, st
     r = await cli(['plan', '--prompts', w.prompts, '--state', w.state, '--budget-rollouts', '8']);
     expect(r.code).toBe(2);
     expect(r.stderr).toMatch(/prompts\.jsonl:2: "id" is 65537 characters long: at most 65536 are stored/);
+    // A folder for a file, or for the state: the code alone, or SQLite's "unable to open database file".
+    r = await cli(['plan', '--prompts', w.dir, '--state', w.state, '--budget-rollouts', '8']);
+    expect(r.stderr).toBe(`rollout-budget: ${w.dir}: cannot read (EISDIR: it is a folder, not a file)\n`);
+    writeFileSync(w.prompts, '{"id":"a"}\n');
+    r = await cli(['plan', '--prompts', w.prompts, '--state', w.dir, '--budget-rollouts', '8']);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toBe(`rollout-budget: ${w.dir}: cannot open the state database (unable to open database file: it is a folder; give the path of a state file, e.g. ${join(w.dir, 'rollout-budget.db')})\n`);
     // An empty file: an empty plan and a new state file, exit 0, before; loop ran its steps on nothing.
     writeFileSync(w.prompts, '\n');
     for (const args of [['plan', '--budget-rollouts', '8'], ['loop', '--budget-rollouts', '8', '--steps', '2', '--endpoint', 'http://127.0.0.1:9', '--model', 'm']]) {

@@ -170,11 +170,11 @@ describe('observe reads a results file in chunks, in one transaction', () => {
 
   it('names a results file that cannot be read before the state is opened: none is created', async () => {
     expect(() => fileResultSource(join(dir, 'missing.jsonl'), 'missing.jsonl')).toThrow(/missing\.jsonl: cannot read \(ENOENT\)/);
-    expect(() => fileResultSource(dir, dir)).toThrow(`${dir}: cannot read (EISDIR)`);
+    expect(() => fileResultSource(dir, dir)).toThrow(`${dir}: cannot read (EISDIR: it is a folder, not a file)`);
     const state = join(dir, 'not-made.db');
     const run = await cli(['observe', '--results', dir, '--state', state]);
     expect(run.code).toBe(2);
-    expect(run.stderr).toContain(`${dir}: cannot read (EISDIR)`);
+    expect(run.stderr).toContain(`${dir}: cannot read (EISDIR: it is a folder, not a file)`);
     expect(existsSync(state)).toBe(false);
   });
 });

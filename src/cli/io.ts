@@ -1,6 +1,6 @@
 import { closeSync, createReadStream, createWriteStream, openSync, realpathSync, renameSync, rmSync, statSync, writeSync } from 'node:fs';
 import { basename, dirname, join, resolve } from 'node:path';
-import { RolloutBudgetError } from '../errors.js';
+import { cannotRead, RolloutBudgetError } from '../errors.js';
 import { lazyRequire } from '../lazy.js';
 import { readText } from '../io/jsonl.js';
 import type { PlanChunk } from '../plan/byte-chunk.js';
@@ -135,7 +135,7 @@ export async function rereadable(path: string): Promise<{ path: string; done: ()
     copy = await spool(createReadStream(path), 'rollout-budget-input-', `the copy of ${path}`);
   } catch (error) {
     if (error instanceof RolloutBudgetError) throw error;
-    throw new RolloutBudgetError('IO_ERROR', `${path}: cannot read (${(error as NodeJS.ErrnoException).code ?? String(error)})`);
+    throw cannotRead(path, error);
   }
   return { path: copy, done: () => rmSync(dirname(copy), { recursive: true, force: true }) };
 }

@@ -1,6 +1,6 @@
 import type * as Crypto from 'node:crypto';
 import { closeSync, fstatSync, openSync, readSync } from 'node:fs';
-import { badInput, RolloutBudgetError } from '../errors.js';
+import { badInput, cannotRead, RolloutBudgetError } from '../errors.js';
 import { lazyRequire } from '../lazy.js';
 import { decodeUtf8, MAX_STRING_LENGTH, TOO_LONG } from './utf8.js';
 
@@ -25,7 +25,7 @@ function openOrThrow(path: string): number {
   try {
     fd = openSync(path, 'r');
   } catch (error) {
-    throw new RolloutBudgetError('IO_ERROR', `${path}: cannot read (${(error as NodeJS.ErrnoException).code ?? String(error)})`);
+    throw cannotRead(path, error);
   }
   try {
     refuseDevice(path, fstatSync(fd));
@@ -60,7 +60,7 @@ function eachPiece(path: string, size: number, take: (bytes: Buffer, length: num
       try {
         length = readSync(fd, buffer, 0, size, null);
       } catch (error) {
-        throw new RolloutBudgetError('IO_ERROR', `${path}: cannot read (${(error as NodeJS.ErrnoException).code ?? String(error)})`);
+        throw cannotRead(path, error);
       }
       if (length === 0) return;
       take(buffer, length);
@@ -79,7 +79,7 @@ export function checkReadable(path: string): void {
   try {
     readSync(fd, Buffer.allocUnsafe(1), 0, 1, 0);
   } catch (error) {
-    throw new RolloutBudgetError('IO_ERROR', `${path}: cannot read (${(error as NodeJS.ErrnoException).code ?? String(error)})`);
+    throw cannotRead(path, error);
   } finally {
     closeSync(fd);
   }
@@ -123,7 +123,7 @@ export function* lineChunks(path: string, name: string, chunkBytes = CHUNK_BYTES
       try {
         length = readSync(fd, buffer, filled, buffer.length - filled, null);
       } catch (error) {
-        throw new RolloutBudgetError('IO_ERROR', `${path}: cannot read (${(error as NodeJS.ErrnoException).code ?? String(error)})`);
+        throw cannotRead(path, error);
       }
       filled += length;
       const end = length === 0 ? filled : buffer.lastIndexOf(0x0a, filled - 1) + 1;

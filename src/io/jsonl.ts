@@ -1,5 +1,5 @@
 import { readFileSync, statSync } from 'node:fs';
-import { RolloutBudgetError, badInput, quote } from '../errors.js';
+import { RolloutBudgetError, badInput, cannotRead, quote } from '../errors.js';
 import { stepTooLarge } from '../posterior/decay.js';
 import { checkHint } from '../posterior/hints.js';
 import { refuseDevice } from './chunks.js';
@@ -25,8 +25,7 @@ export function readText(path: string): string {
     bytes = readFileSync(path);
   } catch (error) {
     if (error instanceof RolloutBudgetError) throw error;
-    const reason = (error as NodeJS.ErrnoException).code ?? String(error);
-    throw new RolloutBudgetError('IO_ERROR', `${path}: cannot read (${reason})`);
+    throw cannotRead(path, error);
   }
   return decodeUtf8(bytes, path);
 }

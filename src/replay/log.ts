@@ -1,6 +1,6 @@
 import { readdirSync, statSync } from 'node:fs';
 import { join } from 'node:path';
-import { RolloutBudgetError, badInput, badOption, quote } from '../errors.js';
+import { RolloutBudgetError, badInput, badOption, cannotRead, quote } from '../errors.js';
 import { lineChunks } from '../io/chunks.js';
 import { eachJsonl, field } from '../io/jsonl.js';
 import { SeenRollouts, addLogLine, requireStep, type VerlIds } from './log-lines.js';
@@ -57,7 +57,7 @@ export function logFiles(path: string): { files: string[]; skipped: string[] } {
   try {
     stat = statSync(path);
   } catch (error) {
-    throw new RolloutBudgetError('IO_ERROR', `${path}: cannot read (${(error as NodeJS.ErrnoException).code ?? String(error)})`);
+    throw cannotRead(path, error);
   }
   if (!stat.isDirectory()) return { files: [path], skipped: [] };
   const names = readdirSync(path).filter((n) => n.endsWith('.jsonl'));

@@ -1,3 +1,5 @@
+import { statSync } from 'node:fs';
+import { join } from 'node:path';
 import { RolloutBudgetError } from '../errors.js';
 
 /**
@@ -68,7 +70,9 @@ export function cannotOpen(where: string, error: unknown): RolloutBudgetError {
   // node-postgres's words when the server asks a password (SCRAM) and none was given.
   const why = /client password must be a string/.test(message)
     ? `${message}: the server wants a password for this role and none was given: put it in the URL (postgres://user:password@host/db) or in PGPASSWORD`
-    : message;
+    : /unable to open database file/.test(message) && statSync(where, { throwIfNoEntry: false })?.isDirectory() === true
+      ? `${message}: it is a folder; give the path of a state file, e.g. ${join(where, 'rollout-budget.db')}`
+      : message;
   return new RolloutBudgetError('STATE_ERROR', `${where}: cannot open the state database (${why})`);
 }
 
