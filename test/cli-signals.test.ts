@@ -87,3 +87,27 @@ describe('Ctrl-C while observe copies its results from a pipe', () => {
     child.stdin.destroy();
   }, 60_000);
 });
+
+describe('temp files a killed writer left', () => {
+  it('are removed by the next plan or backup of the same file, when their process is gone; a running one keeps its own', async () => {
+    const { cli } = await import('./cli-helpers.js');
+    const dir = tempDir('rb-stale-');
+    const prompts = join(dir, 'p.jsonl');
+    writeFileSync(prompts, '{"id":"a"}\n{"id":"b"}\n');
+    const out = join(dir, 'plan.json');
+    const copy = join(dir, 'copy.db');
+    // A pid no process has now: one that ran and ended.
+    const ended = spawn(process.execPath, ['-e', '0']);
+    await new Promise((resolve) => ended.on('exit', resolve));
+    const dead = ended.pid!;
+    const alive = spawn(process.execPath, ['-e', 'setTimeout(() => {}, 60000)']);
+    try {
+      for (const name of [`plan.json.tmp-${dead}`, `plan.json.tmp-${alive.pid}`, `copy.db.tmp-${dead}`, `copy.db.tmp-${dead}-journal`]) writeFileSync(join(dir, name), 'left by a kill -9');
+      expect((await cli(['plan', '--prompts', prompts, '--state', join(dir, 's.db'), '--budget-rollouts', '4', '--out', out])).code).toBe(0);
+      expect((await cli(['backup', '--state', join(dir, 's.db'), '--out', copy])).code).toBe(0);
+      expect(readdirSync(dir).filter((n) => n.includes('.tmp-')).sort()).toEqual([`plan.json.tmp-${alive.pid}`]);
+    } finally {
+      alive.kill();
+    }
+  });
+});

@@ -1,4 +1,4 @@
-import { closeSync, createReadStream, createWriteStream, openSync, realpathSync, renameSync, rmSync, statSync, writeSync } from 'node:fs';
+import { closeSync, createReadStream, createWriteStream, openSync, readdirSync, realpathSync, renameSync, rmSync, statSync, writeSync } from 'node:fs';
 import { basename, dirname, join, resolve } from 'node:path';
 import { cannotRead, RolloutBudgetError } from '../errors.js';
 import { lazyRequire } from '../lazy.js';
@@ -252,6 +252,37 @@ function relaySignals(): void {
   }
 }
 
+/**
+ * Removes the temp files a killed writer of `target` left beside it (`<target>.tmp-<pid>`, and a
+ * SQLite copy's `-journal`), those of processes no longer running: a `kill -9` during a plan or
+ * a backup left them for good (a 10⁶-prompt plan's is 100 to 260 MB). A process still running
+ * (another writer of the same file) keeps its own. Best effort: what cannot be removed stays.
+ */
+export function removeStaleTemps(target: string): void {
+  const dir = dirname(target);
+  const prefix = `${basename(target)}.tmp-`;
+  let names: string[];
+  try {
+    names = readdirSync(dir).filter((n) => n.startsWith(prefix));
+  } catch {
+    return;
+  }
+  for (const name of names) {
+    const pid = Number(/^(\d+)(?:-journal)?$/.exec(name.slice(prefix.length))?.[1]);
+    if (!Number.isSafeInteger(pid) || pid <= 0 || pid === process.pid || isRunning(pid)) continue;
+    rmSync(join(dir, name), { force: true });
+  }
+}
+
+function isRunning(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === 'EPERM'; // there, another user's
+  }
+}
+
 /** Writes to stdout for '-', else atomically (temp file + rename): never a partial file. */
 export function writeOutput(io: CliIo, path: string, text: string): void {
   writeChunks(io, path, [text]);
@@ -275,6 +306,7 @@ export function writeChunks(io: CliIo, path: string, chunks: Iterable<PlanChunk>
   try {
     const target = outputTarget(path);
     tmp = target.atomic ? `${target.path}.tmp-${process.pid}` : undefined;
+    if (tmp !== undefined) removeStaleTemps(target.path);
     const made = tmp;
     if (made !== undefined) forget = onEndingSignal(() => rmSync(made, { force: true }));
     fd = openSync(tmp ?? target.path, 'w');

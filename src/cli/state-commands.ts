@@ -20,7 +20,7 @@ import { isPostgresUrl, redactUrl } from '../store/url.js';
 import type { ObserveSummary, Store } from '../store/types.js';
 import type { AsyncAllocator } from '../service/async-allocator.js';
 import type { AsyncStore } from '../store/async.js';
-import { checkOutput, onEndingSignal, outputTarget, rereadable, writeChunks, type CliIo } from './io.js';
+import { checkOutput, onEndingSignal, outputTarget, removeStaleTemps, rereadable, writeChunks, type CliIo } from './io.js';
 import { isNewStateFile, openCreated, removeStateFile, stillEmpty } from './new-state.js';
 import { readPrompts } from './prompts-input.js';
 import { budgetFrom, planOptionsFrom, type SharedFlags } from './options.js';
@@ -232,6 +232,7 @@ export async function backupCommand(io: CliIo, opts: { state: string; out: strin
   }
   const tmp = `${target}.tmp-${process.pid}`;
   rmSync(tmp, { force: true });
+  removeStaleTemps(target);
   try {
     closeSync(openSync(tmp, 'wx')); // VACUUM INTO takes an empty file; made first, so a folder it cannot write is named as such
   } catch (error) {
