@@ -7,7 +7,9 @@ export function intArg(min: number, max = Number.MAX_SAFE_INTEGER): (value: stri
   return (value) => {
     const n = Number(value);
     if (!/^-?\d+$/.test(value.trim()) || !Number.isSafeInteger(n) || n < min || n > max) {
-      throw new InvalidArgumentError(max === Number.MAX_SAFE_INTEGER ? `must be an integer ≥ ${min}, got "${value}"` : `must be an integer from ${min} to ${max}, got "${value}"`);
+      // An integer past 2^53 − 1 read as "must be an integer ≥ 0": say where the range ends.
+      const beyond = /^\d+$/.test(value.trim()) && !Number.isSafeInteger(n) ? ' (at most 2^53 − 1 = 9007199254740991)' : '';
+      throw new InvalidArgumentError(max === Number.MAX_SAFE_INTEGER ? `must be an integer ≥ ${min}${beyond}, got "${value}"` : `must be an integer from ${min} to ${max}, got "${value}"`);
     }
     return n;
   };

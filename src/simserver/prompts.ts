@@ -19,7 +19,11 @@ export function parseSimPrompts(text: string, name: string, field = 'prompt'): S
       const user = [...(value.messages as { role?: unknown; content?: unknown }[])].reverse().find((m) => m?.role === 'user');
       if (typeof user?.content === 'string') body = user.content;
     }
-    if (body === undefined) throw badInput(where, `needs a ${quote(field)} string or "messages" with a user message, got neither${promptFieldHint(value as Candidate, field)}`);
+    if (body === undefined) {
+      // A field there but not a string ("prompt": 5) is named with its value.
+      const got = value[field] !== undefined ? `${quote(field)} ${quote(value[field])}` : 'neither';
+      throw badInput(where, `needs a ${quote(field)} string or "messages" with a user message, got ${got}${promptFieldHint(value as Candidate, field)}`);
+    }
     const gt = value.ground_truth;
     if (typeof gt !== 'string' && typeof gt !== 'number') throw badInput(where, `"ground_truth" must be a string or number, got ${quote(gt)}`);
     const p = value.sim_pass_rate;

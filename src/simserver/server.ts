@@ -276,7 +276,7 @@ export class SimServer {
       if (user === undefined || typeof user.content !== 'string') return '"messages" needs a user message with string content';
       key = user.content;
     } else {
-      if (typeof body.prompt !== 'string') return '"prompt" must be a string';
+      if (typeof body.prompt !== 'string') return `"prompt" must be a string, got ${JSON.stringify(body.prompt) ?? 'nothing'}`;
       key = body.prompt;
       if (!this.byText.has(key)) {
         // A continuation: the longest known prompt that starts the text, then a partial response.

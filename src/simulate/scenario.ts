@@ -163,7 +163,7 @@ export function parseScenario(text: string, name: string, warnings?: string[]): 
     prompts,
     batch: num(name, o, 'batch', Math.min(d.batch, prompts), 1, prompts, true),
     steps: num(name, o, 'steps', d.steps, 1, 1e6, true),
-    seed: num(name, o, 'seed', d.seed, 0, 2 ** 31, true),
+    seed: num(name, o, 'seed', d.seed, 0, 2 ** 31 - 1, true),
     budget: { rollouts_per_prompt: num(`${name}: budget`, b, 'rollouts_per_prompt', d.budget.rollouts_per_prompt, 1, 1e4, true), tokens_per_prompt: tokensPerPrompt },
     difficulty,
     drift: {
