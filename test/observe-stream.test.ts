@@ -191,7 +191,9 @@ describe.skipIf(url === undefined)('observe --state postgres://', () => {
       expect(run.code, run.stderr).toBe(0);
       const sqlite = new SqliteStore(':memory:');
       const want = sqlite.apply(parseResults(text, file), defaultDecay);
-      expect(JSON.parse(run.stdout)).toEqual(want);
+      // The same counts and warnings; a file's warning names its lines (file:line), one parsed in memory cannot.
+      const unplaced = (summary: { warnings?: string[] }) => ({ ...summary, warnings: summary.warnings?.map((w) => w.replace(/ \([^()]*:\d+\)/g, '')) });
+      expect(unplaced(JSON.parse(run.stdout))).toEqual(unplaced(want));
       const store = await PostgresStore.connect(schemaUrl);
       try {
         for (const id of ['p0', 'p13', 'q500']) {
