@@ -1,5 +1,5 @@
 import { spawn } from 'node:child_process';
-import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync, utimesSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { stopSignals } from '../src/cli/signals.js';
@@ -102,10 +102,17 @@ describe('temp files a killed writer left', () => {
     const dead = ended.pid!;
     const alive = spawn(process.execPath, ['-e', 'setTimeout(() => {}, 60000)']);
     try {
-      for (const name of [`plan.json.tmp-${dead}`, `plan.json.tmp-${alive.pid}`, `copy.db.tmp-${dead}`, `copy.db.tmp-${dead}-journal`]) writeFileSync(join(dir, name), 'left by a kill -9');
+      const hourAgo = new Date(Date.now() - 3_600_000);
+      for (const name of [`plan.json.tmp-${dead}`, `plan.json.tmp-${alive.pid}`, `copy.db.tmp-${dead}`, `copy.db.tmp-${dead}-journal`]) {
+        writeFileSync(join(dir, name), 'left by a kill -9');
+        utimesSync(join(dir, name), hourAgo, hourAgo);
+      }
+      // Kept: one written a moment ago (a writer on another host sharing the folder), and a folder of that name.
+      writeFileSync(join(dir, 'plan.json.tmp-999999'), 'another host\'s writer');
+      mkdirSync(join(dir, 'copy.db.tmp-999998'));
       expect((await cli(['plan', '--prompts', prompts, '--state', join(dir, 's.db'), '--budget-rollouts', '4', '--out', out])).code).toBe(0);
       expect((await cli(['backup', '--state', join(dir, 's.db'), '--out', copy])).code).toBe(0);
-      expect(readdirSync(dir).filter((n) => n.includes('.tmp-')).sort()).toEqual([`plan.json.tmp-${alive.pid}`]);
+      expect(readdirSync(dir).filter((n) => n.includes('.tmp-')).sort()).toEqual(['copy.db.tmp-999998', `plan.json.tmp-${alive.pid}`, 'plan.json.tmp-999999'].sort());
     } finally {
       alive.kill();
     }

@@ -129,7 +129,7 @@ describe('a plan\'s deadline', () => {
     try {
       const body = JSON.stringify({ candidates: [{ id: 'a' }, { id: 'b' }], budget: { rollouts: 8 } });
       const started = performance.now();
-      await expect(workers.plan(body, undefined, started - 1_500)).rejects.toMatchObject({ code: 'PLAN_TIMEOUT' });
+      await expect(workers.plan(body, undefined, started - 1_500)).rejects.toMatchObject({ code: 'PLAN_TIMEOUT', message: expect.stringMatching(/^plan: not started: 1\.5 s had passed since the request arrived/) });
       expect(performance.now() - started).toBeLessThan(500);
       expect(JSON.parse(await workers.plan(body, undefined, performance.now())).totals.rollouts).toBe(8);
     } finally {

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import shlex
 import subprocess
 
 from .command import cli_command
@@ -74,10 +75,22 @@ def resume_from_copy(settings, copy, folder):
     steps after the checkpoint, logs the commands that put it back. Nothing has the state open
     when no ``-wal`` or ``-shm`` is beside it after `inspect` read it: SQLite removes them when
     its last connection closes (those a crash left, too), so they stay only while a process (a
-    service) has it open. Returns what was done: ``"restored"``, ``"same"``, ``"warned"``, or
-    None (no copy, a new run)."""
+    service) has it open. Returns what was done: ``"restored"``, ``"same"``, ``"warned"``,
+    ``"failed"`` (a copy that could not be read or put back: logged, the state kept), or None
+    (no copy, a new run)."""
     if not os.path.exists(copy):
         return None
+    try:
+        return _resume_from_copy(settings, copy, folder)
+    except (OSError, RolloutBudgetError, subprocess.TimeoutExpired, ValueError, KeyError) as error:
+        # A copy that cannot be read (cut short, not a state) or put back: the run goes on with
+        # the state as it is, as after a checkpoint without a copy.
+        _log.error("rollout-budget: resumed from %s: its copy of the state %s could not be used (%s): the state is kept as it is",
+                   folder, copy, error)
+        return "failed"
+
+
+def _resume_from_copy(settings, copy, folder):
     state = settings.backup_state
     at_copy = _last_step(copy)
     if state is not None and os.path.exists(state):
@@ -96,5 +109,5 @@ def resume_from_copy(settings, copy, folder):
         "rollout-budget: resumed from %s, whose copy of the state (%s) holds the results up to step %s; the state in use "
         "may also hold the first run's later steps. To resume it exactly, stop what serves it, run `rollout-budget backup "
         "--state %s --out %s` (after a crash, remove %s-wal and %s-shm first) and start it again (docs/trainers.md, "
-        "Resuming a run from a checkpoint)", folder, copy, at_copy, copy, where, where, where)
+        "Resuming a run from a checkpoint)", folder, copy, at_copy, shlex.quote(copy), shlex.quote(where), where, where)
     return "warned"

@@ -13,7 +13,7 @@ so settings come from a mapping (verl: the `rollout_budget` section of the train
 | multiple_of | ROLLOUT_BUDGET_MULTIPLE_OF | Σ n a multiple of this; default: what the trainer needs (its workers) |
 | pass_threshold | ROLLOUT_BUDGET_PASS_THRESHOLD | when set, every reward counts as a pass (1) above this and a fail (0) otherwise, for rewards outside [0, 1] such as DAPO's ±1 or a judge's 0–10; default: none (rewards are taken as they are, and one outside [0, 1] is an error) |
 | options | ROLLOUT_BUDGET_OPTIONS | plan options as a JSON object, e.g. {"min_n": 2, "max_n": 32, "skip": true}; `multiple_of` there is the setting above |
-| timeout_s | ROLLOUT_BUDGET_TIMEOUT_S | seconds a request waits for the service's answer (default 60; above the service's --plan-timeout-s for large plans); for a state path, the child `serve --stdio` that gives none in time is stopped (the next request starts it again) |
+| timeout_s | ROLLOUT_BUDGET_TIMEOUT_S | seconds a request waits for the service's answer (default 60; above the service's --plan-timeout-s for large plans); for a state path only when set: the child `serve --stdio` that gives none in time is stopped (the next request starts it again) |
 | backup_state | ROLLOUT_BUDGET_BACKUP_STATE | the SQLite state file the service serves (its `serve --state`), copied into each trainer checkpoint (verl: `<default_local_dir>/global_step_<N>/rollout-budget.db`); default: `url` when that is a SQLite state path, else none; `none` turns it off |
 """
 
@@ -37,9 +37,11 @@ class Settings:
     """Resolved integration settings (see the module doc)."""
 
     def __init__(self, url=None, token=None, budget_rollouts=None, budget_tokens=None, multiple_of=None, pass_threshold=None, options=None,
-                 timeout_s=DEFAULT_TIMEOUT_S, backup_state=None):
+                 timeout_s=None, backup_state=None):
         self.url = url
-        self.timeout_s = timeout_s
+        #: Whether timeout_s was given (else the HTTP default; a child serve --stdio then has none).
+        self.timeout_set = timeout_s is not None
+        self.timeout_s = DEFAULT_TIMEOUT_S if timeout_s is None else timeout_s
         self.token = token
         self.budget_rollouts = budget_rollouts
         self.budget_tokens = budget_tokens
@@ -66,7 +68,9 @@ class Settings:
             raise ValueError("rollout_budget: set url (ROLLOUT_BUDGET_URL) to the service's http://host:port or a state path")
         if is_service_url(self.url):
             return connect(self.url, token=self.token, timeout=self.timeout_s)
-        return connect(self.url, timeout=self.timeout_s)
+        # A child serve --stdio has no limit unless one is set: an observe may wait its turn for
+        # another writer's lock (ROLLOUT_BUDGET_LOCK_TIMEOUT_S, 300 s), past the 60 s default.
+        return connect(self.url, timeout=self.timeout_s if self.timeout_set else None)
 
     def reward_of(self, value, where):
         """A reward in [0, 1] for observe: pass (1) or fail (0) against pass_threshold when it is
@@ -143,6 +147,6 @@ def settings_from(mapping=None, environ=None):
         multiple_of=None if raw["multiple_of"] is None else _int("multiple_of", raw["multiple_of"]),
         pass_threshold=None if raw["pass_threshold"] is None else float(raw["pass_threshold"]),
         options=None if options is None else {str(k): v for k, v in options.items()},
-        timeout_s=DEFAULT_TIMEOUT_S if raw["timeout_s"] is None else _seconds("timeout_s", raw["timeout_s"]),
+        timeout_s=None if raw["timeout_s"] is None else _seconds("timeout_s", raw["timeout_s"]),
         backup_state=raw["backup_state"],
     )

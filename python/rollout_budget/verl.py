@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import math
 import os
+import time
 
 from .checkpoint import CHECKPOINT_COPY, check_copies, copy_state, resume_from_copy
 from .config import settings_from
@@ -120,8 +121,9 @@ def expand_batch(trainer, batch):
     step = int(trainer.global_steps)
     if adapter.observed_step == step - 1:
         # A checkpoint of the last step saved without our copy (an ESI expiration, which we do
-        # not foresee): the state holds exactly the results up to it, observed by this run.
-        copy_into_checkpoint(trainer, adapter.settings, step - 1, only_if_saved=True)
+        # not foresee): the state holds exactly the results up to it, observed by this run. A
+        # folder of that name older than that observe is an earlier run's: left alone.
+        copy_into_checkpoint(trainer, adapter.settings, step - 1, only_if_saved=True, since=adapter.observed_at)
     return adapter.expand(batch, step=step)
 
 
@@ -131,6 +133,7 @@ def observe_batch(trainer, batch):
     adapter = adapter_for(trainer)
     summary = adapter.observe(batch)
     adapter.observed_step = int(trainer.global_steps)
+    adapter.observed_at = time.time()
     if _saves_checkpoint(trainer):
         copy_into_checkpoint(trainer, adapter.settings, int(trainer.global_steps))
     return summary
@@ -157,15 +160,18 @@ def _checkpoint_folder(trainer, step):
     return os.path.join(os.path.abspath(str(root)), "global_step_%d" % step)
 
 
-def copy_into_checkpoint(trainer, settings, step, only_if_saved=False):
+def copy_into_checkpoint(trainer, settings, step, only_if_saved=False, since=None):
     """Copies the state (``settings.backup_state``) to `step`'s checkpoint folder as
     CHECKPOINT_COPY (checkpoint.copy_state); with `only_if_saved`, only into a folder verl has
-    saved that has no copy yet. Returns the backup's summary, or None when nothing was copied."""
+    saved that has no copy yet (and, with `since`, changed since that time). Returns the
+    backup's summary, or None when nothing was copied."""
     folder = _checkpoint_folder(trainer, step) if step >= 1 else None
     if settings.backup_state is None or folder is None:
         return None
     out = os.path.join(folder, CHECKPOINT_COPY)
     if only_if_saved and (not os.path.isdir(folder) or os.path.exists(out)):
+        return None
+    if since is not None and os.path.getmtime(folder) < since - 1:
         return None
     return copy_state(settings, out, "step %d" % step)
 
@@ -204,8 +210,9 @@ class VerlAdapter:
         self.multiple_of = multiple_of
         self.settings = settings if settings is not None else settings_from({}, environ={})
         self.last_plan = None
-        #: The step whose results this run observed last (observe_batch), or None.
+        #: The step whose results this run observed last (observe_batch), or None, and when.
         self.observed_step = None
+        self.observed_at = None
 
     def prompt_ids(self, batch):
         """Each row's stable prompt id (extra_info["index"] with data_source, else a hash of raw_prompt)."""

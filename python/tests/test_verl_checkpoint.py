@@ -14,6 +14,7 @@ import shutil
 import sqlite3
 import subprocess
 import tempfile
+import time
 import unittest
 from unittest import mock
 
@@ -92,6 +93,16 @@ class CopyIntoCheckpointsTest(CheckpointCase):
         rollouts.append(self.step(trainer))
         self.assertEqual(held(self.copy_of(3)), (sum(rollouts[:3]), 3))
         self.assertFalse(os.path.exists(os.path.join(self.ckpt, "global_step_4")))
+
+    def test_an_earlier_runs_checkpoint_folder_without_a_copy_is_left_alone(self):
+        # A new run (resume_mode disable) in a folder holding an older run's global_step_2.
+        old = os.path.join(self.ckpt, "global_step_2")
+        os.makedirs(old)
+        os.utime(old, (time.time() - 3600, time.time() - 3600))
+        trainer = self.trainer(self.state, save_freq=10, total=6)
+        for _ in range(3):
+            self.step(trainer)
+        self.assertEqual(os.listdir(old), [])
 
     def test_save_freq_off_or_backup_state_none_copies_nothing(self):
         for trainer in (self.trainer(self.state, save_freq=-1), self.trainer(self.state + "2", backup_state="none")):
@@ -190,6 +201,19 @@ class ResumeTest(CheckpointCase):
         self.assertEqual(done.returncode, 0, done.stderr)
         self.assertEqual(held(self.state)[1], 2)
         self.assertEqual(rollout_budget_verl.resume_state(resumed, settings), "same")
+
+    def test_a_copy_that_cannot_be_read_is_logged_and_the_state_kept(self):
+        self.first_run(crash=False)
+        before = held(self.state)
+        os.makedirs(os.path.join(self.ckpt, "global_step_3"))
+        with open(self.copy_of(3), "w") as f:
+            f.write("not a state")  # a copy cut short: the disk filled during the checkpoint
+        resumed = self.trainer(self.state, save_freq=2, total=6, global_steps=4)
+        settings = rollout_budget_verl.settings_from(resumed.config["rollout_budget"])
+        with self.assertLogs("rollout_budget", level="ERROR") as logs:
+            self.assertEqual(rollout_budget_verl.resume_state(resumed, settings), "failed")
+        self.assertIn("its copy of the state %s could not be used" % self.copy_of(3), logs.output[0])
+        self.assertEqual(held(self.state), before)
 
     def test_a_new_run_or_a_checkpoint_without_a_copy_changes_nothing(self):
         self.first_run(crash=False)

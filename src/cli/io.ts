@@ -1,4 +1,4 @@
-import { closeSync, createReadStream, createWriteStream, openSync, readdirSync, realpathSync, renameSync, rmSync, statSync, writeSync } from 'node:fs';
+import { closeSync, createReadStream, createWriteStream, lstatSync, openSync, readdirSync, realpathSync, renameSync, rmSync, statSync, writeSync } from 'node:fs';
 import { basename, dirname, join, resolve } from 'node:path';
 import { cannotRead, RolloutBudgetError } from '../errors.js';
 import { lazyRequire } from '../lazy.js';
@@ -254,9 +254,10 @@ function relaySignals(): void {
 
 /**
  * Removes the temp files a killed writer of `target` left beside it (`<target>.tmp-<pid>`, and a
- * SQLite copy's `-journal`), those of processes no longer running: a `kill -9` during a plan or
- * a backup left them for good (a 10⁶-prompt plan's is 100 to 260 MB). A process still running
- * (another writer of the same file) keeps its own. Best effort: what cannot be removed stays.
+ * SQLite copy's `-journal`): this user's plain files, of processes no longer running here,
+ * untouched for 10 minutes. A `kill -9` during a plan or a backup left them for good (a
+ * 10⁶-prompt plan's is 100 to 260 MB). A process still running (another writer of the same
+ * file) keeps its own. Best effort: what cannot be removed stays.
  */
 export function removeStaleTemps(target: string): void {
   const dir = dirname(target);
@@ -267,12 +268,25 @@ export function removeStaleTemps(target: string): void {
   } catch {
     return;
   }
+  const now = Date.now();
   for (const name of names) {
     const pid = Number(/^(\d+)(?:-journal)?$/.exec(name.slice(prefix.length))?.[1]);
     if (!Number.isSafeInteger(pid) || pid <= 0 || pid === process.pid || isRunning(pid)) continue;
-    rmSync(join(dir, name), { force: true });
+    try {
+      const path = join(dir, name);
+      const stat = lstatSync(path);
+      // A plain file of this user's, untouched for STALE_MS: a writer on another host sharing
+      // the folder (NFS), whose process this host cannot see, keeps writing its own.
+      if (!stat.isFile() || (process.getuid !== undefined && stat.uid !== process.getuid()) || now - stat.mtimeMs < STALE_MS) continue;
+      rmSync(path, { force: true });
+    } catch {
+      // best effort: what cannot be removed stays, and the command goes on
+    }
   }
 }
+
+/** How long a temp file must have been left untouched before removeStaleTemps takes it for a dead writer's. */
+const STALE_MS = 10 * 60_000;
 
 function isRunning(pid: number): boolean {
   try {

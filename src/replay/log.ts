@@ -52,7 +52,12 @@ const STEP_FILE = /^\d+\.jsonl$/;
  * lines to the steps they name, so it is left out and listed in `skipped` (a warning). A folder
  * with no step file is read whole, in name order.
  */
-export function logFiles(path: string): { files: string[]; skipped: string[] } {
+export function logFiles(path: string): string[] {
+  return logFolder(path).files;
+}
+
+/** logFiles, with the .jsonl files of a folder left out beside its step files (`skipped`). */
+export function logFolder(path: string): { files: string[]; skipped: string[] } {
   let stat;
   try {
     stat = statSync(path);
@@ -97,7 +102,7 @@ export async function loadLog(path: string, options: LoadOptions = {}): Promise<
  * file order, either way.
  */
 export async function readLog(path: string, options: LoadOptions = {}): Promise<ReadLog> {
-  const { files, skipped } = logFiles(path);
+  const { files, skipped } = logFolder(path);
   const left = skipped.length === 0 ? {} : { skipped };
   if (options.packed !== true && options.format !== 'visits') {
     const streamed = await streamLog(files, options);

@@ -26,10 +26,6 @@ export function niceStep(raw: number): number {
  * lo ≤ hi; a zero-width domain gets one tick. O(count).
  */
 /**
- * Ticks for a step axis: whole steps only. A short run's axis (one step: 0 to 1) had ticks at
- * 0.2, 0.4, ..., each written as a whole step: "0 0 0 1 1 1".
- */
-/**
  * The step axis's domain for steps `xs` (ascending): first to last; one step gets half a step
  * either side, so its marker sits mid-panel above its tick (it sat on the y axis, the axis
  * running on to the next step as if there were one).
@@ -40,6 +36,10 @@ export function stepDomain(xs: readonly number[]): [number, number] {
   return last > first ? [first, last] : [first - 0.5, first + 0.5];
 }
 
+/**
+ * Ticks for a step axis: whole steps only. A short run's axis (one step: 0 to 1) had ticks at
+ * 0.2, 0.4, ..., each written as a whole step: "0 0 0 1 1 1".
+ */
 export function stepTicks(lo: number, hi: number, count: number): number[] {
   const ticks = niceTicks(lo, hi, count).filter((v) => Number.isInteger(v));
   return ticks.length >= 2 ? ticks : [...new Set([Math.ceil(lo), Math.floor(hi)])];

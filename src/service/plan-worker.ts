@@ -76,11 +76,15 @@ export class PlanWorkers implements PlanRunner {
   plan(body: string, signal?: AbortSignal, arrivedMs?: number): Promise<string> {
     if (this.closing) return Promise.reject(new RolloutBudgetError('STATE_ERROR', 'the service is stopping: plan not started'));
     if (signal?.aborted === true) return Promise.reject(clientGone());
+    // From the request's arrival: the time its body took to come and be checked counts (a plan
+    // with a 3.3 s limit was answered after 4.85 s, the event loop busy with an observe). One
+    // past its deadline already is not sent to a thread (ending that thread would cost its start).
+    const spent = arrivedMs === undefined ? 0 : Math.max(0, performance.now() - arrivedMs);
+    if (spent >= this.options.timeoutMs) {
+      return Promise.reject(new RolloutBudgetError('PLAN_TIMEOUT', `plan: not started: ${(spent / 1000).toFixed(1)} s had passed since the request arrived (its body coming and being checked, the service busy), past the limit of ${this.options.timeoutMs / 1000} s (--plan-timeout-s); send it again, or raise the limit`));
+    }
     return new Promise<string>((resolve, reject) => {
       const job: Job = { id: this.nextId++, body, resolve, reject };
-      // From the request's arrival: the time its body took to come and be checked counts (a
-      // plan with a 3.3 s limit was answered after 4.85 s, the event loop busy with an observe).
-      const spent = arrivedMs === undefined ? 0 : Math.max(0, performance.now() - arrivedMs);
       job.timer = setTimeout(() => this.expire(job), Math.max(0, this.options.timeoutMs - spent));
       signal?.addEventListener('abort', () => {
         const k = job.slot === undefined ? this.queue.indexOf(job) : -1;
