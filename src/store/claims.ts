@@ -37,13 +37,6 @@ export class BatchClaims {
   private crossPrompt = 0;
   private firstCrossPrompt: string | undefined;
 
-  /** The summary's warnings about the batch's repeats: keylessRepeatWarning, crossPromptWarning. */
-  warnings(): string[] {
-    return [
-      ...(this.repeatedKeyless > 0 ? [keylessRepeatWarning(this.repeatedKeyless)] : []),
-      ...(this.crossPrompt > 0 ? [crossPromptWarning(this.crossPrompt, this.firstCrossPrompt!)] : []),
-    ];
-  }
   /** The last request asked for the batch key. */
   private asked = false;
   /** The taker left a result of the chunk being read in it: it leaves the rest too. */
@@ -53,6 +46,14 @@ export class BatchClaims {
 
   /** `batch.digest` is asked for only when a keyless rollout is met (a file's is read then). */
   constructor(private readonly batch: { readonly digest: string }) {}
+
+  /** The summary's warnings about the batch's repeats: keylessRepeatWarning, crossPromptWarning. */
+  warnings(): string[] {
+    return [
+      ...(this.repeatedKeyless > 0 ? [keylessRepeatWarning(this.repeatedKeyless)] : []),
+      ...(this.crossPrompt > 0 ? [crossPromptWarning(this.crossPrompt, this.firstCrossPrompt!)] : []),
+    ];
+  }
 
   /**
    * The lookups `settle(chunk)` needs: the keys to claim (the chunk's rollout ids and, at the
