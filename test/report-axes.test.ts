@@ -146,6 +146,17 @@ describe('the group-size chart\'s label of the most common n', () => {
     expect(label).not.toBeNull();
     expect(Number(label![1]) + label![2]!.length * 6.5).toBeLessThanOrEqual(right(bayes!));
   });
+
+  it('has whole group sizes on its axis (groups up to 25 read 2.5, 7.5, 12.5)', async () => {
+    const { histogramChart } = await import('../src/report/charts-alloc.js');
+    const sizes = new Array<number>(26).fill(0);
+    sizes[7] = 10;
+    sizes[25] = 1;
+    const svg = histogramChart([{ name: 'xrpo', groupSizes: sizes } as never]);
+    const ticks = [...svg.matchAll(/<text class="tick" x="[\d.]+" y="[\d.]+" text-anchor="middle">([^<]+)<\/text>/g)].map((m) => Number(m[1]));
+    expect(ticks.length).toBeGreaterThan(3);
+    for (const t of ticks) expect(Number.isInteger(t), String(t)).toBe(true);
+  });
 });
 
 describe('the budget chart of a short run', () => {

@@ -3,7 +3,7 @@ import { panelTitleOf } from './charts-steps.js';
 import { WIDTH, grid } from './multiples.js';
 import { asView, type ChartInput } from './series.js';
 import { solid } from './styles.js';
-import { Frame, axes, esc, figure, fx, legendRow, line, marker, niceCeil, niceDomain, niceTicks, panelTitle, percent, tickLabel, type SeriesStyle } from './svg.js';
+import { Frame, axes, esc, figure, fx, legendRow, line, marker, niceCeil, niceDomain, niceTicks, panelTitle, percent, stepTicks, tickLabel, type SeriesStyle } from './svg.js';
 
 /**
  * Share of groups at each n, one panel a policy on a shared n axis, each panel on its own
@@ -20,7 +20,8 @@ export function histogramChart(input: ChartInput): string {
   let maxN = 1;
   for (const s of sizes) s.forEach((c, n) => c > 0 && (maxN = Math.max(maxN, n)));
   const g = grid(view.names.length, { cols: 2, panelHeight: 92, gapX: 60 });
-  const xTicks = niceTicks(0, maxN, 8).filter((t) => t >= 1);
+  // Whole group sizes only: a group of 2.5 rollouts is not a thing (the axis read 2.5, 7.5, 12.5).
+  const xTicks = stepTicks(0, maxN, 8).filter((t) => t >= 1);
   if (xTicks[0] !== 1) xTicks.unshift(1);
   const panels = view.names.map((name, i) => {
     const counts = sizes[i]!;
