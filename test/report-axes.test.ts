@@ -147,6 +147,32 @@ describe('the group-size chart\'s label of the most common n', () => {
     expect(Number(label![1]) + label![2]!.length * 6.5).toBeLessThanOrEqual(right(bayes!));
   });
 
+  it('crosses no bar: above the bars it would run over, else on the other side (it wrote over the bars at n = 5 to 13)', async () => {
+    const { histogramChart } = await import('../src/report/charts-alloc.js');
+    const overlaps = (panel: string) => {
+      const t = /<text class="tick"( text-anchor="end")? x="([\d.]+)" y="([\d.]+)">((?:most common|every group)[^<]*)<\/text>/.exec(panel)!;
+      const width = t[4]!.length * 6.5;
+      const x0 = t[1] ? Number(t[2]) - width : Number(t[2]);
+      const [top, bottom] = [Number(t[3]) - 9, Number(t[3]) + 3];
+      return [...panel.matchAll(/<rect data-mark="1" x="([\d.]+)" y="([\d.]+)" width="([\d.]+)" height="([\d.]+)"/g)]
+        .map((m) => m.slice(1).map(Number))
+        .filter(([x, y, w, h]) => x! < x0 + width && x! + w! > x0 && y! < bottom && y! + h! > top);
+    };
+    // The one-epoch pool's bayes panel: the mode at n = 2 (13%), bars nearly as tall at n = 5 to 10.
+    const sizes = [0, 0, 130, 75, 35, 105, 108, 110, 105, 100, 95, 50, 20, 20, 10, 10, 8];
+    const svg = histogramChart([{ name: 'bayes', groupSizes: sizes } as never]);
+    const panel = svg.split('<g class="panel"')[1]!;
+    expect(panel).toContain('most common: n = 2');
+    expect(overlaps(panel)).toEqual([]);
+    // A mode at the axis's end with tall bars on its left only: the label still crosses none.
+    const end = new Array<number>(17).fill(0);
+    for (let n = 9; n <= 15; n++) end[n] = 90;
+    end[16] = 100;
+    const last = histogramChart([{ name: 'xrpo', groupSizes: end } as never]).split('<g class="panel"')[1]!;
+    expect(last).toContain('most common: n = 16');
+    expect(overlaps(last)).toEqual([]);
+  });
+
   it('has whole group sizes on its axis (groups up to 25 read 2.5, 7.5, 12.5)', async () => {
     const { histogramChart } = await import('../src/report/charts-alloc.js');
     const sizes = new Array<number>(26).fill(0);
@@ -156,6 +182,28 @@ describe('the group-size chart\'s label of the most common n', () => {
     const ticks = [...svg.matchAll(/<text class="tick" x="[\d.]+" y="[\d.]+" text-anchor="middle">([^<]+)<\/text>/g)].map((m) => Number(m[1]));
     expect(ticks.length).toBeGreaterThan(3);
     for (const t of ticks) expect(Number.isInteger(t), String(t)).toBe(true);
+  });
+});
+
+describe('x tick labels at the right edge of the page', () => {
+  it('stay on the page: a long last label ends at the frame (the cost chart\'s "15.0M" was cut)', async () => {
+    const { axes, Frame } = await import('../src/report/svg.js');
+    const { grid, WIDTH } = await import('../src/report/multiples.js');
+    const g = grid(2, { cols: 2, panelHeight: 260, gapX: 70 });
+    const b = g.boxes[1]!;
+    for (const max of [14_869_542, 32_768, 1]) {
+      const d = niceDomain(max, 5);
+      const f = new Frame(b.left, b.top, b.width, b.height, [0, d.hi], [0, 1]);
+      const svg = axes(f, { ticks: d.ticks, format: (v) => tickLabel(v, d.step) }, { ticks: [0, 1], format: String });
+      const labels = [...svg.matchAll(/<text class="tick" x="([\d.]+)" y="[\d.]+" text-anchor="(middle|end)">([^<]+)<\/text>/g)];
+      expect(labels.length).toBeGreaterThan(1);
+      for (const [, x, anchor, text] of labels) {
+        // 6.5 px a character: a generous width of an 11 px sans-serif label.
+        const width = text!.length * 6.5;
+        const right = anchor === 'end' ? Number(x) : Number(x) + width / 2;
+        expect(right, `${text} (max ${max})`).toBeLessThanOrEqual(WIDTH);
+      }
+    }
   });
 });
 

@@ -45,12 +45,8 @@ export function histogramChart(input: ChartInput): string {
     shares.forEach((v, n) => n > 0 && v > (shares[mode] ?? 0) && (mode = n));
     const only = shares.filter((v) => v > 0).length === 1;
     const label = only ? `every group at n = ${mode}` : `most common: n = ${mode} (${((shares[mode] ?? 0) * 100).toFixed(0)}%)`;
-    // Right of the bar, or left of it (text-anchor end) where the panel's edge would cut it: a
-    // bar at the largest n put "every group at n = 8" over the next panel's axis, or past the page.
-    const rightOf = f.sx(mode) + barW / 2 + 4;
-    const fits = rightOf + label.length * LABEL_CHAR_PX <= f.right;
-    const x = fits ? rightOf : f.sx(mode) - barW / 2 - 4;
-    const note = mode > 0 ? `<text class="tick"${fits ? '' : ' text-anchor="end"'} x="${fx(x)}" y="${fx(Math.max(f.top + 10, f.sy(shares[mode] ?? 0) + 10))}">${label}</text>` : '';
+    const at = mode > 0 ? modeLabelAt(f, shares, mode, barW, label) : undefined;
+    const note = at === undefined ? '' : `<text class="tick"${at.end ? ' text-anchor="end"' : ''} x="${fx(at.x)}" y="${fx(at.y)}">${label}</text>`;
     return `<g class="panel" data-panel="${esc(name)}">${axes(f, { ticks: xTicks, format: (v) => String(v), labels: g.isBottom(i) }, { ticks: yTicks, format: (v) => percent(v, (yTicks[1] ?? 1) - (yTicks[0] ?? 0)) })}`
       + `${panelTitle(f, panelTitleOf(view, name), name === view.defaultPolicy)}${bars.join('')}${note}</g>`;
   });
@@ -64,6 +60,39 @@ export function histogramChart(input: ChartInput): string {
 
 /** A generous width of one character of a tick label (11 px sans-serif), to keep a label within its panel. */
 const LABEL_CHAR_PX = 6.5;
+/** A tick label's height above its baseline, and below it. */
+const LABEL_ASCENT_PX = 9;
+const LABEL_DESCENT_PX = 3;
+
+/**
+ * Where the label of the most common n goes: right of its bar, or left of it (text-anchor end)
+ * where the panel's edge would cut it (a bar at the largest n put "every group at n = 8" over
+ * the next panel's axis, or past the page); just under the bar's top, or above every bar the
+ * text would cross (the mode at n = 2 wrote "most common" over the bars at n = 5 to 13, nearly
+ * as tall); where no side has room, at the panel's top right, anchored at its end.
+ */
+function modeLabelAt(f: Frame, shares: readonly number[], mode: number, barW: number, label: string): { x: number; y: number; end: boolean } {
+  const width = label.length * LABEL_CHAR_PX;
+  const under = Math.max(f.top + LABEL_ASCENT_PX + 1, f.sy(shares[mode] ?? 0) + 10);
+  const place = (x0: number, x1: number): number | undefined => {
+    if (x0 < f.left || x1 > f.right) return undefined;
+    // The tallest bar (other than the mode's) under the text's span.
+    let tallest = 0;
+    shares.forEach((v, n) => {
+      if (n > 0 && n !== mode && v > 0 && f.sx(n) + barW / 2 > x0 && f.sx(n) - barW / 2 < x1) tallest = Math.max(tallest, v);
+    });
+    if (!(tallest > 0) || under + LABEL_DESCENT_PX <= f.sy(tallest)) return under;
+    const above = f.sy(tallest) - LABEL_DESCENT_PX - 1;
+    return above - LABEL_ASCENT_PX >= f.top ? above : undefined;
+  };
+  const rightOf = f.sx(mode) + barW / 2 + 4;
+  const leftOf = f.sx(mode) - barW / 2 - 4;
+  const right = place(rightOf, rightOf + width);
+  if (right !== undefined) return { x: rightOf, y: right, end: false };
+  const left = place(leftOf - width, leftOf);
+  if (left !== undefined) return { x: leftOf, y: left, end: true };
+  return { x: f.right, y: f.top + LABEL_ASCENT_PX + 1, end: true };
+}
 
 const MIN_GROUPS = 5;
 

@@ -137,6 +137,9 @@ export interface AxisSpec {
   readonly labels?: boolean;
 }
 
+/** X tick labels this long or longer (half of them wider than the grid's 14 px right margin) end at the frame's right edge. */
+const END_ANCHORED_CHARS = 5;
+
 /** Gridlines, the axis lines, tick marks, tick labels and axis titles of a frame. */
 export function axes(f: Frame, x: AxisSpec, y: AxisSpec): string {
   const out: string[] = [];
@@ -149,7 +152,12 @@ export function axes(f: Frame, x: AxisSpec, y: AxisSpec): string {
     const px = fx(f.sx(t));
     out.push(`<line class="grid" x1="${px}" y1="${fx(f.top)}" x2="${px}" y2="${fx(f.bottom)}"/>`);
     out.push(`<line class="axis" x1="${px}" y1="${fx(f.bottom)}" x2="${px}" y2="${fx(f.bottom + 4)}"/>`);
-    if (x.labels !== false) out.push(`<text class="tick" x="${px}" y="${fx(f.bottom + 15)}" text-anchor="middle">${esc(x.format(t))}</text>`);
+    if (x.labels === false) continue;
+    const text = x.format(t);
+    // A long label on the frame's right edge ends there: centred, the last panel's "15.0M" ran
+    // past the page's margin and was cut.
+    const last = text.length >= END_ANCHORED_CHARS && Math.abs(f.sx(t) - f.right) < 0.5;
+    out.push(`<text class="tick" x="${last ? fx(f.right + 2) : px}" y="${fx(f.bottom + 15)}" text-anchor="${last ? 'end' : 'middle'}">${esc(text)}</text>`);
   }
   out.push(`<line class="axis" x1="${fx(f.left)}" y1="${fx(f.bottom)}" x2="${fx(f.right)}" y2="${fx(f.bottom)}"/>`);
   out.push(`<line class="axis" x1="${fx(f.left)}" y1="${fx(f.top)}" x2="${fx(f.left)}" y2="${fx(f.bottom)}"/>`);
