@@ -271,6 +271,12 @@ export const figureRuns: readonly FigureRun[] = [
       const t = printedTable(run.stdout);
       const r = (c: string) => ratioIn(t.get('bayes')?.get(c));
       expect(quoted(doc, /the same defaults give ([\d.]+× \/ [\d.]+× \/ [\d.]+×)/, 'the one-round figures')).toBe(`${r('effective ratio')}× / ${r('informative groups')}× / ${r('hard positives')}×`);
+      // "Rounds cost ...; in exchange informative groups go from <one round> to <two rounds>": the
+      // two-round figures are the headline's (checked against npm start), to two decimals.
+      const gain = /informative groups go from ([\d.]+)× to ([\d.]+)× and hard positives from ([\d.]+)× to ([\d.]+)×/.exec(flat(doc));
+      expect(gain, 'the rounds paragraph').not.toBeNull();
+      const headline = /effective-gradient ratio of ([\d.]+)×, informative groups of ([\d.]+)× and hard-prompt positives of ([\d.]+)×/.exec(flat(doc))!;
+      expect(gain!.slice(1, 5)).toEqual([r('informative groups'), Number(headline[2]).toFixed(2), r('hard positives'), Number(headline[3]).toFixed(2)]);
     },
   },
   // docs/cold-start.md's hint-quality table: the rows a shipped scenario gives as it is (issue 14).

@@ -92,7 +92,7 @@ describe('what the docs say about the CLI', () => {
     expect(wrong).toEqual([]);
   });
 
-  it('every flag table gives the default --help shows, and --help shows every default (plan, serve, ...)', () => {
+  it('every flag table gives the default --help shows, --help shows every default, and every flag of --help has a row (plan, serve, ...)', () => {
     let checked = 0;
     const wrong: string[] = [];
     for (const [file, text] of texts) {
@@ -105,9 +105,11 @@ describe('what the docs say about the CLI', () => {
           wrong.push(`${file}:${k + 1}: a flag table under no synopsis of a command`);
           return;
         }
+        const rows = new Set<string>();
         for (let j = k + 2; j < lines.length && lines[j]!.startsWith('|'); j++) {
           const [flagCell, defaultCell] = lines[j]!.split('|').slice(1, 3).map((c) => c.trim());
           const flags = [...flagCell!.matchAll(/`(--[\w-]+)`/g)].map((m) => m[1]!);
+          for (const flag of flags) rows.add(flag);
           const defaults = flags.length > 1 ? defaultCell!.split(/,\s*/) : [defaultCell!];
           flags.forEach((flag, i) => {
             const shown = help.get(command)!.get(flag);
@@ -119,6 +121,10 @@ describe('what the docs say about the CLI', () => {
             }
             checked++;
           });
+        }
+        // And the other way: every flag of --help has a row (plan's --model had none).
+        for (const flag of help.get(command)!.keys()) {
+          if (flag !== '--help' && !rows.has(flag)) wrong.push(`${file}:${k + 1}: the ${command} table has no row for ${flag}`);
         }
       });
     }

@@ -83,9 +83,19 @@ describe('plan limits', () => {
     expect(plan.allocations.map((a) => a.n)).toEqual([MAX_N_LIMIT, MAX_N_LIMIT]);
     expect(plan.warnings).toContain(`max_n ${Number.MAX_SAFE_INTEGER} is above the limit of ${MAX_N_LIMIT} rollouts a prompt: planned with max_n ${MAX_N_LIMIT}`);
     expect(plan.warnings).toContain(`a budget of ${Number.MAX_SAFE_INTEGER} rollouts is more than 2 prompts × max_n ${MAX_N_LIMIT} can use: planned with ${2 * MAX_N_LIMIT}`);
+    // Named as a field, so the CLI shows it as --min-n (it said "min_n must be at most 4096").
     expect(() => planStep(snapshot, [{ id: 'a' }], { rollouts: 10_000 }, { minN: 5_000, maxN: 6_000 }, registries)).toThrow(
-      new RolloutBudgetError('BAD_OPTION', `min_n must be at most ${MAX_N_LIMIT} (the most rollouts one prompt can get in a plan), got 5000`),
+      new RolloutBudgetError('BAD_OPTION', `min_n must be at most ${MAX_N_LIMIT} (the most rollouts one prompt can get in a plan), got 5000`, 2, ['min_n']),
     );
+  });
+
+  it('min_n above the default max_n, max_n not given: names min_n (it said "max_n must be an integer ≥ 100, got 64")', () => {
+    const snapshot = snapshotOf([], null);
+    expect(() => planStep(snapshot, [{ id: 'a' }], { rollouts: 1_000 }, { minN: 100 }, createRegistries())).toThrow(
+      new RolloutBudgetError('BAD_OPTION', "min_n 100 is above max_n's default of 64: give max_n too (at least 100)", 2, ['min_n', 'max_n']),
+    );
+    // Given, max_n below min_n is max_n's error, as before.
+    expect(() => planStep(snapshot, [{ id: 'a' }], { rollouts: 1_000 }, { minN: 100, maxN: 64 }, createRegistries())).toThrow('max_n must be an integer ≥ 100, got 64');
   });
 
   it('with both budgets neither is clamped (the greedy weighs each by its size), and plans under the limits get no warning', () => {

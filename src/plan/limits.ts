@@ -41,7 +41,7 @@ export function planLimits(
   multipleOf = 1,
 ): PlanLimits {
   if (minN > MAX_N_LIMIT) {
-    throw badOption(`min_n must be at most ${MAX_N_LIMIT} (the most rollouts one prompt can get in a plan), got ${minN}`);
+    throw badOption(`min_n must be at most ${MAX_N_LIMIT} (the most rollouts one prompt can get in a plan), got ${minN}`, ['min_n']);
   }
   const warnings: string[] = [];
   const n = Math.min(maxN, MAX_N_LIMIT);

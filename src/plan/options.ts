@@ -85,6 +85,10 @@ export function resolvePlanOptions(input: PlanOptionsInput = {}): PlanOptions {
     ...(input.multipleOf === undefined ? {} : { multipleOf: input.multipleOf }),
   };
   requireInt('min_n', options.minN, 1);
+  if (input.maxN === undefined && Number.isSafeInteger(options.maxN) && options.maxN < options.minN) {
+    // max_n was not given: name min_n, which was (it read "max_n must be an integer ≥ 5000, got 64").
+    throw badOption(`min_n ${options.minN} is above max_n's default of ${options.maxN}: give max_n too (at least ${options.minN})`, ['min_n', 'max_n']);
+  }
   requireInt('max_n', options.maxN, options.minN);
   requireInt('seed', options.seed, 0);
   if (options.step !== undefined) {
