@@ -1,5 +1,5 @@
 import { readFileSync, writeFileSync, existsSync } from 'node:fs';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import seedrandom from 'seedrandom';
 import { describe, expect, it } from 'vitest';
 import { LoggedRun, drawOutcomes, parseVisits, readText, type Plan } from '../src/index.js';
@@ -72,6 +72,12 @@ describe('CLI bad input: exit 2, one message with file:line, field and value, st
     r = await cli(['plan', '--prompts', w.prompts, '--state', w.dir, '--budget-rollouts', '8']);
     expect(r.code).toBe(2);
     expect(r.stderr).toBe(`rollout-budget: ${w.dir}: cannot open the state database (unable to open database file: it is a folder; give the path of a state file, e.g. ${join(w.dir, 'rollout-budget.db')})\n`);
+    // A folder that is not there (docs/trainers.md's `serve --state runs/budget.db` on a fresh
+    // clone): named, and how to make it (SQLite's words alone named neither).
+    const missing = join(w.dir, 'no such runs', 'budget.db');
+    r = await cli(['plan', '--prompts', w.prompts, '--state', missing, '--budget-rollouts', '8']);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toBe(`rollout-budget: ${missing}: cannot open the state database (Cannot open database because the directory does not exist: there is no folder ${dirname(missing)}; make it first (mkdir -p '${dirname(missing)}'))\n`);
     // An empty file: an empty plan and a new state file, exit 0, before; loop ran its steps on nothing.
     writeFileSync(w.prompts, '\n');
     for (const args of [['plan', '--budget-rollouts', '8'], ['loop', '--budget-rollouts', '8', '--steps', '2', '--endpoint', 'http://127.0.0.1:9', '--model', 'm']]) {

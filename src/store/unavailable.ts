@@ -1,6 +1,7 @@
 import { statSync } from 'node:fs';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { RolloutBudgetError } from '../errors.js';
+import { shellWord } from '../io/shell-word.js';
 
 /**
  * A state that cannot be used for a reason outside the program (PostgreSQL stopped, restarted,
@@ -72,7 +73,9 @@ export function cannotOpen(where: string, error: unknown): RolloutBudgetError {
     ? `${message}: the server wants a password for this role and none was given: put it in the URL (postgres://user:password@host/db) or in PGPASSWORD`
     : /unable to open database file/.test(message) && statSync(where, { throwIfNoEntry: false })?.isDirectory() === true
       ? `${message}: it is a folder; give the path of a state file, e.g. ${join(where, 'rollout-budget.db')}`
-      : message;
+      : /directory does not exist/.test(message) && dirname(where) !== where
+        ? `${message}: there is no folder ${dirname(where)}; make it first (mkdir -p ${shellWord(dirname(where))})`
+        : message;
   return new RolloutBudgetError('STATE_ERROR', `${where}: cannot open the state database (${why})`);
 }
 
