@@ -96,8 +96,9 @@ class VerlResumeTest(support.ServiceCase):
 
 class VerlRoundsTest(support.ServiceCase):
     def test_rounds_above_one_are_refused_at_the_first_step_not_planned_once(self):
-        """The patched fit generates a step in one call: with rounds 2 (the trainer config's or
-        ROLLOUT_BUDGET_ROUNDS) the integration planned once, silently not the policy asked for."""
+        # The patched fit generates a step in one call: with rounds 2 (the trainer config's or
+        # ROLLOUT_BUDGET_ROUNDS) the integration planned once, silently not the policy asked for.
+        # (A comment, not a docstring: unittest -v would print it in place of the test's name.)
         import os
         from unittest import mock
 
