@@ -348,18 +348,21 @@ class _StepTotal:
         self.budget = budget_rollouts
 
     def plan(self, candidates, budget_rollouts=None, rounds_left=1, **options):
-        if self.k is None or rounds_left > 1:
+        if rounds_left > 1:
             return self.client.plan(candidates, budget_rollouts=budget_rollouts, rounds_left=rounds_left, **options)
+        # rounds_left 1 is the planner's default: left out, a one-round step's request is the one it always was.
+        if self.k is None:
+            return self.client.plan(candidates, budget_rollouts=budget_rollouts, **options)
         so_far = self.budget - budget_rollouts
         if so_far % self.k == 0:
-            return self.client.plan(candidates, budget_rollouts=budget_rollouts, rounds_left=rounds_left, multiple_of=self.k, **options)
-        plan = self.client.plan(candidates, budget_rollouts=budget_rollouts, rounds_left=rounds_left, **options)
+            return self.client.plan(candidates, budget_rollouts=budget_rollouts, multiple_of=self.k, **options)
+        plan = self.client.plan(candidates, budget_rollouts=budget_rollouts, **options)
         while True:
             planned = plan["totals"]["rollouts"]
             cut = self.k * ((so_far + planned) // self.k) - so_far
             if cut < 0 or cut == planned:
                 return plan  # < 0: the rounds before already passed the multiple below (warned at the step's end)
-            plan = self.client.plan(candidates, budget_rollouts=cut, rounds_left=rounds_left, **options)
+            plan = self.client.plan(candidates, budget_rollouts=cut, **options)
             plan.setdefault("warnings", []).append(
                 "the last round planned again with budget_rollouts %d (it planned %d of the %d left): the step's %d rollouts so "
                 "far and these make a multiple of multiple_of %d" % (cut, planned, budget_rollouts, so_far, self.k))

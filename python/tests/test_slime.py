@@ -286,7 +286,7 @@ class RolloutRoundsTest(_RolloutCase):
             self.assertEqual((first["step"], plan1["step"], plan1["rounds_left"]), (rollout_id, rollout_id, 2))
             self.assertFalse(any("partial_rewards" in p for p in first["prompts"]))
             # Round 2: what is left, each prompt with its round-1 rewards; the step's total a multiple of 8.
-            self.assertEqual((second["budget_rollouts"], second["rounds_left"], second["step"]), (48 - spent1, 1, rollout_id))
+            self.assertEqual((second["budget_rollouts"], second.get("rounds_left", 1), second["step"]), (48 - spent1, 1, rollout_id))
             self.assertEqual(second.get("multiple_of"), 8 if spent1 % 8 == 0 else None)
             groups = self.groups_of(samples)
             partial = {p["id"]: p.get("partial_rewards") for p in second["prompts"]}
@@ -356,7 +356,7 @@ class RolloutRoundsTest(_RolloutCase):
             samples, _ = self.manager(args, Settings(rounds=2, options={"min_n": 1, "max_n": 3, "seed": 4, "fresh_share": 0})).get_rollout_data(0)
         first, planned, again = self.client.asked
         self.assertEqual([p["totals"]["rollouts"] for p in self.client.plans], [24, 12, 8])
-        self.assertEqual((planned["budget_rollouts"], again["budget_rollouts"], again["rounds_left"]), (24, 8, 1))
+        self.assertEqual((planned["budget_rollouts"], again["budget_rollouts"], again.get("rounds_left", 1)), (24, 8, 1))
         self.assertIn("the last round planned again with budget_rollouts 8 (it planned 12 of the 24 left): the step's 24 rollouts "
                       "so far and these make a multiple of multiple_of 16", self.client.plans[-1]["warnings"])
         self.assertTrue(any("the last round planned again" in line for line in logs.output))
@@ -408,7 +408,8 @@ class RolloutRoundsTest(_RolloutCase):
         with self.assertLogs("rollout_budget", level="WARNING") as logs:
             samples, metrics = self.manager(slime_upstream.args(), Settings(options={"min_n": 2, "max_n": 12, "seed": 4})).get_rollout_data(0)
         self.assertEqual(len(self.client.plans), 1)
-        self.assertNotIn("rounds_left", self.client.plans[0])
+        # The request of a step without rounds, as before them: no rounds_left (the planner's default, 1).
+        self.assertEqual(sorted(self.client.asked[0]), ["budget_rollouts", "budget_tokens", "max_n", "min_n", "multiple_of", "prompts", "seed", "step"])
         self.assertEqual((len(samples), metrics["rollout_budget/aborted"], metrics["rollout_budget/applied"]), (47, 1, 47))
         self.assertIn("WARNING:rollout_budget:rollout-budget: step 0: 47 samples, not a multiple of global_batch_size 8: slime trains "
                       "on 40 and drops the rest", logs.output)
