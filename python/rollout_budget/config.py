@@ -14,6 +14,7 @@ so settings come from a mapping (verl: the `rollout_budget` section of the train
 | pass_threshold | ROLLOUT_BUDGET_PASS_THRESHOLD | when set, every reward counts as a pass (1) above this and a fail (0) otherwise, for rewards outside [0, 1] such as DAPO's ±1 or a judge's 0–10; default: none (rewards are taken as they are, and one outside [0, 1] is an error) |
 | options | ROLLOUT_BUDGET_OPTIONS | plan options as a JSON object, e.g. {"min_n": 2, "max_n": 32, "skip": true}; `multiple_of` there is the setting above |
 | timeout_s | ROLLOUT_BUDGET_TIMEOUT_S | seconds a request waits for the service's answer (default 60; above the service's --plan-timeout-s for large plans); for a state path only when set: the child `serve --stdio` that gives none in time is stopped (the next request starts it again) |
+| rounds | ROLLOUT_BUDGET_ROUNDS | rounds a step is planned and generated in (an integer ≥ 1; default 1: one plan a step). slime: round 1 plans its share, round 2 what is left with each prompt's rewards so far (docs/trainers.md, "Rounds in slime"); verl refuses more than 1 at its first step |
 | backup_state | ROLLOUT_BUDGET_BACKUP_STATE | the SQLite state file the service serves (its `serve --state`), copied into each trainer checkpoint (verl: `<default_local_dir>/global_step_<N>/rollout-budget.db`); default: `url` when that is a SQLite state path, else none; `none` turns it off |
 """
 
@@ -28,7 +29,7 @@ from .plan import REWARD_SLACK
 
 __all__ = ["Settings", "settings_from"]
 
-_KEYS = ("url", "token", "budget_rollouts", "budget_tokens", "multiple_of", "pass_threshold", "options", "timeout_s", "backup_state")
+_KEYS = ("url", "token", "budget_rollouts", "budget_tokens", "multiple_of", "pass_threshold", "options", "timeout_s", "rounds", "backup_state")
 #: HttpClient's own default.
 DEFAULT_TIMEOUT_S = 60.0
 
@@ -37,8 +38,10 @@ class Settings:
     """Resolved integration settings (see the module doc)."""
 
     def __init__(self, url=None, token=None, budget_rollouts=None, budget_tokens=None, multiple_of=None, pass_threshold=None, options=None,
-                 timeout_s=None, backup_state=None):
+                 timeout_s=None, backup_state=None, rounds=1):
         self.url = url
+        #: Rounds a step is planned in (≥ 1); 1: one plan a step.
+        self.rounds = _int("rounds", rounds)
         #: Whether timeout_s was given (else the HTTP default; a child serve --stdio then has none).
         self.timeout_set = timeout_s is not None
         self.timeout_s = DEFAULT_TIMEOUT_S if timeout_s is None else timeout_s
@@ -87,6 +90,9 @@ class Settings:
 
 
 def _int(name, value):
+    # int() truncates 2.5 and takes True for 1: both are a mistake in a config, not a number of rounds.
+    if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
+        raise ValueError("rollout_budget.%s must be an integer, got %r" % (name, value))
     try:
         n = int(value)
     except (TypeError, ValueError):
@@ -149,4 +155,5 @@ def settings_from(mapping=None, environ=None):
         options=None if options is None else {str(k): v for k, v in options.items()},
         timeout_s=None if raw["timeout_s"] is None else _seconds("timeout_s", raw["timeout_s"]),
         backup_state=raw["backup_state"],
+        rounds=1 if raw["rounds"] is None else raw["rounds"],
     )

@@ -6,15 +6,21 @@ post-process that normalises by group, so uneven groups get the right advantages
 
 `generate_rollout(args, rollout_id, data_source, evaluation=False)` (slime's signature,
 slime/rollout/sglang_rollout.py at 624b824) takes the step's `rollout_batch_size` prompts from
-the data source, plans them (budget: rollout_batch_size × n_samples_per_prompt rollouts unless
-set; Σ n a multiple of `global_batch_size`, since slime's `build_dp_schedule` trains on
-⌊rollouts / global_batch_size⌋ full steps and drops the rest), and generates each planned
-rollout as its own request (n = 1) with its own seed (`sampling_seed` = the plan's group seed
-+ rollout index) and `max_new_tokens`, through slime's own `generate_and_rm` (so custom
-generate functions and reward models still apply). A group is the prompt's samples with one
-`group_index`; each sample's ids are in ``metadata["rollout_budget"]``. After the rewards,
-the results are posted to the service (idempotent by rollout id), then the groups returned.
-Evaluation (`evaluation=True`) is delegated to slime's own rollout function.
+the data source, plans them in ``rounds`` rounds (`run_rounds`; default 1, one plan; budget:
+rollout_batch_size × n_samples_per_prompt rollouts unless set; the step's Σ n, all rounds
+together, a multiple of `global_batch_size`, since slime's `build_dp_schedule` trains on
+⌊rollouts / global_batch_size⌋ full steps and drops the rest: `_StepTotal`), and generates each
+planned rollout as its own request (n = 1) with its own seed (`sampling_seed` = the plan's
+group seed + rollout index) and `max_new_tokens`, through slime's own `generate_and_rm` (so
+custom generate functions and reward models still apply). With rounds, round 1 plans its share
+and each later round what is left, with each prompt's rewards so far as ``partial_rewards``;
+its rollouts join the prompt's group with later indices and seeds. A group is the prompt's
+samples from every round, with one `group_index`; each sample's ids are in
+``metadata["rollout_budget"]``. After the last round the results are posted to the service
+(once, idempotent by rollout id), then the groups returned. Aborted samples (SGLang's
+finish_reason abort: no reward) are observed as aborted and left out of the groups, as slime's
+own rollout leaves them without --partial-rollout. Evaluation (`evaluation=True`) is delegated
+to slime's own rollout function.
 
 `post_process_rewards(args, samples)` (slime's `--custom-reward-post-process-path` signature:
 returns raw rewards and the rewards to train on) normalises each `group_index` group on its
@@ -47,16 +53,19 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import logging
 import os
 
 from .advantages import group_advantages
 from .checkpoint import check_copies, copy_state, resume_from_copy
 from .config import settings_from
-from .plan import check_repeat, expand_plan, note_observed, note_planned, results_rows, stable_prompt_id
+from .plan import check_repeat, stable_prompt_id
+from .rounds import run_rounds
 
 __all__ = ["generate_rollout", "make_rollout_function", "post_process_rewards", "check_args", "state_copy", "INFO_KEY"]
 
 INFO_KEY = "rollout_budget"
+_log = logging.getLogger("rollout_budget")
 _NORMALISED = ("grpo", "gspo", "cispo", "reinforce_plus_plus_baseline")
 _STD = ("grpo", "gspo", "cispo")
 
@@ -255,41 +264,111 @@ def _train_rollout(args, rollout_id, data_source, generate, client, settings):
     multiple_of = settings.multiple_of if settings.multiple_of is not None else getattr(args, "global_batch_size", None)
     options = dict(settings.options)
     options["step"] = int(rollout_id)
-    plan = note_planned(client.plan(candidates, budget_rollouts=budget_r, budget_tokens=settings.budget_tokens,
-                                    multiple_of=multiple_of if multiple_of and multiple_of > 1 else None, **options))
-    rows = expand_plan(plan, candidates)
-    # Sample indices: the data source reserved rollout_batch_size × n_samples_per_prompt of them.
-    next_index = min((i for i in indices if i is not None), default=0)
-    groups, flat = [], []
-    for row in rows:
-        if not groups or groups[-1][0] != row["prompt_id"]:
-            template = by_id[row["prompt_id"]]
-            groups.append((row["prompt_id"], _get(template, "group_index"), []))
-        pid, group_index, members = groups[-1]
-        sample = copy.deepcopy(by_id[pid])
-        _set(sample, "group_index", group_index)
-        _set(sample, "index", next_index)
-        next_index += 1
-        meta = dict(_get(sample, "metadata") or {})
-        meta[INFO_KEY] = row
-        _set(sample, "metadata", meta)
-        members.append(sample)
-        flat.append(sample)
-    done = list(_run(generate(args, flat)))
-    # generate_and_rm returns the sample (or samples of a fanned-out rollout): keep its object.
-    rewards, tokens, finish = [], [], []
-    for sample in done:
-        r = sample.get_reward_value(args) if hasattr(sample, "get_reward_value") else _get(sample, "reward")
-        rewards.append(settings.reward_of(r, "rollout %s" % _get(sample, "metadata")[INFO_KEY]["rollout_id"]))
-        tokens.append(int(_get(sample, "response_length") or 0))
-        finish.append(_finish_reason(sample))
-    results = results_rows([_get(s, "metadata")[INFO_KEY] for s in done], rewards, tokens, finish)
-    summary = note_observed(client.observe(results), results)
-    by_rollout = {_get(s, "metadata")[INFO_KEY]["rollout_id"]: s for s in done}
-    out = [[by_rollout[_get(s, "metadata")[INFO_KEY]["rollout_id"]] for s in members] for _, _, members in groups]
-    metrics = {"rollout_budget/prompts": len(groups), "rollout_budget/rollouts": len(flat),
+    # Sample indices: the data source reserved rollout_batch_size × n_samples_per_prompt of them;
+    # later rounds go on from where the earlier ones stopped, so none repeats within the step.
+    next_index = [min((i for i in indices if i is not None), default=0)]
+    generated = []
+
+    def generate_rows(rows):
+        """One round: a sample per row (the prompt's template, its group_index kept), generated
+        through `generate`; returns run_rounds' outcome per row, in order."""
+        flat = []
+        for row in rows:
+            sample = copy.deepcopy(by_id[row["prompt_id"]])
+            _set(sample, "index", next_index[0])
+            next_index[0] += 1
+            meta = dict(_get(sample, "metadata") or {})
+            meta[INFO_KEY] = row
+            _set(sample, "metadata", meta)
+            flat.append(sample)
+        # generate_and_rm returns the sample (or samples of a fanned-out rollout): keep its object.
+        done = {_get(s, "metadata")[INFO_KEY]["rollout_id"]: s for s in _run(generate(args, flat))}
+        missing = [row["rollout_id"] for row in rows if row["rollout_id"] not in done]
+        if missing:
+            raise ValueError("rollout_budget.slime: generate returned no sample for rollouts %s" % ", ".join(missing))
+        generated.extend(done[row["rollout_id"]] for row in rows)
+        return [_outcome(args, done[row["rollout_id"]], settings) for row in rows]
+
+    step = run_rounds(_StepTotal(client, multiple_of if multiple_of and multiple_of > 1 else None, budget_r), candidates, generate_rows,
+                      budget_rollouts=budget_r, budget_tokens=settings.budget_tokens, rounds=settings.rounds, **options)
+    # A prompt's samples from every round in one group, in candidate order; aborted ones have no
+    # reward to train on (generate_and_rm returns them before the reward model), as slime's own
+    # rollout drops them without --partial-rollout.
+    kept, aborted = {}, 0
+    for sample in generated:
+        if _finish_reason(sample) == "abort":
+            aborted += 1
+        else:
+            kept.setdefault(_get(sample, "metadata")[INFO_KEY]["prompt_id"], []).append(sample)
+    out = [kept[c["id"]] for c in candidates if c["id"] in kept]
+    total = sum(len(g) for g in out)
+    if aborted:
+        _log.warning("rollout-budget: step %d: %d aborted samples (finish_reason abort) left out of the rollout: they have "
+                     "no reward (their results are observed as aborted)", rollout_id, aborted)
+    if multiple_of and multiple_of > 1 and total % multiple_of:
+        _log.warning("rollout-budget: step %d: %d samples, not a multiple of global_batch_size %d: %s", rollout_id, total, multiple_of,
+                     "slime trains on %d and drops the rest" % (multiple_of * (total // multiple_of)) if total > multiple_of else
+                     "fewer than one global batch, which slime's build_dp_schedule refuses")
+    summary = step.summary
+    metrics = {"rollout_budget/prompts": len(out), "rollout_budget/rollouts": total, "rollout_budget/aborted": aborted,
+               "rollout_budget/rounds": sum(1 for p in step.plans if p["totals"]["rollouts"] > 0),
                "rollout_budget/applied": summary.get("applied") if isinstance(summary, dict) else None}
     return _output(out, metrics)
+
+
+def _outcome(args, sample, settings):
+    """run_rounds' outcome of one generated sample: its reward (observe's, in [0, 1]), tokens and
+    finish_reason. An aborted sample has no reward (slime's generate_and_rm returns it before
+    the reward model): 0, which observe does not apply to an aborted rollout."""
+    finish = _finish_reason(sample)
+    if finish == "abort":
+        reward = 0.0
+    else:
+        r = sample.get_reward_value(args) if hasattr(sample, "get_reward_value") else _get(sample, "reward")
+        reward = settings.reward_of(r, "rollout %s" % _get(sample, "metadata")[INFO_KEY]["rollout_id"])
+    return {"reward": reward, "tokens": int(_get(sample, "response_length") or 0), "finish_reason": finish}
+
+
+class _StepTotal:
+    """The client a step plans its rounds through (run_rounds), so that the step's samples, all
+    rounds together, are a multiple of `k` (slime's global_batch_size: slime trains on
+    ⌊samples / k⌋ batches of k, drops the rest, and asserts at least one). Only the total
+    matters to slime, so rounds before the last plan their share freely: each a multiple of k,
+    where k is the whole budget (rollout_batch_size × n_samples_per_prompt = global_batch_size,
+    one training step a rollout), is all or nothing, rounds in name only. The last round
+    (rounds_left 1), after S finished rollouts: with multiple_of k when S is a multiple of k (one
+    round is the plan with multiple_of of a step without rounds); else with the budget left,
+    which lands on the step's budget when spent; where it leaves the total between two
+    multiples (a token budget, max_n or skip leaves some unspent), planned again with its budget
+    cut to the multiple below (the plan's warnings say so). `k` None: plans as they are."""
+
+    def __init__(self, client, k, budget_rollouts):
+        self.client = client
+        self.k = k
+        self.budget = budget_rollouts
+
+    def plan(self, candidates, budget_rollouts=None, rounds_left=1, **options):
+        if rounds_left > 1:
+            return self.client.plan(candidates, budget_rollouts=budget_rollouts, rounds_left=rounds_left, **options)
+        # rounds_left 1 is the planner's default: left out, a one-round step's request is the one it always was.
+        if self.k is None:
+            return self.client.plan(candidates, budget_rollouts=budget_rollouts, **options)
+        so_far = self.budget - budget_rollouts
+        if so_far % self.k == 0:
+            return self.client.plan(candidates, budget_rollouts=budget_rollouts, multiple_of=self.k, **options)
+        plan = self.client.plan(candidates, budget_rollouts=budget_rollouts, **options)
+        while True:
+            planned = plan["totals"]["rollouts"]
+            cut = self.k * ((so_far + planned) // self.k) - so_far
+            if cut < 0 or cut == planned:
+                return plan  # < 0: the rounds before already passed the multiple below (warned at the step's end)
+            plan = self.client.plan(candidates, budget_rollouts=cut, **options)
+            plan.setdefault("warnings", []).append(
+                "the last round planned again with budget_rollouts %d (it planned %d of the %d left): the step's %d rollouts so "
+                "far and these make a multiple of multiple_of %d" % (cut, planned, budget_rollouts, so_far, self.k))
+
+    def observe(self, results):
+        return self.client.observe(results)
 
 
 def generate_rollout(args, rollout_id, data_source, evaluation=False):

@@ -30,7 +30,8 @@ with a copy puts the copy back before its first plan when it runs the state itse
 the state path) and nothing else has it open, else logs how to (see `resume_state`).
 
 Settings: rollout_budget.config (the trainer config's ``rollout_budget`` section, else
-ROLLOUT_BUDGET_* variables). numpy is imported only when a batch is expanded (verl has it).
+ROLLOUT_BUDGET_* variables). ``rounds`` above 1 is a ValueError at the first step: the patched
+`fit` generates a step in one call, so this integration plans once a step. numpy is imported only when a batch is expanded (verl has it).
 """
 
 from __future__ import annotations
@@ -100,7 +101,7 @@ def adapter_for(trainer):
     put back first: resume_state)."""
     adapter = getattr(trainer, "_rollout_budget", None)
     if adapter is None:
-        settings = settings_from(_get(trainer.config, "rollout_budget"))
+        settings = _one_round(settings_from(_get(trainer.config, "rollout_budget")))
         check_copies(settings)
         resume_state(trainer, settings)
         multiple_of = settings.multiple_of if settings.multiple_of is not None else infer_multiple_of(trainer)
@@ -113,6 +114,17 @@ def adapter_for(trainer):
         )
         trainer._rollout_budget = adapter
     return adapter
+
+
+def _one_round(settings):
+    """`settings`, unless they ask for rounds (``rounds`` > 1): the patched `fit` generates a step
+    in one call, so the integration plans once a step; planning once where rounds were asked for
+    would change the policy unsaid. Raises ValueError naming the setting."""
+    if settings.rounds > 1:
+        raise ValueError("rollout_budget.rounds %d: the verl integration plans once a step (the patched fit generates "
+                         "the batch in one call), so it cannot plan a step in rounds; set rounds to 1 or leave it out "
+                         "(ROLLOUT_BUDGET_ROUNDS, or the trainer config's rollout_budget.rounds)" % settings.rounds)
+    return settings
 
 
 def expand_batch(trainer, batch):
@@ -208,7 +220,7 @@ class VerlAdapter:
         self.rollout_n = rollout_n
         self.max_tokens = max_tokens
         self.multiple_of = multiple_of
-        self.settings = settings if settings is not None else settings_from({}, environ={})
+        self.settings = _one_round(settings if settings is not None else settings_from({}, environ={}))
         self.last_plan = None
         #: The step whose results this run observed last (observe_batch), or None, and when.
         self.observed_step = None

@@ -5,7 +5,10 @@
 (slime/rollout/sglang_rollout.py): it fills each sample's response, response_length, tokens,
 status (TRUNCATED when the response reaches max_tokens, else COMPLETED) and reward, one
 sample at a time with the sample's own seed (metadata["rollout_budget"]["seed"]). The model:
-rollout k of a prompt passes with the prompt's rate (PASS, keyed by the prompt's label).
+rollout k of a prompt passes with the prompt's rate (PASS, keyed by the prompt's label). A row
+for which ABORT (set by a test) is true comes back as SGLang's finish_reason abort leaves it in
+slime (Sample.append_response_tokens: status ABORTED; generate_and_rm returns it before the
+reward model, so its reward is None), with part of a response.
 """
 
 import random
@@ -14,6 +17,7 @@ from rollout_budget.slime import INFO_KEY, make_rollout_function
 
 PASS = {}
 CALLS = []
+ABORT = None
 
 
 async def simulated_generate(args, samples):
@@ -28,6 +32,10 @@ async def simulated_generate(args, samples):
         sample.response_length = min(length, cap)
         sample.response = "x" * sample.response_length
         sample.tokens = list(range(sample.response_length))
+        if ABORT is not None and ABORT(row):
+            sample.response_length = sample.response_length // 2
+            sample.status = Sample.Status.ABORTED
+            continue
         sample.status = Sample.Status.TRUNCATED if length >= cap else Sample.Status.COMPLETED
         sample.reward = 1.0 if rng.random() < PASS[sample.label] else 0.0
     return samples

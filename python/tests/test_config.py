@@ -71,5 +71,24 @@ class OptionsTest(unittest.TestCase):
             settings(options='{"multiple_of": 0}')
 
 
+
+class RoundsTest(unittest.TestCase):
+    def test_rounds_is_an_integer_of_at_least_one_from_the_mapping_or_the_environment_default_one(self):
+        self.assertEqual(settings().rounds, 1)
+        self.assertEqual(settings(rounds=2).rounds, 2)
+        self.assertEqual(settings(rounds=2.0).rounds, 2)
+        self.assertEqual(config.settings_from({}, environ={"ROLLOUT_BUDGET_ROUNDS": "3"}).rounds, 3)
+        self.assertEqual(config.settings_from({"rounds": 2}, environ={"ROLLOUT_BUDGET_ROUNDS": "3"}).rounds, 2)
+        self.assertEqual(config.Settings().rounds, 1)
+        for bad, says in (("0", "must be ≥ 1, got '0'"), (0, "must be ≥ 1, got 0"), (-2, "must be ≥ 1, got -2"),
+                          ("two", "must be an integer, got 'two'"), ("1.5", "must be an integer, got '1.5'"),
+                          (2.5, "must be an integer, got 2.5"), (True, "must be an integer, got True")):
+            with self.assertRaises(ValueError) as caught:
+                settings(rounds=bad)
+            self.assertEqual(str(caught.exception), "rollout_budget.rounds " + says, bad)
+        with self.assertRaisesRegex(ValueError, r"^rollout_budget\.rounds must be ≥ 1, got '0'$"):
+            config.settings_from({}, environ={"ROLLOUT_BUDGET_ROUNDS": "0"})
+
+
 if __name__ == "__main__":
     unittest.main()

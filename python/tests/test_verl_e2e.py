@@ -93,5 +93,32 @@ class VerlResumeTest(support.ServiceCase):
         self.assertLess(new, len(ids))
 
 
+
+class VerlRoundsTest(support.ServiceCase):
+    def test_rounds_above_one_are_refused_at_the_first_step_not_planned_once(self):
+        # The patched fit generates a step in one call: with rounds 2 (the trainer config's or
+        # ROLLOUT_BUDGET_ROUNDS) the integration planned once, silently not the policy asked for.
+        # (A comment, not a docstring: unittest -v would print it in place of the test's name.)
+        import os
+        from unittest import mock
+
+        ns = verl_upstream.load()
+        for settings, environ in (({"url": self.url, "rounds": 2}, {}), ({"url": self.url}, {"ROLLOUT_BUDGET_ROUNDS": "3"})):
+            trainer = verl_trainer.TrainerStandIn(rollout_n=4, budget_settings=settings)
+            with mock.patch.dict(os.environ, environ), self.assertRaises(ValueError) as caught:
+                verl_trainer.patched_step(trainer, verl_trainer.dataset_batch(PROMPTS), PASS, ns.AdvantageEstimator.GRPO)
+            rounds = settings.get("rounds") or int(environ["ROLLOUT_BUDGET_ROUNDS"])
+            self.assertIn("rollout_budget.rounds %d: the verl integration plans once a step" % rounds, str(caught.exception))
+            self.assertIn("set rounds to 1 or leave it out", str(caught.exception))
+            self.assertIsNone(getattr(trainer, "_rollout_budget", None))
+        with HttpClient(self.url) as c:
+            self.assertEqual(c.health().get("prompts", 0), 0, "nothing planned or observed")
+        # rounds 1 is a step as before.
+        trainer = verl_trainer.TrainerStandIn(rollout_n=4, budget_settings={"url": self.url, "rounds": 1})
+        out = verl_trainer.patched_step(trainer, verl_trainer.dataset_batch(PROMPTS), PASS, ns.AdvantageEstimator.GRPO)
+        self.assertEqual(len(out), sum(a["n"] for a in trainer._rollout_budget.last_plan["allocations"]))
+        trainer._rollout_budget.client.close()
+
+
 if __name__ == "__main__":
     unittest.main()
