@@ -12,10 +12,12 @@ next round plans again (its share is larger). The step's results are observed on
 last round.
 
 What is left is counted from what was generated: one rollout per finished rollout (aborted
-ones are resumed at a later step, so they are not charged), and its tokens when generate
-reports them, else the plan's expected tokens per rollout (allocation expected_tokens / n), so
-a token budget is never overspent by rollouts of unknown length; a plan's prefill (its expected
-tokens beyond Σ n × tokens per rollout) is charged once.
+ones are resumed at a later step, so they are not charged a rollout), and its tokens when
+generate reports them, else the plan's expected tokens per rollout (allocation expected_tokens
+/ n), so a token budget is never overspent by rollouts of unknown length; an aborted rollout's
+tokens, when reported, are charged too (they were generated: the library's round loop charges
+a round every token it generated, `RoundOutcome`); a plan's prefill (its expected tokens beyond
+Σ n × tokens per rollout) is charged once.
 """
 
 from __future__ import annotations
@@ -87,7 +89,9 @@ def run_rounds(client, prompts, generate, budget_rollouts=None, budget_tokens=No
         for row, res in zip(rows, batch):
             launched[row["prompt_id"]] = max(launched.get(row["prompt_id"], 0), row["rollout_index"] + 1)
             if res.get("finish_reason") == "abort":
-                continue  # resumed at a later step: not charged to this one
+                # Resumed at a later step: not a rollout of this one, but its tokens were spent.
+                spent_t += res.get("tokens", 0)
+                continue
             spent_r += 1
             spent_t += res["tokens"] if "tokens" in res else per_rollout[row["prompt_id"]]
             partial.setdefault(row["prompt_id"], []).append(res["reward"])

@@ -121,6 +121,29 @@ class RunRoundsAgainstServiceTest(support.ServiceCase):
             self.assertEqual(wrapper.calls[1]["budget_rollouts"], 40 - (first - aborted))
             self.assertEqual(done.summary["aborted"], aborted)
 
+    def test_aborted_rollouts_tokens_are_charged_to_a_token_budget(self):
+        """An aborted rollout's reported tokens were generated: the token budget left to the next
+        round is less by them, as the library's round loop charges a round every token it
+        generated (RoundOutcome, src/plan/round-loop.ts); before, only finished rollouts'."""
+
+        with rb.HttpClient(self.url) as client:
+            wrapper = RecordingClient(client)
+            calls = {"n": 0}
+
+            def generate(rows):
+                calls["n"] += 1
+                out = simulated_generate(rows)
+                if calls["n"] == 1:
+                    out = [dict(o, finish_reason="abort") if i % 2 == 0 else o for i, o in enumerate(out)]
+                return out
+
+            done = rb.run_rounds(wrapper, PROMPTS, generate, budget_tokens=20000, rounds=2, seed=5)
+            first = sum(a["n"] for a in done.plans[0]["allocations"])
+            self.assertGreater(first, 0)
+            generated = sum(r["tokens"] for r in done.results[:first])
+            self.assertTrue(any(r.get("finish_reason") == "abort" for r in done.results[:first]))
+            self.assertEqual(wrapper.calls[1]["budget_tokens"], 20000 - generated)
+
 
 class RunRoundsAbortedIdsTest(support.ServiceCase):
     def test_a_round_after_aborted_rollouts_never_repeats_an_id_or_a_seed(self):
