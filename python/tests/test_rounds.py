@@ -24,6 +24,20 @@ def simulated_generate(rows):
     return out
 
 
+def aborting_first_round():
+    """simulated_generate, but every other rollout of the first round is aborted."""
+    calls = {"n": 0}
+
+    def generate(rows):
+        calls["n"] += 1
+        out = simulated_generate(rows)
+        if calls["n"] == 1:
+            out = [dict(o, finish_reason="abort") if i % 2 == 0 else o for i, o in enumerate(out)]
+        return out
+
+    return generate
+
+
 class RecordingClient:
     """Forwards every call to the real client unchanged and records what run_rounds sent."""
 
@@ -105,14 +119,7 @@ class RunRoundsAgainstServiceTest(support.ServiceCase):
 
         with rb.HttpClient(self.url) as client:
             wrapper = RecordingClient(client)
-            calls = {"n": 0}
-
-            def generate(rows):
-                calls["n"] += 1
-                out = simulated_generate(rows)
-                if calls["n"] == 1:  # the first round: every other rollout is aborted
-                    out = [dict(o, finish_reason="abort") if i % 2 == 0 else o for i, o in enumerate(out)]
-                return out
+            generate = aborting_first_round()
 
             done = rb.run_rounds(wrapper, PROMPTS, generate, budget_rollouts=40, rounds=2, seed=5)
             first = sum(a["n"] for a in done.plans[0]["allocations"])
@@ -128,14 +135,7 @@ class RunRoundsAgainstServiceTest(support.ServiceCase):
 
         with rb.HttpClient(self.url) as client:
             wrapper = RecordingClient(client)
-            calls = {"n": 0}
-
-            def generate(rows):
-                calls["n"] += 1
-                out = simulated_generate(rows)
-                if calls["n"] == 1:
-                    out = [dict(o, finish_reason="abort") if i % 2 == 0 else o for i, o in enumerate(out)]
-                return out
+            generate = aborting_first_round()
 
             done = rb.run_rounds(wrapper, PROMPTS, generate, budget_tokens=20000, rounds=2, seed=5)
             first = sum(a["n"] for a in done.plans[0]["allocations"])
