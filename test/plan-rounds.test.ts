@@ -37,6 +37,20 @@ describe('a later round of a step: candidates with partial_rewards', () => {
     expect(curves.value(0, 6)).toBeCloseTo(1 - miss, 12);
   });
 
+  it('a group that already varies gets what the others cannot use (it gets no more while they can: test/cold-start.test.ts, mostly-hard-once)', () => {
+    const candidates: Candidate[] = [
+      { id: 'mixed', partial_rewards: [1, 0] },
+      ...Array.from({ length: 6 }, (_, i): Candidate => ({ id: `wrong${i}`, partial_rewards: [0, 0] })),
+    ];
+    // max_n 4: 2 more each at most, 14 in all, under a budget of 20: the mixed group's 2 are
+    // planned by the second solve, which keeps the first's groups (without it: 12 planned).
+    const loose = planStep(empty, candidates, { rollouts: 20 }, { step: 1, minN: 2, maxN: 4 }, registries);
+    expect(loose.totals.rollouts).toBe(14);
+    expect(byId(loose).get('mixed')!.n).toBe(2);
+    expect(byId(loose).get('mixed')!.first_rollout).toBe(2);
+    for (let i = 0; i < 6; i++) expect(byId(loose).get(`wrong${i}`)!.n).toBe(2);
+  });
+
   it('keeps bounds per prompt: 0 more or up to max_n − k for partial prompts; min_n for fresh ones', () => {
     const candidates: Candidate[] = [
       { id: 'full', partial_rewards: [0, 0, 0, 0, 0, 0, 0, 0] },

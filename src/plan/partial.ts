@@ -45,15 +45,38 @@ export function readPartials(candidates: readonly Candidate[]): Partials | undef
   return out;
 }
 
-/** Per-prompt bounds: [min_n, max_n] for a fresh prompt, [0, max_n − k] for one with k. O(N). */
-export function partialBounds(groups: readonly PartialGroup[], minN: number, maxN: number): { promptMinN: Int32Array; promptMaxN: Int32Array } {
+/**
+ * Per-prompt bounds: [min_n, max_n] for a fresh prompt, [0, max_n − k] for one with k, and
+ * [0, 0] for one whose group already varies (a success and a failure): it already carries
+ * signal, and what more rollouts add to it (the balanced value's certain 0.05 a rollout) took a
+ * later round's whole budget into a few such groups (all 77 of a round into 2, in a pool of
+ * mostly hard prompts seen once) where all-wrong and all-right groups could still turn
+ * informative. `mixed` counts those prompts; the planner lifts their bound when the budget would
+ * otherwise go unspent (`withoutMixedCap`). O(N).
+ */
+export function partialBounds(groups: readonly PartialGroup[], minN: number, maxN: number): { promptMinN: Int32Array; promptMaxN: Int32Array; mixed: number } {
   const promptMinN = new Int32Array(groups.length);
   const promptMaxN = new Int32Array(groups.length);
+  let mixed = 0;
   groups.forEach((g, i) => {
     promptMinN[i] = g.rollouts === 0 ? minN : 0;
-    promptMaxN[i] = Math.max(0, maxN - g.rollouts);
+    const varies = g.sawSuccess && g.sawFailure;
+    if (varies) mixed++;
+    promptMaxN[i] = varies ? 0 : Math.max(0, maxN - g.rollouts);
   });
-  return { promptMinN, promptMaxN };
+  return { promptMinN, promptMaxN, mixed };
+}
+
+/**
+ * The bounds of a second solve, once the first (mixed groups at 0 more) left budget unspent: each
+ * prompt keeps at least what the first gave it, and a mixed group may grow to max_n − k again.
+ * O(N).
+ */
+export function withoutMixedCap(groups: readonly PartialGroup[], first: Int32Array, promptMinN: Int32Array, maxN: number): { promptMinN: Int32Array; promptMaxN: Int32Array } {
+  return {
+    promptMinN: Int32Array.from(promptMinN, (m, i) => Math.max(m, first[i]!)),
+    promptMaxN: Int32Array.from(groups, (g) => Math.max(0, maxN - g.rollouts)),
+  };
 }
 
 /**

@@ -12,7 +12,7 @@ import type { ValueFunction } from '../value/functions.js';
 import { planLimits } from './limits.js';
 import { resolvePlanOptions, validateBudget, type PlanOptionsInput } from './options.js';
 import { firstRepeatedId } from './checked-ids.js';
-import { buildPartialCurves, partialBounds, readPartials, type Partials } from './partial.js';
+import { buildPartialCurves, partialBounds, readPartials, withoutMixedCap, type Partials } from './partial.js';
 import type { PosteriorPolicy } from './policies.js';
 import { grownShareWarning, roundShare } from './rounds.js';
 import { columnarPlan } from './columns.js';
@@ -172,8 +172,9 @@ export function planStep(
 
   const policyInput = { candidates, alpha, beta, snapshot, value, surplusValue, seed: options.seed, step };
   const built = partials === undefined ? policy.build(policyInput) : buildPartialCurves(policy, policyInput, partials.groups);
+  const bounds = partials === undefined ? undefined : partialBounds(partials.groups, options.minN, limits.maxN);
   const input: SolverInput = {
-    ...(partials === undefined ? {} : partialBounds(partials.groups, options.minN, limits.maxN)),
+    ...(bounds === undefined ? {} : { promptMinN: bounds.promptMinN, promptMaxN: bounds.promptMaxN }),
     curves: built.curves,
     ...(built.surplus === undefined ? {} : { surplus: built.surplus }),
     tokensPerRollout,
@@ -197,11 +198,15 @@ export function planStep(
   const spend = share.budget;
   // The solver spends at most what the candidates can use (plan/limits.ts: a lone budget over
   // N·max_n is clamped, which changes no allocation and bounds the work).
-  const result = solver({
-    ...input,
-    rollouts: Math.min(spend.rollouts ?? Infinity, limits.rollouts),
-    tokens: Math.min(spend.tokens ?? Infinity, limits.tokens),
-  });
+  const budgets = { rollouts: Math.min(spend.rollouts ?? Infinity, limits.rollouts), tokens: Math.min(spend.tokens ?? Infinity, limits.tokens) };
+  let result = solver({ ...input, ...budgets });
+  // Groups that already vary get no more this round (plan/partial.ts), unless the budget would
+  // go unspent: then a second solve keeps the first's groups and gives them what is left.
+  if (partials !== undefined && bounds !== undefined && bounds.mixed > 0 && result.status === 'optimal' && result.usedRollouts + multiple <= budgets.rollouts
+    && (budgets.tokens === Infinity || result.usedTokens + multiple * largest(tokensPerRollout) <= budgets.tokens)) {
+    const again = solver({ ...input, ...budgets, ...withoutMixedCap(partials.groups, result.n, bounds.promptMinN, limits.maxN) });
+    if (again.status === 'optimal') result = again;
+  }
   if (result.status === 'budget-infeasible') throw infeasible(needs, budget, options.minN, options.roundsLeft, starting, multiple);
   if (result.status !== 'optimal') {
     throw new RolloutBudgetError('BAD_OPTION', `solver ${quote(options.solver)} gave up on ${size} prompts (status ${result.status}); use the greedy solver`, 2, ['solver']);
@@ -255,6 +260,13 @@ export function planStep(
     },
     warnings,
   }, columns);
+}
+
+/** The largest of `values` (0 when empty). O(N). */
+function largest(values: Float64Array): number {
+  let most = 0;
+  for (const v of values) if (v > most) most = v;
+  return most;
 }
 
 /** Prompts that start at min_n: those without partial rewards, unless skip. O(N). */
