@@ -234,6 +234,17 @@ export const figureRuns: readonly FigureRun[] = [
   },
   {
     doc: 'README.md',
+    command: 'rollout-budget demo --steps 10',
+    what: "the demo's first 10 steps (nearly every prompt new), as the prose quotes them",
+    check(run, { doc }) {
+      const m = /the first 10 steps alone.*?: ([\d.]+) vs ([\d.]+) \(([\d.]+)×; informative groups ([\d.]+)×, hard positives ([\d.]+)×\)/.exec(flat(doc));
+      expect(m, 'the first 10 steps').not.toBeNull();
+      const rows = demoRows(run.stdout);
+      expect(m!.slice(1, 6)).toEqual([...rows.get('effective ratio')!, rows.get('informative groups (reward variance)')![2], rows.get('hard-prompt positives (p ≤ 0.2)')![2]]);
+    },
+  },
+  {
+    doc: 'README.md',
     command: 'rollout-budget demo --steps 498',
     what: "the demo over all steps, as the prose quotes it, and that one step more is refused",
     check(run, { doc }) {
