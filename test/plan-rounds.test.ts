@@ -1,7 +1,8 @@
+import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import {
-  MonomialCurves, RolloutBudgetError, conditionalValue, createRegistries, informativeValue, parsePrompts, partialGroupOf, planStep,
-  snapshotOf, type Candidate, type Plan,
+  MonomialCurves, RolloutBudgetError, conditionalValue, createRegistries, createRegistry, greedySolve, informativeValue, parsePrompts, partialGroupOf, planStep,
+  snapshotOf, type Candidate, type Plan, type Registries, type Solver, type SolverResult,
 } from '../src/index.js';
 
 const registries = createRegistries();
@@ -49,6 +50,51 @@ describe('a later round of a step: candidates with partial_rewards', () => {
     expect(byId(loose).get('mixed')!.n).toBe(2);
     expect(byId(loose).get('mixed')!.first_rollout).toBe(2);
     for (let i = 0; i < 6; i++) expect(byId(loose).get(`wrong${i}`)!.n).toBe(2);
+  });
+
+  it('the second solve only adds to mixed groups: every other group as the first solve left it, within the budgets (property: skip, multiple_of, token budgets)', () => {
+    // Found in review: with skip the second solve re-solved from scratch, dropping or swapping the
+    // first's groups (a token budget's only fresh prompt lost its 9 rollouts), or planned nothing.
+    const results: SolverResult[] = [];
+    const spying: Registries = { ...createRegistries(), solvers: createRegistry<Solver>('solver', { greedy: (input) => {
+      const r = greedySolve(input);
+      results.push(r);
+      return r;
+    } }) };
+    const kinds = [undefined, [1, 0], [0, 1, 1], [0, 0], [1, 1, 1], [0, 0, 0, 0, 1]];
+    let second = 0;
+    fc.assert(fc.property(
+      fc.array(fc.record({ kind: fc.integer({ min: 0, max: kinds.length - 1 }), tokens: fc.constantFrom(500, 1000, 4000, 8000) }), { minLength: 2, maxLength: 9 }),
+      fc.boolean(), fc.constantFrom(undefined, 2, 4), fc.boolean(), fc.integer({ min: 4, max: 60 }), fc.integer({ min: 1, max: 3 }),
+      (rows, skip, multipleOf, byTokens, size, roundsLeft) => {
+        const candidates: Candidate[] = rows.map((r, i) => ({ id: `p${i}`, max_tokens: r.tokens, ...(kinds[r.kind] === undefined ? {} : { partial_rewards: kinds[r.kind] }) }));
+        const mixed = new Set(rows.flatMap((r, i) => (r.kind === 1 || r.kind === 2 || r.kind === 5 ? [i] : [])));
+        const budget = byTokens ? { tokens: size * 2000 } : { rollouts: size };
+        results.length = 0;
+        let plan: Plan;
+        try {
+          plan = planStep(empty, candidates, budget, { step: 1, minN: 2, maxN: 8, skip, roundsLeft, ...(multipleOf === undefined ? {} : { multipleOf }) }, spying);
+        } catch (error) {
+          if (error instanceof RolloutBudgetError && error.code === 'BUDGET_INFEASIBLE') return;
+          throw error;
+        }
+        const planned = new Int32Array(candidates.length);
+        for (const a of plan.allocations) planned[Number(a.prompt_id.slice(1))] = a.n;
+        const [first, again] = results;
+        if (again !== undefined && again.n.some((n, i) => n !== first!.n[i])) {
+          second++;
+          for (let i = 0; i < candidates.length; i++) {
+            if (mixed.has(i)) expect(again.n[i]).toBeGreaterThanOrEqual(first!.n[i]!);
+            else expect(again.n[i], `p${i}`).toBe(first!.n[i]);
+          }
+          expect(again.objective).toBeGreaterThanOrEqual(first!.objective);
+        }
+        expect(plan.totals.rollouts).toBe(planned.reduce((a, b) => a + b, 0));
+        if (plan.budget.rollouts !== null) expect(plan.totals.rollouts).toBeLessThanOrEqual(plan.budget.rollouts);
+        if (plan.budget.tokens !== null) expect(plan.totals.expected_tokens).toBeLessThanOrEqual(plan.budget.tokens + 1);
+      },
+    ), { numRuns: 400, seed: 48 });
+    expect(second).toBeGreaterThan(5);
   });
 
   it('keeps bounds per prompt: 0 more or up to max_n − k for partial prompts; min_n for fresh ones', () => {

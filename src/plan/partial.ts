@@ -51,8 +51,8 @@ export function readPartials(candidates: readonly Candidate[]): Partials | undef
  * signal, and what more rollouts add to it (the balanced value's certain 0.05 a rollout) took a
  * later round's whole budget into a few such groups (all 77 of a round into 2, in a pool of
  * mostly hard prompts seen once) where all-wrong and all-right groups could still turn
- * informative. `mixed` counts those prompts; the planner lifts their bound when the budget would
- * otherwise go unspent (`withoutMixedCap`). O(N).
+ * informative. `mixed` counts those prompts that could take another rollout; the planner lifts
+ * their bound when the budget would otherwise go unspent (`mixedOnly`). O(N).
  */
 export function partialBounds(groups: readonly PartialGroup[], minN: number, maxN: number): { promptMinN: Int32Array; promptMaxN: Int32Array; mixed: number } {
   const promptMinN = new Int32Array(groups.length);
@@ -60,23 +60,36 @@ export function partialBounds(groups: readonly PartialGroup[], minN: number, max
   let mixed = 0;
   groups.forEach((g, i) => {
     promptMinN[i] = g.rollouts === 0 ? minN : 0;
+    const room = Math.max(0, maxN - g.rollouts);
     const varies = g.sawSuccess && g.sawFailure;
-    if (varies) mixed++;
-    promptMaxN[i] = varies ? 0 : Math.max(0, maxN - g.rollouts);
+    if (varies && room > 0) mixed++;
+    promptMaxN[i] = varies ? 0 : room;
   });
   return { promptMinN, promptMaxN, mixed };
 }
 
 /**
- * The bounds of a second solve, once the first (mixed groups at 0 more) left budget unspent: each
- * prompt keeps at least what the first gave it, and a mixed group may grow to max_n − k again.
- * O(N).
+ * The bounds of a second solve, once the first (mixed groups at 0 more) left budget unspent:
+ * every prompt fixed at what the first gave it (its lower and upper bound both that n, skip
+ * off, so none is dropped or swapped), but a mixed group, which may grow from 0 to max_n − k.
+ * Only the mixed groups move, on what the first left. O(N).
  */
-export function withoutMixedCap(groups: readonly PartialGroup[], first: Int32Array, promptMinN: Int32Array, maxN: number): { promptMinN: Int32Array; promptMaxN: Int32Array } {
+export function mixedOnly(groups: readonly PartialGroup[], first: Int32Array, maxN: number): { promptMinN: Int32Array; promptMaxN: Int32Array; skip: false } {
+  const varies = (g: PartialGroup) => g.sawSuccess && g.sawFailure;
   return {
-    promptMinN: Int32Array.from(promptMinN, (m, i) => Math.max(m, first[i]!)),
-    promptMaxN: Int32Array.from(groups, (g) => Math.max(0, maxN - g.rollouts)),
+    promptMinN: Int32Array.from(first),
+    promptMaxN: Int32Array.from(groups, (g, i) => (varies(g) ? Math.max(0, maxN - g.rollouts) : first[i]!)),
+    skip: false,
   };
+}
+
+/** The fewest tokens a rollout of a mixed group that may grow costs (Infinity when none may). O(N). */
+export function cheapestMixed(groups: readonly PartialGroup[], tokensPerRollout: Float64Array, maxN: number): number {
+  let least = Infinity;
+  groups.forEach((g, i) => {
+    if (g.sawSuccess && g.sawFailure && g.rollouts < maxN) least = Math.min(least, tokensPerRollout[i]!);
+  });
+  return least;
 }
 
 /**

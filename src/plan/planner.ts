@@ -7,12 +7,12 @@ import { flatPrior, priorFor, type Prior } from '../posterior/prior.js';
 import type { PromptState, StateSnapshot } from '../posterior/state.js';
 import type { Registry } from '../registry.js';
 import { startNeeds } from '../solver/bounds.js';
-import type { Solver, SolverInput } from '../solver/types.js';
+import { SLACK, type Solver, type SolverInput } from '../solver/types.js';
 import type { ValueFunction } from '../value/functions.js';
 import { planLimits } from './limits.js';
 import { resolvePlanOptions, validateBudget, type PlanOptionsInput } from './options.js';
 import { firstRepeatedId } from './checked-ids.js';
-import { buildPartialCurves, partialBounds, readPartials, withoutMixedCap, type Partials } from './partial.js';
+import { buildPartialCurves, cheapestMixed, mixedOnly, partialBounds, readPartials, type Partials } from './partial.js';
 import type { PosteriorPolicy } from './policies.js';
 import { grownShareWarning, roundShare } from './rounds.js';
 import { columnarPlan } from './columns.js';
@@ -201,11 +201,15 @@ export function planStep(
   const budgets = { rollouts: Math.min(spend.rollouts ?? Infinity, limits.rollouts), tokens: Math.min(spend.tokens ?? Infinity, limits.tokens) };
   let result = solver({ ...input, ...budgets });
   // Groups that already vary get no more this round (plan/partial.ts), unless the budget would
-  // go unspent: then a second solve keeps the first's groups and gives them what is left.
+  // go unspent: then a second solve keeps every group of the first as it is and gives the mixed
+  // groups what is left (the first's surplus rollouts counted with the second's).
   if (partials !== undefined && bounds !== undefined && bounds.mixed > 0 && result.status === 'optimal' && result.usedRollouts + multiple <= budgets.rollouts
-    && (budgets.tokens === Infinity || result.usedTokens + multiple * largest(tokensPerRollout) <= budgets.tokens)) {
-    const again = solver({ ...input, ...budgets, ...withoutMixedCap(partials.groups, result.n, bounds.promptMinN, limits.maxN) });
-    if (again.status === 'optimal') result = again;
+    && (budgets.tokens === Infinity || result.usedTokens + multiple * cheapestMixed(partials.groups, tokensPerRollout, limits.maxN) <= budgets.tokens * (1 + SLACK))) {
+    const first = result;
+    const again = solver({ ...input, ...budgets, ...mixedOnly(partials.groups, first.n, limits.maxN) });
+    if (again.status === 'optimal' && again.usedRollouts > first.usedRollouts && again.objective >= first.objective) {
+      result = { ...again, surplusRollouts: first.surplusRollouts + again.surplusRollouts, upperBound: Math.max(first.upperBound, again.upperBound) };
+    }
   }
   if (result.status === 'budget-infeasible') throw infeasible(needs, budget, options.minN, options.roundsLeft, starting, multiple);
   if (result.status !== 'optimal') {
@@ -260,13 +264,6 @@ export function planStep(
     },
     warnings,
   }, columns);
-}
-
-/** The largest of `values` (0 when empty). O(N). */
-function largest(values: Float64Array): number {
-  let most = 0;
-  for (const v of values) if (v > most) most = v;
-  return most;
 }
 
 /** Prompts that start at min_n: those without partial rewards, unless skip. O(N). */
