@@ -58,6 +58,7 @@ import os
 
 from .advantages import group_advantages
 from .checkpoint import check_copies, copy_state, resume_from_copy
+from .client_common import RolloutBudgetError
 from .config import settings_from
 from .plan import check_repeat, stable_prompt_id
 from .rounds import run_rounds
@@ -362,7 +363,18 @@ class _StepTotal:
             cut = self.k * ((so_far + planned) // self.k) - so_far
             if cut < 0 or cut == planned:
                 return plan  # < 0: the rounds before already passed the multiple below (warned at the step's end)
-            plan = self.client.plan(candidates, budget_rollouts=cut, **options)
+            try:
+                shorter = self.client.plan(candidates, budget_rollouts=cut, **options)
+            except RolloutBudgetError as error:
+                if error.code != "BUDGET_INFEASIBLE":
+                    raise
+                # The cut is below what this round must start (a prompt whose earlier rollouts all
+                # aborted is new again: min_n): keep the plan; the step's end warns of the total.
+                plan.setdefault("warnings", []).append(
+                    "the last round kept its plan of %d rollouts: cut to %d for a multiple of multiple_of %d, it could not start "
+                    "its new prompts (%s)" % (planned, cut, self.k, error))
+                return plan
+            plan = shorter
             plan.setdefault("warnings", []).append(
                 "the last round planned again with budget_rollouts %d (it planned %d of the %d left): the step's %d rollouts so "
                 "far and these make a multiple of multiple_of %d" % (cut, planned, budget_rollouts, so_far, self.k))

@@ -246,6 +246,21 @@ class RolloutRoundsTest(_RolloutCase):
         return slime_upstream.ManagerStandIn(args, rollout_fn=rollout_fn, post_process=post,
                                              data_source=slime_upstream.DataSourceStandIn(args, self.dataset))
 
+    def test_a_last_round_cut_below_what_a_new_prompt_needs_keeps_its_plan(self):
+        """Found in review: a prompt whose round-1 rollouts all aborted is new again in round 2
+        (min_n), and the last round's cut to a multiple of global_batch_size asked for less than
+        it needs: BUDGET_INFEASIBLE, and the whole rollout failed. The round keeps its plan now."""
+        args = slime_upstream.args(rollout_batch_size=3, n_samples_per_prompt=4, global_batch_size=4)
+        self.dataset = self.dataset[:3]
+        # Round 1 (6 rollouts, 2 a prompt): both of math/0's abort, and math/1's first.
+        slime_sim.ABORT = lambda row: row["rollout_index"] < 2 and (row["prompt_id"] == "math/0" or (row["prompt_id"] == "math/1" and row["rollout_index"] == 0))
+        manager = self.manager(args, Settings(rounds=2, options={"min_n": 2, "max_n": 2, "seed": 4}))
+        samples, metrics = manager.get_rollout_data(0)
+        self.assertEqual(metrics["rollout_budget/aborted"], 3)
+        # Every sample kept has a reward; math/0 was started again in round 2 (min_n 2).
+        self.assertTrue(all(s.reward is not None for s in samples))
+        self.assertEqual(sum(1 for s in samples if s.metadata["rollout_budget"]["prompt_id"] == "math/0"), 2)
+
     def trains_every_sample(self, args, samples):
         """slime's own build_dp_schedule puts every sample in a training step (none dropped)."""
         partitions, _, _, _ = self.ns.build_dp_schedule(
