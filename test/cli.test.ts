@@ -78,6 +78,16 @@ describe('CLI bad input: exit 2, one message with file:line, field and value, st
     r = await cli(['plan', '--prompts', w.prompts, '--state', missing, '--budget-rollouts', '8']);
     expect(r.code).toBe(2);
     expect(r.stderr).toBe(`rollout-budget: ${missing}: cannot open the state database (Cannot open database because the directory does not exist: there is no folder ${dirname(missing)}; make it first (mkdir -p '${dirname(missing)}'))\n`);
+    // A file where a folder of the path should be: exit 2 naming it (it crashed with ENOTDIR's stack, exit 1).
+    for (const [args, said] of [
+      [['plan', '--prompts', w.prompts, '--state', join(w.prompts, 'x.db'), '--budget-rollouts', '8'], `${join(w.prompts, 'x.db')}: cannot open the state database (unable to open database file: ${w.prompts} is a file, not a folder)`],
+      [['plan', '--prompts', w.prompts, '--state', join(w.prompts, 'sub', 'x.db'), '--budget-rollouts', '8'], `${join(w.prompts, 'sub', 'x.db')}: cannot open the state database (Cannot open database because the directory does not exist: ${w.prompts} is a file, not a folder)`],
+      [['plan', '--prompts', join(w.prompts, 'p.jsonl'), '--state', ':memory:', '--budget-rollouts', '8'], `${join(w.prompts, 'p.jsonl')}: cannot read (ENOTDIR)`],
+    ] as const) {
+      r = await cli([...args]);
+      expect(r.code, args.join(' ')).toBe(2);
+      expect(r.stderr).toBe(`rollout-budget: ${said}\n`);
+    }
     // An empty file: an empty plan and a new state file, exit 0, before; loop ran its steps on nothing.
     writeFileSync(w.prompts, '\n');
     for (const args of [['plan', '--budget-rollouts', '8'], ['loop', '--budget-rollouts', '8', '--steps', '2', '--endpoint', 'http://127.0.0.1:9', '--model', 'm']]) {

@@ -7,6 +7,7 @@ import type { PlanChunk } from '../plan/byte-chunk.js';
 import { refuseDevice } from '../io/chunks.js';
 import { tempFolder, tempWriteFailed } from '../io/temp-folder.js';
 import { chunkText, decodeUtf8 } from '../io/utf8.js';
+import { statIfThere } from '../io/paths.js';
 
 /**
  * node:stream/promises, for spooling stdin only. A require, not `import()`: the bin runs the
@@ -127,7 +128,7 @@ async function spool(source: NodeJS.ReadableStream, prefix: string, what: string
  * the copy. O(size) for a pipe, nothing for a file.
  */
 export async function rereadable(path: string): Promise<{ path: string; done: () => void }> {
-  const stat = statSync(path, { throwIfNoEntry: false });
+  const stat = statIfThere(path);
   if (stat === undefined || stat.isFile() || stat.isDirectory()) return { path, done: () => undefined };
   refuseDevice(path, stat);
   let copy: string;
@@ -156,9 +157,9 @@ export function checkOutput(path: string, inputs: Readonly<Record<string, string
   if (path === '-') return;
   sameFileAsInput(path, inputs);
   const parent = dirname(path);
-  const folder = statSync(parent, { throwIfNoEntry: false });
+  const folder = statIfThere(parent);
   const why =
-    folder === undefined ? `ENOENT): there is no folder ${parent}` : !folder.isDirectory() ? `ENOTDIR): ${parent} is not a folder` : statSync(path, { throwIfNoEntry: false })?.isDirectory() ? 'EISDIR): it is a folder' : undefined;
+    folder === undefined ? `ENOENT): there is no folder ${parent}` : !folder.isDirectory() ? `ENOTDIR): ${parent} is not a folder` : statIfThere(path)?.isDirectory() ? 'EISDIR): it is a folder' : undefined;
   if (why !== undefined) throw new RolloutBudgetError('IO_ERROR', `${path}: cannot write (${why}`);
 }
 
@@ -170,11 +171,11 @@ export function checkOutput(path: string, inputs: Readonly<Record<string, string
  * file with a plan.
  */
 function sameFileAsInput(path: string, inputs: Readonly<Record<string, string | undefined>>): void {
-  const out = statSync(path, { throwIfNoEntry: false });
+  const out = statIfThere(path);
   if (out !== undefined && !out.isFile()) return;
   for (const [flag, input] of Object.entries(inputs)) {
     if (input === undefined || input === '-' || input === ':memory:' || input.includes('://')) continue;
-    const there = statSync(input, { throwIfNoEntry: false });
+    const there = statIfThere(input);
     // Neither there yet (a new state the command makes, then the plan renamed over it): compare where they would be.
     const same = out !== undefined && there !== undefined ? there.dev === out.dev && there.ino === out.ino : out === undefined && there === undefined && placeOf(input) === placeOf(path);
     if (same) {
@@ -199,7 +200,7 @@ function placeOf(path: string): string {
  * a rename would put a regular file where the device or pipe was (as root, /dev/null itself).
  */
 export function outputTarget(path: string): { path: string; atomic: boolean } {
-  const stat = statSync(path, { throwIfNoEntry: false });
+  const stat = statIfThere(path);
   if (stat === undefined) return { path, atomic: true };
   if (!stat.isFile()) return { path, atomic: false };
   return { path: realpathSync(path), atomic: true };

@@ -1,5 +1,6 @@
 import { existsSync, rmSync, statSync } from 'node:fs';
 import { isPostgresUrl } from '../store/url.js';
+import { statIfThere } from '../io/paths.js';
 
 /**
  * A SQLite state file that a command created and then failed with: `plan`, `observe`, `serve`,
@@ -36,7 +37,7 @@ export function removeStateFile(state: string): void {
  * bytes in it is kept: another process made it meanwhile.
  */
 function removeUnopenedStateFile(state: string): void {
-  if (statSync(state, { throwIfNoEntry: false })?.size === 0) removeStateFile(state);
+  if (statIfThere(state)?.size === 0) removeStateFile(state);
 }
 
 /**

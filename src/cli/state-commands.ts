@@ -24,6 +24,7 @@ import { checkOutput, onEndingSignal, outputTarget, removeStaleTemps, rereadable
 import { isNewStateFile, openCreated, removeStateFile, stillEmpty } from './new-state.js';
 import { readPrompts } from './prompts-input.js';
 import { budgetFrom, planOptionsFrom, type SharedFlags } from './options.js';
+import { statIfThere } from '../io/paths.js';
 
 /**
  * The actions of `plan`, `observe` and `inspect` (main.ts declares their flags): loaded when
@@ -218,7 +219,7 @@ export async function backupCommand(io: CliIo, opts: { state: string; out: strin
   if (state === ':memory:' || isNewStateFile(state)) throw new RolloutBudgetError('BAD_OPTION', `--state ${state}: no state file there to copy (nothing was created)`);
   if (out === '-') throw new RolloutBudgetError('BAD_OPTION', '--out -: a state is a SQLite file, not text for stdout: give a file path');
   checkOutput(out);
-  const there = statSync(out, { throwIfNoEntry: false });
+  const there = statIfThere(out);
   // As plan's --out: a symlink stays one, the file it leads to is replaced (its -wal and -shm are beside that file).
   const { path: target, atomic } = outputTarget(out);
   if (there !== undefined) {

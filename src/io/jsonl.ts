@@ -5,6 +5,7 @@ import { checkHint } from '../posterior/hints.js';
 import { refuseDevice } from './chunks.js';
 import { decodeUtf8 } from './utf8.js';
 import { binaryKind } from './file-kind.js';
+import { statIfThere } from './paths.js';
 
 /** One parsed JSONL line with where it came from. */
 export interface Located<T> {
@@ -20,7 +21,7 @@ export interface Located<T> {
 export function readText(path: string): string {
   let bytes: Buffer;
   try {
-    const stat = statSync(path, { throwIfNoEntry: false });
+    const stat = statIfThere(path);
     if (stat !== undefined) refuseDevice(path, stat);
     bytes = readFileSync(path);
   } catch (error) {

@@ -1,4 +1,4 @@
-import { existsSync, mkdirSync, statSync } from 'node:fs';
+import { existsSync, mkdirSync, statSync, type Stats } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -32,4 +32,18 @@ export function makeFolders(dir: string): void {
     at = up;
   }
   for (const folder of missing.reverse()) mkdirSync(folder);
+}
+
+/**
+ * `statSync(path)`, or undefined when nothing is there: no entry (ENOENT), or a file where a
+ * folder of the path should be (ENOTDIR: `--state afile/x.db` crashed with a stack trace).
+ * Other errors (EACCES) are thrown.
+ */
+export function statIfThere(path: string): Stats | undefined {
+  try {
+    return statSync(path, { throwIfNoEntry: false });
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'ENOTDIR') return undefined;
+    throw error;
+  }
 }

@@ -1,5 +1,6 @@
 import { statSync } from 'node:fs';
 import { RolloutBudgetError } from '../errors.js';
+import { statIfThere } from '../io/paths.js';
 
 /** A file's device and inode: which file a path named when a state was opened. */
 export interface FileIdentity {
@@ -9,7 +10,7 @@ export interface FileIdentity {
 
 /** The identity of the file at `path`, or undefined when nothing is there. O(1): one stat. */
 export function fileIdentity(path: string): FileIdentity | undefined {
-  const s = statSync(path, { throwIfNoEntry: false });
+  const s = statIfThere(path);
   return s === undefined ? undefined : { dev: s.dev, ino: s.ino };
 }
 

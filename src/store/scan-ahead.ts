@@ -4,6 +4,7 @@ import type { Worker as WorkerType } from 'node:worker_threads';
 import { lazyRequire } from '../lazy.js';
 import { StateColumns, type StateColumnParts } from '../posterior/state-columns.js';
 import { unwritableReason } from './sqlite-read-only.js';
+import { statIfThere } from '../io/paths.js';
 
 /** node:worker_threads, loaded when a state is large enough to be read by a thread (not by a small plan). */
 const threads = lazyRequire<typeof import('node:worker_threads')>('node:worker_threads');
@@ -60,9 +61,9 @@ export function readStateAhead(path: string, mmapBytes: number, minBytes = SCAN_
   return { result, cancel: () => void worker.terminate() };
 }
 
-/** The file's size and its WAL's; 0 when it is not there or empty. */
+/** The file's size and its WAL's; 0 when it is not there, cannot be read (its folder is a file: ENOTDIR) or is empty. */
 function fileBytes(path: string): number {
-  const size = (p: string) => statSync(p, { throwIfNoEntry: false })?.size ?? 0;
+  const size = (p: string) => statIfThere(p)?.size ?? 0;
   const bytes = size(path);
   return bytes === 0 ? 0 : bytes + size(`${path}-wal`);
 }

@@ -4,6 +4,7 @@ import type Database from 'better-sqlite3';
 import { RolloutBudgetError } from '../errors.js';
 import type { SqliteDriver } from './sqlite-driver.js';
 import { cannotOpen } from './unavailable.js';
+import { statIfThere } from '../io/paths.js';
 
 /**
  * A SQLite state file this process may read but not write: a teammate's `inspect` of the
@@ -21,7 +22,7 @@ import { cannotOpen } from './unavailable.js';
 /** Why this process cannot write the SQLite state file at `path`, or undefined when it can (or the file is not there). */
 export function unwritableReason(path: string): string | undefined {
   if (path === ':memory:') return undefined;
-  const file = statSync(path, { throwIfNoEntry: false });
+  const file = statIfThere(path);
   if (file === undefined || !file.isFile()) return undefined;
   const denied = writeDenied(path);
   if (denied === 'EROFS') return 'it is on a read-only file system';
@@ -29,7 +30,7 @@ export function unwritableReason(path: string): string | undefined {
   // SQLite follows a symlink: its -wal and -shm go beside the file it leads to.
   const real = realpathSync(path);
   const folder = dirname(real);
-  if (writeDenied(folder) !== undefined && statSync(`${real}-shm`, { throwIfNoEntry: false }) === undefined) {
+  if (writeDenied(folder) !== undefined && statIfThere(`${real}-shm`) === undefined) {
     return `this user cannot write its folder ${folder}, where SQLite makes the state's -wal and -shm files`;
   }
   return undefined;
@@ -41,9 +42,9 @@ export function unwritableReason(path: string): string | undefined {
  * "unable to open database file", name neither the folder nor the cause.
  */
 function uncreatableReason(path: string): string | undefined {
-  if (path === ':memory:' || path === '' || statSync(path, { throwIfNoEntry: false }) !== undefined) return undefined;
+  if (path === ':memory:' || path === '' || statIfThere(path) !== undefined) return undefined;
   const folder = dirname(resolve(path));
-  if (statSync(folder, { throwIfNoEntry: false })?.isDirectory() !== true) return undefined;
+  if (statIfThere(folder)?.isDirectory() !== true) return undefined;
   const denied = writeDenied(folder);
   if (denied === undefined) return undefined;
   const why = denied === 'EROFS' ? 'is on a read-only file system' : `cannot be written by this user (uid ${process.getuid?.() ?? '?'})`;
@@ -81,8 +82,8 @@ const COPY_MAX_BYTES = 2 ** 31 - 1;
  */
 export function openReadOnly(driver: SqliteDriver, path: string, reason: string): Database.Database {
   const real = realpathSync(path); // where SQLite looks for the -wal and -shm (a symlink followed)
-  const wal = statSync(`${real}-wal`, { throwIfNoEntry: false });
-  const shm = statSync(`${real}-shm`, { throwIfNoEntry: false });
+  const wal = statIfThere(`${real}-wal`);
+  const shm = statIfThere(`${real}-shm`);
   if (wal !== undefined && shm !== undefined) return new driver.Database(path, { readonly: true, fileMustExist: true, ...driver.options });
   if (wal !== undefined && wal.size > 0) {
     throw new RolloutBudgetError('STATE_ERROR', `${path}: ${reason}, and its write-ahead log (${real}-wal) holds changes only a process that can write the state may apply: run a command on it as its owner first`);
@@ -98,7 +99,7 @@ export function openReadOnly(driver: SqliteDriver, path: string, reason: string)
   for (let attempt = 0; attempt < COPY_TRIES; attempt++) {
     const before = statSync(real);
     const bytes = readFileSync(real);
-    if (!sameFile(before, statSync(real)) || statSync(`${real}-wal`, { throwIfNoEntry: false })?.size) continue;
+    if (!sameFile(before, statSync(real)) || statIfThere(`${real}-wal`)?.size) continue;
     // Bytes 18 and 19 of the header: the file format's write and read versions, 2 for WAL, 1 for a rollback journal.
     if (bytes.length >= 20 && bytes[18] === 2 && bytes[19] === 2) bytes[18] = bytes[19] = 1;
     return new driver.Database(bytes, driver.options);

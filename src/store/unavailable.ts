@@ -2,6 +2,7 @@ import { statSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { RolloutBudgetError } from '../errors.js';
 import { shellWord } from '../io/shell-word.js';
+import { statIfThere } from '../io/paths.js';
 
 /**
  * A state that cannot be used for a reason outside the program (PostgreSQL stopped, restarted,
@@ -71,12 +72,26 @@ export function cannotOpen(where: string, error: unknown): RolloutBudgetError {
   // node-postgres's words when the server asks a password (SCRAM) and none was given.
   const why = /client password must be a string/.test(message)
     ? `${message}: the server wants a password for this role and none was given: put it in the URL (postgres://user:password@host/db) or in PGPASSWORD`
-    : /unable to open database file/.test(message) && statSync(where, { throwIfNoEntry: false })?.isDirectory() === true
+    : /unable to open database file/.test(message) && statIfThere(where)?.isDirectory() === true
       ? `${message}: it is a folder; give the path of a state file, e.g. ${join(where, 'rollout-budget.db')}`
-      : /directory does not exist/.test(message) && dirname(where) !== where
-        ? `${message}: there is no folder ${dirname(where)}; make it first (mkdir -p ${shellWord(dirname(where))})`
+      : /unable to open database file|directory does not exist/.test(message) && dirname(where) !== where
+        ? folderMissing(message, dirname(where))
         : message;
   return new RolloutBudgetError('STATE_ERROR', `${where}: cannot open the state database (${why})`);
+}
+
+/**
+ * Why the state's `folder` cannot hold it: a file on the way (`afile` of `afile/sub/x.db`), or no
+ * folder (and how to make it); SQLite's words alone said neither. `message` as it is when the
+ * folder is there.
+ */
+function folderMissing(message: string, folder: string): string {
+  let at = folder;
+  while (statIfThere(at) === undefined && dirname(at) !== at) at = dirname(at);
+  const kind = statIfThere(at);
+  if (kind !== undefined && !kind.isDirectory()) return `${message}: ${at} is a file, not a folder`;
+  if (at === folder) return message;
+  return `${message}: there is no folder ${folder}; make it first (mkdir -p ${shellWord(folder)})`;
 }
 
 /** What each SQLite primary result code (https://sqlite.org/rescode.html) says of the state file. */
