@@ -154,8 +154,9 @@ describe('the group-size chart\'s label of the most common n', () => {
       const width = t[4]!.length * 6.5;
       const x0 = t[1] ? Number(t[2]) - width : Number(t[2]);
       const [top, bottom] = [Number(t[3]) - 9, Number(t[3]) + 3];
-      return [...panel.matchAll(/<rect data-mark="1" x="([\d.]+)" y="([\d.]+)" width="([\d.]+)" height="([\d.]+)"/g)]
-        .map((m) => m.slice(1).map(Number))
+      const bars = [...panel.matchAll(/<rect data-mark="1" x="([\d.]+)" y="([\d.]+)" width="([\d.]+)" height="([\d.]+)"/g)].map((m) => m.slice(1).map(Number));
+      expect(bars.length).toBeGreaterThan(5); // the pattern finds the bars (else nothing could overlap)
+      return bars
         .filter(([x, y, w, h]) => x! < x0 + width && x! + w! > x0 && y! < bottom && y! + h! > top);
     };
     // The one-epoch pool's bayes panel: the mode at n = 2 (13%), bars nearly as tall at n = 5 to 10.

@@ -57,7 +57,7 @@ def run_rounds(client, prompts, generate, budget_rollouts=None, budget_tokens=No
     ``{"reward", "tokens"?, "finish_reason"?}``. `options` are plan options (min_n, max_n,
     skip, multiple_of, seed, step, ...): every round's Σ n is a multiple of ``multiple_of``.
     """
-    if not isinstance(rounds, int) or rounds < 1:
+    if not isinstance(rounds, int) or isinstance(rounds, bool) or rounds < 1:
         raise ValueError("rounds must be an integer ≥ 1, got %r" % (rounds,))
     if budget_rollouts is None and budget_tokens is None:
         raise ValueError("a budget is required: budget_rollouts, budget_tokens or both")
