@@ -247,9 +247,9 @@ class RolloutRoundsTest(_RolloutCase):
                                              data_source=slime_upstream.DataSourceStandIn(args, self.dataset))
 
     def test_a_last_round_cut_below_what_a_new_prompt_needs_keeps_its_plan(self):
-        """Found in review: a prompt whose round-1 rollouts all aborted is new again in round 2
-        (min_n), and the last round's cut to a multiple of global_batch_size asked for less than
-        it needs: BUDGET_INFEASIBLE, and the whole rollout failed. The round keeps its plan now."""
+        # Found in review: a prompt whose round-1 rollouts all aborted is new again in round 2
+        # (min_n), and the last round's cut to a multiple of global_batch_size asked for less than
+        # it needs: BUDGET_INFEASIBLE, and the whole rollout failed. The round keeps its plan now.
         args = slime_upstream.args(rollout_batch_size=3, n_samples_per_prompt=4, global_batch_size=4)
         self.dataset = self.dataset[:3]
         # Round 1 (6 rollouts, 2 a prompt): both of math/0's abort, and math/1's first.

@@ -12,7 +12,6 @@ import { writeReport, type ReportInput } from '../report/write.js';
 import type { CliIo } from './io.js';
 import { createProgress } from './progress.js';
 import { shellWord } from '../io/shell-word.js';
-import { statIfThere } from '../io/paths.js';
 
 /** `a..b` (inclusive, a ≤ b) or a single `a` → the seeds a, a+1, …, b. */
 export function seedRange(value: string): number[] {
@@ -82,7 +81,7 @@ export function checkReportFolder(out: string | undefined): void {
   if (out === undefined) return;
   let there;
   try {
-    there = statIfThere(out);
+    there = statSync(out, { throwIfNoEntry: false });
   } catch (error) {
     // ENOTDIR: a file where the path needs a folder (--out results.jsonl/report).
     throw new RolloutBudgetError('IO_ERROR', `${out}: cannot write the report (${(error as NodeJS.ErrnoException).code}: a part of the path is a file, not a folder)`);
