@@ -78,6 +78,13 @@ describe('CLI bad input: exit 2, one message with file:line, field and value, st
     r = await cli(['plan', '--prompts', w.prompts, '--state', missing, '--budget-rollouts', '8']);
     expect(r.code).toBe(2);
     expect(r.stderr).toBe(`rollout-budget: ${missing}: cannot open the state database (Cannot open database because the directory does not exist: there is no folder ${dirname(missing)}; make it first (mkdir -p '${dirname(missing)}'))\n`);
+    // --min-n above --max-n's default, --max-n not given: --min-n is named (it said "--max-n must be
+    // an integer ≥ 100, got 64", a flag the user never gave); given, --max-n is.
+    r = await cli(['plan', '--prompts', w.prompts, '--state', ':memory:', '--budget-rollouts', '1000', '--min-n', '100']);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toBe("rollout-budget: --min-n 100 is above --max-n's default of 64: give --max-n too (at least 100)\n");
+    r = await cli(['plan', '--prompts', w.prompts, '--state', ':memory:', '--budget-rollouts', '1000', '--min-n', '100', '--max-n', '64']);
+    expect(r.stderr).toBe('rollout-budget: --max-n must be an integer ≥ 100, got 64\n');
     // A file where a folder of the path should be: exit 2 naming it (it crashed with ENOTDIR's stack, exit 1).
     for (const [args, said] of [
       [['plan', '--prompts', w.prompts, '--state', join(w.prompts, 'x.db'), '--budget-rollouts', '8'], `${join(w.prompts, 'x.db')}: cannot open the state database (unable to open database file: ${w.prompts} is a file, not a folder)`],

@@ -30,7 +30,9 @@ export function registerStateCommands(program: Command, io: CliIo): void {
     .option('--prompt-field <name>', 'prompts field holding the text, for --format vllm-batch and sglang', 'prompt');
   decayFlags(plan);
   roundsLeftFlag(plan);
-  plan.action(async (opts) => (await import('./state-commands.js')).planCommand(io, opts));
+  // --max-n not given: left to the library's default (the same 64), so a --min-n above it is named
+  // as the mistake ("--max-n must be an integer ≥ 100, got 64" named a flag the user never gave).
+  plan.action(async (opts, cmd: Command) => (await import('./state-commands.js')).planCommand(io, cmd.getOptionValueSource('maxN') === 'default' ? { ...opts, maxN: undefined } : opts));
 
   const observe = program
     .command('observe')
