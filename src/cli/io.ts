@@ -1,4 +1,4 @@
-import { closeSync, createReadStream, createWriteStream, lstatSync, openSync, readdirSync, realpathSync, renameSync, rmSync, statSync, writeSync } from 'node:fs';
+import { closeSync, createReadStream, createWriteStream, lstatSync, openSync, readdirSync, realpathSync, renameSync, rmSync, writeSync } from 'node:fs';
 import { basename, dirname, join, resolve } from 'node:path';
 import { cannotRead, RolloutBudgetError } from '../errors.js';
 import { lazyRequire } from '../lazy.js';

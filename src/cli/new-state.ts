@@ -1,4 +1,4 @@
-import { existsSync, rmSync, statSync } from 'node:fs';
+import { existsSync, rmSync } from 'node:fs';
 import { isPostgresUrl } from '../store/url.js';
 import { statIfThere } from '../io/paths.js';
 

@@ -1,4 +1,4 @@
-import { readFileSync, statSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { RolloutBudgetError, badInput, cannotRead, quote } from '../errors.js';
 import { stepTooLarge } from '../posterior/decay.js';
 import { checkHint } from '../posterior/hints.js';

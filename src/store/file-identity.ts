@@ -1,4 +1,3 @@
-import { statSync } from 'node:fs';
 import { RolloutBudgetError } from '../errors.js';
 import { statIfThere } from '../io/paths.js';
 

@@ -1,4 +1,4 @@
-import { existsSync, statSync } from 'node:fs';
+import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import type { Worker as WorkerType } from 'node:worker_threads';
 import { lazyRequire } from '../lazy.js';

@@ -1,4 +1,3 @@
-import { statSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { RolloutBudgetError } from '../errors.js';
 import { shellWord } from '../io/shell-word.js';
