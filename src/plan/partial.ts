@@ -1,5 +1,5 @@
 import { field } from '../io/jsonl.js';
-import { conditionalValue, partialGroupOf, partialKey, type PartialGroup } from '../value/conditional.js';
+import { conditionalValue, isMixed, partialGroupOf, partialKey, type PartialGroup } from '../value/conditional.js';
 import type { ValueCurves } from '../value/types.js';
 import { PartitionedCurves } from '../value/partitioned.js';
 import type { PosteriorPolicy, PosteriorPolicyInput, PosteriorPolicyOutput } from './policies.js';
@@ -61,9 +61,8 @@ export function partialBounds(groups: readonly PartialGroup[], minN: number, max
   groups.forEach((g, i) => {
     promptMinN[i] = g.rollouts === 0 ? minN : 0;
     const room = Math.max(0, maxN - g.rollouts);
-    const varies = g.sawSuccess && g.sawFailure;
-    if (varies && room > 0) mixed++;
-    promptMaxN[i] = varies ? 0 : room;
+    if (isMixed(g) && room > 0) mixed++;
+    promptMaxN[i] = isMixed(g) ? 0 : room;
   });
   return { promptMinN, promptMaxN, mixed };
 }
@@ -75,10 +74,9 @@ export function partialBounds(groups: readonly PartialGroup[], minN: number, max
  * Only the mixed groups move, on what the first left. O(N).
  */
 export function mixedOnly(groups: readonly PartialGroup[], first: Int32Array, maxN: number): { promptMinN: Int32Array; promptMaxN: Int32Array; skip: false } {
-  const varies = (g: PartialGroup) => g.sawSuccess && g.sawFailure;
   return {
     promptMinN: Int32Array.from(first),
-    promptMaxN: Int32Array.from(groups, (g, i) => (varies(g) ? Math.max(0, maxN - g.rollouts) : first[i]!)),
+    promptMaxN: Int32Array.from(groups, (g, i) => (isMixed(g) ? Math.max(0, maxN - g.rollouts) : first[i]!)),
     skip: false,
   };
 }
@@ -87,7 +85,7 @@ export function mixedOnly(groups: readonly PartialGroup[], first: Int32Array, ma
 export function cheapestMixed(groups: readonly PartialGroup[], tokensPerRollout: Float64Array, maxN: number): number {
   let least = Infinity;
   groups.forEach((g, i) => {
-    if (g.sawSuccess && g.sawFailure && g.rollouts < maxN) least = Math.min(least, tokensPerRollout[i]!);
+    if (isMixed(g) && g.rollouts < maxN) least = Math.min(least, tokensPerRollout[i]!);
   });
   return least;
 }

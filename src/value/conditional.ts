@@ -20,6 +20,11 @@ export function partialGroupOf(rewards: readonly number[]): PartialGroup {
   return { rollouts: rewards.length, sawSuccess: varies || success, sawFailure: varies || (first !== undefined && !success) };
 }
 
+/** The group already varies: a success and a failure (a later round gives it no more while others can use the budget: plan/partial.ts). */
+export function isMixed(g: PartialGroup): boolean {
+  return g.sawSuccess && g.sawFailure;
+}
+
 /** A stable name for a partial group's kind, e.g. `3:fail`, `2:mixed`. */
 export function partialKey(g: PartialGroup): string {
   return `${g.rollouts}:${g.sawSuccess ? (g.sawFailure ? 'mixed' : 'success') : g.sawFailure ? 'fail' : 'none'}`;
