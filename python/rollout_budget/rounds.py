@@ -22,6 +22,7 @@ a round every token it generated, `RoundOutcome`); a plan's prefill (its expecte
 
 from __future__ import annotations
 
+from .client_common import RolloutBudgetError
 from .plan import expand_plan, note_observed, note_planned, results_rows
 
 __all__ = ["run_rounds", "RoundsResult"]
@@ -104,3 +105,57 @@ def run_rounds(client, prompts, generate, budget_rollouts=None, budget_tokens=No
             break
     summary = note_observed(client.observe(results), results) if observe and results else None
     return RoundsResult(plans, results, summary)
+
+
+class StepTotal:
+    """A client wrapper a step plans its rounds through (run_rounds), so that the step's rollouts,
+    all rounds together, are a multiple of `k` (slime's global_batch_size: slime trains on
+    ⌊samples / k⌋ batches of k, drops the rest, and asserts at least one). Only the total
+    matters to slime, so rounds before the last plan their share freely: each a multiple of k,
+    where k is the whole budget (rollout_batch_size × n_samples_per_prompt = global_batch_size,
+    one training step a rollout), is all or nothing, rounds in name only. The last round
+    (rounds_left 1), after S finished rollouts: with multiple_of k when S is a multiple of k (one
+    round is the plan with multiple_of of a step without rounds); else with the budget left,
+    which lands on the step's budget when spent; where it leaves the total between two
+    multiples (a token budget, max_n or skip leaves some unspent), planned again with its budget
+    cut to the multiple below (the plan's warnings say so), unless the cut is below what the round
+    must start (its plan kept, with a warning). `k` None: plans as they are."""
+
+    def __init__(self, client, k, budget_rollouts):
+        self.client = client
+        self.k = k
+        self.budget = budget_rollouts
+
+    def plan(self, candidates, budget_rollouts=None, rounds_left=1, **options):
+        if rounds_left > 1:
+            return self.client.plan(candidates, budget_rollouts=budget_rollouts, rounds_left=rounds_left, **options)
+        # rounds_left 1 is the planner's default: left out, a one-round step's request is the one it always was.
+        if self.k is None:
+            return self.client.plan(candidates, budget_rollouts=budget_rollouts, **options)
+        so_far = self.budget - budget_rollouts
+        if so_far % self.k == 0:
+            return self.client.plan(candidates, budget_rollouts=budget_rollouts, multiple_of=self.k, **options)
+        plan = self.client.plan(candidates, budget_rollouts=budget_rollouts, **options)
+        while True:
+            planned = plan["totals"]["rollouts"]
+            cut = self.k * ((so_far + planned) // self.k) - so_far
+            if cut < 0 or cut == planned:
+                return plan  # < 0: the rounds before already passed the multiple below (warned at the step's end)
+            try:
+                shorter = self.client.plan(candidates, budget_rollouts=cut, **options)
+            except RolloutBudgetError as error:
+                if error.code != "BUDGET_INFEASIBLE":
+                    raise
+                # The cut is below what this round must start (a prompt whose earlier rollouts all
+                # aborted is new again: min_n): keep the plan; the step's end warns of the total.
+                plan.setdefault("warnings", []).append(
+                    "the last round kept its plan of %d rollouts: cut to %d for a multiple of multiple_of %d, it could not start "
+                    "its new prompts (%s)" % (planned, cut, self.k, error))
+                return plan
+            plan = shorter
+            plan.setdefault("warnings", []).append(
+                "the last round planned again with budget_rollouts %d (it planned %d of the %d left): the step's %d rollouts so "
+                "far and these make a multiple of multiple_of %d" % (cut, planned, budget_rollouts, so_far, self.k))
+
+    def observe(self, results):
+        return self.client.observe(results)

@@ -9,7 +9,7 @@ slime/rollout/sglang_rollout.py at 624b824) takes the step's `rollout_batch_size
 the data source, plans them in ``rounds`` rounds (`run_rounds`; default 1, one plan; budget:
 rollout_batch_size × n_samples_per_prompt rollouts unless set; the step's Σ n, all rounds
 together, a multiple of `global_batch_size`, since slime's `build_dp_schedule` trains on
-⌊rollouts / global_batch_size⌋ full steps and drops the rest: `_StepTotal`), and generates each
+⌊rollouts / global_batch_size⌋ full steps and drops the rest: `rounds.StepTotal`), and generates each
 planned rollout as its own request (n = 1) with its own seed (`sampling_seed` = the plan's
 group seed + rollout index) and `max_new_tokens`, through slime's own `generate_and_rm` (so
 custom generate functions and reward models still apply). With rounds, round 1 plans its share
@@ -58,10 +58,9 @@ import os
 
 from .advantages import group_advantages
 from .checkpoint import check_copies, copy_state, resume_from_copy
-from .client_common import RolloutBudgetError
 from .config import settings_from
 from .plan import check_repeat, stable_prompt_id
-from .rounds import run_rounds
+from .rounds import StepTotal, run_rounds
 
 __all__ = ["generate_rollout", "make_rollout_function", "post_process_rewards", "check_args", "state_copy", "INFO_KEY"]
 
@@ -87,6 +86,11 @@ def _prompt_id(sample):
     if meta.get("prompt_id") is not None:
         return str(meta["prompt_id"])
     return stable_prompt_id(prompt=_get(sample, "prompt"), index=meta.get("index"), data_source=meta.get("data_source"))
+
+
+def _raw_reward(args, sample):
+    """A sample's reward as slime reads it (`Sample.get_reward_value`, which picks --reward-key), or its `reward`."""
+    return sample.get_reward_value(args) if hasattr(sample, "get_reward_value") else _get(sample, "reward")
 
 
 def _status_name(sample):
@@ -290,7 +294,7 @@ def _train_rollout(args, rollout_id, data_source, generate, client, settings):
         generated.extend(done[row["rollout_id"]] for row in rows)
         return [_outcome(args, done[row["rollout_id"]], settings) for row in rows]
 
-    step = run_rounds(_StepTotal(client, multiple_of if multiple_of and multiple_of > 1 else None, budget_r), candidates, generate_rows,
+    step = run_rounds(StepTotal(client, multiple_of if multiple_of and multiple_of > 1 else None, budget_r), candidates, generate_rows,
                       budget_rollouts=budget_r, budget_tokens=settings.budget_tokens, rounds=settings.rounds, **options)
     # A prompt's samples from every round in one group, in candidate order; aborted ones have no
     # reward to train on (generate_and_rm returns them before the reward model), as slime's own
@@ -325,62 +329,8 @@ def _outcome(args, sample, settings):
     if finish == "abort":
         reward = 0.0
     else:
-        r = sample.get_reward_value(args) if hasattr(sample, "get_reward_value") else _get(sample, "reward")
-        reward = settings.reward_of(r, "rollout %s" % _get(sample, "metadata")[INFO_KEY]["rollout_id"])
+        reward = settings.reward_of(_raw_reward(args, sample), "rollout %s" % _get(sample, "metadata")[INFO_KEY]["rollout_id"])
     return {"reward": reward, "tokens": int(_get(sample, "response_length") or 0), "finish_reason": finish}
-
-
-class _StepTotal:
-    """The client a step plans its rounds through (run_rounds), so that the step's samples, all
-    rounds together, are a multiple of `k` (slime's global_batch_size: slime trains on
-    ⌊samples / k⌋ batches of k, drops the rest, and asserts at least one). Only the total
-    matters to slime, so rounds before the last plan their share freely: each a multiple of k,
-    where k is the whole budget (rollout_batch_size × n_samples_per_prompt = global_batch_size,
-    one training step a rollout), is all or nothing, rounds in name only. The last round
-    (rounds_left 1), after S finished rollouts: with multiple_of k when S is a multiple of k (one
-    round is the plan with multiple_of of a step without rounds); else with the budget left,
-    which lands on the step's budget when spent; where it leaves the total between two
-    multiples (a token budget, max_n or skip leaves some unspent), planned again with its budget
-    cut to the multiple below (the plan's warnings say so). `k` None: plans as they are."""
-
-    def __init__(self, client, k, budget_rollouts):
-        self.client = client
-        self.k = k
-        self.budget = budget_rollouts
-
-    def plan(self, candidates, budget_rollouts=None, rounds_left=1, **options):
-        if rounds_left > 1:
-            return self.client.plan(candidates, budget_rollouts=budget_rollouts, rounds_left=rounds_left, **options)
-        # rounds_left 1 is the planner's default: left out, a one-round step's request is the one it always was.
-        if self.k is None:
-            return self.client.plan(candidates, budget_rollouts=budget_rollouts, **options)
-        so_far = self.budget - budget_rollouts
-        if so_far % self.k == 0:
-            return self.client.plan(candidates, budget_rollouts=budget_rollouts, multiple_of=self.k, **options)
-        plan = self.client.plan(candidates, budget_rollouts=budget_rollouts, **options)
-        while True:
-            planned = plan["totals"]["rollouts"]
-            cut = self.k * ((so_far + planned) // self.k) - so_far
-            if cut < 0 or cut == planned:
-                return plan  # < 0: the rounds before already passed the multiple below (warned at the step's end)
-            try:
-                shorter = self.client.plan(candidates, budget_rollouts=cut, **options)
-            except RolloutBudgetError as error:
-                if error.code != "BUDGET_INFEASIBLE":
-                    raise
-                # The cut is below what this round must start (a prompt whose earlier rollouts all
-                # aborted is new again: min_n): keep the plan; the step's end warns of the total.
-                plan.setdefault("warnings", []).append(
-                    "the last round kept its plan of %d rollouts: cut to %d for a multiple of multiple_of %d, it could not start "
-                    "its new prompts (%s)" % (planned, cut, self.k, error))
-                return plan
-            plan = shorter
-            plan.setdefault("warnings", []).append(
-                "the last round planned again with budget_rollouts %d (it planned %d of the %d left): the step's %d rollouts so "
-                "far and these make a multiple of multiple_of %d" % (cut, planned, budget_rollouts, so_far, self.k))
-
-    def observe(self, results):
-        return self.client.observe(results)
 
 
 def generate_rollout(args, rollout_id, data_source, evaluation=False):
@@ -390,7 +340,7 @@ def generate_rollout(args, rollout_id, data_source, evaluation=False):
 
 def post_process_rewards(args, samples):
     """The `--custom-reward-post-process-path` entry: (raw rewards, rewards normalised per group_index)."""
-    raw = [s.get_reward_value(args) if hasattr(s, "get_reward_value") else _get(s, "reward") for s in samples]
+    raw = [_raw_reward(args, s) for s in samples]
     estimator = getattr(args, "advantage_estimator", None)
     if estimator not in _NORMALISED or not getattr(args, "rewards_normalization", False):
         return raw, raw
