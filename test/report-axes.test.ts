@@ -129,6 +129,17 @@ describe('a run of one step', () => {
   });
 });
 
+describe('the budget chart\'s caption', () => {
+  it('names dapo\'s over-sampling only where dapo is one of the policies drawn', async () => {
+    const { budgetChart } = await import('../src/report/charts-steps.js');
+    const caption = (svg: string) => /<figcaption>(.*?)<\/figcaption>/s.exec(svg)![1]!;
+    const run = (name: string) => ({ name, steps: [step(0, 8, 4, null), step(1, 8, 6, null)] }) as never;
+    expect(caption(budgetChart([run('uniform'), run('bayes')]))).not.toContain('dapo');
+    expect(caption(budgetChart([run('uniform'), run('bayes')]))).toContain('Above 100%: overspent; below: budget left unused.');
+    expect(caption(budgetChart([run('uniform'), run('dapo')]))).toContain('Above 100%: overspent (dapo over-samples by design); below');
+  });
+});
+
 describe('the group-size chart\'s label of the most common n', () => {
   it('stays within its panel: left of a bar at the largest n (it ran into the next panel\'s axis, or past the page)', async () => {
     const { histogramChart } = await import('../src/report/charts-alloc.js');

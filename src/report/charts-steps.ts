@@ -106,7 +106,7 @@ export function budgetChart(input: ChartInput, window?: number): string {
   return figure(
     'chart-budget',
     'Budget use per step',
-    `What each policy spent as a share of the budget, trailing ${w}-step moving average. Above 100%: overspent (dapo over-samples by design); below: budget left unused.${seedsNote(view)}`,
+    `What each policy spent as a share of the budget, trailing ${w}-step moving average. Above 100%: overspent${view.names.includes('dapo') ? ' (dapo over-samples by design)' : ''}; below: budget left unused.${seedsNote(view)}`,
     WIDTH, g.height, legend.svg + panels.join('') + (kinds.length === 0 ? '' : g.titles('step', 'share of the budget')),
   );
 }
