@@ -296,6 +296,7 @@ def _train_rollout(args, rollout_id, data_source, generate, client, settings):
 
     step = run_rounds(StepTotal(client, multiple_of if multiple_of and multiple_of > 1 else None, budget_r), candidates, generate_rows,
                       budget_rollouts=budget_r, budget_tokens=settings.budget_tokens, rounds=settings.rounds, **options)
+    _past_indices(data_source, next_index[0])
     # A prompt's samples from every round in one group, in candidate order; aborted ones have no
     # reward to train on (generate_and_rm returns them before the reward model), as slime's own
     # rollout drops them without --partial-rollout.
@@ -319,6 +320,17 @@ def _train_rollout(args, rollout_id, data_source, generate, client, settings):
                "rollout_budget/rounds": sum(1 for p in step.plans if p["totals"]["rollouts"] > 0),
                "rollout_budget/applied": summary.get("applied") if isinstance(summary, dict) else None}
     return _output(out, metrics)
+
+
+def _past_indices(data_source, end):
+    """Moves slime's data source's next sample index (`RolloutDataSource.sample_index`, saved with
+    its state) to `end` when the step used indices past the rollout_batch_size × n_samples_per_prompt
+    it reserved (a budget above that, or aborted samples, which the step does not charge): the next
+    step's samples then start after this step's, so no two samples of a run share an index (slime's
+    traces and train-data dumps key on it). A data source without that counter is left alone."""
+    current = getattr(data_source, "sample_index", None)
+    if isinstance(current, int) and not isinstance(current, bool) and current < end:
+        data_source.sample_index = end
 
 
 def _outcome(args, sample, settings):

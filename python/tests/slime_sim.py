@@ -17,6 +17,8 @@ from rollout_budget.slime import INFO_KEY, make_rollout_function
 
 PASS = {}
 CALLS = []
+#: The `index` of every sample generated, in order (aborted ones too).
+INDICES = []
 ABORT = None
 
 
@@ -26,6 +28,7 @@ async def simulated_generate(args, samples):
     for sample in samples:
         row = sample.metadata[INFO_KEY]
         CALLS.append(row["seed"])
+        INDICES.append(sample.index)
         rng = random.Random(row["seed"])
         length = 5 + rng.randrange(args.rollout_max_response_len)
         cap = row["max_tokens"] if row["max_tokens"] is not None else args.rollout_max_response_len

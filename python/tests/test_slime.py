@@ -122,6 +122,7 @@ class _RolloutCase(support.ServiceCase):
         slime_sim.PASS.clear()
         slime_sim.PASS.update(dict(zip(LABELS, RATES)))
         slime_sim.CALLS.clear()
+        slime_sim.INDICES.clear()
 
     def tearDown(self):
         slime_sim.CLIENT = slime_sim.SETTINGS = None
@@ -416,6 +417,23 @@ class RolloutRoundsTest(_RolloutCase):
             self.assertEqual(self.http.prompt(pid)["rollouts"], len(groups[pid]))
         self.assertIn("WARNING:rollout_budget:rollout-budget: step 0: 4 aborted samples (finish_reason abort) left out of the rollout: "
                       "they have no reward (their results are observed as aborted)", logs.output)
+
+    def test_a_step_that_generates_past_its_reserved_indices_moves_the_data_source_on(self):
+        # Found in review: the data source reserves rollout_batch_size × n_samples_per_prompt
+        # indices a step (48 here); aborted samples are not charged, so a step generates more
+        # (52), and its last indices were the next step's first: two samples of the run, one index.
+        slime_sim.ABORT = lambda row: row["prompt_id"] in {"math/0", "math/3", "math/6", "math/9"} and row["rollout_index"] == 0
+        args = slime_upstream.args()
+        manager = self.manager(args, Settings(rounds=2, options={"min_n": 2, "max_n": 12, "seed": 4}))
+        with self.assertLogs("rollout_budget", level="WARNING"):
+            manager.get_rollout_data(0)
+        self.assertEqual(len(slime_sim.INDICES), 52)
+        self.assertEqual(manager.data_source.sample_index, 52, "saved with the data source's state: a resumed run goes on from it")
+        with self.assertLogs("rollout_budget", level="WARNING"):
+            manager.get_rollout_data(1)
+        self.assertEqual(len(slime_sim.INDICES), 104)
+        self.assertEqual(len(set(slime_sim.INDICES)), 104, "no index twice in the run")
+        self.assertEqual(min(slime_sim.INDICES[52:]), 52)
 
     def test_one_round_an_aborted_sample_is_left_out_not_a_type_error(self):
         # Its reward None went to float(): TypeError, and the rollout failed.
