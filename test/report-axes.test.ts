@@ -185,6 +185,26 @@ describe('the group-size chart\'s label of the most common n', () => {
     expect(overlaps(last)).toEqual([]);
   });
 
+  it('crosses no bar on any panel: random group sizes, one to thirty n (a panel of one or two n drew bars most of its width, and the label crossed them)', async () => {
+    const { histogramChart } = await import('../src/report/charts-alloc.js');
+    fc.assert(
+      fc.property(fc.array(fc.nat(100), { minLength: 1, maxLength: 30 }), (counts) => {
+        const sizes = [0, ...counts];
+        if (sizes.every((c) => c === 0)) sizes[1] = 1;
+        const panel = histogramChart([{ name: 'bayes', groupSizes: sizes } as never]).split('<g class="panel"')[1]!;
+        const t = /<text class="tick"( text-anchor="end")? x="([\d.]+)" y="([\d.]+)">((?:most common|every group)[^<]*)<\/text>/.exec(panel)!;
+        const width = t[4]!.length * 6.5;
+        const x0 = t[1] ? Number(t[2]) - width : Number(t[2]);
+        const [top, bottom] = [Number(t[3]) - 9, Number(t[3]) + 3];
+        const bars = [...panel.matchAll(/<rect data-mark="1" x="([\d.]+)" y="([\d.]+)" width="([\d.]+)" height="([\d.]+)"/g)].map((m) => m.slice(1).map(Number));
+        expect(bars.length).toBe(sizes.filter((c) => c > 0).length);
+        const crossed = bars.filter(([x, y, w, h]) => x! < x0 + width && x! + w! > x0 && y! < bottom && y! + h! > top);
+        expect(crossed, JSON.stringify(sizes)).toEqual([]);
+      }),
+      { seed: 48, numRuns: 400, examples: [[[55]], [[1, 1]], [[0, 3, 5, 2]]] },
+    );
+  });
+
   it('has whole group sizes on its axis (groups up to 25 read 2.5, 7.5, 12.5)', async () => {
     const { histogramChart } = await import('../src/report/charts-alloc.js');
     const sizes = new Array<number>(26).fill(0);

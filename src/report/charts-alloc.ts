@@ -31,7 +31,8 @@ export function histogramChart(input: ChartInput): string {
     const b = g.boxes[i]!;
     const f = new Frame(b.left, b.top, b.width, b.height, [0.5, maxN + 0.5], [0, top]);
     const slot = b.width / maxN;
-    const barW = Math.max(1.5, slot * 0.78);
+    // At most 48 px: a panel of one or two group sizes drew bars most of its width, no room beside them for the label.
+    const barW = Math.max(1.5, Math.min(48, slot * 0.78));
     const style = solid(view.styles.get(name)!);
     const yTicks = niceTicks(0, top, 3);
     const bars = shares.map((v, n) => {
@@ -74,12 +75,12 @@ const LABEL_DESCENT_PX = 3;
 function modeLabelAt(f: Frame, shares: readonly number[], mode: number, barW: number, label: string): { x: number; y: number; end: boolean } {
   const width = label.length * LABEL_CHAR_PX;
   const under = Math.max(f.top + LABEL_ASCENT_PX + 1, f.sy(shares[mode] ?? 0) + 10);
-  const place = (x0: number, x1: number): number | undefined => {
+  const place = (x0: number, x1: number, besideMode = true): number | undefined => {
     if (x0 < f.left || x1 > f.right) return undefined;
-    // The tallest bar (other than the mode's) under the text's span.
+    // The tallest bar under the text's span (beside the mode's bar: other than it).
     let tallest = 0;
     shares.forEach((v, n) => {
-      if (n > 0 && n !== mode && v > 0 && f.sx(n) + barW / 2 > x0 && f.sx(n) - barW / 2 < x1) tallest = Math.max(tallest, v);
+      if (n > 0 && (n !== mode || !besideMode) && v > 0 && f.sx(n) + barW / 2 > x0 && f.sx(n) - barW / 2 < x1) tallest = Math.max(tallest, v);
     });
     if (!(tallest > 0) || under + LABEL_DESCENT_PX <= f.sy(tallest)) return under;
     const above = f.sy(tallest) - LABEL_DESCENT_PX - 1;
@@ -91,6 +92,15 @@ function modeLabelAt(f: Frame, shares: readonly number[], mode: number, barW: nu
   if (right !== undefined) return { x: rightOf, y: right, end: false };
   const left = place(leftOf - width, leftOf);
   if (left !== undefined) return { x: leftOf, y: left, end: true };
+  // Elsewhere in the panel, nearest the mode's bar first (the label names its n).
+  const starts: number[] = [];
+  for (let x0 = f.left + 4; x0 + width <= f.right; x0 += 4) starts.push(x0);
+  const off = (x0: number) => Math.abs(x0 + width / 2 - f.sx(mode));
+  starts.sort((a, b) => off(a) - off(b));
+  for (const x0 of starts) {
+    const y = place(x0, x0 + width, false);
+    if (y !== undefined) return { x: x0, y, end: false };
+  }
   return { x: f.right, y: f.top + LABEL_ASCENT_PX + 1, end: true };
 }
 
