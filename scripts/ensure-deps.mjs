@@ -13,7 +13,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
-const needed = ['typescript', 'vitest', 'esbuild', 'commander', 'better-sqlite3/build/Release/better_sqlite3.node'];
+const needed = ['typescript', 'vitest', 'esbuild', 'commander', 'undici', 'better-sqlite3/build/Release/better_sqlite3.node'];
 const always = process.argv.includes('--always'); // CI: a clean install every time, with the same progress
 const missing = needed.filter((p) => !existsSync(join(root, 'node_modules', p)));
 if (missing.length === 0 && !always) process.exit(0);

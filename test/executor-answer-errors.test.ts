@@ -113,6 +113,37 @@ describe('an error inside an answer sent with HTTP 200', () => {
   });
 });
 
+describe("vLLM 0.10-0.11's error chunk with code 400 for a failure of its engine", () => {
+  // serving_completion.py / serving_chat.py catch any exception of the streaming generator and
+  // send `create_streaming_error_response(str(e))`, whose status defaults to 400
+  // (serving_engine.py); an engine that died (EngineDeadError, vllm/v1/engine/exceptions.py)
+  // reaches the client so. It ended the whole run (exit 2), the healthy replica never asked.
+  const DEAD = { error: { message: 'EngineCore encountered an issue. See stack trace (above) for the root cause.', type: 'BadRequestError', param: null, code: 400 } };
+
+  it('is retried, on the other replica, and the run goes on', async () => {
+    const dead = await fake((_body, res) => sse(res, [DEAD]));
+    const healthy = await fake(answered);
+    const report = await executePlan(planOf({ q: 2, r: 2 }), prompts(['q', 'r']), options(dead.url, { endpoints: [dead.url, healthy.url], concurrency: 1 }));
+    expect(report.results.map((r) => [r.rollout_id, r.finish_reason, r.reward])).toEqual([
+      ['0/q#0', 'stop', 1], ['0/q#1', 'stop', 1], ['0/r#0', 'stop', 1], ['0/r#1', 'stop', 1],
+    ]);
+    expect(dead.bodies.length).toBeGreaterThanOrEqual(1);
+    expect(healthy.bodies.length).toBeGreaterThanOrEqual(2);
+    expect(report.summary.retries).toBeGreaterThanOrEqual(1);
+  });
+
+  it('with one server that keeps failing, ends the run after the retries with the message; another 4xx code in a chunk still ends it at once', async () => {
+    const dead = await fake((_body, res) => sse(res, [DEAD]));
+    await expect(executePlan(planOf({ q: 1 }), prompts(['q']), options(dead.url))).rejects.toThrow(
+      /server error in the answer \(code 400, which vLLM sends for a failure of its engine too\): EngineCore encountered an issue.*gave up after 3 attempts/,
+    );
+    expect(dead.bodies).toHaveLength(3);
+    const gone = await fake((_body, res) => sse(res, [{ error: { message: 'The model `m` does not exist.', code: 404 } }]));
+    await expect(executePlan(planOf({ q: 1 }), prompts(['q']), options(gone.url))).rejects.toThrow('the server refused the request in its answer (code 404)');
+    expect(gone.bodies).toHaveLength(1);
+  });
+});
+
 describe('a run-ending error names the prompt, the rollouts and the request', () => {
   it('a 400 that is not about the context', async () => {
     const s = await fake((body, res) => {
@@ -175,5 +206,42 @@ describe("a reasoning model's chat rollout cut in its thinking", () => {
     } finally {
       partials.close();
     }
+  });
+
+  it('counts the tokens its usage says when it sent no content (SGLang, a single rollout a request): it was written 0 tokens', async () => {
+    // SGLang's serving_chat.py with --reasoning-parser: the thinking in reasoning_content,
+    // content null; cut at max_tokens before </think>; the usage chunk last.
+    const base = { id: 'chatcmpl-1', object: 'chat.completion.chunk', created: 1, model: 'm' };
+    const s = await fake((_body, res) => sse(res, [
+      { ...base, choices: [{ index: 0, delta: { role: 'assistant', content: '' }, logprobs: null, finish_reason: null }] },
+      { ...base, choices: [{ index: 0, delta: { role: null, content: null, reasoning_content: 'Let me think. ' }, logprobs: null, finish_reason: null }] },
+      { ...base, choices: [{ index: 0, delta: { role: null, content: null }, logprobs: null, finish_reason: 'length', matched_stop: null }] },
+      { ...base, choices: [], usage: { prompt_tokens: 12, completion_tokens: 64, total_tokens: 76 } },
+    ]));
+    const report = await executePlan(planOf({ a: 1 }, { maxTokens: 64 }), prompts(['a'], true), options(s.url, { server: SERVER_PROFILES.sglang }));
+    expect(report.results.map((r) => [r.finish_reason, r.reward, r.tokens])).toEqual([['length', 0, 64]]);
+  });
+
+  it('several choices a request without ids or usage: its tokens are unknown, not 0', async () => {
+    const s = await fake((body, res) => sse(res, Array.from({ length: body.n as number }, (_, index) => [
+      { choices: [{ index, delta: { content: null, reasoning_content: 'hmm' }, finish_reason: null }] },
+      { choices: [{ index, delta: { content: null }, finish_reason: 'length' }] },
+    ]).flat()));
+    const report = await executePlan(planOf({ a: 2 }, { maxTokens: 64 }), prompts(['a'], true), options(s.url));
+    expect(report.results.map((r) => [r.finish_reason, r.tokens ?? 'unknown'])).toEqual([['length', 'unknown'], ['length', 'unknown']]);
+  });
+
+  it("vLLM's usage over its chunks' ids: the <think> and </think> steps send no chunk but are generated", async () => {
+    // vllm/reasoning/basic_parsers.py skips a step whose one token is a think marker; usage counts it.
+    const base = { id: 'chatcmpl-3', object: 'chat.completion.chunk', created: 1, model: 'm' };
+    const s = await fake((_body, res) => sse(res, [
+      { ...base, choices: [{ index: 0, delta: { role: 'assistant', content: '' }, logprobs: null, finish_reason: null }] },
+      { ...base, choices: [{ index: 0, delta: { reasoning_content: 'one plus one' }, logprobs: null, finish_reason: null, token_ids: [11, 12, 13] }] },
+      { ...base, choices: [{ index: 0, delta: { content: '\\boxed{2}' }, logprobs: null, finish_reason: null, token_ids: [20, 21, 22] }] },
+      { ...base, choices: [{ index: 0, delta: { content: '' }, logprobs: null, finish_reason: 'stop', stop_reason: null, token_ids: [151645] }] },
+      { ...base, choices: [], usage: { prompt_tokens: 12, total_tokens: 20, completion_tokens: 8 } },
+    ]));
+    const report = await executePlan(planOf({ a: 1 }), prompts(['a'], true), options(s.url));
+    expect(report.results.map((r) => [r.finish_reason, r.reward, r.tokens])).toEqual([['stop', 1, 8]]);
   });
 });

@@ -63,3 +63,38 @@ describe('the request timeout is the time without a byte from the server', () =>
     expect(requests).toBe(2);
   });
 });
+
+describe("undici's own 300 s limits are off: --timeout-s alone decides", () => {
+  // Node's fetch ended a request after 300 s without its headers or between two body bytes
+  // (undici's headersTimeout and bodyTimeout, 300e3 by default), below --timeout-s's default of
+  // 600: a request queued behind a full batch on vLLM or SGLang failed at 300 s as a connection
+  // error. Waiting 300 s is too long for a test; this one checks that every request goes through
+  // the executor's dispatcher, and that its two limits are off (an Agent's options, as undici
+  // keeps them: its `options` symbol). A 310 s run against a server that sends nothing for 310 s
+  // is in docs/executor.md ("Timeouts").
+  it('every request to a server (generation and /v1/models) goes through an Agent with headersTimeout and bodyTimeout 0', async () => {
+    const { generationDispatcher } = await import('../src/executor/dispatcher-http.js');
+    const agent = generationDispatcher();
+    const kept = Object.getOwnPropertySymbols(agent).filter((s) => s.description === 'options').map((s) => (agent as never)[s] as Record<string, unknown>);
+    expect(kept).toHaveLength(1);
+    expect({ headers: kept[0]!.headersTimeout, body: kept[0]!.bodyTimeout }).toEqual({ headers: 0, body: 0 });
+    const dispatch = agent.dispatch.bind(agent);
+    const origins: string[] = [];
+    agent.dispatch = (opts, handler) => {
+      origins.push(`${String(opts.origin)}${opts.path}`);
+      return dispatch(opts, handler);
+    };
+    try {
+      const { candidates, sim } = simPrompts(2);
+      const { url } = await serve({ prompts: sim });
+      const out = await executePlan(planOf({ q0: 2, q1: 1 }), new Map(candidates.map((c) => [c.id, c])), options(url, 5_000));
+      expect(out.summary.rollouts).toBe(3);
+      const { detectServer } = await import('../src/executor/profiles.js');
+      await detectServer(url, { retries: 0, backoffMs: 1, maxBackoffMs: 1 }, 5_000);
+      expect(origins.filter((o) => o.endsWith('/v1/completions')).length).toBeGreaterThanOrEqual(2);
+      expect(origins.filter((o) => o.endsWith('/v1/models'))).toHaveLength(1);
+    } finally {
+      agent.dispatch = dispatch;
+    }
+  });
+});

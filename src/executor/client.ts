@@ -6,9 +6,11 @@
  * proxy that ignores `stream` and answers one JSON body is parsed as that body. Streaming is
  * what lets an aborted request keep its partial text (APRIL). Tokens per choice come from the
  * choice itself: `token_ids` (vLLM's `return_token_ids`, SGLang's on /v1/completions), else
- * logprob entries, else — for a single-choice request only — the usage chunk; otherwise unknown.
+ * logprob entries, otherwise unknown; a single-choice request's usage chunk, when there is one,
+ * overrides them (execute.ts: a reasoning parser leaves tokens out of the chunks).
  */
 import { createParser } from 'eventsource-parser';
+import { generationDispatcher } from './dispatcher-http.js';
 
 /**
  * How a failed attempt is classified; only `retryable` ones are tried again. `too-long`: the
@@ -186,7 +188,9 @@ export async function streamRequest(req: StreamRequest, sink: ChoiceSink, isTime
       headers: { 'content-type': 'application/json', accept: 'text/event-stream, application/json', ...authorization(req.apiKey) },
       body: JSON.stringify(req.body),
       signal: req.signal,
-    });
+      // undici's own 300 s limits off: --timeout-s decides (dispatcher-http.ts).
+      dispatcher: generationDispatcher(),
+    } as RequestInit);
   } catch (error) {
     throw classify(error, req, isTimeout);
   }
@@ -265,14 +269,20 @@ function parseChunk(data: string): unknown {
  * error (`"object": "error"`, vLLM's and SGLang's `ErrorResponse`, as a proxy may pass on with a
  * 200). A prompt too long for the context is too-long; another 4xx code (not 408 or 429) can
  * never succeed as sent, so is fatal, with the server's message; anything else is retryable.
+ * Except code 400 in a stream (`inStream`): vLLM 0.10–0.11 sends every exception of a streaming
+ * generator as a chunk with code 400 (`create_streaming_error_response`'s default status,
+ * serving_engine.py), its engine's death (EngineDeadError: "EngineCore encountered an issue")
+ * included, so there it says nothing of the request: retried, on another replica where there is
+ * one. A request that is wrong as sent is refused before the 200, with an HTTP 400.
  */
-function answerError(chunk: Record<string, unknown>): RequestError | undefined {
+function answerError(chunk: Record<string, unknown>, inStream: boolean): RequestError | undefined {
   const error = chunk.object === 'error' ? chunk : chunk.error;
   if (error === undefined || error === null) return undefined;
   const fields = typeof error === 'object' ? (error as { message?: unknown; code?: unknown }) : {};
   const message = typeof fields.message === 'string' ? fields.message.slice(0, 300) : JSON.stringify(error).slice(0, 200);
   const code = typeof fields.code === 'number' ? fields.code : typeof fields.code === 'string' && /^\d{3}$/.test(fields.code) ? Number(fields.code) : undefined;
   if ((code === undefined || code === 400) && TOO_LONG.test(message)) return new RequestError(message, 'too-long', 400);
+  if (inStream && code === 400) return new RequestError(`server error in the answer (code 400, which vLLM sends for a failure of its engine too): ${message}`, 'retryable', 400);
   if (code !== undefined && code >= 400 && code < 500 && code !== 408 && code !== 429) {
     return new RequestError(`the server refused the request in its answer (code ${code}): ${message}`, 'fatal', code);
   }
@@ -286,7 +296,7 @@ function answerError(chunk: Record<string, unknown>): RequestError | undefined {
 function handleChunk(value: unknown, chat: boolean, sink: ChoiceSink, kind: 'delta' | 'message'): void {
   if (value === null || typeof value !== 'object' || Array.isArray(value)) throw new RequestError(`malformed chunk: ${JSON.stringify(value).slice(0, 120)}`, 'retryable');
   const chunk = value as Record<string, unknown>;
-  const error = answerError(chunk);
+  const error = answerError(chunk, kind === 'delta');
   if (error !== undefined) throw error;
   const choices = chunk.choices;
   for (const raw of Array.isArray(choices) ? (choices as Record<string, unknown>[]) : []) {
@@ -294,9 +304,13 @@ function handleChunk(value: unknown, chat: boolean, sink: ChoiceSink, kind: 'del
     const part = chat ? (raw[kind] as { content?: unknown; reasoning_content?: unknown; reasoning?: unknown } | undefined) : undefined;
     const content = chat ? part?.content : raw.text;
     const text = typeof content === 'string' ? content : '';
-    if (chat && ((typeof part?.reasoning_content === 'string' && part.reasoning_content !== '') || (typeof part?.reasoning === 'string' && part.reasoning !== ''))) sink.reasoning?.(raw.index);
+    const reasoned = chat && ((typeof part?.reasoning_content === 'string' && part.reasoning_content !== '') || (typeof part?.reasoning === 'string' && part.reasoning !== ''));
+    if (reasoned) sink.reasoning?.(raw.index);
     const tokens = tokensOf(raw, chat);
-    if (text.length > 0 || (tokens ?? 0) > 0) sink.delta(raw.index, text, tokens);
+    // Reasoning is generated tokens too, not kept as text: a choice cut at max_tokens while still
+    // thinking sends no `content` at all, and was counted 0 tokens (its count: the ids sent with
+    // it, else unknown, else the usage chunk of a single-choice request).
+    if (text.length > 0 || (tokens ?? 0) > 0 || reasoned) sink.delta(raw.index, text, tokens);
     if (typeof raw.finish_reason === 'string') sink.finish(raw.index, raw.finish_reason);
   }
   const usage = chunk.usage as { completion_tokens?: unknown } | null | undefined;

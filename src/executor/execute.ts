@@ -191,7 +191,9 @@ export async function executePlan(plan: Plan, prompts: ReadonlyMap<string, Candi
       }
     };
     // A single-choice request counts its rollout from the usage object (the latest total wins:
-    // SGLang's continuous usage sends one per chunk) when the choice reported no token ids.
+    // SGLang's continuous usage sends one per chunk), over the token ids its chunks carried: vLLM
+    // with a reasoning parser sends no chunk for a step whose only token is <think> or </think>
+    // (vllm/reasoning/basic_parsers.py), which its usage counts.
     let fromUsage = false;
     try {
       await streamRequest(
@@ -229,7 +231,6 @@ export async function executePlan(plan: Plan, prompts: ReadonlyMap<string, Candi
           usage(completionTokens) {
             const u = run[0]!;
             if (run.length !== 1 || (u.resumed && u.baseTokens === null)) return;
-            if (u.tokens !== null && !fromUsage) return; // counted from token ids already
             fromUsage = true;
             const extra = completionTokens - u.newTokens;
             u.tokens = (u.baseTokens ?? 0) + completionTokens;

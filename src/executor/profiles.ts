@@ -2,6 +2,7 @@ import { RolloutBudgetError, badOption } from '../errors.js';
 import { createRegistry, type Registry } from '../registry.js';
 import { authorization, refusedKey, unsendable } from './client.js';
 import { backoff, type RetryPolicy } from './dispatcher.js';
+import { generationDispatcher } from './dispatcher-http.js';
 import { endpointUrl } from './endpoint.js';
 import type { Api } from './types.js';
 
@@ -74,7 +75,8 @@ export async function detectServer(endpoint: string, retry: RetryPolicy, timeout
     if (halted()) throw new StoppedDetection(url);
     let response: Response;
     try {
-      response = await fetch(url, { signal: stop === undefined ? AbortSignal.timeout(timeoutMs) : AbortSignal.any([AbortSignal.timeout(timeoutMs), stop]), headers: authorization(apiKey) });
+      const signal = stop === undefined ? AbortSignal.timeout(timeoutMs) : AbortSignal.any([AbortSignal.timeout(timeoutMs), stop]);
+      response = await fetch(url, { signal, headers: authorization(apiKey), dispatcher: generationDispatcher() } as RequestInit);
     } catch (error) {
       if (halted()) throw new StoppedDetection(url);
       const code = (error as { cause?: { code?: unknown } }).cause?.code;
