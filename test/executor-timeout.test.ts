@@ -70,8 +70,10 @@ describe("undici's own 300 s limits are off: --timeout-s alone decides", () => {
   // 600: a request queued behind a full batch on vLLM or SGLang failed at 300 s as a connection
   // error. Waiting 300 s is too long for a test; this one checks that every request goes through
   // the executor's dispatcher, and that its two limits are off (an Agent's options, as undici
-  // keeps them: its `options` symbol). A 310 s run against a server that sends nothing for 310 s
-  // is in docs/executor.md ("Timeouts").
+  // keeps them: its `options` symbol). Checked by hand on 2026-11-28 with --timeout-s 600 against
+  // two servers silent for 310 s (one sent its headers first, as vLLM does; one sent nothing, as
+  // SGLang does): both failed at 301 s before (UND_ERR_BODY_TIMEOUT, UND_ERR_HEADERS_TIMEOUT),
+  // both finished at 310 s after.
   it('every request to a server (generation and /v1/models) goes through an Agent with headersTimeout and bodyTimeout 0', async () => {
     const { generationDispatcher } = await import('../src/executor/dispatcher-http.js');
     const agent = generationDispatcher();
