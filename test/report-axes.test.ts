@@ -140,6 +140,19 @@ describe('the budget chart\'s caption', () => {
   });
 });
 
+/**
+ * A group-size panel's bars (x, y, width, height), and those its label of the most common n
+ * crosses (the label 6.5 px a character at most, 9 px above its baseline and 3 below).
+ */
+function crossedBars(panel: string): { bars: number[][]; crossed: number[][] } {
+  const t = /<text class="tick"( text-anchor="end")? x="([\d.]+)" y="([\d.]+)">((?:most common|every group)[^<]*)<\/text>/.exec(panel)!;
+  const width = t[4]!.length * 6.5;
+  const x0 = t[1] ? Number(t[2]) - width : Number(t[2]);
+  const [top, bottom] = [Number(t[3]) - 9, Number(t[3]) + 3];
+  const bars = [...panel.matchAll(/<rect data-mark="1" x="([\d.]+)" y="([\d.]+)" width="([\d.]+)" height="([\d.]+)"/g)].map((m) => m.slice(1).map(Number));
+  return { bars, crossed: bars.filter(([x, y, w, h]) => x! < x0 + width && x! + w! > x0 && y! < bottom && y! + h! > top) };
+}
+
 describe('the group-size chart\'s label of the most common n', () => {
   it('stays within its panel: left of a bar at the largest n (it ran into the next panel\'s axis, or past the page)', async () => {
     const { histogramChart } = await import('../src/report/charts-alloc.js');
@@ -161,14 +174,9 @@ describe('the group-size chart\'s label of the most common n', () => {
   it('crosses no bar: above the bars it would run over, else on the other side (it wrote over the bars at n = 5 to 13)', async () => {
     const { histogramChart } = await import('../src/report/charts-alloc.js');
     const overlaps = (panel: string) => {
-      const t = /<text class="tick"( text-anchor="end")? x="([\d.]+)" y="([\d.]+)">((?:most common|every group)[^<]*)<\/text>/.exec(panel)!;
-      const width = t[4]!.length * 6.5;
-      const x0 = t[1] ? Number(t[2]) - width : Number(t[2]);
-      const [top, bottom] = [Number(t[3]) - 9, Number(t[3]) + 3];
-      const bars = [...panel.matchAll(/<rect data-mark="1" x="([\d.]+)" y="([\d.]+)" width="([\d.]+)" height="([\d.]+)"/g)].map((m) => m.slice(1).map(Number));
+      const { bars, crossed } = crossedBars(panel);
       expect(bars.length).toBeGreaterThan(5); // the pattern finds the bars (else nothing could overlap)
-      return bars
-        .filter(([x, y, w, h]) => x! < x0 + width && x! + w! > x0 && y! < bottom && y! + h! > top);
+      return crossed;
     };
     // The one-epoch pool's bayes panel: the mode at n = 2 (13%), bars nearly as tall at n = 5 to 10.
     const sizes = [0, 0, 130, 75, 35, 105, 108, 110, 105, 100, 95, 50, 20, 20, 10, 10, 8];
@@ -192,13 +200,8 @@ describe('the group-size chart\'s label of the most common n', () => {
         const sizes = [0, ...counts];
         if (sizes.every((c) => c === 0)) sizes[1] = 1;
         const panel = histogramChart([{ name: 'bayes', groupSizes: sizes } as never]).split('<g class="panel"')[1]!;
-        const t = /<text class="tick"( text-anchor="end")? x="([\d.]+)" y="([\d.]+)">((?:most common|every group)[^<]*)<\/text>/.exec(panel)!;
-        const width = t[4]!.length * 6.5;
-        const x0 = t[1] ? Number(t[2]) - width : Number(t[2]);
-        const [top, bottom] = [Number(t[3]) - 9, Number(t[3]) + 3];
-        const bars = [...panel.matchAll(/<rect data-mark="1" x="([\d.]+)" y="([\d.]+)" width="([\d.]+)" height="([\d.]+)"/g)].map((m) => m.slice(1).map(Number));
+        const { bars, crossed } = crossedBars(panel);
         expect(bars.length).toBe(sizes.filter((c) => c > 0).length);
-        const crossed = bars.filter(([x, y, w, h]) => x! < x0 + width && x! + w! > x0 && y! < bottom && y! + h! > top);
         expect(crossed, JSON.stringify(sizes)).toEqual([]);
       }),
       { seed: 48, numRuns: 400, examples: [[[55]], [[1, 1]], [[0, 3, 5, 2]]] },
