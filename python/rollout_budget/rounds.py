@@ -119,14 +119,26 @@ class StepTotal:
     which lands on the step's budget when spent; where it leaves the total between two
     multiples (a token budget, max_n or skip leaves some unspent), planned again with its budget
     cut to the multiple below (the plan's warnings say so), unless the cut is below what the round
-    must start (its plan kept, with a warning). `k` None: plans as they are."""
+    must start (its plan kept, with a warning). `k` None: plans as they are.
 
-    def __init__(self, client, k, budget_rollouts):
+    `each`: every round's Σ n a multiple of it as well (None: no such rule, slime's case). verl
+    splits each generation call over its agent-loop workers (`DataProto.chunk` asserts equal
+    parts), so each round's rollouts must divide by them, while the step's total must divide by
+    all its workers (k). Every plan is then asked with ``multiple_of`` `each`, and k with the
+    last round's multiple when the rounds before finished a multiple of k; `each` must divide k,
+    so the cut to the multiple below is a multiple of `each` too (ValueError otherwise)."""
+
+    def __init__(self, client, k, budget_rollouts, each=None):
+        if each is not None and k is not None and k % each:
+            raise ValueError("StepTotal: each round's multiple %d does not divide the step's multiple %d" % (each, k))
         self.client = client
         self.k = k
         self.budget = budget_rollouts
+        self.each = each
 
     def plan(self, candidates, budget_rollouts=None, rounds_left=1, **options):
+        if self.each is not None:
+            options["multiple_of"] = self.each
         if rounds_left > 1:
             return self.client.plan(candidates, budget_rollouts=budget_rollouts, rounds_left=rounds_left, **options)
         # rounds_left 1 is the planner's default: left out, a one-round step's request is the one it always was.
@@ -134,7 +146,7 @@ class StepTotal:
             return self.client.plan(candidates, budget_rollouts=budget_rollouts, **options)
         so_far = self.budget - budget_rollouts
         if so_far % self.k == 0:
-            return self.client.plan(candidates, budget_rollouts=budget_rollouts, multiple_of=self.k, **options)
+            return self.client.plan(candidates, budget_rollouts=budget_rollouts, **dict(options, multiple_of=self.k))
         plan = self.client.plan(candidates, budget_rollouts=budget_rollouts, **options)
         while True:
             planned = plan["totals"]["rollouts"]

@@ -182,5 +182,29 @@ class WarningsTest(support.ServiceCase):
                       "multiple_of 4: at most 40 are planned" % done.plans[0]["step"], logs.output)
 
 
+class StepTotalEachTest(support.ServiceCase):
+    def test_every_round_a_multiple_of_each_and_the_step_a_multiple_of_k(self):
+        # verl: each generation call is chunked over the agent-loop workers (each), the step's
+        # batch over every worker (k). Before, rounds before the last were planned freely.
+        from rollout_budget.rounds import StepTotal
+
+        steps = 0
+        for seed in range(1, 6):
+            with rb.HttpClient(self.url) as client:
+                wrapper = RecordingClient(client)
+                done = rb.run_rounds(StepTotal(wrapper, 10, 40, each=2), PROMPTS, simulated_generate, budget_rollouts=40, rounds=2,
+                                     seed=seed, step=seed)
+            sizes = [p["totals"]["rollouts"] for p in done.plans]
+            self.assertTrue(all(n % 2 == 0 for n in sizes), (seed, sizes))
+            self.assertEqual(len(done.results) % 10, 0, (seed, sizes))
+            asked = [c["options"].get("multiple_of") for c in wrapper.calls if "options" in c]
+            self.assertEqual(asked[0], 2, seed)
+            self.assertTrue(set(asked) <= {2, 10}, (seed, asked))
+            steps += sizes[0] % 10 != 0  # the last round had to bring the total to a multiple
+        self.assertGreater(steps, 0)
+        with self.assertRaisesRegex(ValueError, "each round's multiple 4 does not divide the step's multiple 10"):
+            StepTotal(None, 10, 40, each=4)
+
+
 if __name__ == "__main__":
     unittest.main()
