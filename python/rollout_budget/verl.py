@@ -29,9 +29,19 @@ step's plan for a folder saved otherwise (an ESI expiration). A run resumed from
 with a copy puts the copy back before its first plan when it runs the state itself (``url`` is
 the state path) and nothing else has it open, else logs how to (see `resume_state`).
 
+Rounds (``rounds`` above 1; default 1): the patch also routes fit's generation call through
+`generate_in_rounds(self, batch, gen_batch_output, <fit's generate_sequences>)`, which returns
+``(batch, gen_batch_output)``. With one round it is fit's call as it was (the batch expanded by
+`expand_batch`, one plan). With rounds, `expand_batch` leaves one row per prompt (uid = the
+plan's group id) and `generate_in_rounds` plans, generates and rewards each round with the
+trainer's own generation and reward, later rounds seeing the rewards so far as
+``partial_rewards``, and returns every round's rollouts in one batch, each prompt's rollouts of
+all rounds under one uid; their results are observed after the last round, and `observe_batch`
+then only copies the state for a checkpoint. Details, and what rounds cannot run with:
+rollout_budget.verl_rounds.
+
 Settings: rollout_budget.config (the trainer config's ``rollout_budget`` section, else
-ROLLOUT_BUDGET_* variables). ``rounds`` above 1 is a ValueError at the first step: the patched
-`fit` generates a step in one call, so this integration plans once a step. numpy is imported only when a batch is expanded (verl has it).
+ROLLOUT_BUDGET_* variables). numpy is imported only when a batch is expanded (verl has it).
 """
 
 from __future__ import annotations
@@ -43,9 +53,10 @@ import time
 from .checkpoint import CHECKPOINT_COPY, check_copies, copy_state, resume_from_copy
 from .config import settings_from
 from .plan import check_repeat, expand_plan, note_observed, note_planned, stable_prompt_id
+from .verl_rounds import check_rounds, generate_rounds, prompt_rows
 
-__all__ = ["expand_batch", "observe_batch", "adapter_for", "infer_multiple_of", "VerlAdapter", "INFO_KEY", "CHECKPOINT_COPY",
-           "copy_into_checkpoint", "resume_state"]
+__all__ = ["expand_batch", "generate_in_rounds", "observe_batch", "adapter_for", "infer_multiple_of", "VerlAdapter", "INFO_KEY",
+           "CHECKPOINT_COPY", "copy_into_checkpoint", "resume_state"]
 
 #: The key of each row's rollout ids inside ``extra_info``.
 INFO_KEY = "rollout_budget"
@@ -101,10 +112,11 @@ def adapter_for(trainer):
     put back first: resume_state)."""
     adapter = getattr(trainer, "_rollout_budget", None)
     if adapter is None:
-        settings = _one_round(settings_from(_get(trainer.config, "rollout_budget")))
+        settings = settings_from(_get(trainer.config, "rollout_budget"))
+        multiple_of = settings.multiple_of if settings.multiple_of is not None else infer_multiple_of(trainer)
+        each = check_rounds(trainer, settings, multiple_of, lambda *path: _get(trainer.config, *path)) if settings.rounds > 1 else 1
         check_copies(settings)
         resume_state(trainer, settings)
-        multiple_of = settings.multiple_of if settings.multiple_of is not None else infer_multiple_of(trainer)
         adapter = VerlAdapter(
             settings.client(),
             rollout_n=int(_get(trainer.config, "actor_rollout_ref", "rollout", "n") or 1),
@@ -112,23 +124,14 @@ def adapter_for(trainer):
             multiple_of=multiple_of,
             settings=settings,
         )
+        adapter.each = each
         trainer._rollout_budget = adapter
     return adapter
 
 
-def _one_round(settings):
-    """`settings`, unless they ask for rounds (``rounds`` > 1): the patched `fit` generates a step
-    in one call, so the integration plans once a step; planning once where rounds were asked for
-    would change the policy unsaid. Raises ValueError naming the setting."""
-    if settings.rounds > 1:
-        raise ValueError("rollout_budget.rounds %d: the verl integration plans once a step (the patched fit generates "
-                         "the batch in one call), so it cannot plan a step in rounds; set rounds to 1 or leave it out "
-                         "(ROLLOUT_BUDGET_ROUNDS, or the trainer config's rollout_budget.rounds)" % settings.rounds)
-    return settings
-
-
 def expand_batch(trainer, batch):
-    """Called by the patched `fit` right after the uids are set: the batch, one row per rollout."""
+    """Called by the patched `fit` right after the uids are set: the batch, one row per rollout
+    (with rounds: one row per prompt, which `generate_in_rounds` expands round by round)."""
     adapter = adapter_for(trainer)
     step = int(trainer.global_steps)
     if adapter.observed_step == step - 1:
@@ -136,14 +139,28 @@ def expand_batch(trainer, batch):
         # not foresee): the state holds exactly the results up to it, observed by this run. A
         # folder of that name older than that observe is an earlier run's: left alone.
         copy_into_checkpoint(trainer, adapter.settings, step - 1, only_if_saved=True, since=adapter.observed_at)
+    if adapter.settings.rounds > 1:
+        return prompt_rows(adapter, batch, step)
     return adapter.expand(batch, step=step)
 
 
-def observe_batch(trainer, batch):
-    """Called by the patched `fit` once ``token_level_scores`` is set: posts the step's results,
-    then copies the state for the checkpoint `fit` saves at the end of this step, if any."""
+def generate_in_rounds(trainer, batch, gen_batch, generate_sequences):
+    """Called by the patched `fit` in place of its generation call `generate_sequences(gen_batch)`
+    (`batch` from `expand_batch`, `gen_batch` from `_get_gen_batch`): returns ``(batch, output)``,
+    one row each per rollout. One round: ``(batch, generate_sequences(gen_batch))``, fit's call as
+    it was. With rounds: the step's rounds (rollout_budget.verl_rounds)."""
     adapter = adapter_for(trainer)
-    summary = adapter.observe(batch)
+    if adapter.settings.rounds == 1:
+        return batch, generate_sequences(gen_batch)
+    return generate_rounds(adapter, trainer, batch, gen_batch, generate_sequences)
+
+
+def observe_batch(trainer, batch):
+    """Called by the patched `fit` once ``token_level_scores`` is set: posts the step's results
+    (with rounds, `generate_in_rounds` posted them after the last round), then copies the state
+    for the checkpoint `fit` saves at the end of this step, if any."""
+    adapter = adapter_for(trainer)
+    summary = adapter.observe(batch) if adapter.settings.rounds == 1 else adapter.last_rounds.summary
     adapter.observed_step = int(trainer.global_steps)
     adapter.observed_at = time.time()
     if _saves_checkpoint(trainer):
@@ -215,13 +232,20 @@ def _column(batch, key):
 class VerlAdapter:
     """Plans a verl batch and reads its results back (see the module doc)."""
 
+    #: The key of each row's rollout ids inside ``extra_info``.
+    info_key = INFO_KEY
+
     def __init__(self, client, rollout_n=1, max_tokens=None, multiple_of=1, settings=None):
         self.client = client
         self.rollout_n = rollout_n
         self.max_tokens = max_tokens
         self.multiple_of = multiple_of
-        self.settings = _one_round(settings if settings is not None else settings_from({}, environ={}))
+        self.settings = settings if settings is not None else settings_from({}, environ={})
+        #: With rounds: each round's Σ n a multiple of this (the agent-loop workers; adapter_for sets it).
+        self.each = 1
+        #: The step's last plan (with rounds, its last round's), and with rounds the step's RoundsResult.
         self.last_plan = None
+        self.last_rounds = None
         #: The step whose results this run observed last (observe_batch), or None, and when.
         self.observed_step = None
         self.observed_at = None
@@ -239,10 +263,8 @@ class VerlAdapter:
                 raise ValueError("batch row %d has neither extra_info['index'] nor raw_prompt to identify its prompt" % i) from None
         return ids
 
-    def expand(self, batch, step):
-        """Plans `batch` (one row per prompt) and returns it with one row per planned rollout."""
-        import numpy as np
-
+    def candidates(self, batch):
+        """(each row's prompt id, prompt id → its first row, the plan's candidates: one per prompt)."""
         ids = self.prompt_ids(batch)
         sources = _column(batch, "data_source")
         prompts = _column(batch, "raw_prompt")
@@ -259,11 +281,20 @@ class VerlAdapter:
             if sources[i] is not None:
                 c["group"] = str(sources[i])
             candidates.append(c)
+        return ids, first, candidates
+
+    def budget_of(self, candidates):
+        """The step's rollouts: ``budget_rollouts``, else the uniform budget (prompts × rollout.n),
+        also beside a token budget: the trainer's batch never grows past it."""
+        return self.settings.budget_rollouts if self.settings.budget_rollouts is not None else len(candidates) * self.rollout_n
+
+    def expand(self, batch, step):
+        """Plans `batch` (one row per prompt) and returns it with one row per planned rollout."""
+        import numpy as np
+
+        ids, first, candidates = self.candidates(batch)
         s = self.settings
-        budget_r = s.budget_rollouts
-        if budget_r is None:
-            # The uniform budget, also beside a token budget: the trainer's batch never grows past it.
-            budget_r = len(candidates) * self.rollout_n
+        budget_r = self.budget_of(candidates)
         options = dict(s.options)
         options["step"] = step
         plan = note_planned(self.client.plan(candidates, budget_rollouts=budget_r, budget_tokens=s.budget_tokens,

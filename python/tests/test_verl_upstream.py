@@ -125,7 +125,7 @@ class PatchTest(unittest.TestCase):
         check = subprocess.run(["git", "apply", "--check", "--verbose", support.PATCH], cwd=self.dir, capture_output=True, text=True)
         self.assertEqual(check.returncode, 0, check.stderr)
         stat = subprocess.run(["git", "apply", "--numstat", support.PATCH], cwd=self.dir, capture_output=True, text=True)
-        self.assertEqual(stat.stdout.split(), ["6", "5", "verl/trainer/ppo/ray_trainer.py"])
+        self.assertEqual(stat.stdout.split(), ["9", "6", "verl/trainer/ppo/ray_trainer.py"])
         applied = subprocess.run(["git", "apply", support.PATCH], cwd=self.dir, capture_output=True, text=True)
         self.assertEqual(applied.returncode, 0, applied.stderr)
         path = os.path.join(self.dir, "verl", "trainer", "ppo", "ray_trainer.py")
@@ -139,14 +139,24 @@ class PatchTest(unittest.TestCase):
             "batch = rollout_budget_verl.expand_batch(self, batch)",
             "gen_batch = self._get_gen_batch(batch)",
             "gen_batch_output = gen_batch  # rollout-budget",
+            # Every round generated before the replicas are put to sleep (they stay awake between rounds).
+            "batch, gen_batch_output = rollout_budget_verl.generate_in_rounds(",
+            "self, batch, gen_batch_output, self.async_rollout_manager.generate_sequences",
+            "self.checkpoint_manager.sleep_replicas()",
+            'timing_raw.update(gen_batch_output.meta_info["timing"])',
             "batch = batch.union(gen_batch_output)",
+            # The rounds' reward, kept as rm_scores, is what fit's reward step extracts.
+            "reward_tensor, reward_extra_infos_dict = self._compute_or_extract_reward(",
             'batch.batch["token_level_scores"] = reward_tensor',
             "rollout_budget_verl.observe_batch(self, batch)",
             "batch = compute_advantage(",
         )]
         self.assertEqual(order, sorted(order))
-        # No repeat by rollout.n is left on the training path.
+        # No repeat by rollout.n is left on the training path, nor a generation call of its own
+        # (the sync branch, unreachable at b178a3c, is left: rounds refuse a trainer without async mode).
         self.assertNotIn("repeat(repeat_times=self.config.actor_rollout_ref.rollout.n", source)
+        self.assertNotIn("self.async_rollout_manager.generate_sequences(gen_batch_output)", source)
+        self.assertIn("self.async_rollout_mode = True", text)
         self.assertIn("from rollout_budget import verl as rollout_budget_verl", text)
 
 

@@ -1,17 +1,23 @@
 """A verl training step as the patched `RayPPOTrainer.fit` runs it, for the tests.
 
 Real verl code (tests/verl_upstream.py): DataProto and its operations, `_get_gen_batch`,
-`compute_advantage` with core_algos' estimators. Stand-ins, each named after what it follows:
-- `TrainerStandIn`: the RayPPOTrainer attributes the integration and `_get_gen_batch` read
-  (config, global_steps, async_rollout_mode, async_rollout_manager.agent_loop_workers,
-  `_get_dp_size`);
+`RayPPOTrainer._compute_or_extract_reward` with reward.py's `compute_reward`,
+`compute_response_mask`, `compute_advantage` with core_algos' estimators. Stand-ins, each named
+after what it follows:
+- `TrainerStandIn`: the RayPPOTrainer attributes the integration, `_get_gen_batch` and fit's
+  reward step read (config, global_steps, async_rollout_mode,
+  async_rollout_manager.agent_loop_workers, `_get_dp_size`, use_rm, use_reward_loop, reward_fn);
 - `generate_sequences`: verl/experimental/agent_loop/agent_loop.py
   `AgentLoopManager.generate_sequences` — `prompts.chunk(len(self.agent_loop_workers))` (the
-  divisibility assert is DataProto's own), one output row per input row, `DataProto.concat`;
+  divisibility assert is DataProto's own), one output row per input row, `DataProto.concat`,
+  ``meta_info = {"timing": ..., **outputs[0].meta_info}`` (`_performance_metrics`' keys); with
+  the reward loop (`reward_loop=True`) each row's score as ``rm_scores`` on its last response
+  token and ``reward_extra_keys`` in meta_info (`AgentLoopWorker._postprocess`, agent_loop.py:763–798);
   the model is simulated: rollout k of a prompt passes with the prompt's rate, drawn from the
   rollout's seed in extra_info (so the per-rollout seed reaches generation);
-- `reward_tensor`: the reward manager's `token_level_scores`: the score on the last response
-  token (verl/workers/reward_manager/naive.py writes it at `valid_response_length - 1`).
+- `RewardManagerStandIn`: verl/workers/reward_manager/naive.py `NaiveRewardManager.__call__`:
+  the score on the last response token (``valid_response_length - 1``), a dict score's keys as
+  ``reward_extra_info``; it counts the rows it scored.
 """
 
 import random
@@ -35,9 +41,11 @@ class Config(dict):
 
 
 class TrainerStandIn:
-    def __init__(self, rollout_n, budget_settings, workers=4, dp_size=2):
+    def __init__(self, rollout_n, budget_settings, workers=4, dp_size=2, reward_loop=False, adv_estimator="grpo"):
         self.config = Config({
             "actor_rollout_ref": {"rollout": {"n": rollout_n, "response_length": RESPONSE_LENGTH}},
+            "algorithm": {"adv_estimator": adv_estimator},
+            "reward_model": {"launch_reward_fn_async": False, "use_reward_loop": reward_loop},
             "rollout_budget": budget_settings,
         })
         self.global_steps = 0
@@ -45,9 +53,17 @@ class TrainerStandIn:
         self.async_rollout_manager = types.SimpleNamespace(agent_loop_workers=[object()] * workers)
         self.actor_rollout_wg = object()
         self.dp_size = dp_size
+        self.use_rm = False
+        self.use_reward_loop = reward_loop
+        self.reward_fn = None  # set by patched_step, which knows the pass rates
 
     def _get_dp_size(self, worker_group, role):
         return self.dp_size
+
+    def _compute_or_extract_reward(self, batch, reward_fn=None, reward_for_val=False, sum_reward=False):
+        # verl's own method (ray_trainer.py:480–534), run on this stand-in.
+        return verl_upstream.load()._compute_or_extract_reward(self, batch, reward_fn=reward_fn, reward_for_val=reward_for_val,
+                                                                 sum_reward=sum_reward)
 
 
 def dataset_batch(prompts):
@@ -83,55 +99,91 @@ def pass_of(row_info, pass_rates):
 
 def generate_sequences(trainer, prompts, pass_rates):
     """Stand-in for AgentLoopManager.generate_sequences (see the module doc)."""
+    import numpy as np
     import torch
 
     ns = verl_upstream.load()
     chunks = prompts.chunk(len(trainer.async_rollout_manager.agent_loop_workers))
-    outputs = []
+    outputs, seconds = [], []
     for chunk in chunks:
         n = len(chunk)
         mask = torch.zeros(n, RESPONSE_LENGTH, dtype=torch.int64)
         for i, info in enumerate(chunk.non_tensor_batch["extra_info"]):
             length = 2 + random.Random(info["rollout_budget"]["seed"] * 7 + 1).randrange(RESPONSE_LENGTH - 1)
             mask[i, :length] = 1
-        outputs.append(ns.DataProto.from_dict(tensors={
-            "responses": torch.randint(5, 100, (n, RESPONSE_LENGTH)) * mask,
-            "response_mask": mask,
-        }))
-    return ns.DataProto.concat(outputs)
+            seconds.append(0.1 * length)
+        tensors = {"responses": torch.randint(5, 100, (n, RESPONSE_LENGTH)) * mask, "response_mask": mask}
+        non_tensors, meta = {"__num_turns__": np.array([2] * n, dtype=np.int32)}, {}
+        if trainer.use_reward_loop:
+            scores = [pass_of(info["rollout_budget"], pass_rates) for info in chunk.non_tensor_batch["extra_info"]]
+            rm = torch.zeros(n, RESPONSE_LENGTH, dtype=torch.float32)
+            rm[torch.arange(n), mask.sum(dim=1) - 1] = torch.tensor(scores, dtype=torch.float32)
+            tensors["rm_scores"] = rm
+            non_tensors["acc"] = np.array(scores)
+            meta = {"reward_extra_keys": ["acc"]}
+        outputs.append(ns.DataProto.from_dict(tensors=tensors, non_tensors=non_tensors, meta_info=meta))
+    output = ns.DataProto.concat(outputs)
+    slowest = int(np.argmax(seconds))
+    timing = {"agent_loop/generate_sequences/min": min(seconds), "agent_loop/generate_sequences/max": max(seconds),
+              "agent_loop/generate_sequences/mean": float(np.mean(seconds)), "agent_loop/slowest/generate_sequences": seconds[slowest],
+              "agent_loop/slowest/tool_calls": 0.0, "agent_loop/slowest/response_length": int(output.batch["response_mask"][slowest].sum())}
+    output.meta_info = {"timing": timing, **outputs[0].meta_info}
+    return output
 
 
-def reward_tensor(batch, pass_rates):
-    """Stand-in for the reward manager: each row's score on its last response token."""
-    import torch
+class RewardManagerStandIn:
+    """Stand-in for NaiveRewardManager (see the module doc): the score is `pass_of` the rollout."""
 
-    mask = batch.batch["response_mask"]
-    scores = torch.zeros(mask.shape, dtype=torch.float32)
-    for i, info in enumerate(batch.non_tensor_batch["extra_info"]):
-        last = int(mask[i].sum().item()) - 1
-        scores[i, last] = pass_of(info["rollout_budget"], pass_rates)
-    return scores
+    def __init__(self, pass_rates):
+        self.pass_rates = pass_rates
+        self.rows = 0
+
+    def __call__(self, data, return_dict=False):
+        import torch
+
+        mask = data.batch["response_mask"]
+        scores = torch.zeros(mask.shape, dtype=torch.float32)
+        acc = []
+        for i, info in enumerate(data.non_tensor_batch["extra_info"]):
+            acc.append(pass_of(info["rollout_budget"], self.pass_rates))
+            scores[i, int(mask[i].sum().item()) - 1] = acc[-1]
+        self.rows += len(data)
+        return {"reward_tensor": scores, "reward_extra_info": {"acc": acc}} if return_dict else scores
 
 
 def patched_step(trainer, batch_dict_batch, pass_rates, estimator, norm_adv_by_std_in_grpo=True):
-    """The patched fit's step, in its order (python/patches/verl-b178a3c.patch); returns the
-    batch after compute_advantage."""
+    """The patched fit's step, in its order (python/patches/verl-b178a3c.patch; ray_trainer.py
+    1375–1600 without REMAX, the log-prob and value passes, and the updates); returns the batch
+    after compute_advantage. fit's timing_raw is kept as ``trainer.timing_raw``."""
     import numpy as np
 
     from rollout_budget import verl as rollout_budget_verl
 
     ns = verl_upstream.load()
+    if trainer.reward_fn is None:
+        trainer.reward_fn = RewardManagerStandIn(pass_rates)
     trainer.global_steps += 1
+    trainer.timing_raw = timing_raw = {}
     batch = batch_dict_batch
     batch.non_tensor_batch["uid"] = np.array([str(uuid.uuid4()) for _ in range(len(batch.batch))], dtype=object)
     batch = rollout_budget_verl.expand_batch(trainer, batch)
     gen_batch = ns._get_gen_batch(trainer, batch)
     gen_batch.meta_info["global_steps"] = trainer.global_steps
     gen_batch_output = gen_batch
-    gen_batch_output = generate_sequences(trainer, gen_batch_output, pass_rates)
+    batch, gen_batch_output = rollout_budget_verl.generate_in_rounds(
+        trainer, batch, gen_batch_output, lambda prompts: generate_sequences(trainer, prompts, pass_rates))
+    timing_raw.update(gen_batch_output.meta_info["timing"])
+    gen_batch_output.meta_info.pop("timing", None)
     batch = batch.union(gen_batch_output)
-    batch.batch["token_level_scores"] = reward_tensor(batch, pass_rates)
+    if "response_mask" not in batch.batch.keys():
+        batch.batch["response_mask"] = ns.compute_response_mask(batch)
+    # fit's reward step: the reward model when use_rm (no rm_scores yet), then the reward.
+    assert not trainer.use_rm
+    reward_tensor, reward_extra_infos_dict = trainer._compute_or_extract_reward(batch, reward_fn=trainer.reward_fn, reward_for_val=False)
+    batch.batch["token_level_scores"] = reward_tensor
     rollout_budget_verl.observe_batch(trainer, batch)
+    if reward_extra_infos_dict:
+        batch.non_tensor_batch.update({k: np.array(v) for k, v in reward_extra_infos_dict.items()})
     batch.batch["token_level_rewards"] = batch.batch["token_level_scores"]
     return ns.compute_advantage(batch, adv_estimator=estimator, norm_adv_by_std_in_grpo=norm_adv_by_std_in_grpo,
                                 config=verl_upstream.AlgoConfigStandIn())

@@ -9,12 +9,15 @@ Run as written, from the unpacked snapshot (support.load_from_source / load_meth
   verl/utils/groupwise.py's `as_torch_index` and `group_mean_std`, on CPU),
   `compute_rloo_outcome_advantage`, `compute_rloo_vectorized_outcome_advantage`;
 - verl/trainer/ppo/ray_trainer.py: `compute_response_mask`, `compute_advantage`, and
-  `RayPPOTrainer._get_gen_batch` (bound to a trainer stand-in with `async_rollout_mode`).
+  `RayPPOTrainer._get_gen_batch` (bound to a trainer stand-in with `async_rollout_mode`) and
+  `RayPPOTrainer._compute_or_extract_reward` (with verl/trainer/ppo/reward.py's `compute_reward`).
 
-The one stand-in is `TensorDictStandIn` for `tensordict.TensorDict` (not installable here): a
+The stand-ins are `TensorDictStandIn` for `tensordict.TensorDict` (not installable here): a
 dict of torch tensors with one batch dimension, `batch_size`, `keys`/`items`/`pop`, item
 access, `len`, `chunk(chunks, dim=0)` with torch.chunk's split sizes, and `torch.cat` over a list of
-them (what DataProto.concat calls). DataProto's behaviour on top of it is verl's own.
+them (what DataProto.concat calls), and `tqbridge` (verl/utils/transferqueue_utils.py,
+which decorates `compute_reward`) as it behaves without TransferQueue: the function as it is.
+DataProto's behaviour on top of them is verl's own.
 """
 
 import copy
@@ -149,6 +152,12 @@ def load():
     ns.compute_advantage = trainer["compute_advantage"]
     ns.compute_response_mask = trainer["compute_response_mask"]
     ns._get_gen_batch = support.load_method(trainer_path, "RayPPOTrainer", "_get_gen_batch", {"DataProto": ns.DataProto})
+    # reward.py decorates compute_reward with verl/utils/transferqueue_utils.py's `tqbridge`, which
+    # calls the function as it is when its arguments hold no BatchMeta (no TransferQueue): so here.
+    reward = support.load_from_source(os.path.join(root, "verl", "trainer", "ppo", "reward.py"), ["compute_reward"],
+                                      {"tqbridge": lambda **_: (lambda fn: fn)})
+    ns._compute_or_extract_reward = support.load_method(trainer_path, "RayPPOTrainer", "_compute_or_extract_reward",
+                                                        {"compute_reward": reward["compute_reward"]})
     _loaded = ns
     return ns
 

@@ -1,0 +1,199 @@
+"""verl: one step planned and generated in rounds (``rollout_budget.rounds`` > 1).
+
+The patched `RayPPOTrainer.fit` generates through `rollout_budget.verl.generate_in_rounds`
+(python/patches/verl-b178a3c.patch). With rounds, `expand_batch` leaves the batch one row per
+prompt (`prompt_rows`) and `generate_rounds` runs the step's rounds there, inside fit's "gen"
+timer and before its `sleep_replicas()` (the rollout replicas stay awake between rounds):
+
+- the rule is `run_rounds`' (rounds.py): each round plans what is left of the step's budgets
+  with ``rounds_left``, later rounds with each prompt's rewards so far as ``partial_rewards``;
+  a round's rollouts join the prompt's group (same uid = group id, later rollout indices and
+  seeds); the step's results are observed once, after its last round;
+- a round: the prompt rows of its rollouts (`DataProto.select_idxs`, both the batch and fit's
+  generation batch, each rollout's ids in ``extra_info["rollout_budget"]``), generated with the
+  trainer's own call (`async_rollout_manager.generate_sequences`, as fit makes it), and its
+  reward computed as fit computes the step's (`ray_trainer.py:1466–1484`: the reward model when
+  ``use_rm``, then `self._compute_or_extract_reward` with `self.reward_fn`);
+- the reward is computed once: each round's output keeps it as ``rm_scores`` (with
+  ``reward_extra_keys`` in its meta_info), verl's own sign that a reward is already there
+  (the reward loop's output, `agent_loop.py:763–798`): fit's reward step then skips the reward
+  model and `_compute_or_extract_reward` extracts it (`ray_trainer.py:505–517`). With the
+  reward loop (``reward_model.use_reward_loop``, verl's default) generation already gives
+  ``rm_scores``, which is extracted, not computed again. Not with
+  ``reward_model.launch_reward_fn_async``: `compute_reward_async` calls the reward function
+  whatever the batch holds, so fit computes every rollout's reward a second time (logged);
+- every round's Σ n is a multiple of the agent-loop workers (`AgentLoopManager.generate_sequences`
+  chunks each call over them, `agent_loop.py:961`, and `DataProto.chunk` asserts equal parts),
+  and the step's a multiple of the trainer's whole multiple (`infer_multiple_of` or the
+  ``multiple_of`` setting): `rounds.StepTotal` with ``each``. Where the last round cannot
+  bring the total to a multiple (every prompt at ``max_n``, or new prompts' ``min_n`` above the
+  cut), the batch's last rows are left out of training down to the multiple below, with a
+  warning, as verl's DAPO recipe cuts its batch to size; their results are observed all the same;
+- the rounds' batches are joined with `DataProto.concat` (their timing merged: the least of
+  each ``/min``, the most of each ``/max``, ``/mean`` weighted by the rounds' rollouts, the
+  slowest rollout's figures from its round), one row per rollout, and returned to fit, which
+  goes on as before (union, balance, log-probs, advantages over the whole batch).
+
+Not combinable, a ValueError at the first step: ``algorithm.adv_estimator=remax`` (fit
+generates its greedy baseline from the generation batch, one row per prompt here, and joins it
+to the batch of rollouts), a ``multiple_of`` that the agent-loop workers do not divide, and a
+trainer without the async rollout mode (always on at b178a3c: the patch routes only that call).
+"""
+
+from __future__ import annotations
+
+import logging
+
+from .rounds import StepTotal, run_rounds
+
+__all__ = ["generation_multiple_of", "check_rounds", "prompt_rows", "generate_rounds"]
+
+_log = logging.getLogger("rollout_budget")
+
+
+def generation_multiple_of(trainer):
+    """What each generation call's rows must divide into: the agent-loop workers it is chunked
+    over (1 without an agent-loop manager)."""
+    manager = getattr(trainer, "async_rollout_manager", None)
+    workers = getattr(manager, "agent_loop_workers", None)
+    return len(workers) if workers else 1
+
+
+def check_rounds(trainer, settings, multiple_of, config_get):
+    """At the first step with rounds: ValueError for what rounds cannot run with (see the module
+    doc); `config_get(*path)` reads the trainer config. Returns each round's multiple."""
+    if not getattr(trainer, "async_rollout_mode", True):
+        # Never so at b178a3c ("sync mode is deprecated", ray_trainer.py:897–898): the patch routes only the agent loop's call.
+        raise ValueError("rollout_budget.rounds %d needs verl's async rollout mode (the agent loop), whose generation call the "
+                         "patch routes through generate_in_rounds; set rounds to 1" % settings.rounds)
+    estimator = config_get("algorithm", "adv_estimator")
+    if str(getattr(estimator, "value", estimator)).lower() == "remax":
+        raise ValueError("rollout_budget.rounds %d with algorithm.adv_estimator remax: fit generates REMAX's greedy baseline "
+                         "from the generation batch in one call, which with rounds holds one row per prompt, not per rollout; "
+                         "set rounds to 1 or use another estimator" % settings.rounds)
+    each = generation_multiple_of(trainer)
+    if multiple_of % each:
+        raise ValueError("rollout_budget.multiple_of %d is not a multiple of the %d agent-loop workers each round's generation is "
+                         "split over (rounds %d): set multiple_of to a multiple of %d, e.g. %d, or leave it out"
+                         % (multiple_of, each, settings.rounds, each, multiple_of * each))
+    if config_get("reward_model", "launch_reward_fn_async"):
+        _log.warning("rollout-budget: rounds %d with reward_model.launch_reward_fn_async: fit's compute_reward_async computes "
+                     "every rollout's reward again after the rounds computed it (it does not read rm_scores)", settings.rounds)
+    return each
+
+
+def prompt_rows(adapter, batch, step):
+    """`expand_batch` with rounds: `batch` one row per prompt (a prompt's second row dropped),
+    uid = the plan's group id; the step's prompts kept on `adapter` for `generate_rounds`."""
+    import numpy as np
+
+    ids, first, candidates = adapter.candidates(batch)
+    rows = sorted(first.values())
+    out = batch.select_idxs(np.array(rows, dtype=np.int64))
+    out.non_tensor_batch["uid"] = np.array(["%d/%s" % (step, ids[i]) for i in rows], dtype=object)
+    adapter.step_prompts = (step, [ids[i] for i in rows], candidates)
+    return out
+
+
+def generate_rounds(adapter, trainer, batch, gen_batch, generate_sequences):
+    """The step's rounds (see the module doc) on `batch` and `gen_batch` from `prompt_rows` and
+    fit's `_get_gen_batch`; returns (batch, generation output), one row per rollout each."""
+    import numpy as np
+
+    step, ids, candidates = adapter.step_prompts
+    row_of = {pid: i for i, pid in enumerate(ids)}
+    infos = list(batch.non_tensor_batch["extra_info"]) if "extra_info" in batch.non_tensor_batch else [None] * len(batch)
+    sides, outs, timings = [], [], []
+
+    def generate_rows(rows):
+        # int64: select_idxs makes a list an int32 tensor, which torch before 2.0 cannot index with.
+        idx = np.array([row_of[r["prompt_id"]] for r in rows], dtype=np.int64)
+        extra = np.empty(len(rows), dtype=object)
+        extra[:] = [dict(infos[i], **{adapter.info_key: r}) if isinstance(infos[i], dict) else {adapter.info_key: r} for i, r in zip(idx, rows)]
+        uids = np.array([r["group_id"] for r in rows], dtype=object)
+        side, gen, full = batch.select_idxs(idx), gen_batch.select_idxs(idx), batch.select_idxs(idx)
+        for part in (side, gen, full):
+            if part is not gen or "extra_info" in part.non_tensor_batch:
+                part.non_tensor_batch["extra_info"] = extra
+            if part is not gen or "uid" in part.non_tensor_batch:
+                part.non_tensor_batch["uid"] = uids
+        out = generate_sequences(gen)
+        timing = out.meta_info.pop("timing", None)
+        if timing is not None:
+            timings.append((len(rows), timing))
+        scores, mask = _round_reward(trainer, full.union(out), out)
+        sides.append(side)
+        outs.append(out)
+        return [{"reward": adapter.settings.reward_of(s, "rollout %s" % r["rollout_id"]), "tokens": int(t)}
+                for r, s, t in zip(rows, scores.sum(dim=-1).tolist(), mask.sum(dim=-1).tolist())]
+
+    s = adapter.settings
+    options = dict(s.options)
+    options["step"] = step
+    budget_r = adapter.budget_of(candidates)
+    k = adapter.multiple_of
+    client = StepTotal(adapter.client, k if k > 1 else None, budget_r, each=adapter.each if adapter.each > 1 else None)
+    done = run_rounds(client, candidates, generate_rows, budget_rollouts=budget_r, budget_tokens=s.budget_tokens,
+                      rounds=s.rounds, **options)
+    adapter.last_rounds = done
+    adapter.last_plan = done.plans[-1]
+    if not outs:
+        raise RuntimeError("rollout_budget: the plans for step %d give this batch no rollouts in %d rounds (budget %s)"
+                           % (step, s.rounds, done.plans[0]["budget"]))
+    side, out = type(batch).concat(sides), type(batch).concat(outs)
+    if timings:
+        out.meta_info["timing"] = _merged_timing(timings)
+    total = len(out)
+    if k > 1 and total % k:
+        keep = total - total % k
+        if keep == 0:
+            raise RuntimeError("rollout_budget: step %d generated %d rollouts in %d rounds, fewer than multiple_of %d, which verl "
+                               "needs to split the batch: raise the budget or max_n, or set rounds to 1" % (step, total, s.rounds, k))
+        _log.warning("rollout-budget: step %d: %d rollouts in %d rounds, not a multiple of multiple_of %d: the last %d are left "
+                     "out of training (their results are observed)", step, total, s.rounds, k, total - keep)
+        side, out = side.select_idxs(np.arange(keep)), out.select_idxs(np.arange(keep))
+    return side, out
+
+
+def _round_reward(trainer, full, out):
+    """One round's reward as fit computes the step's (`ray_trainer.py:1466–1484`), on `full`
+    (the round's batch joined with its output `out`), kept in `out` as ``rm_scores`` (with the
+    reward's extra infos and ``reward_extra_keys``) unless it is there already (the reward
+    loop's or the reward model's). Returns (token-level scores, response mask)."""
+    import numpy as np
+
+    if "response_mask" not in full.batch.keys():
+        from verl.trainer.ppo.ray_trainer import compute_response_mask  # fit's own (ray_trainer.py:1449)
+
+        full.batch["response_mask"] = compute_response_mask(full)
+    if getattr(trainer, "use_rm", False) and "rm_scores" not in full.batch.keys():
+        scorer = trainer.reward_loop_manager if getattr(trainer, "use_reward_loop", False) else trainer.rm_wg
+        rm = scorer.compute_rm_score(full)
+        full = full.union(rm)
+        for key in rm.batch.keys():
+            out.batch[key] = rm.batch[key]
+    scores, extra = trainer._compute_or_extract_reward(full, reward_fn=trainer.reward_fn, reward_for_val=False)
+    if "rm_scores" not in out.batch.keys():
+        out.batch["rm_scores"] = scores
+        for key, values in extra.items():
+            out.non_tensor_batch[key] = np.array(values)
+        out.meta_info["reward_extra_keys"] = list(extra)
+    return scores, full.batch["response_mask"]
+
+
+def _merged_timing(timings):
+    """The step's generation timing from its rounds' (`AgentLoopManager._performance_metrics`,
+    `agent_loop.py:979–1003`), each given as (rollouts, timing): see the module doc."""
+    slowest = max(timings, key=lambda t: t[1].get("agent_loop/slowest/generate_sequences", 0) + t[1].get("agent_loop/slowest/tool_calls", 0))[1]
+    out = {}
+    for key in dict.fromkeys(k for _, t in timings for k in t):
+        values = [(n, t[key]) for n, t in timings if key in t]
+        if key.endswith("/min"):
+            out[key] = min(v for _, v in values)
+        elif key.endswith("/max"):
+            out[key] = max(v for _, v in values)
+        elif key.endswith("/mean"):
+            out[key] = sum(n * v for n, v in values) / max(1, sum(n for n, _ in values))
+        else:
+            out[key] = slowest.get(key, values[-1][1])
+    return out
