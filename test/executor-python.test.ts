@@ -28,7 +28,7 @@ describe('Python integrations against verl and slime upstream code (/usr/bin/pyt
       timeout: 240_000,
     });
     const out = `${run.stdout}${run.stderr}`;
-    console.log(out.split('\n').filter((l) => /^(Ran|OK|FAILED|group_advantages vs verl|verl e2e|slime e2e)/.test(l)).join('\n'));
+    console.log(out.split('\n').filter((l) => /^(Ran|OK|FAILED|group_advantages vs verl|verl e2e|verl rounds|slime e2e)/.test(l)).join('\n'));
     expect(run.error, out).toBeUndefined();
     expect(run.status, out).toBe(0);
     expect(Number(/^Ran (\d+) tests?/m.exec(out)?.[1])).toBeGreaterThanOrEqual(14);

@@ -14,7 +14,7 @@ so settings come from a mapping (verl: the `rollout_budget` section of the train
 | pass_threshold | ROLLOUT_BUDGET_PASS_THRESHOLD | when set, every reward counts as a pass (1) above this and a fail (0) otherwise, for rewards outside [0, 1] such as DAPO's ±1 or a judge's 0–10; default: none (rewards are taken as they are, and one outside [0, 1] is an error) |
 | options | ROLLOUT_BUDGET_OPTIONS | plan options as a JSON object, e.g. {"min_n": 2, "max_n": 32, "skip": true}; `multiple_of` there is the setting above |
 | timeout_s | ROLLOUT_BUDGET_TIMEOUT_S | seconds a request waits for the service's answer (default 60; above the service's --plan-timeout-s for large plans); for a state path only when set: the child `serve --stdio` that gives none in time is stopped (the next request starts it again) |
-| rounds | ROLLOUT_BUDGET_ROUNDS | rounds a step is planned and generated in (an integer ≥ 1; default 1: one plan a step). slime: round 1 plans its share, round 2 what is left with each prompt's rewards so far (docs/trainers.md, "Rounds in slime"); verl refuses more than 1 at its first step |
+| rounds | ROLLOUT_BUDGET_ROUNDS | rounds a step is planned and generated in (an integer ≥ 1; default 1: one plan a step). round 1 plans its share, round 2 what is left with each prompt's rewards so far (docs/trainers.md, "Rounds in verl" and "Rounds in slime") |
 | backup_state | ROLLOUT_BUDGET_BACKUP_STATE | the SQLite state file the service serves (its `serve --state`), copied into each trainer checkpoint (verl: `<default_local_dir>/global_step_<N>/rollout-budget.db`); default: `url` when that is a SQLite state path, else none; `none` turns it off |
 """
 
