@@ -43,6 +43,7 @@ trainer without the async rollout mode (always on at b178a3c: the patch routes o
 from __future__ import annotations
 
 import logging
+import math
 
 from .rounds import StepTotal, run_rounds
 
@@ -75,7 +76,7 @@ def check_rounds(trainer, settings, multiple_of, config_get):
     if multiple_of % each:
         raise ValueError("rollout_budget.multiple_of %d is not a multiple of the %d agent-loop workers each round's generation is "
                          "split over (rounds %d): set multiple_of to a multiple of %d, e.g. %d, or leave it out"
-                         % (multiple_of, each, settings.rounds, each, multiple_of * each))
+                         % (multiple_of, each, settings.rounds, each, multiple_of * each // math.gcd(multiple_of, each)))
     if config_get("reward_model", "launch_reward_fn_async"):
         _log.warning("rollout-budget: rounds %d with reward_model.launch_reward_fn_async: fit's compute_reward_async computes "
                      "every rollout's reward again after the rounds computed it (it does not read rm_scores)", settings.rounds)

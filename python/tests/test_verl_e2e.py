@@ -250,8 +250,9 @@ class VerlRoundsRefusedTest(support.ServiceCase):
         cases = (
             ({"url": self.url, "rounds": 2}, {"adv_estimator": "remax"}, {},
              "rollout_budget.rounds 2 with algorithm.adv_estimator remax"),
-            ({"url": self.url, "rounds": 2, "multiple_of": 3}, {}, {},
-             "rollout_budget.multiple_of 3 is not a multiple of the 4 agent-loop workers each round's generation is split over"),
+            ({"url": self.url, "rounds": 2, "multiple_of": 6}, {}, {},
+             "rollout_budget.multiple_of 6 is not a multiple of the 4 agent-loop workers each round's generation is split over "
+             "(rounds 2): set multiple_of to a multiple of 4, e.g. 12, or leave it out"),
             ({"url": self.url}, {}, {"ROLLOUT_BUDGET_ROUNDS": "0"}, "rollout_budget.rounds must be ≥ 1, got '0'"),
         )
         for settings, extra, environ, message in cases:
@@ -264,6 +265,15 @@ class VerlRoundsRefusedTest(support.ServiceCase):
         trainer.async_rollout_mode = False
         with self.assertRaisesRegex(ValueError, "rollout_budget.rounds 2 needs verl's async rollout mode"):
             verl_trainer.patched_step(trainer, verl_trainer.dataset_batch(PROMPTS), PASS, ns.AdvantageEstimator.GRPO)
+        # Runs, but fit's compute_reward_async computes each reward again: said once, at the first step.
+        from rollout_budget import verl as rollout_budget_verl
+
+        trainer = verl_trainer.TrainerStandIn(rollout_n=4, budget_settings={"url": self.url, "rounds": 2})
+        trainer.config["reward_model"]["launch_reward_fn_async"] = True
+        with self.assertLogs("rollout_budget", level="WARNING") as logs:
+            rollout_budget_verl.adapter_for(trainer).client.close()
+        self.assertIn("rounds 2 with reward_model.launch_reward_fn_async: fit's compute_reward_async computes every rollout's "
+                      "reward again", "\n".join(logs.output))
         with HttpClient(self.url) as c:
             self.assertEqual(c.health().get("prompts", 0), 0, "nothing planned or observed")
 
