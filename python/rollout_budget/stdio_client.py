@@ -101,8 +101,8 @@ class StdioClient(_Client):
                 msg = {"id": self._next_id, "method": method, "path": path}
                 if body is not None:
                     msg["body"] = body
-                line, timed_out = self._exchange(to_json(msg))
-                if line:
+                reply, timed_out = self._exchange(to_json(msg), self._next_id)
+                if reply is not None:
                     break
                 # Its output ended: the child is exiting (it may not have yet), and what it said is on stderr.
                 try:
@@ -124,7 +124,6 @@ class StdioClient(_Client):
                     self._start()
                     continue
                 raise RuntimeError("rollout-budget serve --stdio stopped: %s (%s, during %s %s)" % (said or "it said nothing", how, method, path))
-            reply = json.loads(line)
             if reply.get("id") is None and reply.get("status", 0) >= 400:
                 # A request the process could not read as one (a line over --body-limit: 413) is
                 # answered with id null; one request at a time, so it is this one's answer.
@@ -135,9 +134,14 @@ class StdioClient(_Client):
             raise RolloutBudgetError(reply["status"], reply["body"].get("error", {}))
         return reply["body"]
 
-    def _exchange(self, line):
-        """Sends one request line and reads one answer line ("" when the output ended); with a
-        timeout, a watchdog stops the process if no answer came in time. Returns (line, timed_out)."""
+    def _exchange(self, line, request_id):
+        """Sends one request line and reads its answer (None when the output ended); with a
+        timeout, a watchdog stops the process if no answer came in time. Returns (answer, timed_out).
+
+        Answers to earlier requests are skipped: a request abandoned while it waited (a
+        KeyboardInterrupt, Jupyter's interrupt, which reaches this process and not the child)
+        leaves its answer in the pipe, and reading it as this request's would put every later
+        request one answer behind."""
         fired = threading.Event()
         proc = self._proc
         watchdog = None
@@ -149,11 +153,15 @@ class StdioClient(_Client):
             watchdog.daemon = True
             watchdog.start()
         try:
-            proc.stdin.write(line + "\n")
-            proc.stdin.flush()
-            answer = proc.stdout.readline()
-        except (BrokenPipeError, OSError, ValueError):
-            answer = ""
+            try:
+                proc.stdin.write(line + "\n")
+                proc.stdin.flush()
+            except (OSError, ValueError):  # BrokenPipeError, or ValueError: a pipe closed by close()
+                return None, fired.is_set()
+            answer = _read_answer(proc)
+            while answer is not None and isinstance(answer.get("id"), int) and answer["id"] < request_id:
+                _log.info("rollout-budget: skipped the answer to request %d, abandoned before it came", answer["id"])
+                answer = _read_answer(proc)
         finally:
             if watchdog is not None:
                 watchdog.cancel()
@@ -179,6 +187,15 @@ class StdioClient(_Client):
         _close_pipes(proc)
         self._drain.join(timeout=10)  # its stderr, read to the end and closed by the drain
         return proc.returncode
+
+
+def _read_answer(proc):
+    """The child's next answer line, decoded; None when its output ended or was closed."""
+    try:
+        text = proc.stdout.readline()
+    except (OSError, ValueError):  # ValueError: I/O on a pipe closed by close()
+        return None
+    return json.loads(text) if text else None
 
 
 def _close_pipes(proc):

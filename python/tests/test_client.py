@@ -176,6 +176,23 @@ class ClientTest(support.ServiceCase):
             with self.assertLogs("rollout_budget", level="WARNING"):
                 self.assertEqual(cli.health()["status"], "ok")  # the next request starts it again
 
+    def test_stdio_after_a_request_interrupted_while_it_waited_answers_each_request_with_its_own_reply(self):
+        # Jupyter's interrupt: SIGINT to this process only, the child goes on and answers the
+        # abandoned plan later. Before, every later call raised "reply out of order" for good.
+        import signal
+        with rb.StdioClient(state=self.state, command=support.COMMAND) as cli:
+            cli.health()
+            pid = cli._proc.pid
+            os.kill(pid, signal.SIGSTOP)  # the plan surely waits when the interrupt comes
+            threading.Timer(0.5, lambda: os.kill(os.getpid(), signal.SIGINT)).start()
+            with self.assertRaises(KeyboardInterrupt):
+                cli.plan(PROMPTS, budget_rollouts=24, seed=7)
+            os.kill(pid, signal.SIGCONT)
+            self.assertEqual(cli.prompt("mid")["rollouts"], 8)  # the prompt's view, not the abandoned plan
+            self.assertEqual(cli.health()["status"], "ok")
+            self.assertIs(cli._proc.pid, pid)  # the same process: nothing restarted
+            self.assertEqual(cli.plan(PROMPTS, budget_rollouts=24, seed=7), self.http.plan(PROMPTS, budget_rollouts=24, seed=7))
+
     def test_stdio_line_over_the_limit_is_a_413_not_a_reply_out_of_order(self):
         rows = [{"prompt_id": "p", "step": 0, "reward": 1, "rollout_id": "big#%d" % i} for i in range(500)]
         with rb.StdioClient(state=self.state, command=support.COMMAND, args=["--body-limit", "4096"]) as cli:
