@@ -49,7 +49,7 @@ class Settings:
         self.budget_rollouts = budget_rollouts
         self.budget_tokens = budget_tokens
         self.multiple_of = multiple_of
-        self.pass_threshold = pass_threshold
+        self.pass_threshold = None if pass_threshold is None else _threshold(pass_threshold)
         self.options = dict(options or {})
         unknown = sorted(set(self.options) - set(PLAN_OPTIONS))
         if unknown:
@@ -102,6 +102,17 @@ def _int(name, value):
     return n
 
 
+def _threshold(value):
+    # NaN compared false with every reward: each rollout counted as a fail, unsaid.
+    try:
+        t = float(value) if not isinstance(value, bool) else None
+    except (TypeError, ValueError):
+        t = None
+    if t is None or not math.isfinite(t):
+        raise ValueError("rollout_budget.pass_threshold must be a finite number (rewards above it pass), got %r" % (value,))
+    return t
+
+
 def _seconds(name, value):
     try:
         s = float(value)
@@ -151,7 +162,7 @@ def settings_from(mapping=None, environ=None):
         budget_rollouts=None if raw["budget_rollouts"] is None else _int("budget_rollouts", raw["budget_rollouts"]),
         budget_tokens=None if raw["budget_tokens"] is None else _int("budget_tokens", raw["budget_tokens"]),
         multiple_of=None if raw["multiple_of"] is None else _int("multiple_of", raw["multiple_of"]),
-        pass_threshold=None if raw["pass_threshold"] is None else float(raw["pass_threshold"]),
+        pass_threshold=raw["pass_threshold"],
         options=None if options is None else {str(k): v for k, v in options.items()},
         timeout_s=None if raw["timeout_s"] is None else _seconds("timeout_s", raw["timeout_s"]),
         backup_state=raw["backup_state"],

@@ -59,6 +59,20 @@ class RewardTest(unittest.TestCase):
                 s.reward_of(float("nan"), "rollout 7")
 
 
+    def test_a_threshold_that_is_not_a_finite_number_is_an_error_naming_the_setting(self):
+        # float('abc') said only "could not convert string to float"; 'nan' was taken, and every
+        # reward, 1 and 10 included, counted as a fail.
+        self.assertEqual(config.settings_from({}, environ={"ROLLOUT_BUDGET_PASS_THRESHOLD": "0.5"}).pass_threshold, 0.5)
+        self.assertEqual(settings(pass_threshold="-1").pass_threshold, -1.0)
+        for bad in ("abc", "", "nan", "inf", "-Infinity", float("nan"), True, [0.5]):
+            with self.assertRaises(ValueError) as caught:
+                config.settings_from({}, environ={"ROLLOUT_BUDGET_PASS_THRESHOLD": bad}) if isinstance(bad, str) else settings(pass_threshold=bad)
+            self.assertEqual(str(caught.exception), "rollout_budget.pass_threshold must be a finite number (rewards above it pass), "
+                             "got %r" % (bad,), bad)
+        with self.assertRaisesRegex(ValueError, r"^rollout_budget\.pass_threshold must be a finite number"):
+            config.Settings(pass_threshold=float("nan"))
+
+
 class OptionsTest(unittest.TestCase):
     def test_multiple_of_in_options_is_the_setting(self):
         # The integrations pass multiple_of= themselves: in options it was given twice (TypeError at the first step).
