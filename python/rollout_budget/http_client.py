@@ -43,7 +43,7 @@ class HttpClient(_Client):
         self.base_url = "%s://%s:%d%s" % (self._scheme, "[%s]" % self._host if ":" in self._host else self._host,
                                           self._port, self._prefix)
         self._timeout = timeout
-        token = token if token is not None else os.environ.get("ROLLOUT_BUDGET_TOKEN") or None
+        token = _bearer(token, "token=") if token is not None else _bearer(os.environ.get("ROLLOUT_BUDGET_TOKEN"), "$ROLLOUT_BUDGET_TOKEN")
         self._token = token
         self._auth = {"Authorization": "Bearer " + token} if token else {}
         self._conn = None
@@ -226,3 +226,18 @@ def _unreachable(error, base_url):
         except TypeError:
             pass
     return ConnectionError(message)
+
+
+def _bearer(secret, source):
+    """`secret` as `Authorization: Bearer` carries it (None or empty: no token): printable ASCII
+    without spaces, as the service's own check (`serve --token`); else a ValueError naming
+    `source` and the position, never the secret (http.client's own error printed the header,
+    token and all)."""
+    if not secret:
+        return None
+    bad = next((i for i, c in enumerate(secret) if not "!" <= c <= "~"), None)
+    if bad is not None:
+        raise ValueError("%s holds a character an HTTP header cannot carry (a space, a control character or non-ASCII) at "
+                         "position %d of %d: it must be printable ASCII without spaces%s"
+                         % (source, bad + 1, len(secret), " (a secret file's last newline? strip it)" if secret[-1] in "\r\n" else ""))
+    return secret

@@ -559,6 +559,34 @@ class TokenTest(unittest.TestCase):
                 os.environ["ROLLOUT_BUDGET_TOKEN"] = old
 
 
+    def test_a_token_a_header_cannot_carry_is_an_error_naming_where_it_came_from_never_the_token(self):
+        # A token read from a secret file keeps its newline: http.client raised
+        # "Invalid header value b'Bearer sekret\\n'" at each request, the secret in every log.
+        old = os.environ.pop("ROLLOUT_BUDGET_TOKEN", None)
+        try:
+            for given, environ, says in (("sekret\n", None, "token= holds a character an HTTP header cannot carry (a space, a control "
+                                          "character or non-ASCII) at position 7 of 7: it must be printable ASCII without spaces (a "
+                                          "secret file's last newline? strip it)"),
+                                         (None, "se kret", "$ROLLOUT_BUDGET_TOKEN holds a character an HTTP header cannot carry (a space, "
+                                          "a control character or non-ASCII) at position 3 of 7: it must be printable ASCII without spaces"),
+                                         (None, "sekrét", "$ROLLOUT_BUDGET_TOKEN holds a character an HTTP header cannot carry (a space, "
+                                          "a control character or non-ASCII) at position 5 of 6")):
+                if environ is not None:
+                    os.environ["ROLLOUT_BUDGET_TOKEN"] = environ
+                with self.assertRaises(ValueError) as caught:
+                    rb.HttpClient("http://127.0.0.1:9", token=given)
+                self.assertIn(says, str(caught.exception))
+                self.assertNotIn("sekr", str(caught.exception))
+                os.environ.pop("ROLLOUT_BUDGET_TOKEN", None)
+            # Through the trainers' settings, at the first step's client.
+            with self.assertRaisesRegex(ValueError, r"^token= holds a character"):
+                config.settings_from({"url": "http://127.0.0.1:9", "token": "sekret\r\n"}, environ={}).client()
+        finally:
+            os.environ.pop("ROLLOUT_BUDGET_TOKEN", None)
+            if old is not None:
+                os.environ["ROLLOUT_BUDGET_TOKEN"] = old
+
+
 class TokenServiceTest(unittest.TestCase):
     """Against `rollout-budget serve --token` (issue 12); skipped while the service lacks the flag."""
 
