@@ -4,7 +4,8 @@
 the public registry for an unrelated name. The command is, in order:
   1. the `command` argument: a path to bin/rollout-budget.js (run with node), or an argv list;
   2. $ROLLOUT_BUDGET_CLI: a path to bin/rollout-budget.js (run with node), or a command line
-     (split like a shell does), e.g. "node /opt/rollout-budget/bin/rollout-budget.js";
+     (split like a shell does), e.g. "node /opt/rollout-budget/bin/rollout-budget.js"; blank
+     (spaces only) counts as unset, as does a blank $ROLLOUT_BUDGET_NODE;
   3. `rollout-budget` on PATH (after `npm link` in the clone).
 Node is $ROLLOUT_BUDGET_NODE, else `node` on PATH.
 """
@@ -19,7 +20,7 @@ __all__ = ["cli_command"]
 
 
 def _node():
-    node = os.environ.get("ROLLOUT_BUDGET_NODE") or shutil.which("node")
+    node = (os.environ.get("ROLLOUT_BUDGET_NODE") or "").strip() or shutil.which("node")
     if node is None:
         raise FileNotFoundError("node is not on PATH: set ROLLOUT_BUDGET_NODE to the node binary (Node 20+)")
     return node
@@ -27,6 +28,8 @@ def _node():
 
 def _from_text(text):
     text = text.strip()
+    if not text:
+        raise ValueError("command must not be empty")
     if text.endswith(".js") and os.path.exists(text):
         return [_node(), text]
     argv = shlex.split(text)
@@ -44,7 +47,7 @@ def cli_command(command=None):
             return [str(c) for c in command]
         return _from_text(str(command))
     env = os.environ.get("ROLLOUT_BUDGET_CLI")
-    if env:
+    if env and env.strip():  # blank: as if unset (it ran `serve` as the program)
         return _from_text(env)
     found = shutil.which("rollout-budget")
     if found is not None:

@@ -73,6 +73,8 @@ class CommandTest(unittest.TestCase):
         self.assertEqual(rb.cli_command(), [support.NODE, support.CLI])
         os.environ["ROLLOUT_BUDGET_CLI"] = "node /opt/x/bin/rollout-budget.js --flag"
         self.assertEqual(rb.cli_command(), ["node", "/opt/x/bin/rollout-budget.js", "--flag"])
+        os.environ["ROLLOUT_BUDGET_NODE"] = " "  # blank: node on PATH, not " " as the program
+        self.assertEqual(rb.cli_command(support.CLI), [shutil.which("node"), support.CLI])
 
     def test_never_npx_a_clear_error_when_nothing_is_configured(self):
         # Regression: examples/rollout_budget_cli.py defaulted to `npx rollout-budget`, which
@@ -85,6 +87,17 @@ class CommandTest(unittest.TestCase):
                 rb.cli_command()
             with self.assertRaisesRegex(FileNotFoundError, "does not exist"):
                 rb.cli_command("/nonexistent/bin/rollout-budget.js")
+            # Blank counts as unset: it gave [] and StdioClient ran `serve` as the program
+            # ("No such file or directory: 'serve'", naming neither the variable nor the CLI).
+            for blank in (" ", "\n"):
+                os.environ["ROLLOUT_BUDGET_CLI"] = blank
+                with self.assertRaisesRegex(FileNotFoundError, "^cannot find the rollout-budget CLI: set ROLLOUT_BUDGET_CLI"):
+                    rb.cli_command()
+                with self.assertRaisesRegex(FileNotFoundError, "^cannot find the rollout-budget CLI"):
+                    rb.StdioClient(state=os.path.join(empty, "s.db")).health()
+            os.environ.pop("ROLLOUT_BUDGET_CLI")
+            with self.assertRaisesRegex(ValueError, "^command must not be empty$"):
+                rb.cli_command("  ")
             # `rollout-budget` on PATH is used as is.
             link = os.path.join(empty, "rollout-budget")
             with open(link, "w") as f:
