@@ -71,7 +71,8 @@ class Cli:
                     f.write(to_json(row, "results[%d]" % i) + "\n")
             args = ["observe", "--results", path, "--state", self.state]
             for name, value in options.items():
-                args += [_FLAGS[name], str(plain(value))]
+                if value is not None:  # left out, as plan does: it passed --decay None
+                    args += [_FLAGS[name], str(plain(value))]
             return json.loads(self.run(args))
         finally:
             os.unlink(path)

@@ -106,6 +106,8 @@ def _observe_body(results, options):
     if unknown:
         raise TypeError("unknown observe options %s; expected decay, reobserve_discount" % unknown)
     body = {"results": list(results)}
+    # None leaves an option out (the service's default), as plan_body does: observe(decay=None) was a 400.
+    options = {k: v for k, v in options.items() if v is not None}
     if options:
         body["options"] = options
     return body

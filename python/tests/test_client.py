@@ -77,6 +77,21 @@ class ClientTest(support.ServiceCase):
         self.assertEqual((again["applied"], again["duplicates"]), (0, 1))
         self.assertEqual(self.http.prompt("idem")["rollouts"], 1)
 
+    def test_observe_options_given_as_none_are_left_out_as_plan_does_on_every_client(self):
+        # plan(decay=None) left the option out, observe(decay=None) sent null (HTTP, stdio: 400
+        # "must be a finite number, got null") or `--decay None` (Cli): code passing
+        # settings.options.get("decay") to both planned, then failed at observe.
+        with rb.StdioClient(state=self.state, command=support.COMMAND) as stdio:
+            clients = (("http", self.http), ("stdio", stdio), ("cli", rb.Cli(state=self.state, command=support.COMMAND)))
+            for name, client in clients:
+                client.plan([{"id": "none-%s" % name}], budget_rollouts=4, decay=None)
+                rows = [{"prompt_id": "none-%s" % name, "step": 0, "reward": 1, "rollout_id": "none-%s#0" % name}]
+                self.assertEqual(client.observe(rows, decay=None, reobserve_discount=None)["applied"], 1, name)
+                self.assertEqual(self.http.prompt("none-%s" % name)["rollouts"], 1, name)
+                with self.assertRaises(rb.RolloutBudgetError, msg=name) as caught:  # a value is still sent, and checked
+                    client.observe(rows, decay=2)
+                self.assertIn("decay", str(caught.exception), name)
+
     def test_http_errors_name_field_and_value(self):
         with self.assertRaises(rb.RolloutBudgetError) as ctx:
             self.http.plan(PROMPTS, budget_rollouts=-1)
