@@ -141,10 +141,10 @@ export { DEFAULT_VERIFIER_TIMEOUT_S } from './executor/verify/command.js';
 // sim-server: a test double of an OpenAI-compatible inference server, for dry runs.
 export { SIM_PROFILES, SimServer, noFaults } from './simserver/server.js';
 export type { SimFaults, SimFinishFault, SimProfile, SimServerOptions, SimStats } from './simserver/server.js';
-export { plainSse, sseEvent } from './simserver/stream.js';
-export type { SimSse } from './simserver/stream.js';
+export { ENGINE_ERROR_CHUNK, SIM_REASONING_FIELDS, plainSse, sseEvent } from './simserver/stream.js';
+export type { SimReasoningField, SimSse } from './simserver/stream.js';
 export { answerGenerate } from './simserver/sglang.js';
-export { SHORT_COT, SimModel, countSimTokens, defaultSimModel, tokenId, wrongAnswer } from './simserver/model.js';
+export { SHORT_COT, SIM_ANSWER_TOKENS, SimModel, countSimTokens, defaultSimModel, tokenId, wrongAnswer } from './simserver/model.js';
 export type { LengthModel, SimModelOptions, SimPrompt, SimResponse } from './simserver/model.js';
 export { parseSimPrompts } from './simserver/prompts.js';
 

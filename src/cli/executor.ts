@@ -16,6 +16,7 @@ import { parsePrompts } from '../io/formats.js';
 import { DEFAULT_MAX_TOKENS } from '../plan/exports.js';
 import { SimModel, SHORT_COT } from '../simserver/model.js';
 import { parseSimPrompts } from '../simserver/prompts.js';
+import { SIM_REASONING_FIELDS } from '../simserver/stream.js';
 import { SIM_PROFILES, SimServer } from '../simserver/server.js';
 import { describe } from './catalog.js';
 import { registerGradeCommand } from './grade.js';
@@ -293,6 +294,8 @@ export function registerExecutorCommands(program: Command, io: CliIo): void {
     .addOption(new Option('--latency-ms <ms>', 'delay before the first byte').default(0).argParser(numberArg(0, 1e6)))
     .addOption(new Option('--error-rate <p>', 'probability of an injected 503').default(0).argParser(numberArg(0, 1)))
     .addOption(new Option('--drop-rate <p>', 'probability of a connection dropped mid-stream').default(0).argParser(numberArg(0, 1)))
+    .addOption(new Option('--stream-error-rate <p>', "probability that a streamed answer's engine fails after its first chunk: vLLM 0.10-0.11's error chunk (code 400), then [DONE]").default(0).argParser(numberArg(0, 1)))
+    .addOption(new Option('--reasoning <field>', "as a server with a reasoning parser: a chat answer's thinking in this field, only its closing sentence in content").choices(SIM_REASONING_FIELDS))
     .addOption(new Option('--seed <int>', 'server seed').default(0).argParser(intArg(0)))
     .addOption(new Option('--max-model-len <int>', 'context length in tokens (vLLM --max-model-len): a prompt too long for it with its max_tokens is a 400, as the server gives it').argParser(intArg(1)))
     .option('--api-key <key>', 'as a server started with --api-key: a request without "Authorization: Bearer <key>" is the 401 vLLM and SGLang give')
@@ -304,11 +307,12 @@ export function registerExecutorCommands(program: Command, io: CliIo): void {
         ...(opts.model === undefined ? {} : { modelName: opts.model }),
         model: new SimModel({ passAlpha: opts.passAlpha, passBeta: opts.passBeta, length: { ...SHORT_COT, a: opts.lengthA }, seed: opts.seed }),
         msPerToken: opts.msPerToken,
-        faults: { latencyMs: opts.latencyMs, errorRate: opts.errorRate, dropRate: opts.dropRate },
+        faults: { latencyMs: opts.latencyMs, errorRate: opts.errorRate, dropRate: opts.dropRate, streamErrorRate: opts.streamErrorRate },
         seed: opts.seed,
         profile: opts.profile,
         ...(opts.maxModelLen === undefined ? {} : { maxModelLen: opts.maxModelLen }),
         ...(opts.apiKey === undefined ? {} : { apiKey: opts.apiKey }),
+        ...(opts.reasoning === undefined ? {} : { reasoning: opts.reasoning }),
       });
       const url = await server.start();
       io.stderr(`sim-server (a test double, not a model, behaving as ${opts.profile}) listening on ${url}; ${prompts.length} prompts known; Ctrl-C stops it\n`);

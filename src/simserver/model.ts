@@ -96,13 +96,16 @@ export class SimModel {
     const length = Math.max(8, Math.round(Math.exp(a + b * p + c * (correct ? 1 : 0) + u + normal(random) * sdE)));
     const truth = (prompt?.groundTruth ?? String(fnv1a(text) % 1000)).replace(/\s+/g, '');
     const answer = correct ? truth : wrongAnswer(truth);
-    const tail = [' The', ' answer', ' is', ` $\\boxed{${answer}}$.`];
+    const tail = [' The', ' answer', ' is', ` $\\boxed{${answer}}$.`]; // SIM_ANSWER_TOKENS
     const tokens: string[] = [];
     for (let i = 0; i < length - tail.length; i++) tokens.push(FILLER[Math.floor(random() * FILLER.length)]!);
     tokens.push(...tail);
     return { tokens, correct, fullLength: tokens.length };
   }
 }
+
+/** The closing sentence of every simulated response, in tokens (` The answer is $\\boxed{…}$.`): what follows the thinking. */
+export const SIM_ANSWER_TOKENS = 4;
 
 /** Tokens of a simulated text already generated (each simulated token starts with a space). */
 export function countSimTokens(text: string): number {

@@ -20,16 +20,18 @@
  * Responses come from SimModel (model.ts). Faults for tests: latency before the first byte, 5xx
  * errors, connections dropped mid-stream, hung requests, choices ended with a given
  * finish_reason (abort, error, repetition, ...), answers as one JSON body although `stream` was
- * asked (a proxy), and SSE variants (stream.ts). With `maxModelLen`, a prompt too long for the
+ * asked (a proxy), an engine that fails mid-answer (vLLM's in-stream error chunk, stream.ts
+ * ENGINE_ERROR_CHUNK), and SSE variants (stream.ts). With `reasoning`, chat answers carry their
+ * thinking apart, as with a reasoning parser. With `maxModelLen`, a prompt too long for the
  * context with its max_tokens is the 400 its server gives (contextError); with `apiKey`, a request
  * without that key is the 401 its server gives. GET /stats returns what reached the server.
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import seedrandom from 'seedrandom';
-import { SimModel, countSimTokens, tokenId, tooManyChoices, SIM_MAX_N, type SimPrompt } from './model.js';
+import { SimModel, countSimTokens, tokenId, tooManyChoices, SIM_ANSWER_TOKENS, SIM_MAX_N, type SimPrompt } from './model.js';
 import { answerGenerate } from './sglang.js';
-import { plainSse, streamChoices, type SimChoice, type SimSse } from './stream.js';
+import { chatDelta, plainSse, streamChoices, type SimChoice, type SimReasoningField, type SimSse } from './stream.js';
 
 export const SIM_PROFILES = ['vllm', 'sglang', 'openai'] as const;
 export type SimProfile = (typeof SIM_PROFILES)[number];
@@ -59,9 +61,17 @@ export interface SimFaults {
   readonly finishes: readonly SimFinishFault[];
   /** Answer one JSON body even when `stream: true` was asked (a proxy that buffers). */
   readonly ignoreStream: boolean;
+  /**
+   * Probability that a streamed answer's engine fails after each choice's first chunk: vLLM
+   * 0.10–0.11's error chunk with code 400, then `[DONE]` (stream.ts ENGINE_ERROR_CHUNK). Drawn
+   * only when above 0, so a seed's other faults fall as before.
+   */
+  readonly streamErrorRate: number;
+  /** 1-based arrival numbers whose streamed answer gets that error chunk. */
+  readonly streamErrorRequests: readonly number[];
 }
 
-export const noFaults: SimFaults = { latencyMs: 0, errorRate: 0, dropRate: 0, errorRequests: [], dropRequests: [], hangRequests: [], finishes: [], ignoreStream: false };
+export const noFaults: SimFaults = { latencyMs: 0, errorRate: 0, dropRate: 0, errorRequests: [], dropRequests: [], hangRequests: [], finishes: [], ignoreStream: false, streamErrorRate: 0, streamErrorRequests: [] };
 
 export interface SimServerOptions {
   readonly port?: number;
@@ -90,6 +100,14 @@ export interface SimServerOptions {
    * (add_api_key_middleware, sglang/srt/utils.py), so /generate too. GET /health and /stats stay open.
    */
   readonly apiKey?: string;
+  /**
+   * As a server started with a reasoning parser (vLLM's and SGLang's `--reasoning-parser`): a
+   * chat answer's thinking (every token before its closing sentence, SIM_ANSWER_TOKENS) comes in
+   * this field, streamed or in `message`, and only the closing sentence in `content` (none when
+   * max_tokens cut the thinking). No think-marker tokens are simulated. /v1/completions is
+   * unchanged, as with those parsers. Undefined: everything is content.
+   */
+  readonly reasoning?: SimReasoningField;
 }
 
 /** What reached the server. */
@@ -98,6 +116,8 @@ export interface SimStats {
   errors: number;
   drops: number;
   hangs: number;
+  /** Streamed answers ended by the injected engine failure (SimFaults.streamErrorRate). */
+  engineErrors: number;
   /** Choices started, per prompt id ("?" for unknown prompts); continuations included. */
   choicesByPrompt: Record<string, number>;
   /** Continuation choices (resumed partial rollouts), per prompt id. */
@@ -113,7 +133,7 @@ export interface SimStats {
 }
 
 export class SimServer {
-  readonly stats: SimStats = { requests: 0, errors: 0, drops: 0, hangs: 0, choicesByPrompt: {}, continuationsByPrompt: {}, completedChoices: 0, cancelledChoices: 0, byPath: {}, sampling: [] };
+  readonly stats: SimStats = { requests: 0, errors: 0, drops: 0, hangs: 0, engineErrors: 0, choicesByPrompt: {}, continuationsByPrompt: {}, completedChoices: 0, cancelledChoices: 0, byPath: {}, sampling: [] };
   private readonly server: Server;
   private readonly model: SimModel;
   private readonly byText = new Map<string, SimPrompt>();
@@ -211,7 +231,7 @@ export class SimServer {
       const c = this.choice(key, prefix, this.profile === 'vllm' ? seed + i : seed, maxTokens);
       const fault = this.faults.finishes.find((f) => f.request === arrival && (f.choice === undefined || f.choice === i));
       if (fault === undefined) choices.push({ ...c, sent: 0 });
-      else choices.push({ tokens: c.tokens.slice(0, fault.atToken ?? Math.floor(c.tokens.length / 2)), finish: fault.reason, sent: 0 });
+      else choices.push({ tokens: c.tokens.slice(0, fault.atToken ?? Math.floor(c.tokens.length / 2)), finish: fault.reason, sent: 0, thinking: c.thinking });
     }
     this.stats.choicesByPrompt[id] = (this.stats.choicesByPrompt[id] ?? 0) + n;
     if (prefix.length > 0) this.stats.continuationsByPrompt[id] = (this.stats.continuationsByPrompt[id] ?? 0) + n;
@@ -219,11 +239,14 @@ export class SimServer {
     // Per-choice token ids: vLLM on both APIs; SGLang on /v1/completions only; never a strict OpenAI server.
     const ids = body.return_token_ids === true && (this.profile === 'vllm' || (this.profile === 'sglang' && !chat));
     const usage = (body.stream_options as { include_usage?: unknown } | undefined)?.include_usage === true;
+    const reasoning = chat ? this.options.reasoning : undefined;
     if (body.stream === true && !this.faults.ignoreStream) {
-      return streamChoices(res, choices, { chat, model, ids, usage, drop, msPerToken: this.msPerToken, sse: this.sse }, {
+      const engineError = this.faults.streamErrorRequests.includes(arrival) || (this.faults.streamErrorRate > 0 && this.random() < this.faults.streamErrorRate);
+      return streamChoices(res, choices, { chat, model, ids, usage, drop, msPerToken: this.msPerToken, sse: this.sse, reasoning, engineError }, {
         onComplete: () => void this.stats.completedChoices++,
         onDrop: () => void this.stats.drops++,
         onClose: (open) => void (this.stats.cancelledChoices += open),
+        onEngineError: () => void this.stats.engineErrors++,
       });
     }
     const longest = Math.max(...choices.map((c) => c.tokens.length));
@@ -236,7 +259,7 @@ export class SimServer {
       model,
       choices: choices.map((c, index) => ({
         index,
-        ...(chat ? { message: { role: 'assistant', content: c.tokens.join('') } } : { text: c.tokens.join('') }),
+        ...(chat ? { message: message(c, reasoning) } : { text: c.tokens.join('') }),
         ...(ids ? { token_ids: c.tokens.map(tokenId) } : {}),
         finish_reason: c.finish,
       })),
@@ -244,11 +267,17 @@ export class SimServer {
     });
   }
 
-  /** One choice for a prompt text after `prefix` (a continuation) under `seed`, cut at maxTokens. */
-  private choice(key: string, prefix: string, seed: number, maxTokens: number): { tokens: string[]; finish: string } {
-    const full = this.model.respond(this.byText.get(key), key, seed).tokens.slice(countSimTokens(prefix));
+  /**
+   * One choice for a prompt text after `prefix` (a continuation) under `seed`, cut at maxTokens;
+   * `thinking`: how many of its tokens come before the closing sentence.
+   */
+  private choice(key: string, prefix: string, seed: number, maxTokens: number): { tokens: string[]; finish: string; thinking: number } {
+    const all = this.model.respond(this.byText.get(key), key, seed).tokens;
+    const skip = countSimTokens(prefix);
+    const full = all.slice(skip);
     const cut = full.length > maxTokens;
-    return { tokens: cut ? full.slice(0, maxTokens) : full, finish: cut ? 'length' : 'stop' };
+    const tokens = cut ? full.slice(0, maxTokens) : full;
+    return { tokens, finish: cut ? 'length' : 'stop', thinking: Math.min(tokens.length, Math.max(0, all.length - SIM_ANSWER_TOKENS - skip)) };
   }
 
   /** Validates a request; returns the prompt key, partial prefix and sampling fields, or an error. */
@@ -343,4 +372,11 @@ function contextError(profile: SimProfile, limit: number, input: number, maxToke
 
 function sleep(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+/** A non-streamed chat choice's message: with `reasoning`, its thinking in that field and the rest (or null) as content. */
+function message(c: SimChoice, reasoning: SimReasoningField | undefined): Record<string, unknown> {
+  if (reasoning === undefined) return { role: 'assistant', content: c.tokens.join('') };
+  const parts = chatDelta(c.tokens, 0, c.tokens.length, c.thinking ?? 0, reasoning);
+  return { role: 'assistant', [reasoning]: parts[reasoning] ?? null, content: parts.content ?? null };
 }

@@ -25,6 +25,27 @@ export interface SimChoice {
   readonly tokens: readonly string[];
   sent: number;
   readonly finish: string;
+  /** How many of its first tokens are thinking, sent in StreamShape.reasoning's field (0 or undefined: none). */
+  readonly thinking?: number;
+}
+
+/** The chat field a reasoning parser streams thinking in: SGLang's and vLLM's before 0.11, vLLM's from 0.11. */
+export const SIM_REASONING_FIELDS = ['reasoning_content', 'reasoning'] as const;
+export type SimReasoningField = (typeof SIM_REASONING_FIELDS)[number];
+
+/**
+ * What vLLM 0.10–0.11 streams when its engine fails during an answer it already began with a
+ * 200: `create_streaming_error_response(str(e))`, code 400 by default (serving_chat.py and
+ * serving_completion.py catch any exception of the stream; serving_engine.py), then `[DONE]`.
+ */
+export const ENGINE_ERROR_CHUNK = { error: { object: 'error', message: 'EngineCore encountered an issue. See stack trace (above) for the root cause. (sim-server fault)', type: 'BadRequestError', param: null, code: 400 } };
+
+/** A chat delta of `text` sent as `field`'s thinking (its first `thinking` tokens) and content (the rest). */
+export function chatDelta(tokens: readonly string[], from: number, upto: number, thinking: number, field: SimReasoningField | undefined): Record<string, string> {
+  if (field === undefined || thinking <= from) return { content: tokens.slice(from, upto).join('') };
+  const reasoned = tokens.slice(from, Math.min(upto, thinking)).join('');
+  const content = tokens.slice(Math.max(from, thinking), upto).join('');
+  return { [field]: reasoned, ...(content !== '' ? { content } : {}) };
 }
 
 /** What the stream writes per chunk. */
@@ -39,6 +60,10 @@ export interface StreamShape {
   readonly drop: boolean;
   readonly msPerToken: number;
   readonly sse: SimSse;
+  /** Chat: the field thinking is streamed in (each choice's `thinking` tokens); undefined: all content. */
+  readonly reasoning?: SimReasoningField;
+  /** After the first chunk of each choice, the engine fails: ENGINE_ERROR_CHUNK, then [DONE]. */
+  readonly engineError?: boolean;
 }
 
 const TICK_MS = 5;
@@ -55,7 +80,7 @@ export function sseEvent(data: string, sse: SimSse): string {
  * Streams `choices` at `msPerToken` per token (all at once when 0). Calls `onComplete` per choice
  * that reached its finish and `onDrop` when the connection is dropped on purpose.
  */
-export function streamChoices(res: ServerResponse, choices: SimChoice[], shape: StreamShape, hooks: { onComplete(): void; onDrop(): void; onClose(open: number): void }): void {
+export function streamChoices(res: ServerResponse, choices: SimChoice[], shape: StreamShape, hooks: { onComplete(): void; onDrop(): void; onClose(open: number): void; onEngineError?(): void }): void {
   res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });
   const start = Date.now();
   const object = shape.chat ? 'chat.completion.chunk' : 'text_completion';
@@ -69,18 +94,18 @@ export function streamChoices(res: ServerResponse, choices: SimChoice[], shape: 
   const tick = () => {
     timer = undefined;
     if (res.destroyed) return;
-    // A dropped connection sends one token per choice first, so the client sees a partial stream.
-    const due = shape.drop ? 1 : shape.msPerToken > 0 ? Math.floor((Date.now() - start) / shape.msPerToken) : Infinity;
+    // A dropped connection or a failed engine sends one token per choice first, so the client sees a partial stream.
+    const due = shape.drop || shape.engineError === true ? 1 : shape.msPerToken > 0 ? Math.floor((Date.now() - start) / shape.msPerToken) : Infinity;
     choices.forEach((c, index) => {
       if (done.has(index)) return;
       const upto = Math.min(due, c.tokens.length);
       const piece = c.tokens.slice(c.sent, upto);
       const finished = upto >= c.tokens.length;
       if (piece.length > 0 || finished) {
-        const text = piece.join('');
+        const delta = shape.chat ? { delta: chatDelta(c.tokens, c.sent, upto, c.thinking ?? 0, shape.reasoning) } : { text: piece.join('') };
         write({
           object, model: shape.model,
-          choices: [{ index, ...(shape.chat ? { delta: { content: text } } : { text }), ...(shape.ids ? { token_ids: piece.map(tokenId) } : {}), finish_reason: finished ? c.finish : null }],
+          choices: [{ index, ...delta, ...(shape.ids ? { token_ids: piece.map(tokenId) } : {}), finish_reason: finished ? c.finish : null }],
         });
       }
       c.sent = upto;
@@ -93,6 +118,12 @@ export function streamChoices(res: ServerResponse, choices: SimChoice[], shape: 
     if (shape.drop && open > 0) {
       hooks.onDrop();
       res.destroy();
+      return;
+    }
+    if (shape.engineError === true && open > 0) {
+      hooks.onEngineError?.();
+      write(ENGINE_ERROR_CHUNK);
+      res.end(sseEvent('[DONE]', shape.sse));
       return;
     }
     if (open === 0) {
