@@ -106,6 +106,26 @@ describe('a state file that is not there yet', () => {
     expect((await cli(['inspect', '--state', made, '--prompt', 'a'])).stdout).toBe(prompt.stdout);
   });
 
+  it('an empty (0-byte) file: inspect reads an empty state and writes nothing into it; backup refuses it', async () => {
+    // SQLite takes a 0-byte file for a new database: inspect wrote a state's tables into it
+    // (114,688 bytes), and a checkpoint's copy cut at its start was then backed up over the
+    // live state by the Python integration (python/rollout_budget/checkpoint.py).
+    const w = workdir();
+    const empty = join(w.dir, 'cut.db');
+    writeFileSync(empty, '');
+    const summary = await cli(['inspect', '--state', empty]);
+    expect(summary.code).toBe(0);
+    expect(summary.stderr).toBe(`rollout-budget: note: the state file ${empty} is empty (0 bytes): this is an empty state's summary (nothing was written to it)\n`);
+    expect(JSON.parse(summary.stdout)).toMatchObject({ prompts: 0, last_step: null });
+    expect(readFileSync(empty).length).toBe(0);
+    expect(readdirSync(w.dir).filter((f) => f.startsWith('cut.db'))).toEqual(['cut.db']);
+    const out = join(w.dir, 'state.db');
+    const backup = await cli(['backup', '--state', empty, '--out', out]);
+    expect(backup.code).toBe(2);
+    expect(backup.stderr).toContain(`--state ${empty}: the file is empty (0 bytes), not a state: nothing to copy`);
+    expect(existsSync(out)).toBe(false);
+  });
+
   it('a --state that is a URL but not postgres:// is refused, not taken for a file name (inspect read the service\'s https:// URL as an empty state, exit 0)', async () => {
     const w = workdir();
     const service = /an http\(s\):\/\/ URL names the service, for its clients \(the Python HttpClient, a trainer's ROLLOUT_BUDGET_URL\)/;

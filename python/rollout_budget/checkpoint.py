@@ -71,7 +71,8 @@ def resume_from_copy(settings, copy, folder):
     """At the first plan of a run resumed from checkpoint `folder`, whose copy of the state is
     `copy` (if there is one): puts
     the copy back when the integration runs the state itself (``url`` is the state path) and
-    nothing has it open, if its last step differs; else, when the state may hold results of
+    nothing has it open, if its last step differs or there is no state file (a run resumed on
+    another node); else, when the state may hold results of
     steps after the checkpoint, logs the commands that put it back. Nothing has the state open
     when no ``-wal`` or ``-shm`` is beside it after `inspect` read it: SQLite removes them when
     its last connection closes (those a crash left, too), so they stay only while a process (a
@@ -91,8 +92,21 @@ def resume_from_copy(settings, copy, folder):
 
 
 def _resume_from_copy(settings, copy, folder):
+    if os.path.getsize(copy) == 0:
+        # SQLite takes an empty file for a new database: read as a state holding nothing, it was put back over the state.
+        raise ValueError("it is an empty file (0 bytes): a copy cut at its start")
     state = settings.backup_state
     at_copy = _last_step(copy)
+    if state is not None and state == settings.url and not os.path.exists(state):
+        # The integration runs the state and there is none (a resumed run on another node, a
+        # cleaned folder): nothing has it open, so the copy is the state.
+        from .cli import Cli
+
+        os.makedirs(os.path.dirname(os.path.abspath(state)), exist_ok=True)
+        held = Cli(state=copy).backup(state)
+        _log.warning("rollout-budget: resumed from %s: no state at %s, so its copy of the state was put there (%d prompts, last step %s)",
+                     folder, state, held["prompts"], held["last_step"])
+        return "restored"
     if state is not None and os.path.exists(state):
         if _last_step(state) == at_copy:
             return "same"

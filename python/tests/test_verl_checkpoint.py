@@ -215,6 +215,36 @@ class ResumeTest(CheckpointCase):
         self.assertIn("its copy of the state %s could not be used" % self.copy_of(3), logs.output[0])
         self.assertEqual(held(self.state), before)
 
+    def test_a_copy_that_is_an_empty_file_is_not_put_back_over_the_state(self):
+        # A copy cut at its start (the disk full at the checkpoint): SQLite took the 0-byte file
+        # for a new database, `inspect` wrote a state's tables into it and read it as holding
+        # nothing, and that was put back over the state: every posterior lost, logged "restored".
+        self.first_run(crash=False)
+        before = held(self.state)
+        os.makedirs(os.path.join(self.ckpt, "global_step_3"))
+        open(self.copy_of(3), "w").close()
+        resumed = self.trainer(self.state, save_freq=2, total=6, global_steps=4)
+        settings = rollout_budget_verl.settings_from(resumed.config["rollout_budget"])
+        with self.assertLogs("rollout_budget", level="ERROR") as logs:
+            self.assertEqual(rollout_budget_verl.resume_state(resumed, settings), "failed")
+        self.assertIn("its copy of the state %s could not be used (it is an empty file (0 bytes): a copy cut at its start)"
+                      % self.copy_of(3), logs.output[0])
+        self.assertEqual(held(self.state), before)
+        self.assertEqual(os.path.getsize(self.copy_of(3)), 0)
+
+    def test_a_state_that_is_not_there_gets_the_copy(self):
+        # Resumed on another node, or its folder cleaned: the copy was left unused, the log said a
+        # state "in use" might hold later steps, and the run went on from an empty state.
+        self.first_run(crash=False)
+        os.unlink(self.state)
+        resumed = self.trainer(self.state, save_freq=2, total=6, global_steps=3)  # its first step 3: global_step_2's copy
+        settings = rollout_budget_verl.settings_from(resumed.config["rollout_budget"])
+        with self.assertLogs("rollout_budget", level="WARNING") as logs:
+            self.assertEqual(rollout_budget_verl.resume_state(resumed, settings), "restored")
+        self.assertIn("no state at %s, so its copy of the state was put there" % self.state, logs.output[0])
+        self.assertEqual(held(self.state), held(self.copy_of(2)))
+        self.assertEqual(held(self.state)[1], 2)
+
     def test_a_new_run_or_a_checkpoint_without_a_copy_changes_nothing(self):
         self.first_run(crash=False)
         before = held(self.state)

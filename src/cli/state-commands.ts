@@ -182,12 +182,18 @@ export async function inspectCommand(io: CliIo, opts: { state: string; prompt?: 
   const postgres = isPostgresUrl(opts.state);
   // A state not there yet (no SQLite file, no tables in the PostgreSQL schema) reads as an empty
   // state, and inspect creates nothing for it: a mistyped path or schema is not made real.
-  const missing = postgres ? !(await (await import('../store/postgres.js')).PostgresStore.holdsState(opts.state)) : isNewStateFile(opts.state);
+  // An empty (0-byte) file too: SQLite would take it for a new database and inspect, which only
+  // reads, wrote a whole state's tables into it (a checkpoint's copy cut at its start then read
+  // as a state holding nothing, and was put back over the live state: python/rollout_budget/checkpoint.py).
+  const empty = !postgres && isEmptyFile(opts.state);
+  const missing = postgres ? !(await (await import('../store/postgres.js')).PostgresStore.holdsState(opts.state)) : empty || isNewStateFile(opts.state);
   if (missing) {
     const what = opts.prompt === undefined ? 'summary' : 'posterior';
     io.stderr(postgres
       ? `rollout-budget: note: no state tables at ${redactUrl(opts.state)} yet: this is an empty state's ${what} (nothing was created)\n`
-      : `rollout-budget: note: no state file at ${opts.state} yet: this is an empty state's ${what} (no file was created)\n`);
+      : empty
+        ? `rollout-budget: note: the state file ${opts.state} is empty (0 bytes): this is an empty state's ${what} (nothing was written to it)\n`
+        : `rollout-budget: note: no state file at ${opts.state} yet: this is an empty state's ${what} (no file was created)\n`);
   } else if (postgres) {
     // One prompt: its row and the pooled rows (as the service's GET /v1/prompts/{id}); the summary reads every row.
     const prompt = opts.prompt;
@@ -217,6 +223,7 @@ export async function backupCommand(io: CliIo, opts: { state: string; out: strin
     throw new RolloutBudgetError('BAD_OPTION', `--state ${redactUrl(state)}: backup copies a SQLite state file; copy a PostgreSQL state's schema with pg_dump --schema <schema>`);
   }
   if (state === ':memory:' || isNewStateFile(state)) throw new RolloutBudgetError('BAD_OPTION', `--state ${state}: no state file there to copy (nothing was created)`);
+  if (isEmptyFile(state)) throw new RolloutBudgetError('BAD_OPTION', `--state ${state}: the file is empty (0 bytes), not a state: nothing to copy (a copy cut at its start?)`);
   if (out === '-') throw new RolloutBudgetError('BAD_OPTION', '--out -: a state is a SQLite file, not text for stdout: give a file path');
   checkOutput(out);
   const there = statIfThere(out);
@@ -340,3 +347,9 @@ export async function readResultSource(io: CliIo, path: string): Promise<{ sourc
   }
 }
 
+/** Whether `path` is a file of 0 bytes (not a state, nor a new one: see inspectCommand). */
+function isEmptyFile(path: string): boolean {
+  if (path === ':memory:') return false;
+  const stat = statIfThere(path);
+  return stat !== undefined && stat.isFile() && stat.size === 0;
+}
