@@ -8,6 +8,7 @@ import os
 import socket
 import ssl
 import threading
+import time
 import urllib.parse
 
 from .client_common import CONNECT_RETRIES, STATE_RETRIES, RolloutBudgetError, _Client, _close_inherited, _LIVE, to_json
@@ -94,44 +95,56 @@ class HttpClient(_Client):
         headers = dict(self._auth)
         if data is not None:
             headers["Content-Type"] = "application/json"
+        status, location, text = self._exchange(method, path, data, headers)
+        try:
+            payload = json.loads(text)
+        except ValueError:
+            payload = None
+        return _answer(status, location, text, payload, self.base_url, method, path, len(data or b""))
+
+    def _exchange(self, method, path, data, headers):
+        """Sends one request on the kept-alive connection (made again once if it was closed) and
+        reads its whole answer within ``timeout`` seconds of the start: (status, Location, text)."""
+        deadline = None if self._timeout is None else time.monotonic() + self._timeout
         with self._lock:
             for attempt in (1, 2):
                 if self._conn is None:
                     self._conn = self._connection()
+                connecting = self._conn.sock is None
                 try:
+                    if connecting:
+                        self._conn.connect()
+                        connecting = False
                     self._conn.request(method, self._prefix + path, body=data, headers=headers)
+                    _time_left(self._conn.sock, deadline)
                     res = self._conn.getresponse()
-                    status, text = res.status, res.read().decode("utf-8", errors="replace")
+                    status, location = res.status, res.getheader("location")
+                    text = _read_by(res, self._conn.sock, deadline).decode("utf-8", errors="replace")
                     if res.getheader("connection", "").lower() == "close":
                         self._drop()
-                    break
+                    return status, location, text
                 except (socket.timeout, TimeoutError) as error:  # one class from Python 3.10 on, two before
-                    # The service had the request (or the connection is stalled): never sent again.
+                    # Sent, the service had the request (or the connection is stalled): never sent again.
                     self._drop()
+                    if connecting:
+                        raise _no_connection(error, self.base_url, self._timeout) from error
                     raise _no_answer(error, self.base_url, self._timeout, method, path) from error
                 except (ConnectionError, http.client.HTTPException, OSError) as error:
                     self._drop()
                     if attempt == 2:
                         raise _unreachable(error, self.base_url) from error
+
+    def metrics(self):
+        """The Prometheus text of /metrics; errors as any request's (RolloutBudgetError, the
+        service's or an answer that is not its; the address named when it cannot be reached)."""
+        status, location, text = self._exchange("GET", "/metrics", None, dict(self._auth))
+        if 200 <= status < 300:
+            return text
         try:
             payload = json.loads(text)
         except ValueError:
             payload = None
-        if status >= 400 and isinstance(payload, dict) and isinstance(payload.get("error"), dict):
-            raise RolloutBudgetError(status, payload["error"])
-        if status >= 400 or not isinstance(payload, dict):
-            raise RolloutBudgetError(status, _unexpected(status, text, self.base_url, method, path, len(data or b"")))
-        return payload
-
-    def metrics(self):
-        """The Prometheus text of /metrics."""
-        with self._lock:
-            conn = self._connection()
-            try:
-                conn.request("GET", self._prefix + "/metrics", headers=dict(self._auth))
-                return conn.getresponse().read().decode("utf-8")
-            finally:
-                conn.close()
+        return _answer(status, location, text, payload, self.base_url, "GET", "/metrics")
 
     def _drop(self):
         if self._conn is not None:
@@ -170,7 +183,59 @@ def is_service_url(target):
     return str(target).lower().startswith(("http://", "https://"))
 
 
-def _unexpected(status, text, base_url, method, path, sent=0):
+def _answer(status, location, text, payload, base_url, method, path, sent=0):
+    """The service's answer `payload` (a JSON object with a 2xx status), or the RolloutBudgetError
+    it stands for: the service's own error (``{"error": {"code": "<CODE>", "message": ...}}``),
+    else an answer that is not the service's (a redirect, another server's JSON or page)."""
+    key = _shape_key(path)
+    if 200 <= status < 300 and isinstance(payload, dict) and (key is None or key in payload):
+        return payload
+    error = payload.get("error") if isinstance(payload, dict) else None
+    if status >= 400 and isinstance(error, dict) and isinstance(error.get("code"), str) and isinstance(error.get("message"), str):
+        raise RolloutBudgetError(status, error)
+    raise RolloutBudgetError(status, _unexpected(status, text, base_url, method, path, sent, location))
+
+
+#: A key every answer of the service's holds, by path: another server's JSON object with a 200
+#: (a gateway's status page) is not returned as a plan.
+_SHAPE = {"/v1/plan": "allocations", "/v1/observe": "applied", "/healthz": "status"}
+
+
+def _shape_key(path):
+    """The key the service's answer to `path` holds (None: not checked)."""
+    path = path.split("?", 1)[0]
+    return "rollouts" if path.startswith("/v1/prompts/") else _SHAPE.get(path)
+
+
+def _time_left(sock, deadline):
+    """Sets `sock`'s timeout to what is left until `deadline` (socket.timeout when none is)."""
+    if deadline is None or sock is None:
+        return
+    left = deadline - time.monotonic()
+    if left <= 0:
+        raise socket.timeout("timed out")
+    sock.settimeout(left)
+
+
+def _read_by(res, sock, deadline):
+    """The response's body, read within `deadline`: a socket timeout alone bounds each read, so a
+    server sending a byte a second kept a request with timeout=2 going for as long as it sent."""
+    if deadline is None:
+        return res.read()
+    parts = []
+    while not res.isclosed() and res.length != 0:
+        _time_left(sock, deadline)
+        part = res.read1(65536)  # what has come (read(n) waits for all n bytes, each read within the timeout)
+        if not part:
+            break
+        parts.append(part)
+    # read1 leaves a response read to its Content-Length open: read() closes it, so the
+    # connection takes the next request (else that request failed and was sent again).
+    parts.append(res.read())
+    return b"".join(parts)
+
+
+def _unexpected(status, text, base_url, method, path, sent=0, location=None):
     """The error of an answer that is not the service's (a body that is not a JSON object, or an
     error without the service's ``{"error": {...}}``): another server at that address (vLLM's own
     port, a proxy's HTML page) would otherwise come back as a plan, or as an error saying nothing.
@@ -183,6 +248,10 @@ def _unexpected(status, text, base_url, method, path, sent=0):
     elif status in (502, 504):
         hint = "a proxy answered for the service: is `rollout-budget serve` running behind it%s?" % (
             ", and its timeout (nginx: proxy_read_timeout) above the service's --plan-timeout-s" if status == 504 else "")
+    elif 300 <= status < 400:
+        # The service never redirects: a proxy does (http:// to https://, a path without its slash).
+        hint = "the server redirects to %s, which is not followed: give the service's address as the url (the " \
+               "service itself never redirects)" % (repr(location) if location else "no Location")
     else:
         hint = "is `rollout-budget serve` the server at %s?" % base_url
     return {
@@ -201,6 +270,14 @@ def _no_answer(error, base_url, timeout, method, path):
                "working on it: raise the client's timeout= (a trainer's timeout_s, ROLLOUT_BUDGET_TIMEOUT_S) above the "
                "service's --plan-timeout-s (10 s by default), or "
                "check that the service at that address is not stalled" % (base_url, method, path, timeout, error))
+    return TimeoutError(error.errno, message) if getattr(error, "errno", None) is not None else TimeoutError(message)
+
+
+def _no_connection(error, base_url, timeout):
+    """A connection that could not be made within ``timeout`` seconds, as a TimeoutError naming
+    the address; the request was not sent (a firewall dropping it, a wrong address, a host down)."""
+    message = ("cannot reach the rollout-budget service at %s: no connection within %s s (%s), so the request was not sent; "
+               "check the address, and that nothing between (a firewall) drops the connection" % (base_url, timeout, error))
     return TimeoutError(error.errno, message) if getattr(error, "errno", None) is not None else TimeoutError(message)
 
 

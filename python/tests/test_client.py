@@ -554,6 +554,127 @@ class StrangerTest(unittest.TestCase):
             self.assertIn("""GET %s/healthz answered 404 with '{"detail": "Not Found"}'""" % url, str(ctx.exception))
 
 
+class _Redirector(_Handler):
+    """A proxy in front of the service: 307 to https:// with a JSON body for POST /v1/plan, a
+    gateway's own status page (200 JSON) for GET /healthz, and an OpenAI-compatible server's
+    404 error (vLLM's port given by mistake) for GET /v1/prompts/<id>."""
+
+    def do_POST(self):
+        self.send_response(307)
+        self.send_header("Location", "https://rb.example/v1/plan")
+        body = json.dumps({"message": "use https"}).encode()
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_GET(self):
+        if self.path == "/healthz":
+            self.answer(200, {"service": "gateway", "up": True})
+        else:
+            self.answer(404, {"error": {"message": "Not Found", "type": "NotFoundError", "code": 404}})
+
+
+class ForeignAnswerTest(unittest.TestCase):
+    def test_redirects_other_servers_json_and_their_errors_are_named_not_returned(self):
+        # Each was returned as the answer (a plan without allocations: verl's KeyError), or taken
+        # for the service's error ("404 404: Not Found", no address).
+        with _serving(_Redirector) as url, rb.HttpClient(url, connect_retries=0) as c:
+            with self.assertRaises(rb.RolloutBudgetError) as ctx:
+                c.plan([{"id": "a"}], budget_rollouts=8)
+            self.assertEqual((ctx.exception.status, ctx.exception.code), (307, "UNEXPECTED_RESPONSE"))
+            self.assertIn("POST %s/v1/plan answered 307" % url, str(ctx.exception))
+            self.assertIn("the server redirects to 'https://rb.example/v1/plan', which is not followed", str(ctx.exception))
+            with self.assertRaises(rb.RolloutBudgetError) as ctx:
+                c.health()
+            self.assertEqual((ctx.exception.status, ctx.exception.code), (200, "UNEXPECTED_RESPONSE"))
+            self.assertIn("is `rollout-budget serve` the server at %s?" % url, str(ctx.exception))
+            with self.assertRaises(rb.RolloutBudgetError) as ctx:
+                c.prompt("a")
+            self.assertEqual((ctx.exception.status, ctx.exception.code), (404, "UNEXPECTED_RESPONSE"))
+            self.assertIn("GET %s/v1/prompts/a answered 404" % url, str(ctx.exception))
+
+    def test_metrics_is_checked_as_every_request(self):
+        # It returned the 401's JSON as the metrics text, and raised bare socket errors.
+        proc, port = support.start_http(os.path.join(support.temp_folder(self, "rb-py-metrics-"), "s.db"), "--token", "right")
+        try:
+            with rb.HttpClient("http://127.0.0.1:%d" % port, token="right") as c:
+                self.assertIn("rollout_budget_plans_total", c.metrics())
+            with rb.HttpClient("http://127.0.0.1:%d" % port, token="wrong") as c, self.assertRaises(rb.RolloutBudgetError) as ctx:
+                c.metrics()
+            self.assertEqual((ctx.exception.status, ctx.exception.code), (401, "UNAUTHORIZED"))
+        finally:
+            support.stop(proc)
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            free = s.getsockname()[1]
+        with rb.HttpClient("http://127.0.0.1:%d" % free, connect_retries=0) as c, self.assertRaises(ConnectionRefusedError) as ctx:
+            c.metrics()
+        self.assertIn("cannot reach the rollout-budget service at http://127.0.0.1:%d" % free, str(ctx.exception))
+
+
+class DeadlineTest(unittest.TestCase):
+    def test_timeout_bounds_the_whole_answer_not_each_read(self):
+        # A server sending its body a byte a second: each read came within timeout=2, and the
+        # call returned after 12 s.
+        srv = socket.socket()
+        srv.bind(("127.0.0.1", 0))
+        srv.listen(4)
+        stop = threading.Event()
+
+        def trickle():
+            conn, _ = srv.accept()
+            with conn:
+                data = b""
+                while b"\r\n\r\n" not in data:
+                    data += conn.recv(65536)
+                body = b'{"status": "ok", "store": "sqlite", "prompts": 0}'
+                conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(body))
+                for ch in body:
+                    if stop.wait(0.25):
+                        return
+                    conn.sendall(bytes([ch]))
+
+        threading.Thread(target=trickle, daemon=True).start()
+        try:
+            with rb.HttpClient("http://127.0.0.1:%d" % srv.getsockname()[1], timeout=2, connect_retries=0) as c:
+                started = time.monotonic()
+                with self.assertRaisesRegex(TimeoutError, r"no answer from the rollout-budget service at .* to GET /healthz within 2 s"):
+                    c.health()
+                self.assertLess(time.monotonic() - started, 4)
+        finally:
+            stop.set()
+            srv.close()
+
+    def test_a_connection_that_cannot_be_made_in_time_says_the_request_was_not_sent(self):
+        # A host that drops the connection (a firewall; here a full accept queue) was reported as
+        # "it may still be working on it: raise the client's timeout=".
+        srv = socket.socket()
+        srv.bind(("127.0.0.1", 0))
+        srv.listen(0)
+        port = srv.getsockname()[1]
+        fill = []
+        try:
+            for _ in range(8):
+                s = socket.socket()
+                s.setblocking(False)
+                try:
+                    s.connect(("127.0.0.1", port))
+                except BlockingIOError:
+                    pass
+                fill.append(s)
+            time.sleep(0.3)
+            with rb.HttpClient("http://127.0.0.1:%d" % port, timeout=1, connect_retries=0) as c:
+                with self.assertRaises(TimeoutError) as ctx:
+                    c.health()
+            self.assertIn("cannot reach the rollout-budget service at http://127.0.0.1:%d: no connection within 1 s" % port, str(ctx.exception))
+            self.assertIn("so the request was not sent", str(ctx.exception))
+            self.assertNotIn("working on it", str(ctx.exception))
+        finally:
+            for s in fill:
+                s.close()
+            srv.close()
+
+
 class TokenTest(unittest.TestCase):
     def test_sends_the_bearer_token_from_the_argument_or_the_environment(self):
         old = os.environ.pop("ROLLOUT_BUDGET_TOKEN", None)
