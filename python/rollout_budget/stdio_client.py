@@ -105,11 +105,23 @@ class StdioClient(_Client):
                 if reply is not None:
                     break
                 # Its output ended: the child is exiting (it may not have yet), and what it said is on stderr.
+                hung = False
                 try:
                     self._proc.wait(timeout=10)
                 except subprocess.TimeoutExpired:
-                    pass
+                    # Its output closed and still running: it will never answer (every later
+                    # request waited 10 s on the same pipe). Stopped; the next request starts it again.
+                    hung = True
+                    self._proc.kill()
+                    self._proc.wait()
                 code = self._proc.poll()
+                if self._closed:
+                    # close() (another thread) ended it: not started again for a closed client.
+                    raise RuntimeError("this StdioClient was closed during %s %s" % (method, path))
+                if hung:
+                    said = " ".join(self._what_it_said().split())[-300:]
+                    raise RuntimeError("rollout-budget serve --stdio closed its output without exiting, during %s %s: stopped it; "
+                                       "the next request starts it again (it said: %s)" % (method, path, said or "nothing"))
                 if timed_out:
                     raise TimeoutError("rollout-budget serve --stdio gave no answer to %s %s within %s s (timeout): stopped it; "
                                        "the next request starts it again" % (method, path, self.timeout))
@@ -159,8 +171,9 @@ class StdioClient(_Client):
             except (OSError, ValueError):  # BrokenPipeError, or ValueError: a pipe closed by close()
                 return None, fired.is_set()
             answer = _read_answer(proc)
-            while answer is not None and isinstance(answer.get("id"), int) and answer["id"] < request_id:
-                _log.info("rollout-budget: skipped the answer to request %d, abandoned before it came", answer["id"])
+            while answer is not None and (not isinstance(answer, dict) or (isinstance(answer.get("id"), int) and answer["id"] < request_id)):
+                if isinstance(answer, dict):
+                    _log.info("rollout-budget: skipped the answer to request %d, abandoned before it came", answer["id"])
                 answer = _read_answer(proc)
         finally:
             if watchdog is not None:
@@ -180,22 +193,39 @@ class StdioClient(_Client):
             except OSError:
                 pass
             try:
-                proc.wait(timeout=30)
+                proc.wait(timeout=CLOSE_WAIT_S)
             except subprocess.TimeoutExpired:
+                # Still busy (a request waiting for another writer's lock): stopped, killed if it
+                # does not stop (node cannot run its SIGTERM handler while SQLite waits for the lock).
                 proc.terminate()
-                proc.wait(timeout=10)
+                try:
+                    proc.wait(timeout=TERM_WAIT_S)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
         _close_pipes(proc)
         self._drain.join(timeout=10)  # its stderr, read to the end and closed by the drain
         return proc.returncode
 
 
 def _read_answer(proc):
-    """The child's next answer line, decoded; None when its output ended or was closed."""
+    """The child's next answer line, decoded; None when its output ended or was closed. A line
+    that is not an answer (a wrapper script's banner on stdout) is logged and given as the
+    string "" (skipped by the caller); it raised a bare JSONDecodeError or AttributeError."""
     try:
         text = proc.stdout.readline()
     except (OSError, ValueError):  # ValueError: I/O on a pipe closed by close()
         return None
-    return json.loads(text) if text else None
+    if not text:
+        return None
+    try:
+        answer = json.loads(text)
+    except ValueError:
+        answer = None
+    if isinstance(answer, dict) and "status" in answer:
+        return answer
+    _log.warning("rollout-budget: `serve --stdio` wrote a line that is not an answer, skipped: %r", text.rstrip("\n")[:200])
+    return ""
 
 
 def _close_pipes(proc):
@@ -208,6 +238,11 @@ def _close_pipes(proc):
             except (OSError, ValueError):  # the input's last flush, to a process that is gone
                 pass
 
+
+#: Seconds close() waits for the process to finish after its input ends, then after SIGTERM
+#: (then SIGKILL): close() ends it in bounded time.
+CLOSE_WAIT_S = 30
+TERM_WAIT_S = 10
 
 #: How many of the last lines a `serve --stdio` wrote on stderr a StdioClient keeps, for the
 #: message of an error when it stops.

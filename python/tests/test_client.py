@@ -6,10 +6,12 @@ import json
 import os
 import re
 import socket
+import sys
 import tempfile
 import threading
 import time
 import unittest
+from unittest import mock
 
 from . import support
 import rollout_budget as rb
@@ -459,6 +461,71 @@ class RestartTest(unittest.TestCase):
         for bad in ("soon", "0", "-5", "inf", "nan"):
             with self.assertRaisesRegex(ValueError, r"rollout_budget\.timeout_s must be a number of seconds.*%s" % bad):
                 config.settings_from({}, environ={"ROLLOUT_BUDGET_TIMEOUT_S": bad})
+
+
+class StdioChildTest(unittest.TestCase):
+    """Children that are not a well-behaved `serve --stdio`: the CLI behind a wrapper script that
+    prints a banner, and stand-ins (python3 -c, labelled) for a child that closes its output
+    without exiting and one that ignores SIGTERM while it waits (node cannot run its SIGTERM
+    handler while SQLite waits for another writer's lock)."""
+
+    def setUp(self):
+        self.state = os.path.join(support.temp_folder(self, "rb-py-child-"), "s.db")
+
+    def test_lines_that_are_not_answers_are_logged_and_skipped(self):
+        # A wrapper that echoes before it runs the CLI: the first request raised a bare
+        # JSONDecodeError (or AttributeError for a JSON line that is not an object).
+        wrapper = ["/bin/sh", "-c", 'echo "starting rollout-budget"; echo \'"ready"\'; exec "$0" "$@"'] + support.COMMAND
+        with rb.StdioClient(state=self.state, command=wrapper) as cli:
+            with self.assertLogs("rollout_budget", level="WARNING") as logs:
+                self.assertEqual(cli.health()["status"], "ok")
+            said = "\n".join(logs.output)
+            self.assertIn("wrote a line that is not an answer, skipped: 'starting rollout-budget'", said)
+            self.assertIn("""skipped: '"ready"'""", said)
+            self.assertEqual(cli.prompt("a")["rollouts"], 0)
+
+    def test_a_child_that_closes_its_output_without_exiting_is_stopped_and_named(self):
+        # Every request waited 10 s on the same dead pipe and said "it said nothing (exit code None)".
+        child = [sys.executable, "-c", "import os, sys, time; sys.stderr.write('closing stdout\\n'); sys.stderr.flush(); "
+                 "os.close(1); time.sleep(120)"]
+        cli = rb.StdioClient(state=self.state, command=child)
+        try:
+            with self.assertRaisesRegex(RuntimeError, r"serve --stdio closed its output without exiting, during GET /healthz: "
+                                                      r"stopped it; the next request starts it again \(it said: closing stdout\)"):
+                cli.health()
+            self.assertIsNotNone(cli._proc.poll())
+        finally:
+            cli.close()
+
+    def test_close_while_a_request_waits_ends_the_child_and_the_request_without_starting_another(self):
+        # close() raised subprocess.TimeoutExpired after its waits and left the child running;
+        # the request thread could then take the ended child for one killed and start another.
+        from rollout_budget import stdio_client
+
+        child = [sys.executable, "-c", "import signal, sys, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+                 "sys.stdin.readline(); time.sleep(120)"]
+        cli = rb.StdioClient(state=self.state, command=child)
+        outcome = {}
+
+        def request():
+            try:
+                cli.health()
+            except Exception as error:  # what the request thread gets is the test's subject
+                outcome["error"] = error
+
+        waiting = threading.Thread(target=request)
+        waiting.start()
+        time.sleep(0.5)
+        first = cli._proc
+        with mock.patch.object(stdio_client, "CLOSE_WAIT_S", 1), mock.patch.object(stdio_client, "TERM_WAIT_S", 1):
+            started = time.monotonic()
+            self.assertEqual(cli.close(), -9)
+            self.assertLess(time.monotonic() - started, 10)
+        waiting.join(timeout=30)
+        self.assertFalse(waiting.is_alive())
+        self.assertIsInstance(outcome.get("error"), RuntimeError)
+        self.assertIn("this StdioClient was closed during GET /healthz", str(outcome["error"]))
+        self.assertIs(cli._proc, first)
 
 
 class StdioStderrTest(unittest.TestCase):
