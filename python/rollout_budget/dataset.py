@@ -15,7 +15,8 @@ and no id. Each row becomes one candidate:
 - `group`: the row's `data_source` (the learned prior is fitted per group);
 - `max_tokens` when `--max-tokens` is given (verl's `data.max_response_length`).
 
-Parquet is read with pandas (and pyarrow, as verl installs them); a `.jsonl` file (one row a
+Parquet (told by its first bytes, whatever the file's name) is read with pandas (and pyarrow,
+as verl installs them), a missing value as None (verl's reading); a `.jsonl` file (one row a
 line, as `pandas.DataFrame.to_json(orient="records", lines=True)` writes it) needs nothing.
 Errors name the file, the row and the field, and write nothing.
 """
@@ -37,9 +38,33 @@ class DatasetError(ValueError):
     """A dataset row (or file) that makes no candidate; the message names the file, row and field."""
 
 
+def _is_parquet(path):
+    """Whether `path` is a Parquet file: its first bytes, ``PAR1``, whatever its name (`.pq`,
+    `.PARQUET`: read as JSONL, they failed with a bare codec error), else a `.parquet` name."""
+    try:
+        with open(path, "rb") as f:
+            if f.read(4) == b"PAR1":
+                return True
+    except OSError:
+        pass
+    return path.lower().endswith((".parquet", ".pq"))
+
+
+def _no_nan(value):
+    """`value` with pandas' NaN for a missing value (a null `data_source` in a string column) as
+    None, the None verl reads for it: "nan" was taken for its group and its id's source."""
+    if isinstance(value, float) and value != value:
+        return None
+    if isinstance(value, dict):
+        return {k: _no_nan(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_no_nan(v) for v in value]
+    return value
+
+
 def read_rows(path):
     """The dataset's rows as dicts: Parquet through pandas, else JSONL. Yields (row number, row)."""
-    if path.endswith(".parquet"):
+    if _is_parquet(path):
         try:
             import pandas
         except ImportError:
@@ -52,10 +77,14 @@ def read_rows(path):
         except Exception as error:  # pyarrow's ArrowInvalid and the like: a file that is not Parquet
             raise DatasetError("%s: cannot read it as Parquet (%s: %s)" % (path, type(error).__name__, error)) from None
         for k, row in enumerate(frame.to_dict("records"), start=1):
-            yield k, _as_plain(row)
+            yield k, _no_nan(_as_plain(row))
         return
-    with open(path, encoding="utf-8") as f:
-        for k, line in enumerate(f, start=1):
+    with open(path, "rb") as f:
+        for k, raw in enumerate(f, start=1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as error:
+                raise DatasetError("%s:%d: not UTF-8 text (%s): a dataset is Parquet or JSONL rows" % (path, k, error)) from None
             if not line.strip():
                 continue
             try:
@@ -83,8 +112,10 @@ def candidates_of(rows, path="<rows>", prompt_key="prompt", max_tokens=None):
         except (TypeError, ValueError) as error:
             raise DatasetError("%s: cannot make the prompt's id: %s" % (where, error)) from None
         if pid in seen:
-            raise DatasetError("%s: the prompt id %r is row %d's too (the same data_source and extra_info.index): a "
-                             "prompt must appear once; drop the repeat" % (where, pid, seen[pid]))
+            why = "the same prompt, its id a hash of it without an extra_info.index" if pid.startswith("h:") else \
+                "the same data_source and extra_info.index"
+            raise DatasetError("%s: the prompt id %r is row %d's too (%s): a prompt must appear once; drop the repeat"
+                               % (where, pid, seen[pid], why))
         seen[pid] = k
         candidate = {"id": pid}
         candidate["messages" if isinstance(text, list) else "prompt"] = text
@@ -106,6 +137,8 @@ def _write(lines, out):
             sys.stdout.write(line)
         return 0
     folder = os.path.dirname(os.path.abspath(out))
+    if not os.path.isdir(folder):
+        raise DatasetError("--out %s: no folder %s to write it in" % (out, folder))
     fd, tmp = tempfile.mkstemp(prefix=".%s." % os.path.basename(out), dir=folder)
     count = 0
     try:

@@ -118,5 +118,63 @@ class DatasetTest(unittest.TestCase):
         self.assertIn("train.parquet: reading Parquet needs pandas with pyarrow (pip install pandas pyarrow, as verl installs them)", err.getvalue())
 
 
+    def test_parquet_is_told_by_its_bytes_and_other_bad_files_are_named(self):
+        # train.pq or TRAIN.PARQUET was read as JSONL: "'utf-8' codec can't decode byte 0xff in
+        # position 9", naming neither the file nor the cause.
+        for name in ("train.pq", "TRAIN.PARQUET", "rows"):
+            parquet = os.path.join(self.dir, name)
+            with open(parquet, "wb") as f:
+                f.write(b"PAR1\x15\x04\x15\xff\xff")
+            err = io.StringIO()
+            with mock.patch.dict(sys.modules, {"pandas": None}), contextlib.redirect_stderr(err):
+                self.assertEqual(dataset.main([parquet]), 2, name)
+            self.assertIn("%s: reading Parquet needs pandas with pyarrow" % name, err.getvalue())
+        binary = os.path.join(self.dir, "bad.jsonl")
+        with open(binary, "wb") as f:
+            f.write(b'{"prompt": "a"}\n\xff\xfe\n')
+        run = self.run_module(binary)
+        self.assertEqual(run.returncode, 2)
+        self.assertIn("bad.jsonl:2: not UTF-8 text", run.stderr)
+        # A repeated prompt without an index: its id is a hash of the prompt, not of an index.
+        with open(binary, "w", encoding="utf-8") as f:
+            f.write('{"prompt": "same"}\n{"prompt": "same"}\n')
+        run = self.run_module(binary)
+        self.assertIn("bad.jsonl:2: the prompt id 'h:", run.stderr)
+        self.assertIn("is row 1's too (the same prompt, its id a hash of it without an extra_info.index)", run.stderr)
+        # --out in a folder that is not there: named, not the temp file's name.
+        run = self.run_module(self.rows, "--out", os.path.join(self.dir, "nope", "p.jsonl"))
+        self.assertEqual(run.returncode, 2)
+        self.assertIn("--out %s: no folder %s to write it in" % (os.path.join(self.dir, "nope", "p.jsonl"), os.path.join(self.dir, "nope")), run.stderr)
+        self.assertNotIn(".p.jsonl.", run.stderr)
+
+    def test_a_missing_value_pandas_reads_as_nan_is_none_as_verl_reads_it(self):
+        # TEST DOUBLE of pandas (no pyarrow here): read_parquet's rows as pandas 3 gives them for
+        # a string column with a null, float NaN (checked with pandas 3.0.6 and pyarrow 25 by
+        # hand); verl's reader gives None. The row became id "nan/1" and group "nan", which the
+        # training run's ids ("1") never matched.
+        nan = float("nan")
+
+        class Frame:
+            def to_dict(self, orient):
+                assert orient == "records"
+                return [{"data_source": nan, "prompt": [{"role": "user", "content": "1+1?"}],
+                         "reward_model": {"ground_truth": "2"}, "extra_info": {"index": 1, "split": nan}}]
+
+        class Pandas:
+            @staticmethod
+            def read_parquet(path):
+                return Frame()
+
+        parquet = os.path.join(self.dir, "train.parquet")
+        with open(parquet, "wb") as f:
+            f.write(b"PAR1")
+        with mock.patch.dict(sys.modules, {"pandas": Pandas}):
+            candidates = list(dataset.candidates_of(dataset.read_rows(parquet), parquet))
+        self.assertEqual(candidates, [{"id": "1", "messages": [{"role": "user", "content": "1+1?"}], "ground_truth": "2"}])
+        # The id verl's adapter gives that row, read with its null as None (VerlAdapter.prompt_ids calls this).
+        from rollout_budget import stable_prompt_id
+        self.assertEqual(stable_prompt_id(prompt=[{"role": "user", "content": "1+1?"}], data_source=None, extra_info={"index": 1}), "1")
+
+
 if __name__ == "__main__":
     unittest.main()
