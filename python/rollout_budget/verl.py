@@ -73,7 +73,8 @@ def _lcm(values):
 def infer_multiple_of(trainer):
     """What Σ n must divide into for this trainer: lcm of its agent-loop workers (async mode:
     `AgentLoopManager.generate_sequences` chunks the batch over them) and the data-parallel
-    sizes of the actor and, with a critic, the critic (dispatch chunks, `_balance_batch`). With
+    sizes of the actor and, with a critic, the critic (dispatch chunks, `_balance_batch`), and
+    with a reward model its parallelism (`reward_model_multiple_of`). With
     `trainer.use_legacy_worker_impl=disable` also the PPO mini-batch in rollouts,
     `ppo_mini_batch_size × rollout.n` of the actor (and critic): `ray_trainer.py:1246–1255`
     passes it as `mini_batch_size`, and `tensordict_utils.make_iterator` asserts each
@@ -96,7 +97,25 @@ def infer_multiple_of(trainer):
             sizes.append(get_dp(trainer.actor_rollout_wg, "actor"))
         if getattr(trainer, "use_critic", False) and getattr(trainer, "critic_wg", None) is not None:
             sizes.append(get_dp(trainer.critic_wg, "critic"))
+    sizes.append(reward_model_multiple_of(trainer))
     return _lcm(sizes)
+
+
+def reward_model_multiple_of(trainer):
+    """What a batch scored by the trainer's reward model must divide into (1 without one): fit's
+    reward step (`ray_trainer.py:1468–1473`) sends it to `rm_wg.compute_rm_score`, dispatched
+    over the reward mesh's data-parallel ranks (`fsdp_workers.py:1926`, `DataProto.chunk`
+    asserts equal parts), or with the reward loop to `RewardLoopManager.compute_rm_score`, which
+    chunks it over its workers (`reward_loop.py:285`)."""
+    if not getattr(trainer, "use_rm", False):
+        return 1
+    if getattr(trainer, "use_reward_loop", False):
+        workers = getattr(getattr(trainer, "reward_loop_manager", None), "reward_loop_workers", None)
+        return len(workers) if workers else 1
+    get_dp = getattr(trainer, "_get_dp_size", None)
+    if get_dp is None or getattr(trainer, "rm_wg", None) is None:
+        return 1
+    return get_dp(trainer.rm_wg, "reward")
 
 
 def _get(config, *path):

@@ -23,7 +23,8 @@ timer and before its `sleep_replicas()` (the rollout replicas stay awake between
   ``reward_model.launch_reward_fn_async``: `compute_reward_async` calls the reward function
   whatever the batch holds, so fit computes every rollout's reward a second time (logged);
 - every round's Σ n is a multiple of the agent-loop workers (`AgentLoopManager.generate_sequences`
-  chunks each call over them, `agent_loop.py:961`, and `DataProto.chunk` asserts equal parts),
+  chunks each call over them, `agent_loop.py:961`, and `DataProto.chunk` asserts equal parts)
+  and of a reward model's parallelism (`verl.reward_model_multiple_of`: each round is scored apart),
   and the step's a multiple of the trainer's whole multiple (`infer_multiple_of` or the
   ``multiple_of`` setting): `rounds.StepTotal` with ``each``. Where the last round cannot
   bring the total to a multiple (every prompt at ``max_n``, or new prompts' ``min_n`` above the
@@ -53,11 +54,15 @@ _log = logging.getLogger("rollout_budget")
 
 
 def generation_multiple_of(trainer):
-    """What each generation call's rows must divide into: the agent-loop workers it is chunked
-    over (1 without an agent-loop manager)."""
+    """What each round's rows must divide into: the agent-loop workers its generation call is
+    chunked over (1 without an agent-loop manager), and the reward model's parallelism, which
+    scores each round apart (`reward_model_multiple_of`)."""
+    from .verl import reward_model_multiple_of
+
     manager = getattr(trainer, "async_rollout_manager", None)
     workers = getattr(manager, "agent_loop_workers", None)
-    return len(workers) if workers else 1
+    a, b = len(workers) if workers else 1, reward_model_multiple_of(trainer)
+    return a * b // math.gcd(a, b)
 
 
 def check_rounds(trainer, settings, multiple_of, config_get):
@@ -74,9 +79,17 @@ def check_rounds(trainer, settings, multiple_of, config_get):
                          "set rounds to 1 or use another estimator" % settings.rounds)
     each = generation_multiple_of(trainer)
     if multiple_of % each:
-        raise ValueError("rollout_budget.multiple_of %d is not a multiple of the %d agent-loop workers each round's generation is "
-                         "split over (rounds %d): set multiple_of to a multiple of %d, e.g. %d, or leave it out"
-                         % (multiple_of, each, settings.rounds, each, multiple_of * each // math.gcd(multiple_of, each)))
+        from .verl import reward_model_multiple_of
+
+        scorer = reward_model_multiple_of(trainer)
+        if scorer == 1:
+            what = "the %d agent-loop workers each round's generation is split over" % each
+        else:
+            what = "%d, which each round must divide into (its generation split over the agent-loop workers, its reward over the " \
+                   "reward model's %d)" % (each, scorer)
+        raise ValueError("rollout_budget.multiple_of %d is not a multiple of %s (rounds %d): set multiple_of to a multiple of %d, "
+                         "e.g. %d, or leave it out"
+                         % (multiple_of, what, settings.rounds, each, multiple_of * each // math.gcd(multiple_of, each)))
     if config_get("reward_model", "launch_reward_fn_async"):
         _log.warning("rollout-budget: rounds %d with reward_model.launch_reward_fn_async: fit's compute_reward_async computes "
                      "every rollout's reward again after the rounds computed it (it does not read rm_scores)", settings.rounds)
@@ -113,6 +126,8 @@ def generate_rounds(adapter, trainer, batch, gen_batch, generate_sequences):
         extra[:] = [dict(infos[i], **{adapter.info_key: r}) if isinstance(infos[i], dict) else {adapter.info_key: r} for i, r in zip(idx, rows)]
         uids = np.array([r["group_id"] for r in rows], dtype=object)
         side, gen, full = batch.select_idxs(idx), gen_batch.select_idxs(idx), batch.select_idxs(idx)
+        # select_idxs shares the batch's meta_info, and union writes into it: `full` gets its own.
+        full.meta_info = dict(full.meta_info)
         for part in (side, gen, full):
             if part is not gen or "extra_info" in part.non_tensor_batch:
                 part.non_tensor_batch["extra_info"] = extra
@@ -141,7 +156,7 @@ def generate_rounds(adapter, trainer, batch, gen_batch, generate_sequences):
     if not outs:
         raise RuntimeError("rollout_budget: the plans for step %d give this batch no rollouts in %d rounds (budget %s)"
                            % (step, s.rounds, done.plans[0]["budget"]))
-    side, out = type(batch).concat(sides), type(batch).concat(outs)
+    side, out = type(batch).concat(sides), type(batch).concat(_aligned(outs))
     if timings:
         out.meta_info["timing"] = _merged_timing(timings)
     total = len(out)
@@ -173,6 +188,12 @@ def _round_reward(trainer, full, out):
         full = full.union(rm)
         for key in rm.batch.keys():
             out.batch[key] = rm.batch[key]
+        # The reward loop's extra infos (RewardLoopManager.compute_rm_score: non-tensors and
+        # reward_extra_keys) go with its rm_scores: fit extracts them by those keys.
+        for key, values in rm.non_tensor_batch.items():
+            out.non_tensor_batch[key] = values
+        if "reward_extra_keys" in rm.meta_info:
+            out.meta_info["reward_extra_keys"] = list(rm.meta_info["reward_extra_keys"])
     scores, extra = trainer._compute_or_extract_reward(full, reward_fn=trainer.reward_fn, reward_for_val=False)
     if "rm_scores" not in out.batch.keys():
         out.batch["rm_scores"] = scores
@@ -180,6 +201,28 @@ def _round_reward(trainer, full, out):
             out.non_tensor_batch[key] = np.array(values)
         out.meta_info["reward_extra_keys"] = list(extra)
     return scores, full.batch["response_mask"]
+
+
+def _aligned(outs):
+    """The rounds' outputs, made joinable by `DataProto.concat`, which takes the first one's
+    non-tensor keys and asserts the others' are among them, and asserts equal meta_info values:
+    a round's generation has a column only for the extra fields its own rows have (a tool
+    agent's ``turn_scores``: `AgentLoopWorker._postprocess`, `agent_loop.py:786–791`), and
+    its reward's extra keys are its own. A column a round lacks is None for its rows, as verl
+    fills a row that lacks a field; ``reward_extra_keys`` is the union, in order."""
+    import numpy as np
+
+    keys = list(dict.fromkeys(k for out in outs for k in out.non_tensor_batch))
+    extra = list(dict.fromkeys(k for out in outs for k in out.meta_info.get("reward_extra_keys", ())))
+    for out in outs:
+        for key in keys:
+            if key not in out.non_tensor_batch:
+                column = np.empty(len(out), dtype=object)
+                column[:] = None
+                out.non_tensor_batch[key] = column
+        if extra:
+            out.meta_info["reward_extra_keys"] = list(extra)
+    return outs
 
 
 def _merged_timing(timings):

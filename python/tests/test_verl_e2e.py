@@ -218,6 +218,94 @@ class VerlRoundsRewardLoopTest(support.ServiceCase):
         trainer._rollout_budget.client.close()
 
 
+class VerlRewardModelTest(support.ServiceCase):
+    def test_a_reward_models_ranks_divide_every_batch_it_scores_with_rounds_or_without(self):
+        # rm_wg.compute_rm_score splits the batch it scores over the reward mesh's ranks
+        # (DataProto.chunk asserts equal parts). Neither the step's multiple (the agent-loop
+        # workers and the actor's ranks) nor a round's (the workers) counted them: a reward
+        # model on 3 ranks beside 2 workers and an actor on 2 failed chunk's assert.
+        ns = verl_upstream.load()
+        from rollout_budget import verl as rollout_budget_verl
+
+        for rounds in (1, 2):
+            trainer = verl_trainer.TrainerStandIn(rollout_n=4, workers=2, dp_size=2, budget_settings={
+                "url": self.url, "rounds": rounds, "options": {"min_n": 2, "max_n": 12, "seed": 4},
+            })
+            trainer.use_rm = True
+            trainer.rm_wg = verl_trainer.RewardModelStandIn(PASS, dp=3)
+            self.assertEqual(rollout_budget_verl.infer_multiple_of(trainer), 6)
+            for _ in range(3):
+                out = verl_trainer.patched_step(trainer, verl_trainer.dataset_batch(PROMPTS), PASS, ns.AdvantageEstimator.GRPO)
+                self.assertEqual(len(out) % 6, 0)
+                self.assertTrue(all(n % 3 == 0 for n in trainer.rm_wg.calls), trainer.rm_wg.calls)
+                rows = rows_of(out)
+                self.assertEqual([r["reward"] for r in rows], [verl_trainer.pass_of(r, PASS) for r in rows])
+            self.assertEqual(len(trainer.rm_wg.calls), 3 * rounds, trainer.rm_wg.calls)  # scored once a round, by the rounds or by fit
+            self.assertEqual(trainer.reward_fn.rows, 0)
+            self.assertEqual(trainer._rollout_budget.each, 6 if rounds > 1 else 1)
+            trainer._rollout_budget.client.close()
+
+
+class VerlRewardLoopModelTest(support.ServiceCase):
+    def test_a_reward_model_on_the_reward_loop_gives_its_extra_infos_with_its_scores(self):
+        # reward_model.enable with the reward loop (verl's default) where generation does not
+        # score: each round's RewardLoopManager scores came with reward_extra_keys ["acc"] but
+        # not the "acc" column, which fit's extraction reads (ray_trainer.py:505–517).
+        ns = verl_upstream.load()
+        for rounds in (1, 2):
+            trainer = verl_trainer.TrainerStandIn(rollout_n=4, workers=2, dp_size=2, budget_settings={
+                "url": self.url, "rounds": rounds, "options": {"min_n": 2, "max_n": 12, "seed": 5},
+            })
+            trainer.use_rm, trainer.use_reward_loop = True, True  # after generation's stand-in was made not to score
+            trainer.async_rollout_manager.scores = False
+            trainer.reward_loop_manager = verl_trainer.RewardLoopManagerStandIn(PASS, workers=2)
+            out = verl_trainer.patched_step(trainer, verl_trainer.dataset_batch(PROMPTS), PASS, ns.AdvantageEstimator.GRPO)
+            rows = rows_of(out)
+            self.assertEqual(out.non_tensor_batch["acc"].tolist(), [verl_trainer.pass_of(r, PASS) for r in rows], rounds)
+            self.assertEqual(trainer.reward_fn.rows, 0)
+            trainer._rollout_budget.client.close()
+
+
+class VerlRoundsMixedAgentsTest(support.ServiceCase):
+    def test_rounds_whose_outputs_hold_different_columns_are_joined(self):
+        # A dataset mixing agent loops: a tool agent's rows carry "turn_scores"
+        # (tool_agent_loop.py:208), and a generation call has that column only when one of its
+        # rows does (agent_loop.py:786–791). Round 1 without such rows, round 2 with them:
+        # DataProto.concat asserted ("key in output") on the rounds' outputs.
+        from unittest import mock
+
+        import numpy as np
+
+        ns = verl_upstream.load()
+        real = verl_trainer.generate_sequences
+        calls = []
+
+        def generate(trainer, prompts, pass_rates):
+            out = real(trainer, prompts, pass_rates)
+            calls.append(len(out))
+            if len(calls) % 2 == 0:  # each step's second call: a tool agent's rows
+                column = np.empty(len(out), dtype=object)
+                for i in range(len(out)):
+                    column[i] = [0.5]
+                out.non_tensor_batch["turn_scores"] = column
+            return out
+
+        trainer = verl_trainer.TrainerStandIn(rollout_n=4, workers=2, dp_size=2, budget_settings={
+            "url": self.url, "rounds": 2, "options": {"min_n": 2, "max_n": 12, "seed": 6},
+        })
+        with mock.patch.object(verl_trainer, "generate_sequences", generate):
+            joined = 0
+            for _ in range(3):
+                calls.clear()
+                out = verl_trainer.patched_step(trainer, verl_trainer.dataset_batch(PROMPTS), PASS, ns.AdvantageEstimator.GRPO)
+                if len(calls) == 2:
+                    joined += 1
+                    column = list(out.non_tensor_batch["turn_scores"])
+                    self.assertEqual(column, [None] * calls[0] + [[0.5]] * calls[1])
+        self.assertGreater(joined, 0, "a step in two generation calls")
+        trainer._rollout_budget.client.close()
+
+
 class VerlRoundsCutTest(support.ServiceCase):
     def test_a_last_round_that_cannot_reach_the_multiple_leaves_the_last_rows_out_and_observes_them(self):
         # max_n 2 and min_n 2: round 1 gives 3 prompts their 2 rollouts each (6), round 2 nothing,

@@ -58,7 +58,8 @@ class TrainerStandIn:
         self.reward_fn = None  # set by patched_step, which knows the pass rates
 
     def _get_dp_size(self, worker_group, role):
-        return self.dp_size
+        # The reward model's own mesh when it has one (RewardModelStandIn.dp), else the actor's.
+        return getattr(worker_group, "dp", self.dp_size)
 
     def _compute_or_extract_reward(self, batch, reward_fn=None, reward_for_val=False, sum_reward=False):
         # verl's own method (ray_trainer.py:480–534), run on this stand-in.
@@ -114,7 +115,7 @@ def generate_sequences(trainer, prompts, pass_rates):
             seconds.append(0.1 * length)
         tensors = {"responses": torch.randint(5, 100, (n, RESPONSE_LENGTH)) * mask, "response_mask": mask}
         non_tensors, meta = {"__num_turns__": np.array([2] * n, dtype=np.int32)}, {}
-        if trainer.use_reward_loop:
+        if trainer.use_reward_loop and getattr(trainer.async_rollout_manager, "scores", True):
             scores = [pass_of(info["rollout_budget"], pass_rates) for info in chunk.non_tensor_batch["extra_info"]]
             rm = torch.zeros(n, RESPONSE_LENGTH, dtype=torch.float32)
             rm[torch.arange(n), mask.sum(dim=1) - 1] = torch.tensor(scores, dtype=torch.float32)
@@ -129,6 +130,52 @@ def generate_sequences(trainer, prompts, pass_rates):
               "agent_loop/slowest/tool_calls": 0.0, "agent_loop/slowest/response_length": int(output.batch["response_mask"][slowest].sum())}
     output.meta_info = {"timing": timing, **outputs[0].meta_info}
     return output
+
+
+class RewardModelStandIn:
+    """Stand-in for a reward model's worker group, `rm_wg.compute_rm_score` as verl dispatches it
+    (fsdp_workers.py:1926: make_nd_compute_dataproto_dispatch_fn over the reward mesh, whose
+    split is verl's own `DataProto.chunk`, asserting equal parts), on `dp` data-parallel ranks:
+    each row's rm_scores is `pass_of` the rollout on its last response token
+    (fsdp_workers.py:1928–1982 returns DataProto.from_dict({"rm_scores": ...}))."""
+
+    def __init__(self, pass_rates, dp):
+        self.pass_rates = pass_rates
+        self.dp = dp
+        self.calls = []
+
+    def compute_rm_score(self, data):
+        import torch
+
+        ns = verl_upstream.load()
+        self.calls.append(len(data))
+        parts = []
+        for part in data.chunk(self.dp):
+            mask = part.batch["response_mask"]
+            rm = torch.zeros(mask.shape, dtype=torch.float32)
+            scores = [pass_of(info["rollout_budget"], self.pass_rates) for info in part.non_tensor_batch["extra_info"]]
+            rm[torch.arange(len(part)), mask.sum(dim=1) - 1] = torch.tensor(scores, dtype=torch.float32)
+            parts.append(ns.DataProto.from_dict(tensors={"rm_scores": rm}))
+        return ns.DataProto.concat(parts)
+
+
+class RewardLoopManagerStandIn(RewardModelStandIn):
+    """Stand-in for verl's RewardLoopManager.compute_rm_score (reward_loop.py:281–315): chunked
+    over its workers (`reward_loop_workers`), rm_scores on the last token, and the reward
+    manager's extra info ({"acc": score}, naive.py) as non-tensors with meta_info's
+    reward_extra_keys."""
+
+    def __init__(self, pass_rates, workers):
+        super().__init__(pass_rates, dp=workers)
+        self.reward_loop_workers = [object()] * workers
+
+    def compute_rm_score(self, data):
+        import numpy as np
+
+        out = super().compute_rm_score(data)
+        out.non_tensor_batch["acc"] = np.array([pass_of(info["rollout_budget"], self.pass_rates) for info in data.non_tensor_batch["extra_info"]])
+        out.meta_info["reward_extra_keys"] = ["acc"]
+        return out
 
 
 class RewardManagerStandIn:
@@ -177,8 +224,10 @@ def patched_step(trainer, batch_dict_batch, pass_rates, estimator, norm_adv_by_s
     batch = batch.union(gen_batch_output)
     if "response_mask" not in batch.batch.keys():
         batch.batch["response_mask"] = ns.compute_response_mask(batch)
-    # fit's reward step: the reward model when use_rm (no rm_scores yet), then the reward.
-    assert not trainer.use_rm
+    # fit's reward step (ray_trainer.py:1468–1473): the reward model when use_rm (no rm_scores yet), then the reward.
+    if trainer.use_rm and "rm_scores" not in batch.batch.keys():
+        scorer = trainer.reward_loop_manager if trainer.use_reward_loop else trainer.rm_wg
+        batch = batch.union(scorer.compute_rm_score(batch))
     reward_tensor, reward_extra_infos_dict = trainer._compute_or_extract_reward(batch, reward_fn=trainer.reward_fn, reward_for_val=False)
     batch.batch["token_level_scores"] = reward_tensor
     rollout_budget_verl.observe_batch(trainer, batch)
