@@ -19,17 +19,25 @@ timer and before its `sleep_replicas()` (the rollout replicas stay awake between
   (the reward loop's output, `agent_loop.py:763–798`): fit's reward step then skips the reward
   model and `_compute_or_extract_reward` extracts it (`ray_trainer.py:505–517`). With the
   reward loop (``reward_model.use_reward_loop``, verl's default) generation already gives
-  ``rm_scores``, which is extracted, not computed again. Not with
-  ``reward_model.launch_reward_fn_async``: `compute_reward_async` calls the reward function
-  whatever the batch holds, so fit computes every rollout's reward a second time (logged);
+  ``rm_scores``, which is extracted, not computed again. With
+  ``reward_model.launch_reward_fn_async`` too: `compute_reward_async` runs the reward manager,
+  and verl's own (naive, dapo, batch, prime) return the batch's ``rm_scores`` first
+  (`AbstractRewardManager._extract_reward_from_rm_scores`, `abstract.py:47–72`); a custom one
+  that does not would compute it again;
+- a reward model the rounds call themselves (``use_rm``, no ``rm_scores`` from generation) must
+  not share the rollout's GPUs: fit scores only after `sleep_replicas()` has freed the rollout
+  engine's memory, and a round scores while it is awake. Unless
+  ``reward_model.enable_resource_pool`` (the reward model on its own GPUs), that is a
+  ValueError at the first round, naming the setting;
 - every round's Σ n is a multiple of the agent-loop workers (`AgentLoopManager.generate_sequences`
   chunks each call over them, `agent_loop.py:961`, and `DataProto.chunk` asserts equal parts)
   and of a reward model's parallelism (`verl.reward_model_multiple_of`: each round is scored apart),
   and the step's a multiple of the trainer's whole multiple (`infer_multiple_of` or the
   ``multiple_of`` setting): `rounds.StepTotal` with ``each``. Where the last round cannot
   bring the total to a multiple (every prompt at ``max_n``, or new prompts' ``min_n`` above the
-  cut), the batch's last rows are left out of training down to the multiple below, with a
-  warning, as verl's DAPO recipe cuts its batch to size; their results are observed all the same;
+  cut), rows are left out of training down to the multiple below, with a warning, as verl's
+  DAPO recipe cuts its batch to size: the last ones whose group keeps two or more (no group left
+  with one), else the last; their results are observed all the same;
 - the rounds' batches are joined with `DataProto.concat` (their timing merged: the least of
   each ``/min``, the most of each ``/max``, ``/mean`` weighted by the rounds' rollouts, the
   slowest rollout's figures from its round), one row per rollout, and returned to fit, which
@@ -90,9 +98,6 @@ def check_rounds(trainer, settings, multiple_of, config_get):
         raise ValueError("rollout_budget.multiple_of %d is not a multiple of %s (rounds %d): set multiple_of to a multiple of %d, "
                          "e.g. %d, or leave it out"
                          % (multiple_of, what, settings.rounds, each, multiple_of * each // math.gcd(multiple_of, each)))
-    if config_get("reward_model", "launch_reward_fn_async"):
-        _log.warning("rollout-budget: rounds %d with reward_model.launch_reward_fn_async: fit's compute_reward_async computes "
-                     "every rollout's reward again after the rounds computed it (it does not read rm_scores)", settings.rounds)
     return each
 
 
@@ -165,10 +170,34 @@ def generate_rounds(adapter, trainer, batch, gen_batch, generate_sequences):
         if keep == 0:
             raise RuntimeError("rollout_budget: step %d generated %d rollouts in %d rounds, fewer than multiple_of %d, which verl "
                                "needs to split the batch: raise the budget or max_n, or set rounds to 1" % (step, total, s.rounds, k))
-        _log.warning("rollout-budget: step %d: %d rollouts in %d rounds, not a multiple of multiple_of %d: the last %d are left "
+        _log.warning("rollout-budget: step %d: %d rollouts in %d rounds, not a multiple of multiple_of %d: %d are left "
                      "out of training (their results are observed)", step, total, s.rounds, k, total - keep)
-        side, out = side.select_idxs(np.arange(keep)), out.select_idxs(np.arange(keep))
+        kept = _rows_kept(list(side.non_tensor_batch["uid"]), total - keep)
+        side, out = side.select_idxs(kept), out.select_idxs(kept)
     return side, out
+
+
+def _rows_kept(uids, drop):
+    """The rows kept (indices, in order) when `drop` rows are left out: the last ones whose group
+    keeps two or more, so no group is left with one (GRPO gives a group of one its raw score as
+    its advantage, and grpo_passk refuses it); where that cannot make up `drop`, the last rows."""
+    import numpy as np
+
+    left = {}
+    for u in uids:
+        left[u] = left.get(u, 0) + 1
+    dropped = set()
+    for i in range(len(uids) - 1, -1, -1):
+        if len(dropped) == drop:
+            break
+        if left[uids[i]] > 2:
+            left[uids[i]] -= 1
+            dropped.add(i)
+    for i in range(len(uids) - 1, -1, -1):
+        if len(dropped) == drop:
+            break
+        dropped.add(i)
+    return np.array([i for i in range(len(uids)) if i not in dropped], dtype=np.int64)
 
 
 def _round_reward(trainer, full, out):
@@ -183,6 +212,13 @@ def _round_reward(trainer, full, out):
 
         full.batch["response_mask"] = compute_response_mask(full)
     if getattr(trainer, "use_rm", False) and "rm_scores" not in full.batch.keys():
+        from .verl import _get
+
+        if not _get(trainer.config, "reward_model", "enable_resource_pool"):
+            raise ValueError("rollout_budget.rounds with a reward model on the rollout's GPUs (reward_model.enable_resource_pool "
+                             "false): each round would run it while the rollout engine still holds its memory (fit runs it "
+                             "only after sleep_replicas()); set reward_model.enable_resource_pool=True to give it GPUs of its "
+                             "own, or set rounds to 1")
         scorer = trainer.reward_loop_manager if getattr(trainer, "use_reward_loop", False) else trainer.rm_wg
         rm = scorer.compute_rm_score(full)
         full = full.union(rm)
@@ -212,13 +248,17 @@ def _aligned(outs):
     fills a row that lacks a field; ``reward_extra_keys`` is the union, in order."""
     import numpy as np
 
-    keys = list(dict.fromkeys(k for out in outs for k in out.non_tensor_batch))
+    present = {}
+    for out in outs:
+        for key, values in out.non_tensor_batch.items():
+            present.setdefault(key, values)
     extra = list(dict.fromkeys(k for out in outs for k in out.meta_info.get("reward_extra_keys", ())))
     for out in outs:
-        for key in keys:
+        for key, like in present.items():
             if key not in out.non_tensor_batch:
-                column = np.empty(len(out), dtype=object)
-                column[:] = None
+                # As many dimensions as the rounds that have it (numpy makes equal-length lists 2-D).
+                column = np.empty((len(out),) + like.shape[1:], dtype=object)
+                column[...] = None
                 out.non_tensor_batch[key] = column
         if extra:
             out.meta_info["reward_extra_keys"] = list(extra)

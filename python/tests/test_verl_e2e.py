@@ -232,6 +232,7 @@ class VerlRewardModelTest(support.ServiceCase):
                 "url": self.url, "rounds": rounds, "options": {"min_n": 2, "max_n": 12, "seed": 4},
             })
             trainer.use_rm = True
+            trainer.config["reward_model"]["enable_resource_pool"] = True  # its own GPUs (else refused with rounds: below)
             trainer.rm_wg = verl_trainer.RewardModelStandIn(PASS, dp=3)
             self.assertEqual(rollout_budget_verl.infer_multiple_of(trainer), 6)
             for _ in range(3):
@@ -257,6 +258,7 @@ class VerlRewardLoopModelTest(support.ServiceCase):
                 "url": self.url, "rounds": rounds, "options": {"min_n": 2, "max_n": 12, "seed": 5},
             })
             trainer.use_rm, trainer.use_reward_loop = True, True  # after generation's stand-in was made not to score
+            trainer.config["reward_model"]["enable_resource_pool"] = True
             trainer.async_rollout_manager.scores = False
             trainer.reward_loop_manager = verl_trainer.RewardLoopManagerStandIn(PASS, workers=2)
             out = verl_trainer.patched_step(trainer, verl_trainer.dataset_batch(PROMPTS), PASS, ns.AdvantageEstimator.GRPO)
@@ -266,12 +268,104 @@ class VerlRewardLoopModelTest(support.ServiceCase):
             trainer._rollout_budget.client.close()
 
 
+class VerlRoundsColocatedRewardModelTest(support.ServiceCase):
+    def test_a_reward_model_on_the_rollouts_gpus_is_refused_with_rounds_naming_the_setting(self):
+        # fit scores after sleep_replicas() frees the rollout engine's memory; a round would
+        # score while it is awake (the reward model colocated: verl's default pool).
+        ns = verl_upstream.load()
+        trainer = verl_trainer.TrainerStandIn(rollout_n=4, workers=2, dp_size=2, budget_settings={"url": self.url, "rounds": 2})
+        trainer.use_rm = True
+        trainer.rm_wg = verl_trainer.RewardModelStandIn(PASS, dp=2)
+        with self.assertRaisesRegex(ValueError, r"rollout_budget.rounds with a reward model on the rollout's GPUs "
+                                                r"\(reward_model.enable_resource_pool false\).*set reward_model.enable_resource_pool=True"):
+            verl_trainer.patched_step(trainer, verl_trainer.dataset_batch(PROMPTS), PASS, ns.AdvantageEstimator.GRPO)
+        self.assertEqual(trainer.rm_wg.calls, [])
+        trainer._rollout_budget.client.close()
+        # One round: fit scores as it always did, after the replicas sleep.
+        trainer = verl_trainer.TrainerStandIn(rollout_n=4, workers=2, dp_size=2, budget_settings={"url": self.url})
+        trainer.use_rm = True
+        trainer.rm_wg = verl_trainer.RewardModelStandIn(PASS, dp=2)
+        out = verl_trainer.patched_step(trainer, verl_trainer.dataset_batch(PROMPTS), PASS, ns.AdvantageEstimator.GRPO)
+        self.assertEqual(trainer.rm_wg.calls, [len(out)])
+        trainer._rollout_budget.client.close()
+
+
+class VerlRoundsAsyncRewardTest(support.ServiceCase):
+    def test_compute_reward_async_reads_the_rounds_scores_and_computes_nothing_again(self):
+        # reward_model.launch_reward_fn_async: fit's compute_reward_async is compute_reward
+        # (reward.py:179–216) on the reward manager, and verl's NaiveRewardManager.__call__
+        # returns the batch's rm_scores first (naive.py:46–52, abstract.py:47–72). A warning said
+        # each reward was computed twice. verl's own code, loaded from b178a3c, on fit's batch.
+        support.require_torch()
+        import os
+        from collections import defaultdict
+
+        import torch
+
+        ns = verl_upstream.load()
+        trainer = verl_trainer.TrainerStandIn(rollout_n=4, budget_settings={"url": self.url, "rounds": 2, "options": {"seed": 7}})
+        trainer.config["reward_model"]["launch_reward_fn_async"] = True
+        with self.assertLogs("rollout_budget", level="WARNING") as logs:  # the plans' own warnings (no length data yet)
+            out = verl_trainer.patched_step(trainer, verl_trainer.dataset_batch(PROMPTS), PASS, ns.AdvantageEstimator.GRPO)
+        self.assertNotIn("launch_reward_fn_async", "\n".join(logs.output))
+        env = {"torch": torch, "defaultdict": defaultdict, "DataProto": ns.DataProto}
+        folder = os.path.join(ns.root, "verl", "workers", "reward_manager")
+        call = support.load_method(os.path.join(folder, "naive.py"), "NaiveRewardManager", "__call__", env)
+        extract = support.load_method(os.path.join(folder, "abstract.py"), "AbstractRewardManager", "_extract_reward_from_rm_scores", dict(env))
+        compute_reward = support.load_from_source(os.path.join(ns.root, "verl", "trainer", "ppo", "reward.py"), ["compute_reward"],
+                                                  {"tqbridge": lambda **_: (lambda fn: fn)})["compute_reward"]
+        manager = type("Naive", (), {"__call__": call, "_extract_reward_from_rm_scores": extract})()
+        scored = []
+        manager.tokenizer, manager.num_examine, manager.reward_fn_key = None, 0, "data_source"
+        manager.compute_score = lambda **kw: scored.append(kw) or 0.0
+        again, extra = compute_reward(out, manager)
+        self.assertEqual(scored, [])
+        self.assertTrue(bool((again == out.batch["token_level_scores"]).all()))
+        self.assertEqual(sorted(extra), ["acc"])
+        trainer._rollout_budget.client.close()
+
+
+class AlignedTest(unittest.TestCase):
+    def test_a_column_one_round_lacks_takes_the_others_shape(self):
+        # numpy makes a column of equal-length lists 2-D: a 1-D fill broke np.concatenate.
+        support.require_torch()
+        import numpy as np
+        import torch
+
+        from rollout_budget.verl_rounds import _aligned
+
+        ns = verl_upstream.load()
+        with_it = ns.DataProto.from_dict(tensors={"x": torch.zeros(3, 2)}, non_tensors={"turn_scores": np.array([[0.5, 1.0]] * 3)},
+                                         meta_info={"reward_extra_keys": ["acc"]})
+        without = ns.DataProto.from_dict(tensors={"x": torch.ones(2, 2)}, non_tensors={"acc": np.array([1.0, 0.0])},
+                                         meta_info={"reward_extra_keys": ["acc", "format"]})
+        joined = ns.DataProto.concat(_aligned([without, with_it]))
+        self.assertEqual(joined.non_tensor_batch["turn_scores"].shape, (5, 2))
+        self.assertEqual(joined.non_tensor_batch["turn_scores"].tolist(), [[None, None]] * 2 + [[0.5, 1.0]] * 3)
+        self.assertEqual(joined.non_tensor_batch["acc"].tolist(), [1.0, 0.0, None, None, None])
+        self.assertEqual(joined.meta_info["reward_extra_keys"], ["acc", "format"])
+
+
+class RowsKeptTest(unittest.TestCase):
+    def test_the_cut_leaves_no_group_with_one_where_it_can(self):
+        support.require_torch()  # numpy
+        from rollout_budget.verl_rounds import _rows_kept
+
+        # a: 3 rows, b: 2, c: 2 (c last). One row out: a's third, not c's last (c left with one, as before).
+        uids = ["a", "a", "b", "b", "a", "c", "c"]
+        self.assertEqual(_rows_kept(uids, 1).tolist(), [0, 1, 2, 3, 5, 6])
+        # Two: a's third, then no row leaves its group two or more: the last row.
+        self.assertEqual(_rows_kept(uids, 2).tolist(), [0, 1, 2, 3, 5])
+        self.assertEqual(_rows_kept(["a"] * 5 + ["b", "b", "b"], 2).tolist(), [0, 1, 2, 3, 5, 6])  # b's third, a's fifth
+
+
 class VerlRoundsMixedAgentsTest(support.ServiceCase):
     def test_rounds_whose_outputs_hold_different_columns_are_joined(self):
         # A dataset mixing agent loops: a tool agent's rows carry "turn_scores"
         # (tool_agent_loop.py:208), and a generation call has that column only when one of its
         # rows does (agent_loop.py:786–791). Round 1 without such rows, round 2 with them:
         # DataProto.concat asserted ("key in output") on the rounds' outputs.
+        support.require_torch()
         from unittest import mock
 
         import numpy as np
@@ -318,7 +412,7 @@ class VerlRoundsCutTest(support.ServiceCase):
         with self.assertLogs("rollout_budget", level="WARNING") as logs:
             out = verl_trainer.patched_step(trainer, verl_trainer.dataset_batch(three), PASS, ns.AdvantageEstimator.GRPO)
         self.assertEqual(len(out), 4)
-        self.assertIn("step 1: 6 rollouts in 2 rounds, not a multiple of multiple_of 4: the last 2 are left out of training "
+        self.assertIn("step 1: 6 rollouts in 2 rounds, not a multiple of multiple_of 4: 2 are left out of training "
                       "(their results are observed)", "\n".join(logs.output))
         results = trainer._rollout_budget.last_rounds.results
         self.assertEqual(len(results), 6)
@@ -353,15 +447,6 @@ class VerlRoundsRefusedTest(support.ServiceCase):
         trainer.async_rollout_mode = False
         with self.assertRaisesRegex(ValueError, "rollout_budget.rounds 2 needs verl's async rollout mode"):
             verl_trainer.patched_step(trainer, verl_trainer.dataset_batch(PROMPTS), PASS, ns.AdvantageEstimator.GRPO)
-        # Runs, but fit's compute_reward_async computes each reward again: said once, at the first step.
-        from rollout_budget import verl as rollout_budget_verl
-
-        trainer = verl_trainer.TrainerStandIn(rollout_n=4, budget_settings={"url": self.url, "rounds": 2})
-        trainer.config["reward_model"]["launch_reward_fn_async"] = True
-        with self.assertLogs("rollout_budget", level="WARNING") as logs:
-            rollout_budget_verl.adapter_for(trainer).client.close()
-        self.assertIn("rounds 2 with reward_model.launch_reward_fn_async: fit's compute_reward_async computes every rollout's "
-                      "reward again", "\n".join(logs.output))
         with HttpClient(self.url) as c:
             self.assertEqual(c.health().get("prompts", 0), 0, "nothing planned or observed")
 
