@@ -218,6 +218,17 @@ class VerlRoundsRewardLoopTest(support.ServiceCase):
         trainer._rollout_budget.client.close()
 
 
+def reward_model_trainer(url, rounds, seed):
+    """A trainer stand-in with a reward model (reward_model.enable) on GPUs of its own
+    (enable_resource_pool: else refused with rounds, VerlRoundsColocatedRewardModelTest)."""
+    trainer = verl_trainer.TrainerStandIn(rollout_n=4, workers=2, dp_size=2, budget_settings={
+        "url": url, "rounds": rounds, "options": {"min_n": 2, "max_n": 12, "seed": seed},
+    })
+    trainer.use_rm = True
+    trainer.config["reward_model"]["enable_resource_pool"] = True
+    return trainer
+
+
 class VerlRewardModelTest(support.ServiceCase):
     def test_a_reward_models_ranks_divide_every_batch_it_scores_with_rounds_or_without(self):
         # rm_wg.compute_rm_score splits the batch it scores over the reward mesh's ranks
@@ -228,11 +239,7 @@ class VerlRewardModelTest(support.ServiceCase):
         from rollout_budget import verl as rollout_budget_verl
 
         for rounds in (1, 2):
-            trainer = verl_trainer.TrainerStandIn(rollout_n=4, workers=2, dp_size=2, budget_settings={
-                "url": self.url, "rounds": rounds, "options": {"min_n": 2, "max_n": 12, "seed": 4},
-            })
-            trainer.use_rm = True
-            trainer.config["reward_model"]["enable_resource_pool"] = True  # its own GPUs (else refused with rounds: below)
+            trainer = reward_model_trainer(self.url, rounds, seed=4)
             trainer.rm_wg = verl_trainer.RewardModelStandIn(PASS, dp=3)
             self.assertEqual(rollout_budget_verl.infer_multiple_of(trainer), 6)
             for _ in range(3):
@@ -254,11 +261,8 @@ class VerlRewardLoopModelTest(support.ServiceCase):
         # not the "acc" column, which fit's extraction reads (ray_trainer.py:505–517).
         ns = verl_upstream.load()
         for rounds in (1, 2):
-            trainer = verl_trainer.TrainerStandIn(rollout_n=4, workers=2, dp_size=2, budget_settings={
-                "url": self.url, "rounds": rounds, "options": {"min_n": 2, "max_n": 12, "seed": 5},
-            })
-            trainer.use_rm, trainer.use_reward_loop = True, True  # after generation's stand-in was made not to score
-            trainer.config["reward_model"]["enable_resource_pool"] = True
+            trainer = reward_model_trainer(self.url, rounds, seed=5)
+            trainer.use_reward_loop = True  # after generation's stand-in was made not to score
             trainer.async_rollout_manager.scores = False
             trainer.reward_loop_manager = verl_trainer.RewardLoopManagerStandIn(PASS, workers=2)
             out = verl_trainer.patched_step(trainer, verl_trainer.dataset_batch(PROMPTS), PASS, ns.AdvantageEstimator.GRPO)
