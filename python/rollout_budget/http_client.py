@@ -96,11 +96,7 @@ class HttpClient(_Client):
         if data is not None:
             headers["Content-Type"] = "application/json"
         status, location, text = self._exchange(method, path, data, headers)
-        try:
-            payload = json.loads(text)
-        except ValueError:
-            payload = None
-        return _answer(status, location, text, payload, self.base_url, method, path, len(data or b""))
+        return _answer(status, location, text, self.base_url, method, path, len(data or b""))
 
     def _exchange(self, method, path, data, headers):
         """Sends one request on the kept-alive connection (made again once if it was closed) and
@@ -138,13 +134,7 @@ class HttpClient(_Client):
         """The Prometheus text of /metrics; errors as any request's (RolloutBudgetError, the
         service's or an answer that is not its; the address named when it cannot be reached)."""
         status, location, text = self._exchange("GET", "/metrics", None, dict(self._auth))
-        if 200 <= status < 300:
-            return text
-        try:
-            payload = json.loads(text)
-        except ValueError:
-            payload = None
-        return _answer(status, location, text, payload, self.base_url, "GET", "/metrics")
+        return text if 200 <= status < 300 else _answer(status, location, text, self.base_url, "GET", "/metrics")
 
     def _drop(self):
         if self._conn is not None:
@@ -183,10 +173,14 @@ def is_service_url(target):
     return str(target).lower().startswith(("http://", "https://"))
 
 
-def _answer(status, location, text, payload, base_url, method, path, sent=0):
-    """The service's answer `payload` (a JSON object with a 2xx status), or the RolloutBudgetError
+def _answer(status, location, text, base_url, method, path, sent=0):
+    """The service's answer in `text` (a JSON object with a 2xx status), or the RolloutBudgetError
     it stands for: the service's own error (``{"error": {"code": "<CODE>", "message": ...}}``),
     else an answer that is not the service's (a redirect, another server's JSON or page)."""
+    try:
+        payload = json.loads(text)
+    except ValueError:
+        payload = None
     key = _shape_key(path)
     if 200 <= status < 300 and isinstance(payload, dict) and (key is None or key in payload):
         return payload

@@ -171,9 +171,8 @@ class StdioClient(_Client):
             except (OSError, ValueError):  # BrokenPipeError, or ValueError: a pipe closed by close()
                 return None, fired.is_set()
             answer = _read_answer(proc)
-            while answer is not None and (not isinstance(answer, dict) or (isinstance(answer.get("id"), int) and answer["id"] < request_id)):
-                if isinstance(answer, dict):
-                    _log.info("rollout-budget: skipped the answer to request %d, abandoned before it came", answer["id"])
+            while answer is not None and isinstance(answer.get("id"), int) and answer["id"] < request_id:
+                _log.info("rollout-budget: skipped the answer to request %d, abandoned before it came", answer["id"])
                 answer = _read_answer(proc)
         finally:
             if watchdog is not None:
@@ -209,23 +208,23 @@ class StdioClient(_Client):
 
 
 def _read_answer(proc):
-    """The child's next answer line, decoded; None when its output ended or was closed. A line
-    that is not an answer (a wrapper script's banner on stdout) is logged and given as the
-    string "" (skipped by the caller); it raised a bare JSONDecodeError or AttributeError."""
-    try:
-        text = proc.stdout.readline()
-    except (OSError, ValueError):  # ValueError: I/O on a pipe closed by close()
-        return None
-    if not text:
-        return None
-    try:
-        answer = json.loads(text)
-    except ValueError:
-        answer = None
-    if isinstance(answer, dict) and "status" in answer:
-        return answer
-    _log.warning("rollout-budget: `serve --stdio` wrote a line that is not an answer, skipped: %r", text.rstrip("\n")[:200])
-    return ""
+    """The child's next answer, decoded; None when its output ended or was closed. A line that is
+    not an answer (a wrapper script's banner on stdout) is logged and skipped: it raised a bare
+    JSONDecodeError or AttributeError."""
+    while True:
+        try:
+            text = proc.stdout.readline()
+        except (OSError, ValueError):  # ValueError: I/O on a pipe closed by close()
+            return None
+        if not text:
+            return None
+        try:
+            answer = json.loads(text)
+        except ValueError:
+            answer = None
+        if isinstance(answer, dict) and "status" in answer:
+            return answer
+        _log.warning("rollout-budget: `serve --stdio` wrote a line that is not an answer, skipped: %r", text.rstrip("\n")[:200])
 
 
 def _close_pipes(proc):

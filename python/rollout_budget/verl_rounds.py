@@ -52,7 +52,6 @@ trainer without the async rollout mode (always on at b178a3c: the patch routes o
 from __future__ import annotations
 
 import logging
-import math
 
 from .rounds import StepTotal, run_rounds
 
@@ -65,12 +64,10 @@ def generation_multiple_of(trainer):
     """What each round's rows must divide into: the agent-loop workers its generation call is
     chunked over (1 without an agent-loop manager), and the reward model's parallelism, which
     scores each round apart (`reward_model_multiple_of`)."""
-    from .verl import reward_model_multiple_of
+    from .verl import _lcm, reward_model_multiple_of
 
-    manager = getattr(trainer, "async_rollout_manager", None)
-    workers = getattr(manager, "agent_loop_workers", None)
-    a, b = len(workers) if workers else 1, reward_model_multiple_of(trainer)
-    return a * b // math.gcd(a, b)
+    workers = getattr(getattr(trainer, "async_rollout_manager", None), "agent_loop_workers", None)
+    return _lcm([len(workers) if workers else 1, reward_model_multiple_of(trainer)])
 
 
 def check_rounds(trainer, settings, multiple_of, config_get):
@@ -87,7 +84,7 @@ def check_rounds(trainer, settings, multiple_of, config_get):
                          "set rounds to 1 or use another estimator" % settings.rounds)
     each = generation_multiple_of(trainer)
     if multiple_of % each:
-        from .verl import reward_model_multiple_of
+        from .verl import _lcm, reward_model_multiple_of
 
         scorer = reward_model_multiple_of(trainer)
         if scorer == 1:
@@ -97,7 +94,7 @@ def check_rounds(trainer, settings, multiple_of, config_get):
                    "reward model's %d)" % (each, scorer)
         raise ValueError("rollout_budget.multiple_of %d is not a multiple of %s (rounds %d): set multiple_of to a multiple of %d, "
                          "e.g. %d, or leave it out"
-                         % (multiple_of, what, settings.rounds, each, multiple_of * each // math.gcd(multiple_of, each)))
+                         % (multiple_of, what, settings.rounds, each, _lcm([multiple_of, each])))
     return each
 
 
