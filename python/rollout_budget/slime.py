@@ -58,6 +58,7 @@ import os
 
 from .advantages import group_advantages
 from .checkpoint import check_copies, copy_state, resume_from_copy
+from .metrics import TimedClient, step_metrics
 from .config import settings_from
 from .plan import check_repeat, stable_prompt_id
 from .rounds import StepTotal, run_rounds
@@ -294,7 +295,8 @@ def _train_rollout(args, rollout_id, data_source, generate, client, settings):
         generated.extend(done[row["rollout_id"]] for row in rows)
         return [_outcome(args, done[row["rollout_id"]], settings) for row in rows]
 
-    step = run_rounds(StepTotal(client, multiple_of if multiple_of and multiple_of > 1 else None, budget_r), candidates, generate_rows,
+    timed = TimedClient(client)
+    step = run_rounds(StepTotal(timed, multiple_of if multiple_of and multiple_of > 1 else None, budget_r), candidates, generate_rows,
                       budget_rollouts=budget_r, budget_tokens=settings.budget_tokens, rounds=settings.rounds, **options)
     _past_indices(data_source, next_index[0])
     # A prompt's samples from every round in one group, in candidate order; aborted ones have no
@@ -315,11 +317,9 @@ def _train_rollout(args, rollout_id, data_source, generate, client, settings):
         _log.warning("rollout-budget: step %d: %d samples, not a multiple of global_batch_size %d: %s", rollout_id, total, multiple_of,
                      "slime trains on %d and drops the rest" % (multiple_of * (total // multiple_of)) if total > multiple_of else
                      "fewer than one global batch, which slime's build_dp_schedule refuses")
-    summary = step.summary
-    metrics = {"rollout_budget/prompts": len(out), "rollout_budget/rollouts": total, "rollout_budget/aborted": aborted,
-               "rollout_budget/rounds": sum(1 for p in step.plans if p["totals"]["rollouts"] > 0),
-               "rollout_budget/applied": summary.get("applied") if isinstance(summary, dict) else None}
-    return _output(out, metrics)
+    # prompts, rollouts and aborted count the samples above (len(out), total, aborted); a figure
+    # without a value is left out, not None, which slime's TensorBoard writer cannot log.
+    return _output(out, step_metrics(step.plans, step.results, step.summary, timed.seconds))
 
 
 def _past_indices(data_source, end):

@@ -52,10 +52,12 @@ import time
 
 from .checkpoint import CHECKPOINT_COPY, check_copies, copy_state, resume_from_copy
 from .config import settings_from
+from .metrics import TimedClient
+from .metrics import step_metrics as _step_metrics
 from .plan import check_repeat, expand_plan, note_observed, note_planned, stable_prompt_id
 from .verl_rounds import check_rounds, generate_rounds, prompt_rows
 
-__all__ = ["expand_batch", "generate_in_rounds", "observe_batch", "adapter_for", "infer_multiple_of", "VerlAdapter", "INFO_KEY",
+__all__ = ["expand_batch", "generate_in_rounds", "observe_batch", "step_metrics", "adapter_for", "infer_multiple_of", "VerlAdapter", "INFO_KEY",
            "CHECKPOINT_COPY", "copy_into_checkpoint", "resume_state"]
 
 #: The key of each row's rollout ids inside ``extra_info``.
@@ -153,6 +155,7 @@ def expand_batch(trainer, batch):
     (with rounds: one row per prompt, which `generate_in_rounds` expands round by round)."""
     adapter = adapter_for(trainer)
     step = int(trainer.global_steps)
+    adapter.new_step()
     if adapter.observed_step == step - 1:
         # A checkpoint of the last step saved without our copy (an ESI expiration, which we do
         # not foresee): the state holds exactly the results up to it, observed by this run. A
@@ -185,6 +188,21 @@ def observe_batch(trainer, batch):
     if _saves_checkpoint(trainer):
         copy_into_checkpoint(trainer, adapter.settings, int(trainer.global_steps))
     return summary
+
+
+def step_metrics(trainer):
+    """Called by the patched `fit` right after `observe_batch`: the step's ``rollout_budget/*``
+    figures (rollout_budget.metrics: rollouts a prompt got, informative groups, effective ratio,
+    what the plan and observe calls took) for fit's ``metrics``, which its logger logs with
+    verl's own. With rounds, over every round's rollouts."""
+    adapter = adapter_for(trainer)
+    if adapter.settings.rounds > 1:
+        done = adapter.last_rounds
+        plans, results, summary = (done.plans, done.results, done.summary) if done is not None else ([], [], None)
+    else:
+        plans = [adapter.last_plan] if adapter.last_plan is not None else []
+        results, summary = adapter.last_results or [], adapter.last_summary
+    return _step_metrics(plans, results, summary, adapter.timer.seconds)
 
 
 def _saves_checkpoint(trainer):
@@ -255,7 +273,9 @@ class VerlAdapter:
     info_key = INFO_KEY
 
     def __init__(self, client, rollout_n=1, max_tokens=None, multiple_of=1, settings=None):
-        self.client = client
+        #: The client, its plan and observe calls timed (``timer.seconds``) for step_metrics.
+        self.timer = TimedClient(client)
+        self.client = self.timer
         self.rollout_n = rollout_n
         self.max_tokens = max_tokens
         self.multiple_of = multiple_of
@@ -265,9 +285,17 @@ class VerlAdapter:
         #: The step's last plan (with rounds, its last round's), and with rounds the step's RoundsResult.
         self.last_plan = None
         self.last_rounds = None
+        #: With one round: the results the step observed and observe's summary.
+        self.last_results = None
+        self.last_summary = None
         #: The step whose results this run observed last (observe_batch), or None, and when.
         self.observed_step = None
         self.observed_at = None
+
+    def new_step(self):
+        """Forgets the last step's plans, results and timings (expand_batch, as a step starts)."""
+        self.last_plan = self.last_rounds = self.last_results = self.last_summary = None
+        self.timer.reset()
 
     def prompt_ids(self, batch):
         """Each row's stable prompt id (extra_info["index"] with data_source, else a hash of raw_prompt)."""
@@ -363,4 +391,6 @@ class VerlAdapter:
 
     def observe(self, batch):
         results = self.results(batch)
-        return note_observed(self.client.observe(results), results)
+        self.last_results = results
+        self.last_summary = note_observed(self.client.observe(results), results)
+        return self.last_summary

@@ -165,6 +165,17 @@ class RolloutEndToEndTest(_RolloutCase):
                 groups.setdefault(s.group_index, []).append(s)
             if rollout_id > 0:
                 self.assertGreater(len({len(g) for g in groups.values()}), 1, "uneven groups")
+            # The rollout_budget/* figures slime logs, counted here from the groups it trains on.
+            varied = [g for g in groups.values() if len({t.reward for t in g}) > 1]
+            self.assertEqual({k: metrics["rollout_budget/" + k] for k in ("candidates", "prompts", "aborted", "rounds", "applied")},
+                             {"candidates": len(LABELS), "prompts": len(groups), "aborted": 0, "rounds": 1, "applied": len(samples)})
+            self.assertEqual(metrics["rollout_budget/informative_groups"], len(varied))
+            self.assertAlmostEqual(metrics["rollout_budget/effective_ratio"], sum(len(g) for g in varied) / len(samples), places=12)
+            self.assertEqual((metrics["rollout_budget/n_min"], metrics["rollout_budget/n_max"]),
+                             (min(len(g) for g in groups.values()), max(len(g) for g in groups.values())))
+            self.assertGreater(metrics["rollout_budget/plan_s"], 0)
+            # slime's TensorBoard writer logs each value with add_scalar: numbers only, never None.
+            self.assertTrue(all(type(v) in (int, float) for v in metrics.values()), metrics)
             # The post-process slime calls: per-group GRPO on the uneven groups.
             raw, rewards = manager.post_process_rewards(samples)
             expected = group_advantages(raw, [s.group_index for s in samples], kind="grpo")

@@ -44,6 +44,7 @@ class VerlEndToEndTest(support.ServiceCase):
             for k, (a, b) in enumerate(zip(ours, theirs)):
                 self.assertLessEqual(abs(a - b), 2e-6 + 2e-6 * abs(b), "step %d row %d" % (plan["step"], k))
             sizes = sorted({uids.count(u) for u in set(uids)})
+            check_metrics(self, trainer.metrics, out, candidates=len(PROMPTS), rounds=1)
             if plan["step"] > 1:  # step 1 knows nothing: every prompt gets the same n
                 self.assertGreater(len(sizes), 1, "uneven groups: %s" % sizes)
             for info, r in zip(out.non_tensor_batch["extra_info"], rewards):
@@ -121,6 +122,34 @@ def recorded(trainer):
     return adapter
 
 
+def check_metrics(case, metrics, out, candidates, rounds):
+    """fit's rollout_budget/* metrics of a step against its batch, counted here from the rewards
+    and uids verl trains on (one group a uid)."""
+    groups = {}
+    for row in rows_of(out):
+        groups.setdefault(row["uid"], []).append(row["reward"])
+    varied = [g for g in groups.values() if max(g) != min(g)]
+    flat = [g for g in groups.values() if max(g) == min(g)]
+    sizes = [len(g) for g in groups.values()]
+    m = {k[len("rollout_budget/"):]: v for k, v in metrics.items() if k.startswith("rollout_budget/")}
+    case.assertEqual(sorted(m), sorted(["candidates", "prompts", "rollouts", "aborted", "rounds", "n_min", "n_mean", "n_max",
+                                        "informative_groups", "informative_group_ratio", "effective_ratio", "all_correct_ratio",
+                                        "all_wrong_ratio", "applied", "duplicates", "plan_s", "observe_s"]))
+    case.assertEqual({k: m[k] for k in ("candidates", "prompts", "rollouts", "aborted", "rounds", "applied", "duplicates")},
+                     {"candidates": candidates, "prompts": len(groups), "rollouts": len(out), "aborted": 0, "rounds": rounds,
+                      "applied": len(out), "duplicates": 0})
+    case.assertEqual((m["n_min"], m["n_max"]), (min(sizes), max(sizes)))
+    case.assertAlmostEqual(m["n_mean"], len(out) / len(groups), places=12)
+    case.assertEqual(m["informative_groups"], len(varied))
+    case.assertAlmostEqual(m["informative_group_ratio"], len(varied) / len(groups), places=12)
+    case.assertAlmostEqual(m["effective_ratio"], sum(len(g) for g in varied) / len(out), places=12)
+    case.assertAlmostEqual(m["all_correct_ratio"], sum(1 for g in flat if g[0] >= 0.5) / len(groups), places=12)
+    case.assertAlmostEqual(m["all_wrong_ratio"], sum(1 for g in flat if g[0] < 0.5) / len(groups), places=12)
+    case.assertGreater(m["plan_s"], 0)
+    case.assertGreater(m["observe_s"], 0)
+    return m
+
+
 def rows_of(out):
     """(rollout ids row, reward) of each row of a step's batch, with its uid."""
     rewards = out.batch["token_level_scores"].sum(-1).tolist()
@@ -186,6 +215,8 @@ class VerlRoundsTest(support.ServiceCase):
             self.assertLessEqual(timing["agent_loop/generate_sequences/min"], timing["agent_loop/generate_sequences/mean"])
             self.assertLessEqual(timing["agent_loop/generate_sequences/mean"], timing["agent_loop/generate_sequences/max"])
             self.assertEqual(adapter.last_rounds.summary["applied"], len(out))
+            # A round that planned nothing (step 1 may give round 1 the whole step) is not counted.
+            check_metrics(self, trainer.metrics, out, candidates=len(PROMPTS), rounds=sum(1 for n in sizes if n > 0))
             for row in rows:
                 count, total = observed.get(row["prompt_id"], (0, 0.0))
                 observed[row["prompt_id"]] = (count + 1, total + row["reward"])

@@ -6,6 +6,7 @@ uneven groups, and the batch the integration builds survives `_get_gen_batch` an
 import ast
 import os
 import random
+import re
 import shutil
 import subprocess
 import tempfile
@@ -125,7 +126,7 @@ class PatchTest(unittest.TestCase):
         check = subprocess.run(["git", "apply", "--check", "--verbose", support.PATCH], cwd=self.dir, capture_output=True, text=True)
         self.assertEqual(check.returncode, 0, check.stderr)
         stat = subprocess.run(["git", "apply", "--numstat", support.PATCH], cwd=self.dir, capture_output=True, text=True)
-        self.assertEqual(stat.stdout.split(), ["9", "6", "verl/trainer/ppo/ray_trainer.py"])
+        self.assertEqual(stat.stdout.split(), ["10", "6", "verl/trainer/ppo/ray_trainer.py"])
         applied = subprocess.run(["git", "apply", support.PATCH], cwd=self.dir, capture_output=True, text=True)
         self.assertEqual(applied.returncode, 0, applied.stderr)
         path = os.path.join(self.dir, "verl", "trainer", "ppo", "ray_trainer.py")
@@ -134,7 +135,10 @@ class PatchTest(unittest.TestCase):
         compile(text, path, "exec")
         fit = next(n for n in ast.walk(ast.parse(text)) if isinstance(n, ast.FunctionDef) and n.name == "fit")
         source = ast.get_source_segment(text, fit)
+        # fit's metrics dict is made once a step, before our figures go into it.
+        self.assertEqual(len(re.findall(r"(?<![\w.])metrics = ", source)), 1)
         order = [source.index(s) for s in (
+            "metrics = {}",
             'batch.non_tensor_batch["uid"] = np.array(',
             "batch = rollout_budget_verl.expand_batch(self, batch)",
             "gen_batch = self._get_gen_batch(batch)",
@@ -149,7 +153,10 @@ class PatchTest(unittest.TestCase):
             "reward_tensor, reward_extra_infos_dict = self._compute_or_extract_reward(",
             'batch.batch["token_level_scores"] = reward_tensor',
             "rollout_budget_verl.observe_batch(self, batch)",
+            # fit's metrics dict, which its logger logs at the end of the step.
+            "metrics.update(rollout_budget_verl.step_metrics(self))",
             "batch = compute_advantage(",
+            "logger.log(data=metrics, step=self.global_steps)",
         )]
         self.assertEqual(order, sorted(order))
         # No repeat by rollout.n is left on the training path, nor a generation call of its own

@@ -201,7 +201,8 @@ class RewardManagerStandIn:
 def patched_step(trainer, batch_dict_batch, pass_rates, estimator, norm_adv_by_std_in_grpo=True):
     """The patched fit's step, in its order (python/patches/verl-b178a3c.patch; ray_trainer.py
     1375–1600 without REMAX, the log-prob and value passes, and the updates); returns the batch
-    after compute_advantage. fit's timing_raw is kept as ``trainer.timing_raw``."""
+    after compute_advantage. fit's timing_raw is kept as ``trainer.timing_raw``, its metrics as
+    ``trainer.metrics``."""
     import numpy as np
 
     from rollout_budget import verl as rollout_budget_verl
@@ -211,6 +212,7 @@ def patched_step(trainer, batch_dict_batch, pass_rates, estimator, norm_adv_by_s
         trainer.reward_fn = RewardManagerStandIn(pass_rates)
     trainer.global_steps += 1
     trainer.timing_raw = timing_raw = {}
+    trainer.metrics = metrics = {}
     batch = batch_dict_batch
     batch.non_tensor_batch["uid"] = np.array([str(uuid.uuid4()) for _ in range(len(batch.batch))], dtype=object)
     batch = rollout_budget_verl.expand_batch(trainer, batch)
@@ -231,6 +233,7 @@ def patched_step(trainer, batch_dict_batch, pass_rates, estimator, norm_adv_by_s
     reward_tensor, reward_extra_infos_dict = trainer._compute_or_extract_reward(batch, reward_fn=trainer.reward_fn, reward_for_val=False)
     batch.batch["token_level_scores"] = reward_tensor
     rollout_budget_verl.observe_batch(trainer, batch)
+    metrics.update(rollout_budget_verl.step_metrics(trainer))
     if reward_extra_infos_dict:
         batch.non_tensor_batch.update({k: np.array(v) for k, v in reward_extra_infos_dict.items()})
     batch.batch["token_level_rewards"] = batch.batch["token_level_scores"]
