@@ -77,6 +77,7 @@ class VerlResumeTest(support.ServiceCase):
         })
         for _ in range(2):
             verl_trainer.patched_step(trainer, verl_trainer.dataset_batch(PROMPTS), PASS, verl_upstream.load().AdvantageEstimator.GRPO)
+        self.addCleanup(trainer._rollout_budget.client.close)
         with HttpClient(self.url) as c:
             before = {pid: c.prompt(pid)["rollouts"] for pid in PASS}
         # verl's _load_checkpoint of global_step_1: global_steps back to 1, the same batch again.
@@ -92,6 +93,8 @@ class VerlResumeTest(support.ServiceCase):
         self.assertIn("step 2: %d of %d rollouts were observed before" % (len(ids) - new, len(ids)), logs.output[0])
         self.assertIn("Resuming a run from a checkpoint", logs.output[0])
         self.assertLess(new, len(ids))
+        # The step's figures say it too.
+        self.assertEqual((trainer.metrics["rollout_budget/applied"], trainer.metrics["rollout_budget/duplicates"]), (new, len(ids) - new))
 
 
 
