@@ -46,7 +46,11 @@ refused with a ValueError at the first step: --partial-rollout (aborted groups g
 --over-sampling-batch-size above --rollout-batch-size (the plan already chooses),
 --rollout-sample-filter-path, --rollout-all-samples-process-path, --group-rm, and
 --log-passrate (slime's `compute_pass_rate` asserts rollout_batch_size × n_samples_per_prompt
-rewards, and reshapes them into equal groups).
+rewards, and reshapes them into equal groups); and a normalised estimator (grpo, gspo, cispo,
+reinforce_plus_plus_baseline with --rewards-normalization) without
+--custom-reward-post-process-path, whose slime default mixes prompts on uneven groups. What
+generate returns for a sample may be a list of samples (a rollout fanned out), and image
+prompts have ids of their own: rollout_budget.slime_samples.
 """
 
 from __future__ import annotations
@@ -55,53 +59,26 @@ import asyncio
 import copy
 import logging
 import os
+import uuid
 
 from .advantages import group_advantages
 from .checkpoint import check_copies, copy_state, resume_from_copy
-from .metrics import TimedClient, step_metrics
 from .config import settings_from
-from .plan import check_repeat, stable_prompt_id
+from .metrics import TimedClient, step_metrics
+from .plan import check_repeat
 from .rounds import StepTotal, run_rounds
+from .slime_samples import INFO_KEY, rollout_outcome, rollout_samples
+from .slime_samples import finish_reason as _finish_reason
+from .slime_samples import get as _get
+from .slime_samples import prompt_id as _prompt_id
+from .slime_samples import put as _set
+from .slime_samples import raw_reward as _raw_reward
 
 __all__ = ["generate_rollout", "make_rollout_function", "post_process_rewards", "check_args", "state_copy", "INFO_KEY"]
 
-INFO_KEY = "rollout_budget"
 _log = logging.getLogger("rollout_budget")
 _NORMALISED = ("grpo", "gspo", "cispo", "reinforce_plus_plus_baseline")
 _STD = ("grpo", "gspo", "cispo")
-
-
-def _get(obj, key, default=None):
-    return obj.get(key, default) if isinstance(obj, dict) else getattr(obj, key, default)
-
-
-def _set(obj, key, value):
-    if isinstance(obj, dict):
-        obj[key] = value
-    else:
-        setattr(obj, key, value)
-
-
-def _prompt_id(sample):
-    meta = _get(sample, "metadata") or {}
-    if meta.get("prompt_id") is not None:
-        return str(meta["prompt_id"])
-    return stable_prompt_id(prompt=_get(sample, "prompt"), index=meta.get("index"), data_source=meta.get("data_source"))
-
-
-def _raw_reward(args, sample):
-    """A sample's reward as slime reads it (`Sample.get_reward_value`, which picks --reward-key), or its `reward`."""
-    return sample.get_reward_value(args) if hasattr(sample, "get_reward_value") else _get(sample, "reward")
-
-
-def _status_name(sample):
-    status = _get(sample, "status")
-    return getattr(status, "value", status)
-
-
-def _finish_reason(sample):
-    name = _status_name(sample)
-    return {"truncated": "length", "aborted": "abort"}.get(name, "stop")
 
 
 async def _sglang_generate(args, samples):
@@ -112,6 +89,10 @@ async def _sglang_generate(args, samples):
     state = GenerateState(args)
 
     async def one(sample):
+        if _get(sample, "session_id", None) is None:
+            # As slime's generate_and_rm_group: generate sends it as the routing key
+            # (--router-policy consistent_hashing keeps a sample's turns on one engine).
+            _set(sample, "session_id", str(uuid.uuid4()))
         params = state.sampling_params.copy()
         row = sample.metadata[INFO_KEY]
         params["sampling_seed"] = row["seed"]
@@ -151,11 +132,12 @@ def make_rollout_function(generate=None, client=None, settings=None):
             return slime_rollout(args, rollout_id, data_source, evaluation=True)
         check_args(args)
         s = settings if settings is not None else settings_from()
-        progress = _before_rollout(args, rollout_id, s)
+        last = _last_rollout(args, data_source)
+        progress = _before_rollout(args, rollout_id, s, last)
         svc = client if client is not None else _client_of(s)
         out = _train_rollout(args, rollout_id, data_source, generate, svc, s)
         progress["observed"] = rollout_id
-        if _get(args, "save") and _get(args, "save_interval") and rollout_id == _last_rollout(args):
+        if _get(args, "save") and _get(args, "save_interval") and rollout_id == last:
             copy_state(s, state_copy(args.save, rollout_id), "rollout %d" % rollout_id)
         return out
 
@@ -173,24 +155,34 @@ def state_copy(root, rollout_id):
     return os.path.join(str(root), "rollout", "rollout_budget_state_%d.db" % rollout_id)
 
 
-def _last_rollout(args):
+def _last_rollout(args, data_source):
+    """The run's last rollout id: ``--num-rollout`` − 1, else with ``--num-epoch`` what slime's
+    driver sets it to after the rollout actor got its args (placement_group.py:240–243: the
+    epochs × `RolloutManager.get_num_rollout_per_epoch`, len(data source) // rollout_batch_size),
+    so the actor's ``args.num_rollout`` is None; None when neither can be told."""
     num = _get(args, "num_rollout")
-    return None if num is None else int(num) - 1
+    if num is None:
+        epochs, size = _get(args, "num_epoch"), _get(args, "rollout_batch_size")
+        try:
+            num = int(epochs) * (len(data_source) // int(size)) if epochs and size else None
+        except TypeError:  # a data source without a length
+            num = None
+    return None if not num else int(num) - 1
 
 
-def _saves_after(args, rollout_id):
+def _saves_after(args, rollout_id, last):
     """Whether slime saves a checkpoint after training `rollout_id`: `should_run_periodic_action`
     (slime/utils/misc.py:107) with ``--save-interval``: every interval and the last rollout; an
     epoch's end (its other trigger) is seen by the data source's state file being there."""
     save, interval = _get(args, "save"), _get(args, "save_interval")
     if not save or not interval:
         return False
-    if rollout_id == _last_rollout(args) or (rollout_id + 1) % int(interval) == 0:
+    if rollout_id == last or (rollout_id + 1) % int(interval) == 0:
         return True
     return os.path.exists(os.path.join(str(save), "rollout", "global_dataset_state_dict_%d.pt" % rollout_id))
 
 
-def _before_rollout(args, rollout_id, settings):
+def _before_rollout(args, rollout_id, settings, last):
     """The first rollout of a run resumed with ``--load`` puts the state's copy back (or logs how
     to); a rollout after one this process observed, when slime saved a checkpoint after that one,
     copies the state there. Returns this state's progress (see _progress)."""
@@ -203,7 +195,7 @@ def _before_rollout(args, rollout_id, settings):
         if load and rollout_id > 0:
             # slime resumes at start_rollout_id = the loaded rollout + 1 (megatron_utils/actor.py:114).
             resume_from_copy(settings, state_copy(load, rollout_id - 1), str(load))
-    if progress["observed"] == rollout_id - 1 and _saves_after(args, rollout_id - 1):
+    if progress["observed"] == rollout_id - 1 and _saves_after(args, rollout_id - 1, last):
         out = state_copy(args.save, rollout_id - 1)
         if not os.path.exists(out):
             copy_state(settings, out, "rollout %d" % (rollout_id - 1))
@@ -231,6 +223,35 @@ def check_args(args):
     if refused:
         raise ValueError("rollout_budget.slime: these slime flags cannot be combined with the rollout function; "
                          "leave them out: " + "; ".join(refused))
+    _check_normalisation(args)
+
+
+#: The post-process paths and converters this process has warned about (once each).
+_warned = set()
+
+
+def _check_normalisation(args):
+    """slime normalises rewards in groups for grpo, gspo, cispo and reinforce_plus_plus_baseline
+    with --rewards-normalization. Its own `_post_process_rewards` reshapes them into rows of
+    n_samples_per_prompt (slime/ray/rollout.py:619–620), which on the plan's uneven groups mixes
+    prompts (a step of rollout_batch_size × n_samples_per_prompt rollouts takes that branch,
+    silently): without --custom-reward-post-process-path (or a converter of its own) that is a
+    ValueError naming ours. Another post-process or a custom converter is logged once: it must
+    group by group_index."""
+    estimator = _get(args, "advantage_estimator")
+    if estimator not in _NORMALISED or not _get(args, "rewards_normalization"):
+        return
+    post = _get(args, "custom_reward_post_process_path")
+    convert = _get(args, "custom_convert_samples_to_train_data_path")
+    if not post and not convert:
+        raise ValueError("rollout_budget.slime: set --custom-reward-post-process-path rollout_budget.slime.post_process_rewards: "
+                         "slime's own normalisation of %s rewards (--rewards-normalization) reshapes them into rows of "
+                         "n_samples_per_prompt, which mixes prompts once the plan's groups are uneven" % estimator)
+    for flag, path in (("--custom-reward-post-process-path", post), ("--custom-convert-samples-to-train-data-path", convert)):
+        if path and path != "rollout_budget.slime.post_process_rewards" and (flag, path) not in _warned:
+            _warned.add((flag, path))
+            _log.warning("rollout-budget: %s %s: with the plan's uneven groups, rewards must be normalised per group_index "
+                         "(rollout_budget.slime.post_process_rewards does)", flag, path)
 
 
 _clients = {}
@@ -287,13 +308,15 @@ def _train_rollout(args, rollout_id, data_source, generate, client, settings):
             meta[INFO_KEY] = row
             _set(sample, "metadata", meta)
             flat.append(sample)
-        # generate_and_rm returns the sample (or samples of a fanned-out rollout): keep its object.
-        done = {_get(s, "metadata")[INFO_KEY]["rollout_id"]: s for s in _run(generate(args, flat))}
-        missing = [row["rollout_id"] for row in rows if row["rollout_id"] not in done]
-        if missing:
-            raise ValueError("rollout_budget.slime: generate returned no sample for rollouts %s" % ", ".join(missing))
-        generated.extend(done[row["rollout_id"]] for row in rows)
-        return [_outcome(args, done[row["rollout_id"]], settings) for row in rows]
+        # One result a sample, in order (asyncio.gather's): the sample, or the samples of a
+        # rollout generate fanned out (a custom generate function's list[Sample]).
+        results = list(_run(generate(args, flat)))
+        if len(results) != len(rows):
+            raise ValueError("rollout_budget.slime: generate returned %d results for %d samples (one a sample, in order: a Sample, "
+                             "or a list of Samples for a rollout fanned out)" % (len(results), len(rows)))
+        done = [(row, rollout_samples(result, row, sent, "step %d" % rollout_id)) for row, result, sent in zip(rows, results, flat)]
+        generated.extend(done)
+        return [rollout_outcome(args, samples, settings) for _, samples in done]
 
     timed = TimedClient(client)
     step = run_rounds(StepTotal(timed, multiple_of if multiple_of and multiple_of > 1 else None, budget_r), candidates, generate_rows,
@@ -303,11 +326,11 @@ def _train_rollout(args, rollout_id, data_source, generate, client, settings):
     # reward to train on (generate_and_rm returns them before the reward model), as slime's own
     # rollout drops them without --partial-rollout.
     kept, aborted = {}, 0
-    for sample in generated:
-        if _finish_reason(sample) == "abort":
-            aborted += 1
+    for row, samples in generated:
+        if any(_finish_reason(sample) == "abort" for sample in samples):
+            aborted += len(samples)
         else:
-            kept.setdefault(_get(sample, "metadata")[INFO_KEY]["prompt_id"], []).append(sample)
+            kept.setdefault(row["prompt_id"], []).extend(samples)
     out = [kept[c["id"]] for c in candidates if c["id"] in kept]
     total = sum(len(g) for g in out)
     if aborted:
@@ -317,8 +340,8 @@ def _train_rollout(args, rollout_id, data_source, generate, client, settings):
         _log.warning("rollout-budget: step %d: %d samples, not a multiple of global_batch_size %d: %s", rollout_id, total, multiple_of,
                      "slime trains on %d and drops the rest" % (multiple_of * (total // multiple_of)) if total > multiple_of else
                      "fewer than one global batch, which slime's build_dp_schedule refuses")
-    # prompts, rollouts and aborted count the samples above (len(out), total, aborted); a figure
-    # without a value is left out, not None, which slime's TensorBoard writer cannot log.
+    # The figures count rollouts (a fanned-out rollout's samples are one); a figure without a
+    # value is left out, not None, which slime's TensorBoard writer cannot log.
     return _output(out, step_metrics(step.plans, step.results, step.summary, timed.seconds))
 
 
@@ -331,18 +354,6 @@ def _past_indices(data_source, end):
     current = getattr(data_source, "sample_index", None)
     if isinstance(current, int) and not isinstance(current, bool) and current < end:
         data_source.sample_index = end
-
-
-def _outcome(args, sample, settings):
-    """run_rounds' outcome of one generated sample: its reward (observe's, in [0, 1]), tokens and
-    finish_reason. An aborted sample has no reward (slime's generate_and_rm returns it before
-    the reward model): 0, which observe does not apply to an aborted rollout."""
-    finish = _finish_reason(sample)
-    if finish == "abort":
-        reward = 0.0
-    else:
-        reward = settings.reward_of(_raw_reward(args, sample), "rollout %s" % _get(sample, "metadata")[INFO_KEY]["rollout_id"])
-    return {"reward": reward, "tokens": int(_get(sample, "response_length") or 0), "finish_reason": finish}
 
 
 def generate_rollout(args, rollout_id, data_source, evaluation=False):

@@ -52,3 +52,36 @@ SETTINGS = None
 def generate_rollout(args, rollout_id, data_source, evaluation=False):
     return make_rollout_function(generate=simulated_generate, client=CLIENT, settings=SETTINGS)(
         args, rollout_id, data_source, evaluation=evaluation)
+
+
+async def fanout_generate(args, samples):
+    """`simulated_generate`, then each rollout as a fan-out generate function returns it
+    (slime's generate_and_rm returns ``Sample | list[Sample]``): sample index % 3 == 1 as
+    slime/rollout/_fanout_test_helpers.py `compact_generate` does (deep copies of the generated
+    sample, siblings sharing ``rollout_id``; here 2 of them), index % 3 == 2 as an agent adapter's
+    `Trajectory.to_sample` (slime/agent/trajectory.py:234–262: a new Sample with the base's index,
+    group_index and prompt, its metadata only the adapter's, no ``rollout_id`` set here) beside
+    a second such sample, each with the rollout's reward; else the sample itself."""
+    import copy
+
+    from slime.utils.types import Sample
+
+    out = []
+    for sample in await simulated_generate(args, samples):
+        if sample.status == Sample.Status.ABORTED or sample.index % 3 == 0:
+            out.append(sample)
+        elif sample.index % 3 == 1:
+            siblings = [copy.deepcopy(sample) for _ in range(2)]
+            for s in siblings:
+                s.rollout_id = sample.index
+            out.append(siblings)
+        else:
+            out.append([Sample(index=sample.index, group_index=sample.group_index, prompt=sample.prompt, label=sample.label,
+                               tokens=list(sample.tokens[:k]), response_length=k, reward=sample.reward, status=Sample.Status.COMPLETED,
+                               metadata={"turn": t}) for t, k in enumerate((sample.response_length // 2, sample.response_length))])
+    return out
+
+
+def generate_fanout_rollout(args, rollout_id, data_source, evaluation=False):
+    return make_rollout_function(generate=fanout_generate, client=CLIENT, settings=SETTINGS)(
+        args, rollout_id, data_source, evaluation=evaluation)

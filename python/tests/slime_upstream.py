@@ -88,6 +88,10 @@ class DataSourceStandIn:
     def get_samples(self, num_samples):
         return load().get_samples(self, num_samples)
 
+    def __len__(self):
+        # RolloutDataSource.__len__ (data_source.py:162–165).
+        return len(self.dataset)
+
 
 class ManagerStandIn:
     """The RolloutManager attributes _post_process_rewards and _get_rollout_data read."""
@@ -112,6 +116,7 @@ def args(**overrides):
         rollout_shuffle=False, advantage_estimator="grpo", rewards_normalization=True, grpo_std_normalization=True,
         reward_key=None, load_debug_rollout_data=None, partial_rollout=False, micro_batch_size=1,
         use_dynamic_batch_size=False, max_tokens_per_gpu=None, balance_data=False, balance_by_flops=False,
+        custom_reward_post_process_path="rollout_budget.slime.post_process_rewards",
     )
     base.update(overrides)
     return types.SimpleNamespace(**base)

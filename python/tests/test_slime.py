@@ -602,7 +602,7 @@ class CheckpointCopyTest(unittest.TestCase):
 
 class DefaultGeneratePathTest(unittest.TestCase):
     """The default generator calls slime's generate_and_rm once per sample with the sample's own
-    `sampling_seed` and `max_new_tokens`. slime.rollout.sglang_rollout cannot be imported here
+    `sampling_seed`, `max_new_tokens` and `session_id`. slime.rollout.sglang_rollout cannot be imported here
     (SGLang, Ray): a stand-in module with its `GenerateState.sampling_params` and
     `generate_and_rm(args, sample, sampling_params, evaluation)` signature records the calls."""
 
@@ -636,6 +636,9 @@ class DefaultGeneratePathTest(unittest.TestCase):
             else:
                 sys.modules["slime.rollout.sglang_rollout"] = saved
         self.assertEqual([s.index for s in out], [0, 1, 2])
+        # Each sample its own session_id, as slime's generate_and_rm_group gives them: generate
+        # sends it as the routing key (--router-policy consistent_hashing).
+        self.assertEqual(len({s.session_id for s in out} - {None}), 3)
         self.assertEqual([(i, p["sampling_seed"], p["max_new_tokens"], e) for i, p, e in calls],
                          [(0, 1000, 32, False), (1, 1001, 64, False), (2, 1002, 64, False)])
 
