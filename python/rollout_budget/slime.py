@@ -325,19 +325,20 @@ def _train_rollout(args, rollout_id, data_source, generate, client, settings):
     # A prompt's samples from every round in one group, in candidate order; aborted ones have no
     # reward to train on (generate_and_rm returns them before the reward model), as slime's own
     # rollout drops them without --partial-rollout.
-    kept, aborted = {}, 0
+    kept, aborted, total = {}, 0, 0
     for row, samples in generated:
         if any(_finish_reason(sample) == "abort" for sample in samples):
             aborted += len(samples)
         else:
             kept.setdefault(row["prompt_id"], []).extend(samples)
+            total += 1
     out = [kept[c["id"]] for c in candidates if c["id"] in kept]
-    total = sum(len(g) for g in out)
     if aborted:
         _log.warning("rollout-budget: step %d: %d aborted samples (finish_reason abort) left out of the rollout: they have "
                      "no reward (their results are observed as aborted)", rollout_id, aborted)
+    # slime's build_dp_schedule counts rollouts (a fanned-out rollout's samples share a rollout_id).
     if multiple_of and multiple_of > 1 and total % multiple_of:
-        _log.warning("rollout-budget: step %d: %d samples, not a multiple of global_batch_size %d: %s", rollout_id, total, multiple_of,
+        _log.warning("rollout-budget: step %d: %d rollouts, not a multiple of global_batch_size %d: %s", rollout_id, total, multiple_of,
                      "slime trains on %d and drops the rest" % (multiple_of * (total // multiple_of)) if total > multiple_of else
                      "fewer than one global batch, which slime's build_dp_schedule refuses")
     # The figures count rollouts (a fanned-out rollout's samples are one); a figure without a

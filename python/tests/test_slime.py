@@ -394,7 +394,7 @@ class RolloutRoundsTest(_RolloutCase):
         with self.assertLogs("rollout_budget", level="WARNING") as logs:
             samples, _ = self.manager(args, Settings(rounds=2, options={"min_n": 2, "max_n": 2, "seed": 4})).get_rollout_data(1)
         self.assertEqual(len(samples), 24)
-        self.assertIn("WARNING:rollout_budget:rollout-budget: step 1: 24 samples, not a multiple of global_batch_size 16: slime "
+        self.assertIn("WARNING:rollout_budget:rollout-budget: step 1: 24 rollouts, not a multiple of global_batch_size 16: slime "
                       "trains on 16 and drops the rest", logs.output)
 
     def test_aborted_samples_give_no_partial_reward_are_not_charged_and_are_left_out(self):
@@ -455,7 +455,7 @@ class RolloutRoundsTest(_RolloutCase):
         # The request of a step without rounds, as before them: no rounds_left (the planner's default, 1).
         self.assertEqual(sorted(self.client.asked[0]), ["budget_rollouts", "budget_tokens", "max_n", "min_n", "multiple_of", "prompts", "seed", "step"])
         self.assertEqual((len(samples), metrics["rollout_budget/aborted"], metrics["rollout_budget/applied"]), (47, 1, 47))
-        self.assertIn("WARNING:rollout_budget:rollout-budget: step 0: 47 samples, not a multiple of global_batch_size 8: slime trains "
+        self.assertIn("WARNING:rollout_budget:rollout-budget: step 0: 47 rollouts, not a multiple of global_batch_size 8: slime trains "
                       "on 40 and drops the rest", logs.output)
 
 

@@ -5,6 +5,7 @@ question text, the reward normalisation it needs, and the last checkpoint of a r
 --num-epoch. Found in a review against slime's code (2026-11-29). Needs torch and httpx
 (/usr/bin/python3 after .ci/setup-python.sh), PIL for the image prompts."""
 
+import logging
 import os
 import shlex
 import shutil
@@ -39,6 +40,11 @@ class FanOutTest(_RolloutCase):
         # Before: the step was generated, then failed on the first sample without our ids
         # (TypeError: 'NoneType' object is not subscriptable), nothing observed.
         _, manager = self.manager()
+        logged = []
+        handler = logging.Handler(logging.WARNING)
+        handler.emit = lambda record: logged.append(record.getMessage())
+        logging.getLogger("rollout_budget").addHandler(handler)
+        self.addCleanup(logging.getLogger("rollout_budget").removeHandler, handler)
         samples, metrics = manager.get_rollout_data(0)  # slime's own call_rollout_fn and flattening
         plan = self.client.plans[-1]
         planned = {a["prompt_id"]: a["n"] for a in plan["allocations"]}
@@ -64,6 +70,10 @@ class FanOutTest(_RolloutCase):
                 self.assertIsNotNone(next(iter(ids)))
                 self.assertFalse(any(s.rollout_id in ids for s in samples if s not in group))
         self.assertGreater(fanned, 0)
+        # global_batch_size counts rollouts (build_dp_schedule groups samples by rollout_id): the
+        # step's 48 rollouts are a multiple of 8 whatever its sample count (a warning said otherwise).
+        self.assertEqual(len(observed) % 8, 0)
+        self.assertEqual([m for m in logged if "not a multiple" in m], [])
         # Each prompt's samples, every rollout's, normalised as one group_index group.
         groups = [s.group_index for s in samples]
         self.assertEqual(len(set(groups)), len(planned))
