@@ -56,9 +56,9 @@ def generate_rollout(args, rollout_id, data_source, evaluation=False):
 
 async def fanout_generate(args, samples):
     """`simulated_generate`, then each rollout as a fan-out generate function returns it
-    (slime's generate_and_rm returns ``Sample | list[Sample]``): sample index % 3 == 1 as
+    (slime's generate_and_rm returns ``Sample | list[Sample]``): sample index % 5 == 1 as
     slime/rollout/_fanout_test_helpers.py `compact_generate` does (deep copies of the generated
-    sample, siblings sharing ``rollout_id``; here 2 of them), index % 3 == 2 as an agent adapter's
+    sample, siblings sharing ``rollout_id``; here 3 of them), index % 5 == 2 as an agent adapter's
     `Trajectory.to_sample` (slime/agent/trajectory.py:234–262: a new Sample with the base's index,
     group_index and prompt, its metadata only the adapter's, no ``rollout_id`` set here) beside
     a second such sample, each with the rollout's reward; else the sample itself."""
@@ -68,10 +68,10 @@ async def fanout_generate(args, samples):
 
     out = []
     for sample in await simulated_generate(args, samples):
-        if sample.status == Sample.Status.ABORTED or sample.index % 3 == 0:
+        if sample.status == Sample.Status.ABORTED or sample.index % 5 not in (1, 2):
             out.append(sample)
-        elif sample.index % 3 == 1:
-            siblings = [copy.deepcopy(sample) for _ in range(2)]
+        elif sample.index % 5 == 1:
+            siblings = [copy.deepcopy(sample) for _ in range(3)]
             for s in siblings:
                 s.rollout_id = sample.index
             out.append(siblings)

@@ -73,6 +73,7 @@ class FanOutTest(_RolloutCase):
         # global_batch_size counts rollouts (build_dp_schedule groups samples by rollout_id): the
         # step's 48 rollouts are a multiple of 8 whatever its sample count (a warning said otherwise).
         self.assertEqual(len(observed) % 8, 0)
+        self.assertNotEqual(len(samples) % 8, 0)
         self.assertEqual([m for m in logged if "not a multiple" in m], [])
         # Each prompt's samples, every rollout's, normalised as one group_index group.
         groups = [s.group_index for s in samples]
