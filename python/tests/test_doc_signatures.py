@@ -13,7 +13,7 @@ import rollout_budget
 from . import support
 
 DOC = os.path.join(support.ROOT, "docs", "trainers.md")
-NAMES = ("HttpClient", "StdioClient", "Cli", "expand_plan", "results_rows", "group_advantages", "stable_prompt_id", "run_rounds")
+NAMES = ("HttpClient", "StdioClient", "Cli", "expand_plan", "results_rows", "group_advantages", "stable_prompt_id", "run_rounds", "step_metrics")
 #: Named in the verl section, from rollout_budget.verl (standard library only until a batch is expanded).
 VERL_NAMES = ("generate_in_rounds",)
 
