@@ -76,19 +76,25 @@ def infer_multiple_of(trainer):
     """What Σ n must divide into for this trainer: lcm of its agent-loop workers (async mode:
     `AgentLoopManager.generate_sequences` chunks the batch over them) and the data-parallel
     sizes of the actor and, with a critic, the critic (dispatch chunks, `_balance_batch`), and
-    with a reward model its parallelism (`reward_model_multiple_of`). With
-    `trainer.use_legacy_worker_impl=disable` also the PPO mini-batch in rollouts,
-    `ppo_mini_batch_size × rollout.n` of the actor (and critic): `ray_trainer.py:1246–1255`
-    passes it as `mini_batch_size`, and `tensordict_utils.make_iterator` asserts each
-    data-parallel rank's rows divide into its share (`tensordict_utils.py:525`)."""
+    with a reward model its parallelism (`reward_model_multiple_of`), and the PPO mini-batch in
+    rollouts, ``ppo_mini_batch_size × rollout.n`` of the actor (and critic), with every worker
+    implementation. verl's uniform batch (train_batch_size × n) is always a multiple of it; a
+    plan's Σ n need not be:
+    - the legacy workers (verl's default, ``use_legacy_worker_impl=auto``) scale it to rows per
+      data-parallel rank (`fsdp_workers.py:241–242`, `megatron_workers.py:354–355`). Megatron's
+      `make_minibatch_iterator` asserts the rank's rows divide into it (`protocol.py:827`:
+      ``AssertionError: 9 % 8 != 0``); FSDP's `update_policy` splits them
+      (`dp_actor.py:541`), so a remainder took an optimizer step of its own, and a short
+      micro-batch's rollouts a larger loss weight (`dp_actor.py:577–578`);
+    - the engine workers (``disable``) pass it as `mini_batch_size` (`ray_trainer.py:1246–1255`),
+      and `tensordict_utils.make_iterator` asserts the same (`tensordict_utils.py:525`)."""
     sizes = []
-    if getattr(trainer, "use_legacy_worker_impl", None) == "disable":
-        n = _get(trainer.config, "actor_rollout_ref", "rollout", "n") or 1
-        roles = [("actor_rollout_ref", "actor")] + ([("critic",)] if getattr(trainer, "use_critic", False) else [])
-        for path in roles:
-            mini = _get(trainer.config, *path, "ppo_mini_batch_size")
-            if mini:
-                sizes.append(int(mini) * int(n))
+    n = _get(trainer.config, "actor_rollout_ref", "rollout", "n") or 1
+    roles = [("actor_rollout_ref", "actor")] + ([("critic",)] if getattr(trainer, "use_critic", False) else [])
+    for path in roles:
+        mini = _get(trainer.config, *path, "ppo_mini_batch_size")
+        if mini:
+            sizes.append(int(mini) * int(n))
     manager = getattr(trainer, "async_rollout_manager", None)
     workers = getattr(manager, "agent_loop_workers", None)
     if workers is not None:
@@ -330,10 +336,13 @@ class VerlAdapter:
             candidates.append(c)
         return ids, first, candidates
 
-    def budget_of(self, candidates):
-        """The step's rollouts: ``budget_rollouts``, else the uniform budget (prompts × rollout.n),
-        also beside a token budget: the trainer's batch never grows past it."""
-        return self.settings.budget_rollouts if self.settings.budget_rollouts is not None else len(candidates) * self.rollout_n
+    def budget_of(self, rows):
+        """The step's rollouts: ``budget_rollouts``, else the uniform budget, the batch's `rows`
+        (its prompt rows, train_batch_size) × rollout.n, also beside a token budget: the trainer's
+        batch never grows past it. A prompt in the batch twice is one candidate, and its second
+        row's rollouts go to the step's other prompts: the step stays verl's size, a multiple of
+        its mini-batch (infer_multiple_of), where prompts × n was cut to the multiple below."""
+        return self.settings.budget_rollouts if self.settings.budget_rollouts is not None else rows * self.rollout_n
 
     def expand(self, batch, step):
         """Plans `batch` (one row per prompt) and returns it with one row per planned rollout."""
@@ -341,7 +350,7 @@ class VerlAdapter:
 
         ids, first, candidates = self.candidates(batch)
         s = self.settings
-        budget_r = self.budget_of(candidates)
+        budget_r = self.budget_of(len(batch))
         options = dict(s.options)
         options["step"] = step
         plan = note_planned(self.client.plan(candidates, budget_rollouts=budget_r, budget_tokens=s.budget_tokens,

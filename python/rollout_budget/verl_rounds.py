@@ -107,7 +107,7 @@ def prompt_rows(adapter, batch, step):
     rows = sorted(first.values())
     out = batch.select_idxs(np.array(rows, dtype=np.int64))
     out.non_tensor_batch["uid"] = np.array(["%d/%s" % (step, ids[i]) for i in rows], dtype=object)
-    adapter.step_prompts = (step, [ids[i] for i in rows], candidates)
+    adapter.step_prompts = (step, [ids[i] for i in rows], candidates, len(batch))
     return out
 
 
@@ -116,7 +116,7 @@ def generate_rounds(adapter, trainer, batch, gen_batch, generate_sequences):
     fit's `_get_gen_batch`; returns (batch, generation output), one row per rollout each."""
     import numpy as np
 
-    step, ids, candidates = adapter.step_prompts
+    step, ids, candidates, batch_rows = adapter.step_prompts
     row_of = {pid: i for i, pid in enumerate(ids)}
     infos = list(batch.non_tensor_batch["extra_info"]) if "extra_info" in batch.non_tensor_batch else [None] * len(batch)
     sides, outs, timings = [], [], []
@@ -148,7 +148,7 @@ def generate_rounds(adapter, trainer, batch, gen_batch, generate_sequences):
     s = adapter.settings
     options = dict(s.options)
     options["step"] = step
-    budget_r = adapter.budget_of(candidates)
+    budget_r = adapter.budget_of(batch_rows)
     k = adapter.multiple_of
     client = StepTotal(adapter.client, k if k > 1 else None, budget_r, each=adapter.each if adapter.each > 1 else None)
     done = run_rounds(client, candidates, generate_rows, budget_rollouts=budget_r, budget_tokens=s.budget_tokens,

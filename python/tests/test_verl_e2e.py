@@ -160,6 +160,27 @@ def rows_of(out):
             for info, r, u in zip(out.non_tensor_batch["extra_info"], rewards, out.non_tensor_batch["uid"])]
 
 
+class VerlMiniBatchTest(support.ServiceCase):
+    def test_a_token_budget_gives_every_rank_whole_ppo_mini_batches(self):
+        # Found in review: verl's legacy workers (its default) cut each data-parallel rank's rows
+        # into mini-batches of ppo_mini_batch_size × n / dp rows (fsdp_workers.py:241–242); FSDP's
+        # update_policy steps the optimizer once a part (dp_actor.py:541, data.split), Megatron
+        # asserts the rows divide (protocol.py:827). A token budget made Σ n 18 of 32 there: a
+        # step on one rollout, or AssertionError: 9 % 8 != 0.
+        ns = verl_upstream.load()
+        trainer = verl_trainer.TrainerStandIn(rollout_n=4, workers=2, dp_size=2, budget_settings={
+            "url": self.url, "budget_tokens": 300, "options": {"min_n": 2, "max_n": 12, "seed": 1},
+        })
+        trainer.config["actor_rollout_ref"]["actor"] = {"ppo_mini_batch_size": 4}
+        out = verl_trainer.patched_step(trainer, verl_trainer.dataset_batch(PROMPTS), PASS, ns.AdvantageEstimator.GRPO)
+        trainer._rollout_budget.client.close()
+        self.assertEqual(trainer._rollout_budget.multiple_of, 16)  # lcm(2 workers, dp 2, 4 × 4)
+        self.assertLess(len(out), len(PROMPTS) * 4, "the token budget binds")
+        mini = 4 * 4 // 2
+        for rank in out.chunk(2):  # fit's dispatch over the data-parallel ranks
+            self.assertEqual({len(part) for part in rank.split(mini)}, {mini})
+
+
 class VerlRoundsTest(support.ServiceCase):
     def test_three_steps_in_two_rounds_groups_span_rounds_and_each_rollout_is_rewarded_and_observed_once(self):
         # Two agent-loop workers (each round's generation is chunked over them) and dp 5: every

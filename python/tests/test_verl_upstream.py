@@ -298,16 +298,29 @@ class ExpandedBatchTest(support.ServiceCase):
         self.assertEqual([a["prompt_id"] for a in self.client.plans[-1]["allocations"]], ["math/0"])
         self.assertEqual(len(batch), 16)
 
-    def test_without_the_legacy_workers_the_ppo_mini_batch_divides_the_rollouts(self):
-        # verl's new engine workers (trainer.use_legacy_worker_impl=disable) pass
-        # ppo_mini_batch_size × n as mini_batch_size (ray_trainer.py:1246–1255), and
-        # tensordict_utils.make_iterator asserts batch % mini_batch == 0 (tensordict_utils.py:525;
-        # tensordict is not installed here, so the numbers are checked, not the assert).
+    def test_a_prompt_twice_in_the_batch_keeps_the_steps_uniform_budget(self):
+        # Its second row's rollouts go to the step's prompts: the step stays train_batch_size × n,
+        # the multiple verl's mini-batches divide. Before: 3 prompts × 4 = 12 of the batch's 16.
+        adapter = VerlAdapter(self.client, rollout_n=4, max_tokens=8)
+        rows = [dict(PROMPTS[0]), dict(PROMPTS[1]), dict(PROMPTS[0]), dict(PROMPTS[2])]
+        batch = adapter.expand(self.trainer.dataset_batch(rows), step=1)
+        self.assertEqual(len(self.client.plans[-1]["allocations"]), 3)
+        self.assertEqual(self.client.plans[-1]["budget"]["rollouts"], 16)
+        self.assertEqual(len(batch), 16)
+
+    def test_the_ppo_mini_batch_divides_the_rollouts_with_every_worker_implementation(self):
+        # verl's engine workers (trainer.use_legacy_worker_impl=disable) pass ppo_mini_batch_size
+        # × n as mini_batch_size (ray_trainer.py:1246–1255), and tensordict_utils.make_iterator
+        # asserts batch % mini_batch == 0 (tensordict_utils.py:525; tensordict is not installed
+        # here, so the numbers are checked, not the assert). The legacy workers (verl's default,
+        # "auto") need it too: Megatron asserts it (protocol.py:827), FSDP took a remainder as a
+        # mini-batch of its own (dp_actor.py:541; VerlMiniBatchTest runs verl's split). Before,
+        # only "disable" counted it.
         t = self.trainer.TrainerStandIn(rollout_n=4, budget_settings={}, workers=4, dp_size=2)
         t.config["actor_rollout_ref"]["actor"] = {"ppo_mini_batch_size": 6}
-        self.assertEqual(infer_multiple_of(t), 4)  # "auto": the legacy workers, no such assert
-        t.use_legacy_worker_impl = "disable"
-        self.assertEqual(infer_multiple_of(t), 24)  # lcm(4 workers, dp 2, 6 × 4)
+        for impl in ("auto", "enable", "disable"):
+            t.use_legacy_worker_impl = impl
+            self.assertEqual(infer_multiple_of(t), 24, impl)  # lcm(4 workers, dp 2, 6 × 4)
         t.use_critic, t.critic_wg = True, object()
         t.config["critic"] = {"ppo_mini_batch_size": 5}
         self.assertEqual(infer_multiple_of(t), 120)  # and the critic's 5 × 4
