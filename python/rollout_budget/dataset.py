@@ -9,7 +9,8 @@ and no id. Each row becomes one candidate:
 - `id`: `stable_prompt_id` of the row, the id the verl integration gives the same prompt in
   training (rollout_budget.verl: "<data_source>/<extra_info.index>", else a hash of the
   messages), so a state built offline (`loop` against vLLM, or a replay) carries over into the
-  training run;
+  training run; a row with images or videos needs an index (training hashes the decoded image
+  in its messages, which this does not make: an error naming the row);
 - `messages` (a list) or `prompt` (a string), as `execute` sends them;
 - `ground_truth` from `reward_model.ground_truth`, for `execute --verifier math`;
 - `group`: the row's `data_source` (the learned prior is fitted per group);
@@ -96,6 +97,20 @@ def read_rows(path):
             yield k, row
 
 
+#: verl's columns of a row's images and videos (RLHFDataset's data.image_key, data.video_key defaults).
+_MEDIA_KEYS = ("images", "videos")
+
+
+def _holds(value):
+    """Whether a cell holds anything: a non-empty list or array (pandas gives arrays)."""
+    if value is None:
+        return False
+    try:
+        return len(value) > 0
+    except TypeError:
+        return True
+
+
 def candidates_of(rows, path="<rows>", prompt_key="prompt", max_tokens=None):
     """The candidates of (row number, row) pairs (see the module doc); DatasetError naming the row
     and field of the first bad one, or of a prompt that repeats an earlier row's id."""
@@ -107,6 +122,12 @@ def candidates_of(rows, path="<rows>", prompt_key="prompt", max_tokens=None):
             raise DatasetError("%s: %r must be the chat messages (a list) or a non-empty string, got %s; the prompt's "
                              "field is another? pass --prompt-key (verl's data.prompt_key)" % (where, prompt_key, json.dumps(text)[:80]))
         source = row.get("data_source")
+        media = [key for key in _MEDIA_KEYS if _holds(row.get(key))]
+        info = _as_plain(row.get("extra_info"))
+        if media and not (isinstance(info, dict) and info.get("index") is not None):
+            raise DatasetError("%s: the row has %s and no extra_info.index: in training its id is a hash of the messages with "
+                               "the decoded %s in them (rollout_budget.verl), which this converter does not make; give every row "
+                               "an extra_info.index (verl's geo3k preprocessing does)" % (where, " and ".join(media), media[0]))
         try:
             pid = stable_prompt_id(prompt=text, data_source=source, extra_info=row.get("extra_info"))
         except (TypeError, ValueError) as error:

@@ -17,6 +17,8 @@ import json
 import logging
 import math
 
+from .media import digest
+
 __all__ = ["expand_plan", "group_seed", "group_id", "rollout_id", "stable_prompt_id", "check_repeat", "results_rows", "note_observed"]
 
 _log = logging.getLogger("rollout_budget")
@@ -171,7 +173,8 @@ def stable_prompt_id(prompt=None, index=None, data_source=None, extra_info=None)
       1. a dataset index when given — `index`, else ``extra_info["index"]`` (verl's datasets
          carry one): "<data_source>/<index>" with a data source, else "<index>";
       2. else a hash of the prompt: "h:" + the first 16 hex digits of the sha256 of its text
-         (a string as is; chat messages as compact JSON with sorted keys).
+         (a string as is; chat messages as compact JSON with sorted keys, an image in them as
+         the digest of its content).
     Never a per-step id such as verl's ``uid`` (a fresh uuid4 for every row at every step).
     Raises ValueError when neither an index nor a prompt is given.
     """
@@ -190,9 +193,18 @@ def stable_prompt_id(prompt=None, index=None, data_source=None, extra_info=None)
 
 
 def _prompt_text(prompt):
-    """A prompt as one string: a string as is; chat messages as compact JSON with sorted keys."""
+    """A prompt as one string: a string as is; chat messages as compact JSON with sorted keys, a
+    value JSON cannot hold (an image in verl's messages: ``{"type": "image", "image": <PIL
+    image>}``; bytes) as ``"media:<sha256 of its content>"`` (rollout_budget.media), so two
+    images behind one text are two prompts (it was a TypeError)."""
     prompt = _as_plain(prompt)
-    return prompt if isinstance(prompt, str) else json.dumps(prompt, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    if isinstance(prompt, str):
+        return prompt
+    return json.dumps(prompt, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=_opaque)
+
+
+def _opaque(value):
+    return "media:" + digest(value)
 
 
 def check_repeat(prompt_id, first, again, where):

@@ -8,8 +8,8 @@ Sample or, for a rollout it fans out (a custom generate function's turn-level sa
 from __future__ import annotations
 
 import hashlib
-import logging
 
+from .media import digest
 from .plan import _prompt_text, stable_prompt_id
 
 __all__ = ["INFO_KEY", "get", "put", "prompt_id", "media_digest", "raw_reward", "finish_reason", "rollout_samples",
@@ -17,8 +17,6 @@ __all__ = ["INFO_KEY", "get", "put", "prompt_id", "media_digest", "raw_reward", 
 
 #: The key of each sample's rollout ids inside ``metadata``.
 INFO_KEY = "rollout_budget"
-_log = logging.getLogger("rollout_budget")
-_unknown_media = set()
 
 
 def get(obj, key, default=None):
@@ -32,39 +30,6 @@ def put(obj, key, value):
         setattr(obj, key, value)
 
 
-def _media_parts(value, out):
-    """Appends the bytes that tell `value` (an image, a video, a path, or containers of them)
-    apart to `out`. PIL images and numpy arrays by their pixels with mode and size (or dtype and
-    shape), torch tensors through numpy; a type it does not know by its name only, logged once."""
-    if value is None:
-        return
-    if isinstance(value, (str, bytes, bytearray)):
-        out.append(value.encode("utf-8") if isinstance(value, str) else bytes(value))
-    elif isinstance(value, (bool, int, float)):
-        out.append(repr(value).encode("ascii"))
-    elif isinstance(value, dict):
-        for key in sorted(value, key=str):
-            out.append(str(key).encode("utf-8"))
-            _media_parts(value[key], out)
-    elif isinstance(value, (list, tuple)):
-        out.append(b"[%d]" % len(value))
-        for item in value:
-            _media_parts(item, out)
-    elif hasattr(value, "detach") and hasattr(value, "cpu"):  # a torch tensor
-        _media_parts(value.detach().cpu().numpy(), out)
-    elif hasattr(value, "tobytes"):  # a PIL image, a numpy array
-        shape = (get(value, "mode"), get(value, "size")) if hasattr(value, "mode") else (str(get(value, "dtype")), get(value, "shape"))
-        out.append(repr(shape).encode("utf-8"))
-        out.append(value.tobytes())
-    else:
-        name = type(value).__name__
-        if name not in _unknown_media:
-            _unknown_media.add(name)
-            _log.warning("rollout-budget: a sample's multimodal_inputs hold a %s, which the prompt id cannot read: two prompts "
-                         "with the same text and different %ss share one id (set metadata['prompt_id'] or an index)", name, name)
-        out.append(name.encode("utf-8"))
-
-
 def media_digest(sample):
     """A digest of a sample's images and videos (slime's ``multimodal_inputs``: what
     `process_vision_info` gives, PIL images, or paths and urls), or None for a sample without
@@ -72,13 +37,7 @@ def media_digest(sample):
     media = get(sample, "multimodal_inputs")
     if not media or (isinstance(media, dict) and not any(v for v in media.values() if v is not None)):
         return None
-    parts = []
-    _media_parts(media, parts)
-    h = hashlib.sha256()
-    for part in parts:
-        h.update(b"%d:" % len(part))
-        h.update(part)
-    return h.hexdigest()
+    return digest(media)
 
 
 def prompt_id(sample):

@@ -107,6 +107,26 @@ class DatasetTest(unittest.TestCase):
         self.assertEqual(run.returncode, 0, run.stderr)
         self.assertEqual(json.loads(run.stdout), {"id": "5", "prompt": "1+1?"})
 
+    def test_rows_with_images_need_an_index(self):
+        # verl's geo3k rows (examples/data_preprocess/geo3k.py): "<image>" in the prompt, the image
+        # in an "images" column, extra_info.index. Without an index the trainer's id hashes the
+        # decoded image in the messages, which no id made here would match.
+        geo = [{"data_source": "hiyouga/geometry3k", "prompt": [{"role": "user", "content": "<image>Find x."}],
+                "images": [{"path": "%d.png" % i}], "reward_model": {"ground_truth": "3"}, "extra_info": {"split": "train", "index": i}}
+               for i in range(2)]
+        with open(self.rows, "w", encoding="utf-8") as f:
+            f.writelines(json.dumps(r) + "\n" for r in geo)
+        run = self.run_module(self.rows)
+        self.assertEqual(run.returncode, 0, run.stderr)
+        self.assertEqual([json.loads(line)["id"] for line in run.stdout.splitlines()], ["hiyouga/geometry3k/0", "hiyouga/geometry3k/1"])
+        del geo[1]["extra_info"]["index"]
+        with open(self.rows, "w", encoding="utf-8") as f:
+            f.writelines(json.dumps(r) + "\n" for r in geo)
+        run = self.run_module(self.rows, "--out", os.path.join(self.dir, "prompts.jsonl"))
+        self.assertEqual(run.returncode, 2)
+        self.assertIn("train.jsonl:2: the row has images and no extra_info.index", run.stderr)
+        self.assertEqual(sorted(os.listdir(self.dir)), ["train.jsonl"])
+
     def test_parquet_without_pandas_says_what_to_install(self):
         parquet = os.path.join(self.dir, "train.parquet")
         with open(parquet, "wb") as f:

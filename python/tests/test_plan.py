@@ -173,6 +173,30 @@ class StablePromptIdTest(unittest.TestCase):
         self.assertEqual(a, b)
         self.assertNotEqual(a, stable_prompt_id([{"role": "user", "content": "hi!"}]))
 
+    def test_an_image_in_the_messages_is_hashed_by_its_content(self):
+        # verl's RLHFDataset._build_messages puts each image into the messages as
+        # {"type": "image", "image": <PIL image>} (rl_dataset.py:319–326); the id was a TypeError
+        # (not JSON serializable). Image: a stand-in with PIL.Image's mode, size and tobytes.
+        class Image:
+            def __init__(self, pixels):
+                self.mode, self.size, self.pixels = "RGB", (1, 1), pixels
+
+            def tobytes(self):
+                return self.pixels
+
+        def messages(image):
+            return [{"role": "user", "content": [{"type": "image", "image": image}, {"type": "text", "text": "Find x."}]}]
+
+        red = stable_prompt_id(messages(Image(b"\xff\x00\x00")))
+        self.assertEqual(red, stable_prompt_id(messages(Image(b"\xff\x00\x00"))), "the same pixels: the same id at every step")
+        self.assertNotEqual(red, stable_prompt_id(messages(Image(b"\x00\x00\xff"))))
+        self.assertNotEqual(stable_prompt_id(messages(b"png-1")), stable_prompt_id(messages(b"png-2")))  # bytes too
+        # The rule written out: the image as "media:" + the sha256 of its length-prefixed parts.
+        parts = [repr(("RGB", (1, 1))).encode(), b"\xff\x00\x00"]
+        media = "media:" + hashlib.sha256(b"".join(b"%d:" % len(p) + p for p in parts)).hexdigest()
+        text = json.dumps(messages(media), sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+        self.assertEqual(red, "h:" + hashlib.sha256(text.encode("utf-8")).hexdigest()[:16])
+
     def test_nothing_to_identify_is_an_error(self):
         with self.assertRaisesRegex(ValueError, "dataset index"):
             stable_prompt_id(None, extra_info={"split": "train"})

@@ -298,6 +298,31 @@ class ExpandedBatchTest(support.ServiceCase):
         self.assertEqual([a["prompt_id"] for a in self.client.plans[-1]["allocations"]], ["math/0"])
         self.assertEqual(len(batch), 16)
 
+    def test_image_prompts_without_an_index_have_ids_of_their_images(self):
+        # verl's RLHFDataset puts each image into raw_prompt as {"type": "image", "image": <PIL
+        # image>} (rl_dataset.py:319–326). Without extra_info.index the id hashed the messages
+        # with json.dumps: TypeError, Object of type Image is not JSON serializable.
+        import numpy as np
+
+        try:
+            from PIL import Image
+        except ImportError:
+            support.missing("PIL for verl's image prompts (Debian's python3-pil)")
+        batch = self.trainer.dataset_batch([dict(PROMPTS[0], index=None) for _ in range(3)])
+        colours = ["red", "blue", "red"]  # rows 0 and 2: the same image, one prompt
+        raw = np.empty(3, dtype=object)
+        raw[:] = [[{"role": "user", "content": [{"type": "image", "image": Image.new("RGB", (4, 4), c)},
+                                                {"type": "text", "text": "Find x."}]}] for c in colours]
+        info = np.empty(3, dtype=object)
+        info[:] = [{"split": "train"} for _ in colours]
+        batch.non_tensor_batch["raw_prompt"], batch.non_tensor_batch["extra_info"] = raw, info
+        adapter = VerlAdapter(self.client, rollout_n=4, max_tokens=8)
+        out = adapter.expand(batch, step=1)
+        ids = [a["prompt_id"] for a in self.client.plans[-1]["allocations"]]
+        self.assertEqual(len(ids), 2)
+        self.assertTrue(all(i.startswith("h:") for i in ids), ids)
+        self.assertEqual(len(out), 12)
+
     def test_a_prompt_twice_in_the_batch_keeps_the_steps_uniform_budget(self):
         # Its second row's rollouts go to the step's prompts: the step stays train_batch_size × n,
         # the multiple verl's mini-batches divide. Before: 3 prompts × 4 = 12 of the batch's 16.
