@@ -30,6 +30,7 @@ import os
 import sys
 import tempfile
 
+from .media import holds
 from .plan import _as_plain, stable_prompt_id
 
 __all__ = ["DatasetError", "candidates_of", "read_rows", "main"]
@@ -101,16 +102,6 @@ def read_rows(path):
 _MEDIA_KEYS = ("images", "videos")
 
 
-def _holds(value):
-    """Whether a cell holds anything: a non-empty list or array (pandas gives arrays)."""
-    if value is None:
-        return False
-    try:
-        return len(value) > 0
-    except TypeError:
-        return True
-
-
 def candidates_of(rows, path="<rows>", prompt_key="prompt", max_tokens=None):
     """The candidates of (row number, row) pairs (see the module doc); DatasetError naming the row
     and field of the first bad one, or of a prompt that repeats an earlier row's id."""
@@ -122,7 +113,7 @@ def candidates_of(rows, path="<rows>", prompt_key="prompt", max_tokens=None):
             raise DatasetError("%s: %r must be the chat messages (a list) or a non-empty string, got %s; the prompt's "
                              "field is another? pass --prompt-key (verl's data.prompt_key)" % (where, prompt_key, json.dumps(text)[:80]))
         source = row.get("data_source")
-        media = [key for key in _MEDIA_KEYS if _holds(row.get(key))]
+        media = [key for key in _MEDIA_KEYS if holds(row.get(key))]
         info = _as_plain(row.get("extra_info"))
         if media and not (isinstance(info, dict) and info.get("index") is not None):
             raise DatasetError("%s: the row has %s and no extra_info.index: in training its id is a hash of the messages with "

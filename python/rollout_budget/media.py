@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import os
 
-__all__ = ["digest"]
+__all__ = ["digest", "holds"]
 
 _log = logging.getLogger("rollout_budget")
 _unknown = set()
@@ -23,6 +24,8 @@ def _parts(value, out):
     shape), torch tensors through numpy; a type it does not know by its name only, logged once."""
     if value is None:
         return
+    if isinstance(value, os.PathLike):
+        value = os.fspath(value)
     if isinstance(value, (str, bytes, bytearray)):
         out.append(value.encode("utf-8") if isinstance(value, str) else bytes(value))
     elif isinstance(value, (bool, int, float)):
@@ -36,7 +39,11 @@ def _parts(value, out):
         for item in value:
             _parts(item, out)
     elif hasattr(value, "detach") and hasattr(value, "cpu"):  # a torch tensor
-        _parts(value.detach().cpu().numpy(), out)
+        tensor = value.detach().cpu()
+        try:
+            _parts(tensor.numpy(), out)
+        except TypeError:  # a dtype numpy has not (bfloat16): its values as float32
+            _parts(tensor.float().numpy(), out)
     elif hasattr(value, "tobytes"):  # a PIL image, a numpy array
         if hasattr(value, "mode"):
             shape = (value.mode, getattr(value, "size", None))
@@ -51,6 +58,17 @@ def _parts(value, out):
             _log.warning("rollout-budget: a prompt holds a %s, which its id cannot read: two prompts that differ only in "
                          "their %ss share one id (give each prompt an index or an id of its own)", name, name)
         out.append(name.encode("utf-8"))
+
+
+def holds(value):
+    """Whether a value holds anything: not None, and a non-empty list, array, tensor or string
+    (an array's truth value is an error, so its length is asked)."""
+    if value is None:
+        return False
+    try:
+        return len(value) > 0
+    except TypeError:
+        return True
 
 
 def digest(value):

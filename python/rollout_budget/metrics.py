@@ -11,7 +11,7 @@ wrong*. Aborted rollouts (``finish_reason`` "abort") have no reward and count on
 ======================================  ==============================================================
 name (each under ``rollout_budget/``)   what it holds
 ======================================  ==============================================================
-``candidates``                          prompts offered to the step's first plan
+``candidates``                          prompts offered to the step (given by the caller)
 ``prompts``                             prompts with at least one rollout that is not aborted
 ``rollouts``                            rollouts with a reward (not aborted)
 ``aborted``                             aborted rollouts (no reward; resumed at a later step)
@@ -28,7 +28,8 @@ name (each under ``rollout_budget/``)   what it holds
 ======================================  ==============================================================
 
 A ratio over no groups or rollouts is left out (it has no value), as are ``applied`` and
-``duplicates`` when the step observed nothing, and the seconds when they were not timed.
+``duplicates`` when the step observed nothing, the seconds when they were not timed, and
+``candidates`` when not given (a plan's allocations list only the prompts it gives rollouts).
 """
 
 from __future__ import annotations
@@ -45,14 +46,14 @@ def _varies(rewards):
     return any(r != rewards[0] for r in rewards)
 
 
-def step_metrics(plans, results, summary=None, seconds=None):
+def step_metrics(plans, results, summary=None, seconds=None, candidates=None):
     """The step's figures (the module doc's table) as ``{"rollout_budget/<name>": number}``.
 
-    `plans`: the step's plans, one a round, in order (the first one's allocations are the
-    candidates). `results`: what the step observed, one per rollout (``prompt_id``, ``reward`` in
+    `plans`: the step's plans, one a round, in order. `results`: what the step observed, one per rollout (``prompt_id``, ``reward`` in
     [0, 1], optional ``finish_reason``), as `results_rows` makes them. `summary`: observe's answer
     (``applied``, ``duplicates``), or None. `seconds`: ``{"plan": s, "observe": s}``
-    (TimedClient.seconds), or None. O(rollouts)."""
+    (TimedClient.seconds), or None. `candidates`: how many prompts the step was offered, or
+    None. O(rollouts)."""
     groups = {}
     aborted = 0
     for r in results:
@@ -62,13 +63,13 @@ def step_metrics(plans, results, summary=None, seconds=None):
             groups.setdefault(r["prompt_id"], []).append(float(r["reward"]))
     sizes = [len(g) for g in groups.values()]
     rollouts = sum(sizes)
-    out = {
-        "candidates": len(plans[0]["allocations"]) if plans else 0,
+    out = {} if candidates is None else {"candidates": int(candidates)}
+    out.update({
         "prompts": len(groups),
         "rollouts": rollouts,
         "aborted": aborted,
         "rounds": sum(1 for p in plans if p["totals"]["rollouts"] > 0),
-    }
+    })
     if groups:
         informative = [g for g in groups.values() if _varies(g)]
         flat = [g for g in groups.values() if not _varies(g)]

@@ -343,7 +343,7 @@ def _train_rollout(args, rollout_id, data_source, generate, client, settings):
                      "fewer than one global batch, which slime's build_dp_schedule refuses")
     # The figures count rollouts (a fanned-out rollout's samples are one); a figure without a
     # value is left out, not None, which slime's TensorBoard writer cannot log.
-    return _output(out, step_metrics(step.plans, step.results, step.summary, timed.seconds))
+    return _output(out, step_metrics(step.plans, step.results, step.summary, timed.seconds, candidates=len(candidates)))
 
 
 def _past_indices(data_source, end):

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 
-from .media import digest
+from .media import digest, holds
 from .plan import _prompt_text, stable_prompt_id
 
 __all__ = ["INFO_KEY", "get", "put", "prompt_id", "media_digest", "raw_reward", "finish_reason", "rollout_samples",
@@ -35,7 +35,7 @@ def media_digest(sample):
     `process_vision_info` gives, PIL images, or paths and urls), or None for a sample without
     any. O(bytes of its media)."""
     media = get(sample, "multimodal_inputs")
-    if not media or (isinstance(media, dict) and not any(v for v in media.values() if v is not None)):
+    if not holds(media) or (isinstance(media, dict) and not any(holds(v) for v in media.values())):
         return None
     return digest(media)
 
@@ -105,6 +105,11 @@ def rollout_outcome(args, samples, settings):
     if any(finish_reason(s) == "abort" for s in samples):
         return {"reward": 0.0, "tokens": max(int(get(s, "response_length") or 0) for s in samples), "finish_reason": "abort"}
     rid = get(samples[0], "metadata")[INFO_KEY]["rollout_id"]
-    rewards = [settings.reward_of(raw_reward(args, s), "rollout %s" % rid) for s in samples]
+    raw = [raw_reward(args, s) for s in samples]
+    if any(r is None for r in raw):
+        raise ValueError("rollout_budget.slime: rollout %s: generate returned %s without a reward (None): give every sample "
+                         "its reward (slime's generate_and_rm does, unless --group-rm)"
+                         % (rid, "a sample" if len(raw) == 1 else "%d of its %d samples" % (sum(r is None for r in raw), len(raw))))
+    rewards = [settings.reward_of(r, "rollout %s" % rid) for r in raw]
     return {"reward": sum(rewards) / len(rewards), "tokens": max(int(get(s, "response_length") or 0) for s in samples),
             "finish_reason": finish_reason(samples[-1])}

@@ -51,6 +51,7 @@ import os
 import time
 
 from .checkpoint import CHECKPOINT_COPY, check_copies, copy_state, resume_from_copy
+from .client_common import RolloutBudgetError
 from .config import settings_from
 from .metrics import TimedClient
 from .metrics import step_metrics as _step_metrics
@@ -88,25 +89,31 @@ def infer_multiple_of(trainer):
       micro-batch's rollouts a larger loss weight (`dp_actor.py:577–578`);
     - the engine workers (``disable``) pass it as `mini_batch_size` (`ray_trainer.py:1246–1255`),
       and `tensordict_utils.make_iterator` asserts the same (`tensordict_utils.py:525`)."""
-    sizes = []
+    return _lcm(v for _, v in multiple_parts(trainer))
+
+
+def multiple_parts(trainer):
+    """What `infer_multiple_of` takes the lcm of, as (what, how many) pairs: the error messages
+    say where a step's multiple comes from."""
+    parts = []
     n = _get(trainer.config, "actor_rollout_ref", "rollout", "n") or 1
-    roles = [("actor_rollout_ref", "actor")] + ([("critic",)] if getattr(trainer, "use_critic", False) else [])
-    for path in roles:
+    roles = [("actor", ("actor_rollout_ref", "actor"))] + ([("critic", ("critic",))] if getattr(trainer, "use_critic", False) else [])
+    for role, path in roles:
         mini = _get(trainer.config, *path, "ppo_mini_batch_size")
         if mini:
-            sizes.append(int(mini) * int(n))
+            parts.append(("the %s's ppo_mini_batch_size %d × rollout.n %d" % (role, int(mini), int(n)), int(mini) * int(n)))
     manager = getattr(trainer, "async_rollout_manager", None)
     workers = getattr(manager, "agent_loop_workers", None)
     if workers is not None:
-        sizes.append(len(workers))
+        parts.append(("the agent-loop workers", len(workers)))
     get_dp = getattr(trainer, "_get_dp_size", None)
     if get_dp is not None:
         if getattr(trainer, "actor_rollout_wg", None) is not None:
-            sizes.append(get_dp(trainer.actor_rollout_wg, "actor"))
+            parts.append(("the actor's data-parallel size", get_dp(trainer.actor_rollout_wg, "actor")))
         if getattr(trainer, "use_critic", False) and getattr(trainer, "critic_wg", None) is not None:
-            sizes.append(get_dp(trainer.critic_wg, "critic"))
-    sizes.append(reward_model_multiple_of(trainer))
-    return _lcm(sizes)
+            parts.append(("the critic's data-parallel size", get_dp(trainer.critic_wg, "critic")))
+    parts.append(("the reward model's parallelism", reward_model_multiple_of(trainer)))
+    return [(what, v) for what, v in parts if v and v > 1]
 
 
 def reward_model_multiple_of(trainer):
@@ -141,6 +148,12 @@ def adapter_for(trainer):
     if adapter is None:
         settings = settings_from(_get(trainer.config, "rollout_budget"))
         multiple_of = settings.multiple_of if settings.multiple_of is not None else infer_multiple_of(trainer)
+        why = "rollout_budget.multiple_of" if settings.multiple_of is not None else \
+            "the lcm of %s" % ", ".join("%s (%d)" % p for p in multiple_parts(trainer))
+        if settings.budget_rollouts is not None and multiple_of > 1 and settings.budget_rollouts < multiple_of:
+            raise ValueError("rollout_budget.budget_rollouts %d is below the step's multiple %d, %s: no step fits; raise it, or "
+                             "set rollout_budget.multiple_of (what a smaller step does to verl's training: docs/trainers.md, "
+                             "\"verl (b178a3c)\")" % (settings.budget_rollouts, multiple_of, why))
         each = check_rounds(trainer, settings, multiple_of, lambda *path: _get(trainer.config, *path)) if settings.rounds > 1 else 1
         check_copies(settings)
         resume_state(trainer, settings)
@@ -152,6 +165,7 @@ def adapter_for(trainer):
             settings=settings,
         )
         adapter.each = each
+        adapter.multiple_why = why
         trainer._rollout_budget = adapter
     return adapter
 
@@ -208,7 +222,7 @@ def step_metrics(trainer):
     else:
         plans = [adapter.last_plan] if adapter.last_plan is not None else []
         results, summary = adapter.last_results or [], adapter.last_summary
-    return _step_metrics(plans, results, summary, adapter.timer.seconds)
+    return _step_metrics(plans, results, summary, adapter.timer.seconds, candidates=adapter.last_candidates)
 
 
 def _saves_checkpoint(trainer):
@@ -267,6 +281,12 @@ def resume_state(trainer, settings):
     return resume_from_copy(settings, os.path.join(folder, CHECKPOINT_COPY), folder)
 
 
+#: How to get past a multiple the budget cannot reach (the errors of VerlAdapter.expand).
+_MULTIPLE_HINT = (": raise budget_tokens or budget_rollouts, or set rollout_budget.multiple_of to the workers' multiple "
+                  "(a step below one PPO mini-batch then trains as a shorter one with the FSDP workers; Megatron and the "
+                  "engine workers assert whole mini-batches: docs/trainers.md, \"verl (b178a3c)\")")
+
+
 def _column(batch, key):
     col = batch.non_tensor_batch.get(key)
     return [None] * len(batch) if col is None else list(col)
@@ -288,10 +308,13 @@ class VerlAdapter:
         self.settings = settings if settings is not None else settings_from({}, environ={})
         #: With rounds: each round's Σ n a multiple of this (the agent-loop workers; adapter_for sets it).
         self.each = 1
+        #: Where multiple_of comes from, for the errors (adapter_for sets it).
+        self.multiple_why = "multiple_of"
         #: The step's last plan (with rounds, its last round's), and with rounds the step's RoundsResult.
         self.last_plan = None
         self.last_rounds = None
-        #: With one round: the results the step observed and observe's summary.
+        #: With one round: the results the step observed and observe's summary; the step's candidates (how many).
+        self.last_candidates = None
         self.last_results = None
         self.last_summary = None
         #: The step whose results this run observed last (observe_batch), or None, and when.
@@ -300,7 +323,7 @@ class VerlAdapter:
 
     def new_step(self):
         """Forgets the last step's plans, results and timings (expand_batch, as a step starts)."""
-        self.last_plan = self.last_rounds = self.last_results = self.last_summary = None
+        self.last_plan = self.last_rounds = self.last_results = self.last_summary = self.last_candidates = None
         self.timer.reset()
 
     def prompt_ids(self, batch):
@@ -353,13 +376,21 @@ class VerlAdapter:
         budget_r = self.budget_of(len(batch))
         options = dict(s.options)
         options["step"] = step
-        plan = note_planned(self.client.plan(candidates, budget_rollouts=budget_r, budget_tokens=s.budget_tokens,
-                                             multiple_of=self.multiple_of if self.multiple_of > 1 else None, **options))
-        self.last_plan = plan
+        try:
+            plan = note_planned(self.client.plan(candidates, budget_rollouts=budget_r, budget_tokens=s.budget_tokens,
+                                                 multiple_of=self.multiple_of if self.multiple_of > 1 else None, **options))
+        except RolloutBudgetError as error:
+            if error.code != "BUDGET_INFEASIBLE" or self.multiple_of <= 1:
+                raise
+            raise RuntimeError("rollout_budget: step %d cannot be planned: %s; the step's Σ n is a multiple of %d, %s%s"
+                               % (step, error, self.multiple_of, self.multiple_why, _MULTIPLE_HINT)) from error
+        self.last_plan, self.last_candidates = plan, len(candidates)
         n = {a["prompt_id"]: a["n"] for a in plan["allocations"]}
         repeats = [n.get(pid, 0) if first[pid] == i else 0 for i, pid in enumerate(ids)]
         if sum(repeats) == 0:
-            raise RuntimeError("rollout_budget: the plan for step %d gives this batch no rollouts (budget %s)" % (step, plan["budget"]))
+            why = ("; the step's Σ n is a multiple of %d, %s, which the budget does not reach%s"
+                   % (self.multiple_of, self.multiple_why, _MULTIPLE_HINT)) if self.multiple_of > 1 else ""
+            raise RuntimeError("rollout_budget: the plan for step %d gives this batch no rollouts (budget %s)%s" % (step, plan["budget"], why))
         rows = {}
         for row in expand_plan(plan, candidates):
             rows.setdefault(row["prompt_id"], []).append(row)

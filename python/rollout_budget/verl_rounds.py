@@ -153,7 +153,7 @@ def generate_rounds(adapter, trainer, batch, gen_batch, generate_sequences):
     client = StepTotal(adapter.client, k if k > 1 else None, budget_r, each=adapter.each if adapter.each > 1 else None)
     done = run_rounds(client, candidates, generate_rows, budget_rollouts=budget_r, budget_tokens=s.budget_tokens,
                       rounds=s.rounds, **options)
-    adapter.last_rounds = done
+    adapter.last_rounds, adapter.last_candidates = done, len(candidates)
     adapter.last_plan = done.plans[-1]
     if not outs:
         raise RuntimeError("rollout_budget: the plans for step %d give this batch no rollouts in %d rounds (budget %s)"
@@ -165,8 +165,9 @@ def generate_rounds(adapter, trainer, batch, gen_batch, generate_sequences):
     if k > 1 and total % k:
         keep = total - total % k
         if keep == 0:
-            raise RuntimeError("rollout_budget: step %d generated %d rollouts in %d rounds, fewer than multiple_of %d, which verl "
-                               "needs to split the batch: raise the budget or max_n, or set rounds to 1" % (step, total, s.rounds, k))
+            raise RuntimeError("rollout_budget: step %d generated %d rollouts in %d rounds, fewer than multiple_of %d (%s), which "
+                               "verl needs to split the batch: raise the budget or max_n, or set rounds to 1"
+                               % (step, total, s.rounds, k, adapter.multiple_why))
         _log.warning("rollout-budget: step %d: %d rollouts in %d rounds, not a multiple of multiple_of %d: %d are left "
                      "out of training (their results are observed)", step, total, s.rounds, k, total - keep)
         kept = _rows_kept(list(side.non_tensor_batch["uid"]), total - keep)

@@ -31,7 +31,7 @@ class StepMetricsTest(unittest.TestCase):
             result("f", 0.0, "abort"),                              # only aborted: no group
         ]
         m = step_metrics([plan(3, 2, 3, 2, 2, 1, 0), plan(0, 0, 1, 0, 0, 0, 0), plan(0, 0, 0, 0, 0, 0, 0)], results,
-                         {"applied": 12, "duplicates": 1, "warnings": []}, {"plan": 0.5, "observe": 0.25})
+                         {"applied": 12, "duplicates": 1, "warnings": []}, {"plan": 0.5, "observe": 0.25}, candidates=7)
         self.assertEqual(m, {
             "rollout_budget/candidates": 7, "rollout_budget/prompts": 5, "rollout_budget/rollouts": 12,
             "rollout_budget/aborted": 2, "rollout_budget/rounds": 2,
@@ -43,10 +43,11 @@ class StepMetricsTest(unittest.TestCase):
         })
 
     def test_a_step_without_results_has_no_ratios_and_no_observe_figures(self):
-        m = step_metrics([plan(0, 0)], [result("a", 0.0, "abort")], None, None)
+        m = step_metrics([plan(0, 0)], [result("a", 0.0, "abort")], None, None, candidates=2)
         self.assertEqual(m, {"rollout_budget/candidates": 2, "rollout_budget/prompts": 0, "rollout_budget/rollouts": 0,
                              "rollout_budget/aborted": 1, "rollout_budget/rounds": 0, "rollout_budget/informative_groups": 0})
-        self.assertEqual(step_metrics([], [], None, None)["rollout_budget/candidates"], 0)
+        # Not given: left out (a plan's allocations list only the prompts it gives rollouts).
+        self.assertNotIn("rollout_budget/candidates", step_metrics([plan(2)], [], None, None))
 
 
 class TimedClientTest(support.ServiceCase):

@@ -104,6 +104,20 @@ class FanOutTest(_RolloutCase):
                 rollout(args, 0, source)
 
 
+class RolloutOutcomeTest(unittest.TestCase):
+    def test_a_sample_without_a_reward_is_an_error_naming_the_rollout(self):
+        from rollout_budget.slime_samples import rollout_outcome
+
+        ns = slime_upstream.load()
+        row = {"rollout_id": "0/p#0"}
+        samples = [ns.Sample(reward=1.0, response_length=3, metadata={"rollout_budget": row}),
+                   ns.Sample(reward=None, response_length=5, metadata={"rollout_budget": row})]
+        with self.assertRaisesRegex(ValueError, r"rollout 0/p#0: generate returned 1 of its 2 samples without a reward"):
+            rollout_outcome(slime_upstream.args(), samples, Settings())
+        samples[1].reward = 0.0
+        self.assertEqual(rollout_outcome(slime_upstream.args(), samples, Settings()), {"reward": 0.5, "tokens": 5, "finish_reason": "stop"})
+
+
 class ImagePromptTest(_RolloutCase):
     def sample(self, colour, prompt="<image>Find x.", **meta):
         Image = images()
@@ -127,6 +141,29 @@ class ImagePromptTest(_RolloutCase):
         a = self.ns.Sample(prompt="Find x.", multimodal_inputs={"images": ["img/1.png"]})
         b = self.ns.Sample(prompt="Find x.", multimodal_inputs={"images": ["img/2.png"]})
         self.assertNotEqual(prompt_id(a), prompt_id(b))
+
+    def test_arrays_tensors_and_paths_are_read_by_their_content(self):
+        # Found in review: an array's or tensor's truth value raised ("ambiguous"), bfloat16 had
+        # no numpy dtype, and a pathlib.Path was read by its type name alone (one id for all).
+        import pathlib
+
+        import numpy as np
+        import torch
+
+        from rollout_budget.slime_samples import prompt_id
+
+        def ids(*inputs):
+            return [prompt_id(self.ns.Sample(prompt="Find x.", multimodal_inputs=m)) for m in inputs]
+
+        for a, b in (({"images": np.zeros((4, 4, 3), dtype=np.uint8)}, {"images": np.ones((4, 4, 3), dtype=np.uint8)}),
+                     ({"videos": torch.zeros(2, 3, 4, 4)}, {"videos": torch.ones(2, 3, 4, 4)}),
+                     ([torch.zeros(2, dtype=torch.bfloat16)], [torch.ones(2, dtype=torch.bfloat16)]),
+                     ({"images": [pathlib.Path("img/1.png")]}, {"images": [pathlib.Path("img/2.png")]})):
+            first, second, again = ids(a, b, a)
+            self.assertNotEqual(first, second)
+            self.assertEqual(first, again)
+        # An empty array is no media: the text's id.
+        self.assertEqual(ids({"images": np.zeros((0,)), "videos": None}), [stable_prompt_id(prompt="Find x.")])
 
     def test_every_image_prompt_of_a_step_is_planned_and_trained(self):
         # Before: all four had one id (a hash of the text); three were dropped from the step and

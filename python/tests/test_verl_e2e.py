@@ -160,6 +160,21 @@ def rows_of(out):
             for info, r, u in zip(out.non_tensor_batch["extra_info"], rewards, out.non_tensor_batch["uid"])]
 
 
+class VerlMetricsSkipTest(support.ServiceCase):
+    def test_candidates_counts_the_prompts_offered_also_those_the_plan_leaves_out(self):
+        # Found in review: the figure was the first plan's allocations, which list only the
+        # prompts given rollouts (with skip, 2 or 4 of the 12 offered).
+        ns = verl_upstream.load()
+        trainer = verl_trainer.TrainerStandIn(rollout_n=4, workers=4, dp_size=2, budget_settings={
+            "url": self.url, "budget_rollouts": 8, "options": {"skip": True, "min_n": 2, "max_n": 12, "seed": 1},
+        })
+        out = verl_trainer.patched_step(trainer, verl_trainer.dataset_batch(PROMPTS), PASS, ns.AdvantageEstimator.GRPO)
+        trainer._rollout_budget.client.close()
+        uids = set(out.non_tensor_batch["uid"])
+        self.assertLess(len(uids), len(PROMPTS))
+        self.assertEqual((trainer.metrics["rollout_budget/candidates"], trainer.metrics["rollout_budget/prompts"]), (len(PROMPTS), len(uids)))
+
+
 class VerlMiniBatchTest(support.ServiceCase):
     def test_a_token_budget_gives_every_rank_whole_ppo_mini_batches(self):
         # Found in review: verl's legacy workers (its default) cut each data-parallel rank's rows
@@ -179,6 +194,22 @@ class VerlMiniBatchTest(support.ServiceCase):
         mini = 4 * 4 // 2
         for rank in out.chunk(2):  # fit's dispatch over the data-parallel ranks
             self.assertEqual({len(part) for part in rank.split(mini)}, {mini})
+
+    def test_a_token_budget_below_one_mini_batch_is_an_error_saying_why(self):
+        # train_batch_size == ppo_mini_batch_size (one PPO update a step): a token budget that
+        # binds leaves no multiple of the whole batch but 0. The error names the multiple's parts
+        # and the setting that lets a shorter step through.
+        ns = verl_upstream.load()
+        trainer = verl_trainer.TrainerStandIn(rollout_n=4, workers=2, dp_size=2, budget_settings={
+            "url": self.url, "budget_tokens": 300, "options": {"min_n": 1, "max_n": 12, "seed": 1},
+        })
+        trainer.config["actor_rollout_ref"]["actor"] = {"ppo_mini_batch_size": len(PROMPTS)}
+        self.addCleanup(lambda: trainer._rollout_budget.client.close())
+        with self.assertRaises(RuntimeError) as caught:
+            verl_trainer.patched_step(trainer, verl_trainer.dataset_batch(PROMPTS), PASS, ns.AdvantageEstimator.GRPO)
+        said = str(caught.exception)
+        self.assertIn("the step's Σ n is a multiple of 48, the lcm of the actor's ppo_mini_batch_size 12 × rollout.n 4 (48)", said)
+        self.assertIn("set rollout_budget.multiple_of", said)
 
 
 class VerlRoundsTest(support.ServiceCase):

@@ -350,6 +350,22 @@ class ExpandedBatchTest(support.ServiceCase):
         t.config["critic"] = {"ppo_mini_batch_size": 5}
         self.assertEqual(infer_multiple_of(t), 120)  # and the critic's 5 × 4
 
+    def test_a_budget_below_the_steps_multiple_is_an_error_naming_where_it_comes_from(self):
+        # Found in review: with ppo_mini_batch_size × n in the multiple, a budget below it made
+        # every step fail with BUDGET_INFEASIBLE or "no rollouts", naming neither the mini-batch
+        # nor the way out.
+        from rollout_budget.verl import adapter_for
+
+        t = self.trainer.TrainerStandIn(rollout_n=4, budget_settings={"url": "http://127.0.0.1:9", "budget_rollouts": 40},
+                                        workers=2, dp_size=2)
+        t.config["actor_rollout_ref"]["actor"] = {"ppo_mini_batch_size": 12}
+        with self.assertRaises(ValueError) as caught:
+            adapter_for(t)
+        self.assertIn("rollout_budget.budget_rollouts 40 is below the step's multiple 48, the lcm of the actor's "
+                      "ppo_mini_batch_size 12 × rollout.n 4 (48), the agent-loop workers (2), the actor's data-parallel size (2)",
+                      str(caught.exception))
+        self.assertIn("set rollout_budget.multiple_of", str(caught.exception))
+
     def test_infer_multiple_of_reads_the_trainers_workers(self):
         t = self.trainer.TrainerStandIn(rollout_n=4, budget_settings={}, workers=4, dp_size=6)
         self.assertEqual(infer_multiple_of(t), 12)
