@@ -49,11 +49,11 @@ def _varies(rewards):
 def step_metrics(plans, results, summary=None, seconds=None, candidates=None):
     """The step's figures (the module doc's table) as ``{"rollout_budget/<name>": number}``.
 
-    `plans`: the step's plans, one a round, in order. `results`: what the step observed, one per rollout (``prompt_id``, ``reward`` in
-    [0, 1], optional ``finish_reason``), as `results_rows` makes them. `summary`: observe's answer
-    (``applied``, ``duplicates``), or None. `seconds`: ``{"plan": s, "observe": s}``
-    (TimedClient.seconds), or None. `candidates`: how many prompts the step was offered, or
-    None. O(rollouts)."""
+    `plans`: the step's plans, one a round, in order. `results`: what the step observed, one
+    per rollout (``prompt_id``, ``reward`` in [0, 1], optional ``finish_reason``), as
+    `results_rows` makes them. `summary`: observe's answer (``applied``, ``duplicates``), or
+    None. `seconds`: ``{"plan": s, "observe": s}`` (TimedClient.seconds), or None.
+    `candidates`: how many prompts the step was offered, or None. O(rollouts)."""
     groups = {}
     aborted = 0
     for r in results:

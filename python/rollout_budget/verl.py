@@ -58,8 +58,8 @@ from .metrics import step_metrics as _step_metrics
 from .plan import check_repeat, expand_plan, note_observed, note_planned, stable_prompt_id
 from .verl_rounds import check_rounds, generate_rounds, prompt_rows
 
-__all__ = ["expand_batch", "generate_in_rounds", "observe_batch", "step_metrics", "adapter_for", "infer_multiple_of", "VerlAdapter", "INFO_KEY",
-           "CHECKPOINT_COPY", "copy_into_checkpoint", "resume_state"]
+__all__ = ["expand_batch", "generate_in_rounds", "observe_batch", "step_metrics", "adapter_for", "infer_multiple_of",
+           "multiple_parts", "VerlAdapter", "INFO_KEY", "CHECKPOINT_COPY", "copy_into_checkpoint", "resume_state"]
 
 #: The key of each row's rollout ids inside ``extra_info``.
 INFO_KEY = "rollout_budget"
