@@ -85,6 +85,23 @@ class FanOutTest(_RolloutCase):
         for pid, n in planned.items():
             self.assertEqual(self.http.prompt(pid)["rollouts"], n, pid)
 
+    def test_fanned_out_rollouts_in_two_rounds(self):
+        # Round 2 sees each rollout's one reward (the mean of its samples') as partial_rewards,
+        # and numbers its rollouts after round 1's.
+        slime_sim.SETTINGS = Settings(rounds=2, options={"min_n": 2, "max_n": 12, "seed": 4})
+        _, manager = self.manager()
+        samples, metrics = manager.get_rollout_data(0)
+        self.assertEqual(metrics["rollout_budget/rounds"], 2)
+        plans, observed = self.client.plans[-2:], self.client.observed[-1]
+        self.assertEqual(len(observed), sum(a["n"] for p in plans for a in p["allocations"]))
+        self.assertEqual(len({r["rollout_id"] for r in observed}), len(observed))
+        first = {}
+        for r in observed[: plans[0]["totals"]["rollouts"]]:
+            first.setdefault(r["prompt_id"], []).append(r["reward"])
+        partial = {c["id"]: c.get("partial_rewards") for c in self.client.asked[-1]["prompts"]}
+        self.assertEqual({pid: partial[pid] for pid in first}, first)
+        self.assertEqual(len({s.metadata["rollout_budget"]["rollout_id"] for s in samples}), len(observed))
+
     def test_results_that_do_not_match_the_samples_given_are_an_error_naming_them(self):
         from rollout_budget.slime import make_rollout_function
 
