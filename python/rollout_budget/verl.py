@@ -147,9 +147,11 @@ def adapter_for(trainer):
     adapter = getattr(trainer, "_rollout_budget", None)
     if adapter is None:
         settings = settings_from(_get(trainer.config, "rollout_budget"))
-        multiple_of = settings.multiple_of if settings.multiple_of is not None else infer_multiple_of(trainer)
-        why = "rollout_budget.multiple_of" if settings.multiple_of is not None else \
-            "the lcm of %s" % ", ".join("%s (%d)" % p for p in multiple_parts(trainer))
+        if settings.multiple_of is not None:
+            multiple_of, why = settings.multiple_of, "rollout_budget.multiple_of"
+        else:
+            parts = multiple_parts(trainer)
+            multiple_of, why = _lcm(v for _, v in parts), "the lcm of %s" % ", ".join("%s (%d)" % p for p in parts)
         if settings.budget_rollouts is not None and multiple_of > 1 and settings.budget_rollouts < multiple_of:
             raise ValueError("rollout_budget.budget_rollouts %d is below the step's multiple %d, %s: no step fits; raise it, or "
                              "set rollout_budget.multiple_of (what a smaller step does to verl's training: docs/trainers.md, "
