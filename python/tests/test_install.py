@@ -41,13 +41,21 @@ class InstallTest(unittest.TestCase):
                              env=dict(env, PYTHONPATH=target))
         self.assertEqual(run.returncode, 0, run.stderr)
         self.assertEqual(run.stdout.split(), ["expand_plan", "group_advantages", "stable_prompt_id"])
+        # The docs' agent_loop_config_path: the installed package's config file for verl's agent loops.
+        run = subprocess.run([sys.executable, "-m", "rollout_budget.verl_agent_loop"], capture_output=True, text=True,
+                             cwd=self.dir, env=dict(env, PYTHONPATH=target))
+        self.assertEqual(run.returncode, 0, run.stderr)
+        self.assertEqual(run.stdout.strip(), os.path.join(target, "rollout_budget", "agent_loops.yaml"))
+        with open(run.stdout.strip()) as f:
+            self.assertIn("rollout_budget.verl_agent_loop.SeededSingleTurnAgentLoop", f.read())
 
     def test_the_wheel_has_every_module_and_a_record_of_their_digests(self):
         name = backend.build_wheel(self.dir)
         self.assertEqual(name, "rollout_budget-0.1.0-py3-none-any.whl")
         with zipfile.ZipFile(os.path.join(self.dir, name)) as zf:
             names = set(zf.namelist())
-            sources = {n for n in os.listdir(os.path.join(support.PYTHON_DIR, "rollout_budget")) if n.endswith(".py")}
+            sources = {n for n in os.listdir(os.path.join(support.PYTHON_DIR, "rollout_budget")) if n.endswith((".py", ".yaml"))}
+            self.assertIn("agent_loops.yaml", sources)
             self.assertEqual({n.split("/", 1)[1] for n in names if n.startswith("rollout_budget/")}, sources)
             record = zf.read("rollout_budget-0.1.0.dist-info/RECORD").decode().splitlines()
             self.assertEqual(len(record), len(names))
