@@ -1,4 +1,4 @@
-import { appendFileSync, existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { appendFileSync, chmodSync, existsSync, mkdtempSync, readFileSync, rmSync, utimesSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Database } from './sqlite.js';
@@ -90,6 +90,64 @@ describe('observe reads a results file in chunks, in one transaction', () => {
     const again = new SqliteStore(state);
     expect(again.applySource!(fileResultSource(growing, growing, 1024), defaultDecay).applied).toBeGreaterThan(2900);
     again.close();
+  });
+
+  /** Applies `path` through fileResultSource, calling `meddle(path)` once after its first chunk was read. */
+  function applyMeddled(path: string, state: string, meddle: (path: string) => void) {
+    const source = fileResultSource(path, path, 1024);
+    expect(source.digest).toMatch(/^[0-9a-f]{64}$/);
+    let done = false;
+    const meddled = {
+      digest: '',
+      *chunks(take?: Parameters<typeof source.chunks>[0]) {
+        for (const chunk of source.chunks(take)) {
+          if (!done) {
+            meddle(path);
+            done = true;
+          }
+          yield chunk;
+        }
+      },
+    };
+    Object.defineProperty(meddled, 'digest', { get: () => source.digest });
+    const store = new SqliteStore(state);
+    try {
+      return store.applySource!(meddled, defaultDecay);
+    } finally {
+      store.close();
+    }
+  }
+
+  it('a file touched or chmod-ed while it is read (its bytes unchanged) applies whole; one rewritten to the same size applies nothing', () => {
+    // Its change times move, its bytes do not: the stamp alone read as "changed" (a backup tool's chmod, a touch).
+    const plain = join(dir, 'plain.db');
+    const reference = new SqliteStore(plain);
+    const want = reference.applySource!(fileResultSource(file, file, 1024), defaultDecay).applied;
+    reference.close();
+    for (const [name, meddle] of [
+      ['touched', (path: string) => utimesSync(path, new Date(), new Date(Date.now() + 5000))],
+      ['chmod', (path: string) => chmodSync(path, 0o600)],
+    ] as const) {
+      const path = join(dir, `${name}.jsonl`);
+      writeFileSync(path, text);
+      const state = join(dir, `${name}.db`);
+      expect(applyMeddled(path, state, meddle).applied, name).toBe(want);
+      expect(dump(state), name).toBe(dump(plain));
+    }
+    // The same size, other bytes (one reward changed), the inode kept: still an error, nothing applied.
+    const path = join(dir, 'rewritten.jsonl');
+    writeFileSync(path, text);
+    const state = join(dir, 'rewritten.db');
+    new SqliteStore(state).close();
+    const before = dump(state);
+    const rewrite = (p: string) => {
+      const now = readFileSync(p, 'utf8');
+      const at = now.lastIndexOf('"reward":0,');
+      expect(at).toBeGreaterThan(0);
+      writeFileSync(p, `${now.slice(0, at)}"reward":1,${now.slice(at + '"reward":0,'.length)}`);
+    };
+    expect(() => applyMeddled(path, state, rewrite)).toThrow(`${path}: the file changed while it was read (written to, or replaced): nothing was applied; observe it again once its writer is done`);
+    expect(dump(state)).toBe(before);
   });
 
   it('a re-sent file, or the same file after a state with one key a line (older versions), applies nothing', async () => {

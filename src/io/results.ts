@@ -308,7 +308,7 @@ export function fileResultSource(path: string, name: string, chunkBytes = RESULT
         const before = stampOf(path);
         digest = fileDigest(path);
         hashed = stampOf(path);
-        if (!sameStamp(before, hashed)) throw changedWhileRead(name);
+        if (!sameStamp(before, hashed) && !sameContents(path, before, hashed, digest)) throw changedWhileRead(name);
       }
       return digest;
     },
@@ -318,7 +318,10 @@ export function fileResultSource(path: string, name: string, chunkBytes = RESULT
         resultsOfText(piece.text, name, chunk.sink, piece);
         yield chunk;
       }
-      if (hashed !== undefined && !sameStamp(hashed, stampOf(path))) throw changedWhileRead(name);
+      if (hashed !== undefined && digest !== undefined) {
+        const now = stampOf(path);
+        if (!sameStamp(hashed, now) && !sameContents(path, hashed, now, digest)) throw changedWhileRead(name);
+      }
     },
   };
   return source;
@@ -334,6 +337,18 @@ function stampOf(path: string): FileStamp {
 
 function sameStamp(a: FileStamp, b: FileStamp): boolean {
   return a.ino === b.ino && a.size === b.size && a.mtimeNs === b.mtimeNs && a.ctimeNs === b.ctimeNs;
+}
+
+/**
+ * Whether a file whose stamp went from `a` to `b` still holds the bytes hashed as `digest`: the
+ * same inode and size, and the same digest when hashed again (with no change while hashed). A
+ * `touch` or `chmod` moves the change times alone; a write of the same size is told apart by the
+ * digest. Read again only in that rare case.
+ */
+function sameContents(path: string, a: FileStamp, b: FileStamp, digest: string): boolean {
+  if (a.ino !== b.ino || a.size !== b.size) return false;
+  const again = fileDigest(path);
+  return again === digest && sameStamp(b, stampOf(path));
 }
 
 function changedWhileRead(name: string): RolloutBudgetError {
