@@ -17,7 +17,7 @@ from .cli import Cli
 from .client import PLAN_OPTIONS, HttpClient, RolloutBudgetError, StdioClient, connect
 from .command import cli_command
 from .metrics import step_metrics
-from .plan import expand_plan, group_id, group_seed, results_rows, rollout_id, stable_prompt_id
+from .plan import expand_plan, group_id, group_seed, note_observed, note_planned, results_rows, rollout_id, stable_prompt_id
 from .rounds import RoundsResult, run_rounds
 
 __version__ = "0.1.0"
@@ -36,6 +36,8 @@ __all__ = [
     "group_advantages",
     "group_id",
     "group_seed",
+    "note_observed",
+    "note_planned",
     "results_rows",
     "rollout_id",
     "run_rounds",

@@ -113,6 +113,63 @@ def _observe_body(results, options):
     return body
 
 
+def _message(error):
+    """The service's message of a RolloutBudgetError (its text after "<status> <code>: ")."""
+    text = str(error)
+    prefix = "%s %s: " % (error.status, error.code)
+    return text[len(prefix):] if text.startswith(prefix) else text
+
+
+def _has_ids(result):
+    """Whether a result line names its rollouts: a rollout's `rollout_id`, or a group line's
+    `rollout_ids`, one for each of its rewards."""
+    if not isinstance(result, dict):
+        return False
+    if result.get("rollout_id") is not None:
+        return True
+    ids, rewards = result.get("rollout_ids"), result.get("rewards")
+    return isinstance(ids, list) and isinstance(rewards, list) and len(ids) == len(rewards) and all(i is not None for i in ids)
+
+
+def _by_prompt(results):
+    """`results` with each prompt's results together, in the order of their prompts' first result
+    (a prompt's own order kept), so that parts split between prompts."""
+    order = {}
+    for r in results:
+        order.setdefault(r.get("prompt_id"), []).append(r)
+    return [r for rows in order.values() for r in rows]
+
+
+def _split_point(results):
+    """The index nearest the middle of `results` where the prompt changes (the middle itself
+    when one prompt holds them all)."""
+    mid = len(results) // 2
+    for d in range(mid):
+        for i in (mid - d, mid + d):
+            if 0 < i < len(results) and results[i].get("prompt_id") != results[i - 1].get("prompt_id"):
+                return i
+    return mid
+
+
+def _merge_summaries(parts):
+    """One observe summary from its parts': counts summed, last_step the largest, warnings joined."""
+    merged = {}
+    for part in parts:
+        for key, value in part.items():
+            if key == "warnings":
+                merged.setdefault("warnings", []).extend(w for w in value if w not in merged.get("warnings", []))
+            elif key == "last_step":
+                if value is not None and (merged.get(key) is None or value > merged[key]):
+                    merged[key] = value
+                else:
+                    merged.setdefault(key, value)
+            elif isinstance(value, (int, float)) and not isinstance(value, bool):
+                merged[key] = merged.get(key, 0) + value
+            else:
+                merged.setdefault(key, value)
+    return merged
+
+
 def _prompt_path(prompt_id, query):
     path = "/v1/prompts/" + urllib.parse.quote(str(prompt_id), safe="")
     if query:
@@ -197,8 +254,39 @@ class _Client:
         return self._call("POST", "/v1/plan", body)
 
     def observe(self, results, **options):
-        """Apply results in one transaction; re-sending the same results is a no-op."""
-        return self._call("POST", "/v1/observe", _observe_body(results, options))
+        """Apply results in one transaction; re-sending the same results is a no-op.
+
+        Results over the service's body limit (413: ``serve --body-limit``, 8 MiB by default:
+        some 47,000 rollouts of 180 bytes; a reverse proxy's own limit) are sent again in parts, a
+        prompt's results together where they fit, when every result has a ``rollout_id`` (a group
+        line its ``rollout_ids``): each
+        part is one transaction, and the whole sent again after a failure applies each rollout
+        once. The summary is the parts' (counts summed, ``last_step`` the largest, warnings
+        joined). Without ids a part would be keyed apart from the whole (README, observe), so
+        such results get the 413, saying so."""
+        results = list(results)
+        try:
+            return self._call("POST", "/v1/observe", _observe_body(results, options))
+        except RolloutBudgetError as error:
+            if error.status != 413:
+                raise
+            if len(results) < 2 or not all(_has_ids(r) for r in results):
+                raise RolloutBudgetError(413, {
+                    "code": error.code, "field": error.field, "value": error.value,
+                    "message": "%s (%d results in one request: with a rollout_id on each, the client sends them in parts; "
+                               "or raise the limit)" % (_message(error), len(results))}) from error
+        _log.info("rollout-budget: %d results are over the service's body limit: sending them in parts", len(results))
+        return _merge_summaries(self._observe_parts(_by_prompt(results), options))
+
+    def _observe_parts(self, results, options):
+        """Summaries of `results` observed in as few halvings as the body limit needs."""
+        try:
+            return [self._call("POST", "/v1/observe", _observe_body(results, options))]
+        except RolloutBudgetError as error:
+            if error.status != 413 or len(results) < 2:
+                raise
+        half = _split_point(results)
+        return self._observe_parts(results[:half], options) + self._observe_parts(results[half:], options)
 
     def prompt(self, prompt_id, **query):
         """One prompt's posterior, counts and expected tokens (query: group, max_tokens, step)."""

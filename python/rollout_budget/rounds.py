@@ -57,6 +57,13 @@ def run_rounds(client, prompts, generate, budget_rollouts=None, budget_tokens=No
     max_tokens, step) and returns, in the same order, a reward per row or a dict
     ``{"reward", "tokens"?, "finish_reason"?}``. `options` are plan options (min_n, max_n,
     skip, multiple_of, seed, step, ...): every round's Σ n is a multiple of ``multiple_of``.
+    Give ``step`` (the trainer's own step): a step run again after a crash then repeats its
+    rollout ids, and its results apply once; without it the step is the state's last observed step + 1.
+
+    On an error after a round was generated (a reward `results_rows` refuses, the service gone
+    at observe), the exception's ``rounds_result`` is a RoundsResult of the plans and the results
+    of the rounds completed before it, not observed (``summary`` None): observe them once the
+    cause is fixed.
     """
     if not isinstance(rounds, int) or isinstance(rounds, bool) or rounds < 1:
         raise ValueError("rounds must be an integer ≥ 1, got %r" % (rounds,))
@@ -64,10 +71,26 @@ def run_rounds(client, prompts, generate, budget_rollouts=None, budget_tokens=No
         raise ValueError("a budget is required: budget_rollouts, budget_tokens or both")
     prompts = list(prompts)
     left_r, left_t = budget_rollouts, budget_tokens
-    partial = {}
-    launched = {}  # prompt id → the index after the last rollout launched this step (aborted ones too)
     plans, results = [], []
     options = dict(options)
+    try:
+        summary = _rounds(client, prompts, generate, left_r, left_t, rounds, observe, options, plans, results)
+    except Exception as error:
+        # What was generated before the error (a reward refused, a 413, the service gone):
+        # the caller can observe it once the cause is fixed instead of losing the step.
+        if getattr(error, "rounds_result", None) is None:
+            try:
+                error.rounds_result = RoundsResult(plans, list(results), None)
+            except AttributeError:
+                pass
+        raise
+    return RoundsResult(plans, results, summary)
+
+
+def _rounds(client, prompts, generate, left_r, left_t, rounds, observe, options, plans, results):
+    """run_rounds' rounds and observe, filling `plans` and `results`; returns the observe's summary."""
+    partial = {}
+    launched = {}  # prompt id → the index after the last rollout launched this step (aborted ones too)
     for r in range(rounds):
         candidates = [dict(p, partial_rewards=list(partial[p["id"]])) if p["id"] in partial else p for p in prompts]
         plan = note_planned(client.plan(candidates, budget_rollouts=left_r, budget_tokens=left_t, rounds_left=rounds - r, **options))
@@ -103,8 +126,7 @@ def run_rounds(client, prompts, generate, budget_rollouts=None, budget_tokens=No
             left_t = max(0, int(left_t - spent_t))
         if r + 1 < rounds and (left_r == 0 or left_t == 0):
             break
-    summary = note_observed(client.observe(results), results) if observe and results else None
-    return RoundsResult(plans, results, summary)
+    return note_observed(client.observe(results), results) if observe and results else None
 
 
 class StepTotal:

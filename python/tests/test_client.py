@@ -211,7 +211,8 @@ class ClientTest(support.ServiceCase):
             self.assertEqual(cli.plan(PROMPTS, budget_rollouts=24, seed=7), self.http.plan(PROMPTS, budget_rollouts=24, seed=7))
 
     def test_stdio_line_over_the_limit_is_a_413_not_a_reply_out_of_order(self):
-        rows = [{"prompt_id": "p", "step": 0, "reward": 1, "rollout_id": "big#%d" % i} for i in range(500)]
+        # Without rollout ids (with them, the client sends the results in parts: PartsTest).
+        rows = [{"prompt_id": "p", "step": 0, "reward": 1, "tokens": i} for i in range(500)]
         with rb.StdioClient(state=self.state, command=support.COMMAND, args=["--body-limit", "4096"]) as cli:
             with self.assertRaises(rb.RolloutBudgetError) as caught:
                 cli.observe(rows)
@@ -256,7 +257,8 @@ class RefusedBodyTest(support.ServiceCase):
     def test_a_body_over_the_limit_or_with_a_wrong_token_is_the_services_answer_at_once(self):
         # About 16 MB: more than the kernel buffers on the way (a small body fitted in them, and
         # the reset never showed on loopback).
-        rows = [{"prompt_id": "p%d" % (i % 50), "step": 1, "reward": 1, "rollout_id": "r%d" % i} for i in range(250000)]
+        # Without rollout ids: the client cannot send them in parts (PartsTest), so the 413 is raised.
+        rows = [{"prompt_id": "p%d" % (i % 50), "step": 1, "reward": 1, "tokens": i} for i in range(250000)]
         for token, status in (("right", 413), ("wrong", 401)):
             with self.subTest(token=token), rb.HttpClient(self.url, token=token) as client:
                 started = time.monotonic()
@@ -264,6 +266,72 @@ class RefusedBodyTest(support.ServiceCase):
                     client.observe(rows)
                 self.assertEqual(caught.exception.status, status)
                 self.assertLess(time.monotonic() - started, 5)
+
+
+def _rows(n, prompts, ids=True):
+    """n results over `prompts` prompts, interleaved (prompt i % prompts), with rollout ids or without."""
+    rows = []
+    for i in range(n):
+        row = {"prompt_id": "prompt-%04d" % (i % prompts), "step": 3, "reward": (i * 7 % 5) / 4, "tokens": 100 + i % 50,
+               "group": "g%d" % (i % 3)}
+        if ids:
+            row["rollout_id"] = "3/prompt-%04d#%d" % (i % prompts, i // prompts)
+        rows.append(row)
+    return rows
+
+
+class PartsTest(unittest.TestCase):
+    """A step's results over the service's --body-limit (64 kB here; 8 MiB by default, some 47,000
+    rollouts) were a 413 after the step was generated: with rollout ids they are sent in parts."""
+
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(prefix="rb-py-parts-")
+        self.addCleanup(lambda: __import__("shutil").rmtree(self.dir, ignore_errors=True))
+
+    def check_parts(self, client):
+        rows = _rows(3000, 300)  # about 350 kB in one body: 6 or more parts
+        self.assertGreater(len(json.dumps({"results": rows})), 5 * 65536)
+        with self.assertLogs("rollout_budget", level="INFO") as logs:
+            summary = client.observe(rows)
+        self.assertTrue(any("3000 results are over the service's body limit: sending them in parts" in line for line in logs.output),
+                        logs.output)
+        # Counted from the rows, not from the service: 3,000 applied over 300 prompts, each once.
+        self.assertEqual({k: summary[k] for k in ("applied", "duplicates", "aborted", "prompts", "last_step")},
+                         {"applied": 3000, "duplicates": 0, "aborted": 0, "prompts": 300, "last_step": 3})
+        for pid in ("prompt-0000", "prompt-0123", "prompt-0299"):
+            mine = [r for r in rows if r["prompt_id"] == pid]
+            view = client.prompt(pid)
+            self.assertEqual(view["rollouts"], len(mine), pid)
+            self.assertAlmostEqual(view["reward_sum"], sum(r["reward"] for r in mine), places=9)
+        # The whole sent again (after a failed part, a retry): each rollout once.
+        again = client.observe(rows)
+        self.assertEqual((again["applied"], again["duplicates"]), (0, 3000))
+        # Without ids a part would be keyed apart from the whole: the 413, saying what to do; nothing applied.
+        with self.assertRaises(rb.RolloutBudgetError) as caught:
+            client.observe(_rows(3000, 300, ids=False))
+        self.assertEqual(caught.exception.status, 413)
+        self.assertIn("(3000 results in one request: with a rollout_id on each, the client sends them in parts; "
+                      "or raise the limit)", str(caught.exception))
+        self.assertEqual(client.prompt("prompt-0000")["rollouts"], 10)
+
+    def test_http_results_over_the_body_limit_with_ids_are_sent_in_parts_and_apply_once(self):
+        proc, port = support.start_http(os.path.join(self.dir, "http.db"), "--body-limit", "65536")
+        self.addCleanup(support.stop, proc)
+        with rb.HttpClient("http://127.0.0.1:%d" % port) as client:
+            self.check_parts(client)
+
+    def test_stdio_results_over_the_line_limit_with_ids_are_sent_in_parts_and_apply_once(self):
+        with rb.StdioClient(os.path.join(self.dir, "stdio.db"), command=support.COMMAND, args=("--body-limit", "65536")) as client:
+            self.check_parts(client)
+
+    def test_one_prompt_over_the_limit_is_split_within_it(self):
+        proc, port = support.start_http(os.path.join(self.dir, "one.db"), "--body-limit", "65536")
+        self.addCleanup(support.stop, proc)
+        rows = _rows(1500, 1)
+        with rb.HttpClient("http://127.0.0.1:%d" % port) as client:
+            summary = client.observe(rows)
+            self.assertEqual(summary["applied"], 1500)
+            self.assertEqual(client.prompt("prompt-0000")["rollouts"], 1500)
 
 
 class _Handler(http.server.BaseHTTPRequestHandler):

@@ -208,3 +208,48 @@ class StepTotalEachTest(support.ServiceCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class RunRoundsErrorTest(support.ServiceCase):
+    """An error after a round was generated lost the step: the exception now carries what was
+    generated (rounds_result), which observes once the cause is fixed."""
+
+    def test_a_reward_refused_in_round_two_keeps_round_one_and_it_observes_after(self):
+        def generate(rows):
+            out = simulated_generate(rows)
+            if generate.calls:  # round 2: a reward outside [0, 1]
+                out[0] = dict(out[0], reward=-1)
+            generate.calls += 1
+            return out
+
+        generate.calls = 0
+        with rb.HttpClient(self.url) as client:
+            with self.assertRaisesRegex(ValueError, r"must be a number in \[0, 1\], got -1") as caught:
+                rb.run_rounds(client, PROMPTS, generate, budget_rollouts=48, rounds=2, min_n=2, step=40)
+            done = caught.exception.rounds_result
+            self.assertIsNone(done.summary)
+            self.assertEqual(len(done.plans), 2)
+            round1 = [a["n"] for a in done.plans[0]["allocations"]]
+            self.assertEqual(len(done.results), sum(round1))
+            self.assertTrue(all(r["rollout_id"].startswith("40/") for r in done.results))
+            self.assertEqual(client.prompt("p1")["rollouts"], 0, "nothing observed by the failed step")
+            summary = client.observe(done.results)
+            self.assertEqual(summary["applied"], sum(round1))
+
+    def test_an_observe_that_fails_keeps_every_round(self):
+        class FailingObserve:
+            def __init__(self, client):
+                self.client = client
+
+            def plan(self, *args, **kwargs):
+                return self.client.plan(*args, **kwargs)
+
+            def observe(self, results, **options):
+                raise ConnectionRefusedError("the service went away")
+
+        with rb.HttpClient(self.url) as client:
+            with self.assertRaises(ConnectionRefusedError) as caught:
+                rb.run_rounds(FailingObserve(client), PROMPTS, simulated_generate, budget_rollouts=48, rounds=2, min_n=2, step=41)
+            done = caught.exception.rounds_result
+            self.assertEqual(len(done.results), 48)
+            self.assertEqual(client.observe(done.results)["applied"], 48)

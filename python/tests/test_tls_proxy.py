@@ -7,6 +7,7 @@ nginx: Debian's nginx-light (.ci/setup-nginx.sh); without it (or openssl) these 
 skipped, and fail under CI=true.
 """
 
+import json
 import os
 import re
 import shutil
@@ -173,15 +174,24 @@ class TlsProxyTest(_ProxyCase):
 
     def test_a_body_over_the_limit_is_the_proxys_413_named(self):
         # 9 MB: over client_max_body_size 8m, which nginx checks before the service sees a byte.
-        results = [{"prompt_id": "huge-%d" % i, "step": 1, "rewards": [1, 0] * 16, "tokens": [4096] * 32,
-                    "rollout_ids": ["huge-%d-rollout-%d" % (i, k) for k in range(32)]} for i in range(8000)]
+        # Without rollout ids (with them the client sends the results in parts: below).
+        results = [{"prompt_id": "huge-%d" % i, "step": 1, "rewards": [1, 0] * 16, "tokens": [4096] * 32}
+                   for i in range(36000)]
+        self.assertGreater(len(json.dumps({"results": results})), 9 * 10 ** 6)
         with mock.patch.dict(os.environ, {"SSL_CERT_FILE": self.ca}), self.client() as c:
             with self.assertRaises(rb.RolloutBudgetError) as caught:
                 c.observe(results)
             self.assertEqual(c.prompt("huge-0")["rollouts"], 0)  # nothing applied
         self.assertEqual((caught.exception.status, caught.exception.code), (413, "UNEXPECTED_RESPONSE"))
-        self.assertRegex(str(caught.exception), r"a proxy in front of the service refused the request's \d{7}-byte body: "
+        self.assertRegex(str(caught.exception), r"a proxy in front of the service refused the request's \d{7,8}-byte body: "
                                                 r"raise its limit \(nginx: client_max_body_size\)")
+
+    def test_a_body_over_the_proxys_limit_with_rollout_ids_is_sent_in_parts(self):
+        results = [{"prompt_id": "parts-%d" % i, "step": 1, "rewards": [1, 0] * 16, "tokens": [4096] * 32,
+                    "rollout_ids": ["parts-%d-rollout-%d" % (i, k) for k in range(32)]} for i in range(8000)]
+        with mock.patch.dict(os.environ, {"SSL_CERT_FILE": self.ca}), self.client() as c:
+            self.assertEqual(c.observe(results)["applied"], 256000)
+            self.assertEqual(c.prompt("parts-7999")["rollouts"], 32)
 
     def test_a_certificate_this_machine_does_not_trust_is_named(self):
         env = {k: v for k, v in os.environ.items() if k not in ("SSL_CERT_FILE", "SSL_CERT_DIR")}
