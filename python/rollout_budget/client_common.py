@@ -121,14 +121,9 @@ def _message(error):
 
 
 def _has_ids(result):
-    """Whether a result line names its rollouts: a rollout's `rollout_id`, or a group line's
-    `rollout_ids`, one for each of its rewards."""
-    if not isinstance(result, dict):
-        return False
-    if result.get("rollout_id") is not None:
-        return True
-    ids, rewards = result.get("rollout_ids"), result.get("rewards")
-    return isinstance(ids, list) and isinstance(rewards, list) and len(ids) == len(rewards) and all(i is not None for i in ids)
+    """Whether a result line names its rollout with a `rollout_id` (a group line, `rewards`, has
+    none: it is keyed by its batch's digest, so a part of a batch would be keyed apart)."""
+    return isinstance(result, dict) and result.get("rollout_id") is not None and "rewards" not in result
 
 
 def _by_prompt(results):
@@ -258,8 +253,7 @@ class _Client:
 
         Results over the service's body limit (413: ``serve --body-limit``, 8 MiB by default:
         some 47,000 rollouts of 180 bytes; a reverse proxy's own limit) are sent again in parts, a
-        prompt's results together where they fit, when every result has a ``rollout_id`` (a group
-        line its ``rollout_ids``): each
+        prompt's results together where they fit, when every result has a ``rollout_id``: each
         part is one transaction, and the whole sent again after a failure applies each rollout
         once. The summary is the parts' (counts summed, ``last_step`` the largest, warnings
         joined). Without ids a part would be keyed apart from the whole (README, observe), so

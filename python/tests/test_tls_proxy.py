@@ -187,11 +187,13 @@ class TlsProxyTest(_ProxyCase):
                                                 r"raise its limit \(nginx: client_max_body_size\)")
 
     def test_a_body_over_the_proxys_limit_with_rollout_ids_is_sent_in_parts(self):
-        results = [{"prompt_id": "parts-%d" % i, "step": 1, "rewards": [1, 0] * 16, "tokens": [4096] * 32,
-                    "rollout_ids": ["parts-%d-rollout-%d" % (i, k) for k in range(32)]} for i in range(8000)]
+        results = [{"prompt_id": "parts-%d" % i, "step": 1, "reward": k % 2, "tokens": 4096, "rollout_id": "1/parts-%d#%d" % (i, k)}
+                   for i in range(3000) for k in range(32)]
+        self.assertGreater(len(json.dumps({"results": results})), 9 * 10 ** 6)
         with mock.patch.dict(os.environ, {"SSL_CERT_FILE": self.ca}), self.client() as c:
-            self.assertEqual(c.observe(results)["applied"], 256000)
-            self.assertEqual(c.prompt("parts-7999")["rollouts"], 32)
+            self.assertEqual(c.observe(results)["applied"], 96000)
+            self.assertEqual(c.prompt("parts-2999")["rollouts"], 32)
+            self.assertEqual(c.observe(results)["duplicates"], 96000)
 
     def test_a_certificate_this_machine_does_not_trust_is_named(self):
         env = {k: v for k, v in os.environ.items() if k not in ("SSL_CERT_FILE", "SSL_CERT_DIR")}
