@@ -24,6 +24,7 @@ describe('CLI bad input: exit 2, one message with file:line, field and value, st
     ['NaN', '{"prompt_id":"a","reward":NaN}\n', /results\.jsonl:1: malformed JSON/],
     ['NaN as text', '{"prompt_id":"a","reward":"NaN"}\n', /results\.jsonl:1: "reward" must be a number in \[0, 1\], got "NaN"/],
     ['an id too long to store', `{"prompt_id":"${'x'.repeat(70_000)}","reward":1}\n`, /results\.jsonl:1: "prompt_id" is 70000 characters long: at most 65536 are stored, got "x{20}/],
+    ['a rollout_id too long to store', `{"prompt_id":"a","reward":1,"rollout_id":"${'r'.repeat(65_601)}"}\n`, /results\.jsonl:1: "rollout_id" is 65601 characters long: at most 65600 are stored, got "r{20}/],
     ['a rollout_id on a group line', '{"prompt_id":"a","rewards":[1,0],"rollout_id":"a/5"}\n', /results\.jsonl:1: "rollout_id" "a\/5" on a group line \("rewards"\), which has no single rollout to name/],
     ['negative tokens', '{"prompt_id":"a","reward":1}\n{"prompt_id":"a","reward":0,"tokens":-3}\n', /results\.jsonl:2: "tokens" must be a non-negative integer, got -3/],
     ['reward outside [0,1]', '{"prompt_id":"a","reward":1.5}\n', /results\.jsonl:1: "reward" must be a number in \[0, 1\], got 1\.5/],

@@ -280,6 +280,21 @@ def _rows(n, prompts, ids=True):
     return rows
 
 
+class LongestIdTest(support.ServiceCase):
+    def test_a_prompt_id_at_the_limit_plans_and_its_rollouts_observe(self):
+        # The rollout ids "<step>/<id>#<j>" of a 65,536-character id were 65,543 long, over the
+        # id limit: observe refused the step's results after they were generated.
+        long_id = "x" * 65536
+        with rb.HttpClient(self.url) as client:
+            plan = client.plan([{"id": long_id}, {"id": "short"}], budget_rollouts=8, step=1234567890)
+            rows = rb.expand_plan(plan)
+            self.assertGreater(max(len(r["rollout_id"]) for r in rows), 65536)
+            summary = client.observe(rb.results_rows(rows, [1, 0] * 4))
+            self.assertEqual((summary["applied"], summary["duplicates"]), (8, 0))
+            again = client.observe(rb.results_rows(rows, [1, 0] * 4))
+            self.assertEqual(again["duplicates"], 8)
+
+
 class PartsTest(unittest.TestCase):
     """A step's results over the service's --body-limit (64 kB here; 8 MiB by default, some 47,000
     rollouts) were a 413 after the step was generated: with rollout ids they are sent in parts."""

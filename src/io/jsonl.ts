@@ -97,12 +97,19 @@ const placeOf = (where: string | (() => string)) => (typeof where === 'string' ?
 export const MAX_STORED_TEXT = 65_536;
 
 /**
+ * The longest rollout id: room for a prompt id of MAX_STORED_TEXT characters within the
+ * `<step>/<prompt id>#<j>` the executor and the Python package make (a step of at most 10
+ * digits, an index of at most 16): a prompt id the plan took made rollout ids observe refused.
+ */
+export const MAX_ROLLOUT_ID = MAX_STORED_TEXT + 64;
+
+/**
  * What is wrong with text that a store keeps (ids, groups), or undefined: no NUL character
  * (PostgreSQL text cannot hold it) and no lone surrogate (it has no UTF-8 form, so two such
  * ids would be stored as one). Both backends refuse the same strings. O(length).
  */
-export function storedTextProblem(v: string): string | undefined {
-  if (v.length > MAX_STORED_TEXT) return `is ${v.length} characters long: at most ${MAX_STORED_TEXT} are stored`;
+export function storedTextProblem(v: string, max = MAX_STORED_TEXT): string | undefined {
+  if (v.length > max) return `is ${v.length} characters long: at most ${max} are stored`;
   if (v.includes('\u0000')) return 'must not contain the NUL character \\u0000';
   if (/\p{Cs}/u.test(v)) return 'must be well-formed Unicode (a lone surrogate \\ud800-\\udfff cannot be stored)';
   return undefined;
@@ -159,11 +166,11 @@ export function parseJsonl(text: string, name: string): Located<Record<string, u
 
 /** Field checks shared by the input formats; each names the place, field and bad value. */
 export const field = {
-  string(where: string, obj: Record<string, unknown>, key: string, required: boolean): string | undefined {
+  string(where: string, obj: Record<string, unknown>, key: string, required: boolean, max = MAX_STORED_TEXT): string | undefined {
     const v = obj[key];
     if (v === undefined && !required) return undefined;
     if (typeof v !== 'string' || v.length === 0) throw badInput(where, `"${key}" must be a non-empty string, got ${quote(v)}`);
-    const problem = storedTextProblem(v);
+    const problem = storedTextProblem(v, max);
     if (problem !== undefined) throw badInput(where, `"${key}" ${problem}, got ${quote(v)}`);
     return v;
   },

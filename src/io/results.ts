@@ -3,7 +3,7 @@ import { badInput, quote, RolloutBudgetError } from '../errors.js';
 import { MAX_STEP } from '../posterior/decay.js';
 import { checkReadable, fileDigest, lineChunks, sha256 } from './chunks.js';
 import { compact, eachFlatJsonl, eachFlatJsonlText, FALSE, NUMBER, STRING, TRUE, type FlatFields } from './flat-scan.js';
-import { field, MAX_STORED_TEXT } from './jsonl.js';
+import { field, MAX_ROLLOUT_ID, MAX_STORED_TEXT } from './jsonl.js';
 
 /** One rollout outcome, as `observe` applies it. */
 export interface RolloutResult {
@@ -222,10 +222,12 @@ function plainResult(f: FlatFields, line: number, sink: Sink): boolean {
         finish = text;
         break;
       case 'rollout_id':
+        if (text === '' || text.length > MAX_ROLLOUT_ID) return false;
+        rollout_id = text;
+        break;
       case 'group':
         if (text === '' || text.length > MAX_STORED_TEXT) return false;
-        if (key === 'group') group = text;
-        else rollout_id = text;
+        group = text;
         break;
       case 'rewards':
       case 'prior_pass_rate':
@@ -263,7 +265,7 @@ function validateResult(where: string, line: number, value: Record<string, unkno
   if (finish !== undefined && (typeof finish !== 'string' || !FINISH.has(finish))) {
     throw badInput(where, `"finish_reason" must be "stop", "length" or "abort", got ${quote(finish)}`);
   }
-  const rollout_id = field.string(where, value, 'rollout_id', false);
+  const rollout_id = field.string(where, value, 'rollout_id', false, MAX_ROLLOUT_ID);
   sink(result(prompt_id, step, group, reward, tokens, finish as RolloutResult['finish_reason'], rollout_id, hint), line, 0);
 }
 
