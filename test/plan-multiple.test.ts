@@ -88,6 +88,26 @@ describe('plan --multiple-of', () => {
     expect(infeasible.stderr).toMatch(/need 128 rollouts \(--multiple-of 64\)/);
   });
 
+  it('a multiple that max_n or the token budget cannot reach names them, not min_n (the starts fit the budget)', async () => {
+    // slime's usual shape: global_batch_size = the whole step, 43 prompts × 6 = 258 → multiple_of 258.
+    // The message was "need 258 rollouts (--multiple-of 258); budget is 258 rollouts ... lower --min-n".
+    const capped = await cli(['plan', '--prompts', promptsPath, '--state', state, '--budget-rollouts', '258', '--multiple-of', '258', '--max-n', '4']);
+    expect(capped.code).toBe(2);
+    expect(capped.stdout).toBe('');
+    expect(capped.stderr).toBe('rollout-budget: budget infeasible: no multiple of --multiple-of 258 fits: the 43 prompts take at most 172 rollouts (--max-n 4), ' +
+      'below the 258 their first rollouts (--min-n) round up to. Raise --max-n, lower --multiple-of, or plan more prompts\n');
+    // 258 rollouts at 3,072 tokens each (no length data: max_tokens) are 792,576 tokens at the least.
+    const tokens = await cli(['plan', '--prompts', promptsPath, '--state', state, '--budget-rollouts', '258', '--budget-tokens', '400000', '--multiple-of', '258']);
+    expect(tokens.code).toBe(2);
+    expect(tokens.stderr).toMatch(/^rollout-budget: budget infeasible: no multiple of --multiple-of 258 fits: the 258 rollouts their first rollouts \(--min-n\) round up to cost ~(\d+) tokens at the cheapest \(each prompt's expected length\), above --budget-tokens 400000\. Raise --budget-tokens, lower --multiple-of, or lower max_tokens\n$/);
+    const cost = Number(/cost ~(\d+) tokens/.exec(tokens.stderr)![1]);
+    expect(cost).toBeGreaterThan(400000);
+    // The same plan with a budget above that cost is feasible and spends exactly 258.
+    const fits = await cli(['plan', '--prompts', promptsPath, '--state', state, '--budget-rollouts', '258', '--budget-tokens', String(cost + 1000), '--multiple-of', '258']);
+    expect(fits.code, fits.stderr).toBe(0);
+    expect(total(JSON.parse(fits.stdout) as Plan)).toBe(258);
+  });
+
   it('each round of a step is a multiple (library, partial_rewards in round 2)', () => {
     const allocator = new Allocator({ state });
     try {

@@ -6,8 +6,8 @@ import { checkHint, hintPriors, type HintPriors } from '../posterior/hints.js';
 import { flatPrior, priorFor, type Prior } from '../posterior/prior.js';
 import type { PromptState, StateSnapshot } from '../posterior/state.js';
 import type { Registry } from '../registry.js';
-import { startNeeds } from '../solver/bounds.js';
-import { SLACK, type Solver, type SolverInput } from '../solver/types.js';
+import { startNeeds, startOf, upperOf } from '../solver/bounds.js';
+import { fixedTokensOf, SLACK, type Solver, type SolverInput } from '../solver/types.js';
 import type { ValueFunction } from '../value/functions.js';
 import { planLimits } from './limits.js';
 import { resolvePlanOptions, validateBudget, type PlanOptionsInput } from './options.js';
@@ -211,7 +211,9 @@ export function planStep(
       result = { ...again, surplusRollouts: first.surplusRollouts + again.surplusRollouts, upperBound: Math.max(first.upperBound, again.upperBound) };
     }
   }
-  if (result.status === 'budget-infeasible') throw infeasible(needs, budget, options.minN, options.roundsLeft, starting, multiple);
+  if (result.status === 'budget-infeasible') {
+    throw unreachableMultiple(input, needs, budget, multiple) ?? infeasible(needs, budget, options.minN, options.roundsLeft, starting, multiple);
+  }
   if (result.status !== 'optimal') {
     throw new RolloutBudgetError('BAD_OPTION', `solver ${quote(options.solver)} gave up on ${size} prompts (status ${result.status}); use the greedy solver`, 2, ['solver']);
   }
@@ -296,6 +298,61 @@ function infeasible(needs: { rollouts: number; tokens: number }, left: Budget, m
       ` Raise ${raise.join(' or ')}, lower min_n, or set skip`,
     2,
     [...raise, 'min_n', 'skip', ...(multiple > 1 ? ['multiple_of'] : [])],
+  );
+}
+
+/**
+ * BUDGET_INFEASIBLE when the prompts' starts fit the budget but no multiple of multiple_of
+ * does: max_n caps the prompts below the multiple their starts round up to, or those rollouts
+ * cost more tokens than the budget even at the cheapest prompts. Undefined when the starts
+ * themselves do not fit (then `infeasible` says so). The bare message said "need 256
+ * rollouts; budget is 256 rollouts" and blamed min_n. O(N log N).
+ */
+function unreachableMultiple(input: SolverInput, needs: { rollouts: number; tokens: number }, left: Budget, multiple: number): RolloutBudgetError | undefined {
+  if (multiple <= 1 || needs.rollouts === 0) return undefined;
+  if ((left.rollouts !== undefined && needs.rollouts > left.rollouts) || (left.tokens !== undefined && needs.tokens > left.tokens)) return undefined;
+  const size = input.curves.size;
+  let capacity = 0;
+  for (let i = 0; i < size; i++) capacity += upperOf(input, i);
+  if (capacity < needs.rollouts) {
+    return new RolloutBudgetError(
+      'BUDGET_INFEASIBLE',
+      `budget infeasible: no multiple of multiple_of ${multiple} fits: the ${size} prompts take at most ${capacity} rollouts (max_n ${input.maxN}` +
+        `${input.promptMaxN === undefined ? '' : ', less the rollouts they had this step'}), below the ${needs.rollouts} their first rollouts (min_n) round up to.` +
+        ' Raise max_n, lower multiple_of, or plan more prompts',
+      2,
+      ['max_n', 'multiple_of', 'min_n'],
+    );
+  }
+  if (left.tokens === undefined) return undefined;
+  // The fewest tokens for needs.rollouts rollouts: every prompt's start, then the cheapest
+  // rollouts left, each prompt up to its max_n.
+  let tokens = 0;
+  let count = 0;
+  const order: number[] = [];
+  for (let i = 0; i < size; i++) {
+    const s = startOf(input, i);
+    count += s;
+    if (s > 0) tokens += s * input.tokensPerRollout[i]! + fixedTokensOf(input, i);
+    order.push(i);
+  }
+  order.sort((a, b) => input.tokensPerRollout[a]! - input.tokensPerRollout[b]!);
+  for (const i of order) {
+    if (count >= needs.rollouts) break;
+    const s = startOf(input, i);
+    const take = Math.min(upperOf(input, i) - s, needs.rollouts - count);
+    if (take <= 0) continue;
+    tokens += take * input.tokensPerRollout[i]! + (s === 0 ? fixedTokensOf(input, i) : 0);
+    count += take;
+  }
+  if (tokens <= left.tokens) return undefined;
+  return new RolloutBudgetError(
+    'BUDGET_INFEASIBLE',
+    `budget infeasible: no multiple of multiple_of ${multiple} fits: the ${needs.rollouts} rollouts their first rollouts (min_n) round up to` +
+      ` cost ~${Math.ceil(tokens)} tokens at the cheapest (each prompt's expected length), above budget_tokens ${left.tokens}.` +
+      ' Raise budget_tokens, lower multiple_of, or lower max_tokens',
+    2,
+    ['budget_tokens', 'multiple_of', 'min_n'],
   );
 }
 
