@@ -48,7 +48,8 @@ def _outcome(value):
     return value, None, None
 
 
-def run_rounds(client, prompts, generate, budget_rollouts=None, budget_tokens=None, rounds=2, observe=True, **options):
+def run_rounds(client, prompts, generate, budget_rollouts=None, budget_tokens=None, rounds=2, observe=True, refill_aborted=0,
+               **options):
     """Plans, generates and observes one step in `rounds` rounds; returns a RoundsResult.
 
     `client` has the service client's ``plan``/``observe`` (HttpClient, StdioClient or Cli).
@@ -57,7 +58,10 @@ def run_rounds(client, prompts, generate, budget_rollouts=None, budget_tokens=No
     max_tokens, step) and returns, in the same order, a reward per row or a dict
     ``{"reward", "tokens"?, "finish_reason"?}``. `options` are plan options (min_n, max_n,
     skip, multiple_of, seed, step, ...): every round's Σ n is a multiple of ``multiple_of``.
-    Give ``step`` (the trainer's own step): a step run again after a crash then repeats its
+    `refill_aborted`: up to that many more rounds (default 0) after the last, each planned
+    with what rollouts aborted in the round before left unspent (an aborted rollout is not
+    charged), for a step that must be whole (slime's global batch); 0 keeps them unspent, as
+    APRIL's over-provisioning means them to be. Give ``step`` (the trainer's own step): a step run again after a crash then repeats its
     rollout ids, and its results apply once; without it the step is the state's last observed step + 1.
 
     On an error after a round was generated (a reward `results_rows` refuses, the service gone
@@ -67,6 +71,8 @@ def run_rounds(client, prompts, generate, budget_rollouts=None, budget_tokens=No
     """
     if not isinstance(rounds, int) or isinstance(rounds, bool) or rounds < 1:
         raise ValueError("rounds must be an integer ≥ 1, got %r" % (rounds,))
+    if not isinstance(refill_aborted, int) or isinstance(refill_aborted, bool) or refill_aborted < 0:
+        raise ValueError("refill_aborted must be an integer ≥ 0, got %r" % (refill_aborted,))
     if budget_rollouts is None and budget_tokens is None:
         raise ValueError("a budget is required: budget_rollouts, budget_tokens or both")
     prompts = list(prompts)
@@ -74,7 +80,7 @@ def run_rounds(client, prompts, generate, budget_rollouts=None, budget_tokens=No
     plans, results = [], []
     options = dict(options)
     try:
-        summary = _rounds(client, prompts, generate, left_r, left_t, rounds, observe, options, plans, results)
+        summary = _rounds(client, prompts, generate, left_r, left_t, rounds, observe, options, plans, results, refill_aborted)
     except Exception as error:
         # What was generated before the error (a reward refused, a 413, the service gone):
         # the caller can observe it once the cause is fixed instead of losing the step.
@@ -87,18 +93,21 @@ def run_rounds(client, prompts, generate, budget_rollouts=None, budget_tokens=No
     return RoundsResult(plans, results, summary)
 
 
-def _rounds(client, prompts, generate, left_r, left_t, rounds, observe, options, plans, results):
+def _rounds(client, prompts, generate, left_r, left_t, rounds, observe, options, plans, results, refill_aborted=0):
     """run_rounds' rounds and observe, filling `plans` and `results`; returns the observe's summary."""
     partial = {}
     launched = {}  # prompt id → the index after the last rollout launched this step (aborted ones too)
-    for r in range(rounds):
+    left = [left_r, left_t]
+
+    def one_round(rounds_left):
+        """Plans, generates and books one round; returns how many of its rollouts were aborted."""
         candidates = [dict(p, partial_rewards=list(partial[p["id"]])) if p["id"] in partial else p for p in prompts]
-        plan = note_planned(client.plan(candidates, budget_rollouts=left_r, budget_tokens=left_t, rounds_left=rounds - r, **options))
+        plan = note_planned(client.plan(candidates, budget_rollouts=left[0], budget_tokens=left[1], rounds_left=rounds_left, **options))
         plans.append(plan)
         options["step"] = plan["step"]
         rows = expand_plan(plan, prompts, next_rollout=launched)
         if not rows:
-            continue  # nothing this round: the next round plans again, with a larger share
+            return 0  # nothing this round: the next round plans again, with a larger share
         outcomes = list(generate(rows))
         if len(outcomes) != len(rows):
             raise ValueError("generate returned %d outcomes for %d rollouts" % (len(outcomes), len(rows)))
@@ -109,23 +118,35 @@ def _rounds(client, prompts, generate, left_r, left_t, rounds, observe, options,
         # Prefill: expected tokens beyond Σ n × tokens per rollout (within rounding: none).
         beyond = plan["totals"]["expected_tokens"] - sum(a["expected_tokens"] for a in planned)
         spent_t = beyond if beyond > 0.5 * (len(planned) + 1) else 0.0
-        spent_r = 0
+        spent_r = aborted = 0
         for row, res in zip(rows, batch):
             launched[row["prompt_id"]] = max(launched.get(row["prompt_id"], 0), row["rollout_index"] + 1)
             if res.get("finish_reason") == "abort":
                 # Resumed at a later step: not a rollout of this one, but its tokens were spent.
                 spent_t += res.get("tokens", 0)
+                aborted += 1
                 continue
             spent_r += 1
             spent_t += res["tokens"] if "tokens" in res else per_rollout[row["prompt_id"]]
             partial.setdefault(row["prompt_id"], []).append(res["reward"])
         results.extend(batch)
-        if left_r is not None:
-            left_r = max(0, left_r - spent_r)
-        if left_t is not None:
-            left_t = max(0, int(left_t - spent_t))
-        if r + 1 < rounds and (left_r == 0 or left_t == 0):
+        if left[0] is not None:
+            left[0] = max(0, left[0] - spent_r)
+        if left[1] is not None:
+            left[1] = max(0, int(left[1] - spent_t))
+        return aborted
+
+    aborted = 0
+    for r in range(rounds):
+        aborted = one_round(rounds - r)
+        if r + 1 < rounds and (left[0] == 0 or left[1] == 0):
             break
+    # Rollouts aborted in the last round left their share of the rollout budget unspent (a
+    # step that must be whole: slime's global batch); each refill round plans what is left.
+    for _ in range(refill_aborted):
+        if not aborted or left[0] == 0 or left[1] == 0:
+            break
+        aborted = one_round(1)
     return note_observed(client.observe(results), results) if observe and results else None
 
 

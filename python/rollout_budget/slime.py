@@ -47,7 +47,7 @@ refused with a ValueError at the first step: --partial-rollout (aborted groups g
 --rollout-sample-filter-path, --rollout-all-samples-process-path, --group-rm, and
 --log-passrate (slime's `compute_pass_rate` asserts rollout_batch_size × n_samples_per_prompt
 rewards, and reshapes them into equal groups); and a normalised estimator (grpo, gspo, cispo,
-reinforce_plus_plus_baseline with --rewards-normalization) without
+reinforce_plus_plus_baseline with rewards normalisation on, slime's default) without
 --custom-reward-post-process-path, whose slime default mixes prompts on uneven groups. What
 generate returns for a sample may be a list of samples (a rollout fanned out), and image
 prompts have ids of their own: rollout_budget.slime_samples.
@@ -77,6 +77,10 @@ from .slime_samples import raw_reward as _raw_reward
 __all__ = ["generate_rollout", "make_rollout_function", "post_process_rewards", "check_args", "state_copy", "INFO_KEY"]
 
 _log = logging.getLogger("rollout_budget")
+
+#: Rounds a step adds to plan again what its aborted samples left of the budget (run_rounds'
+#: refill_aborted): slime trains whole global batches, and an aborted sample has no reward.
+REFILL_ABORTED = 3
 _NORMALISED = ("grpo", "gspo", "cispo", "reinforce_plus_plus_baseline")
 _STD = ("grpo", "gspo", "cispo")
 
@@ -137,7 +141,7 @@ def make_rollout_function(generate=None, client=None, settings=None):
         svc = client if client is not None else _client_of(s)
         out = _train_rollout(args, rollout_id, data_source, generate, svc, s)
         progress["observed"] = rollout_id
-        if _get(args, "save") and _get(args, "save_interval") and rollout_id == last:
+        if _get(args, "save") and (_get(args, "save_interval") or _get(args, "release_train")) and rollout_id == last:
             copy_state(s, state_copy(args.save, rollout_id), "rollout %d" % rollout_id)
         return out
 
@@ -171,10 +175,13 @@ def _last_rollout(args, data_source):
 
 
 def _saves_after(args, rollout_id, last):
-    """Whether slime saves a checkpoint after training `rollout_id`: `should_run_periodic_action`
+    """Whether slime saves a checkpoint after training `rollout_id`: after every rollout with
+    ``--release-train`` (train.py:71, 624b824), else `should_run_periodic_action`
     (slime/utils/misc.py:107) with ``--save-interval``: every interval and the last rollout; an
     epoch's end (its other trigger) is seen by the data source's state file being there."""
     save, interval = _get(args, "save"), _get(args, "save_interval")
+    if save and _get(args, "release_train"):
+        return True
     if not save or not interval:
         return False
     if rollout_id == last or (rollout_id + 1) % int(interval) == 0:
@@ -232,7 +239,7 @@ _warned = set()
 
 def _check_normalisation(args):
     """slime normalises rewards in groups for grpo, gspo, cispo and reinforce_plus_plus_baseline
-    with --rewards-normalization. Its own `_post_process_rewards` reshapes them into rows of
+    while rewards normalisation is on (its default; off with --disable-rewards-normalization). Its own `_post_process_rewards` reshapes them into rows of
     n_samples_per_prompt (slime/ray/rollout.py:619–620), which on the plan's uneven groups mixes
     prompts (a step of rollout_batch_size × n_samples_per_prompt rollouts takes that branch,
     silently): without --custom-reward-post-process-path (or a converter of its own) that is a
@@ -245,8 +252,8 @@ def _check_normalisation(args):
     convert = _get(args, "custom_convert_samples_to_train_data_path")
     if not post and not convert:
         raise ValueError("rollout_budget.slime: set --custom-reward-post-process-path rollout_budget.slime.post_process_rewards: "
-                         "slime's own normalisation of %s rewards (--rewards-normalization) reshapes them into rows of "
-                         "n_samples_per_prompt, which mixes prompts once the plan's groups are uneven" % estimator)
+                         "slime's own normalisation of %s rewards (on by default; off with --disable-rewards-normalization) reshapes "
+                         "them into rows of n_samples_per_prompt, which mixes prompts once the plan's groups are uneven" % estimator)
     for flag, path in (("--custom-reward-post-process-path", post), ("--custom-convert-samples-to-train-data-path", convert)):
         if path and path != "rollout_budget.slime.post_process_rewards" and (flag, path) not in _warned:
             _warned.add((flag, path))
@@ -319,8 +326,11 @@ def _train_rollout(args, rollout_id, data_source, generate, client, settings):
         return [rollout_outcome(args, samples, settings) for _, samples in done]
 
     timed = TimedClient(client)
+    # Aborted samples have no reward to train on, and slime trains whole global batches: what
+    # they left of the step's budget is planned again, up to REFILL_ABORTED more rounds.
     step = run_rounds(StepTotal(timed, multiple_of if multiple_of and multiple_of > 1 else None, budget_r), candidates, generate_rows,
-                      budget_rollouts=budget_r, budget_tokens=settings.budget_tokens, rounds=settings.rounds, **options)
+                      budget_rollouts=budget_r, budget_tokens=settings.budget_tokens, rounds=settings.rounds,
+                      refill_aborted=REFILL_ABORTED, **options)
     _past_indices(data_source, next_index[0])
     # A prompt's samples from every round in one group, in candidate order; aborted ones have no
     # reward to train on (generate_and_rm returns them before the reward model), as slime's own
@@ -337,13 +347,36 @@ def _train_rollout(args, rollout_id, data_source, generate, client, settings):
         _log.warning("rollout-budget: step %d: %d aborted samples (finish_reason abort) left out of the rollout: they have "
                      "no reward (their results are observed as aborted)", rollout_id, aborted)
     # slime's build_dp_schedule counts rollouts (a fanned-out rollout's samples share a rollout_id).
+    if (multiple_of and multiple_of > 1 and total < multiple_of) or not out:
+        # slime would fail on it: build_dp_schedule's assert, or an IndexError on an empty rollout.
+        raise ValueError(
+            "rollout_budget.slime: step %d has %d rollouts to train on%s, fewer than one global_batch_size (%s), which slime "
+            "cannot train: %s" % (rollout_id, total, " (%d aborted samples left out)" % aborted if aborted else "", multiple_of,
+                                  _short_step_advice(settings, args, multiple_of, aborted)))
     if multiple_of and multiple_of > 1 and total % multiple_of:
-        _log.warning("rollout-budget: step %d: %d rollouts, not a multiple of global_batch_size %d: %s", rollout_id, total, multiple_of,
-                     "slime trains on %d and drops the rest" % (multiple_of * (total // multiple_of)) if total > multiple_of else
-                     "fewer than one global batch, which slime's build_dp_schedule refuses")
+        _log.warning("rollout-budget: step %d: %d rollouts, not a multiple of global_batch_size %d: slime trains on %d and drops "
+                     "the rest", rollout_id, total, multiple_of, multiple_of * (total // multiple_of))
     # The figures count rollouts (a fanned-out rollout's samples are one); a figure without a
     # value is left out, not None, which slime's TensorBoard writer cannot log.
     return _output(out, step_metrics(step.plans, step.results, step.summary, timed.seconds, candidates=len(candidates)))
+
+
+def _short_step_advice(settings, args, multiple_of, aborted):
+    """What lets a step reach one global batch, for the error above."""
+    advice = []
+    if aborted:
+        advice.append("samples SGLang aborted (finish_reason abort) were planned again %d times and aborted again: see why "
+                      "SGLang aborts them" % REFILL_ABORTED)
+    options = settings.options or {}
+    max_n = options.get("max_n")
+    if max_n is not None and multiple_of and max_n * args.rollout_batch_size < multiple_of:
+        advice.append("max_n %s × rollout_batch_size %d is below it: raise max_n" % (max_n, args.rollout_batch_size))
+    if options.get("skip"):
+        advice.append("skip may leave prompts out: turn it off")
+    if settings.budget_tokens is not None:
+        advice.append("budget_tokens %s may not pay for it: raise it" % settings.budget_tokens)
+    advice.append("or lower --global-batch-size (set --num-steps-per-rollout for several optimizer steps a rollout)")
+    return "; ".join(advice)
 
 
 def _past_indices(data_source, end):

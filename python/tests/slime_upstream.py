@@ -49,9 +49,12 @@ def load():
                                build_dp_schedule=build_dp_schedule)
     rollout_py = os.path.join(root, "slime", "ray", "rollout.py")
     ns.post_process_rewards = support.load_method(rollout_py, "RolloutManager", "_post_process_rewards", {"torch": torch, "Sample": Sample})
+    # slime/observability/rollout_data_utils.py's check of fanned-out rollouts' ids, run as written.
+    validate = support.load_from_source(os.path.join(root, "slime", "observability", "rollout_data_utils.py"),
+                                        ["validate_rollout_id_annotated"], {"Sample": Sample})["validate_rollout_id_annotated"]
     ns.get_rollout_data = support.load_method(rollout_py, "RolloutManager", "_get_rollout_data", {
         "call_rollout_fn": call_rollout_fn, "itertools": itertools,
-        "validate_rollout_id_annotated": lambda data: None,  # slime/ray/rollout_validation: a check of compact paths only
+        "validate_rollout_id_annotated": validate,
         "load_debug_rollout_data": None,
     })
     source_py = os.path.join(root, "slime", "rollout", "data_source.py")

@@ -253,3 +253,33 @@ class RunRoundsErrorTest(support.ServiceCase):
             done = caught.exception.rounds_result
             self.assertEqual(len(done.results), 48)
             self.assertEqual(client.observe(done.results)["applied"], 48)
+
+
+class RefillAbortedTest(support.ServiceCase):
+    def test_what_aborted_rollouts_left_is_planned_again_and_ids_do_not_repeat(self):
+        calls = {"n": 0}
+
+        def generate(rows):
+            calls["n"] += 1
+            out = simulated_generate(rows)
+            if calls["n"] == 1:  # the step's first two rollouts abort
+                out[0] = dict(out[0], finish_reason="abort")
+                out[1] = dict(out[1], finish_reason="abort")
+            return out
+
+        with rb.HttpClient(self.url) as client:
+            done = rb.run_rounds(client, PROMPTS, generate, budget_rollouts=24, rounds=1, refill_aborted=2, min_n=2, step=5)
+            self.assertEqual(len(done.plans), 2)
+            self.assertEqual(done.plans[1]["budget"]["rollouts"], 2)
+            finished = [r for r in done.results if r.get("finish_reason") != "abort"]
+            self.assertEqual((len(finished), len(done.results)), (24, 26))
+            ids = [r["rollout_id"] for r in done.results]
+            self.assertEqual(len(set(ids)), len(ids))
+            self.assertEqual(done.summary["aborted"], 2)
+            # Without it (the default), the two stay unspent: APRIL's over-provisioning.
+            calls["n"] = 0
+            kept = rb.run_rounds(client, PROMPTS, generate, budget_rollouts=24, rounds=1, min_n=2, step=6)
+            self.assertEqual(len(kept.plans), 1)
+            self.assertEqual(sum(1 for r in kept.results if r.get("finish_reason") != "abort"), 22)
+            with self.assertRaisesRegex(ValueError, "refill_aborted must be an integer ≥ 0, got -1"):
+                rb.run_rounds(client, PROMPTS, generate, budget_rollouts=24, refill_aborted=-1)

@@ -446,17 +446,58 @@ class RolloutRoundsTest(_RolloutCase):
         self.assertEqual(len(set(slime_sim.INDICES)), 104, "no index twice in the run")
         self.assertEqual(min(slime_sim.INDICES[52:]), 52)
 
-    def test_one_round_an_aborted_sample_is_left_out_not_a_type_error(self):
-        # Its reward None went to float(): TypeError, and the rollout failed.
+    def test_one_round_an_aborted_sample_is_left_out_not_a_type_error_and_planned_again(self):
+        # Its reward None went to float(): TypeError, and the rollout failed. Then the step had 47
+        # rollouts, and slime trained 40 of them; now the budget it left is planned again.
         slime_sim.ABORT = lambda row: row["prompt_id"] == "math/0" and row["rollout_index"] == 0
+        args = slime_upstream.args()
         with self.assertLogs("rollout_budget", level="WARNING") as logs:
-            samples, metrics = self.manager(slime_upstream.args(), Settings(options={"min_n": 2, "max_n": 12, "seed": 4})).get_rollout_data(0)
-        self.assertEqual(len(self.client.plans), 1)
+            samples, metrics = self.manager(args, Settings(options={"min_n": 2, "max_n": 12, "seed": 4})).get_rollout_data(0)
+        self.assertEqual(len(self.client.plans), 2)
         # The request of a step without rounds, as before them: no rounds_left (the planner's default, 1).
         self.assertEqual(sorted(self.client.asked[0]), ["budget_rollouts", "budget_tokens", "max_n", "min_n", "multiple_of", "prompts", "seed", "step"])
-        self.assertEqual((len(samples), metrics["rollout_budget/aborted"], metrics["rollout_budget/applied"]), (47, 1, 47))
-        self.assertIn("WARNING:rollout_budget:rollout-budget: step 0: 47 rollouts, not a multiple of global_batch_size 8: slime trains "
-                      "on 40 and drops the rest", logs.output)
+        self.assertEqual(self.client.asked[1]["budget_rollouts"], 1)  # what the aborted sample left
+        self.assertEqual((len(samples), metrics["rollout_budget/aborted"], metrics["rollout_budget/applied"]), (48, 1, 48))
+        self.assertTrue(all(s.reward is not None for s in samples))
+        self.assertFalse([line for line in logs.output if "not a multiple of global_batch_size" in line], logs.output)
+        self.trains_every_sample(args, samples)
+
+    def test_an_aborted_sample_when_the_step_is_one_global_batch_is_planned_again_so_slime_trains(self):
+        # slime's own scripts (run-qwen3-4B.sh: 32 × 8, --global-batch-size 256) make the step one
+        # global batch: one aborted sample left 255 rollouts, and build_dp_schedule asserted.
+        slime_sim.ABORT = lambda row: row["prompt_id"] == "math/3" and row["rollout_index"] == 1
+        args = slime_upstream.args(global_batch_size=48)
+        samples, metrics = self.manager(args, Settings(options={"min_n": 2, "max_n": 12, "seed": 4})).get_rollout_data(0)
+        self.assertEqual((len(samples), metrics["rollout_budget/aborted"]), (48, 1))
+        self.trains_every_sample(args, samples)
+
+    def test_samples_that_abort_again_and_again_are_an_error_saying_so_not_slimes_assert(self):
+        calls = {"n": 0}
+
+        def abort(row):  # the first sample of the step, and every sample planned again after it
+            calls["n"] += 1
+            return calls["n"] == 1 or calls["n"] > 48
+
+        slime_sim.ABORT = abort
+        args = slime_upstream.args(global_batch_size=48)
+        with self.assertRaises(ValueError) as caught:
+            self.manager(args, Settings(options={"min_n": 2, "max_n": 12, "seed": 4})).get_rollout_data(0)
+        self.assertEqual(len(self.client.plans), 4)  # the step, then three refills of one rollout each
+        self.assertIn("rollout_budget.slime: step 0 has 47 rollouts to train on (4 aborted samples left out), fewer than one "
+                      "global_batch_size (48), which slime cannot train: samples SGLang aborted (finish_reason abort) were "
+                      "planned again 3 times and aborted again", str(caught.exception))
+
+    def test_options_that_plan_less_than_one_global_batch_are_an_error_naming_them(self):
+        # max_n 3 × 12 prompts = 36 < 48: the planner names max_n; with skip, it plans nothing,
+        # and slime failed with an IndexError on the empty rollout.
+        args = slime_upstream.args(global_batch_size=48)
+        with self.assertRaisesRegex(Exception, r"the 12 prompts take at most 36 rollouts \(options.max_n 3\)"):
+            self.manager(args, Settings(options={"min_n": 2, "max_n": 3, "seed": 4})).get_rollout_data(0)
+        with self.assertRaises(ValueError) as caught:
+            self.manager(args, Settings(options={"min_n": 2, "max_n": 3, "skip": True, "seed": 4})).get_rollout_data(0)
+        self.assertIn("step 0 has 0 rollouts to train on, fewer than one global_batch_size (48), which slime cannot train: "
+                      "max_n 3 × rollout_batch_size 12 is below it: raise max_n; skip may leave prompts out: turn it off; "
+                      "or lower --global-batch-size", str(caught.exception))
 
 
 class NotCombinableTest(unittest.TestCase):
@@ -576,6 +617,19 @@ class CheckpointCopyTest(unittest.TestCase):
             self.assertEqual(self.held(self.ours.state_copy(save, rollout_id)), (sum(rollouts[:rollout_id + 1]), rollout_id))
         for rollout_id in (0, 2):
             self.assertFalse(os.path.exists(self.ours.state_copy(save, rollout_id)), rollout_id)
+
+    def test_release_train_saves_after_every_rollout_so_each_gets_its_copy(self):
+        # slime's train.py:71 saves after every rollout with --release-train, --save-interval or
+        # not; without an interval no copy was ever made, and a resume kept the state as it was.
+        save = self.dir + "/ckpt"
+        args = slime_upstream.args(save=save, save_interval=None, release_train=True, num_rollout=3)
+        manager = self.manager(args)
+        rollouts = []
+        for rollout_id in range(3):
+            samples, _ = manager.get_rollout_data(rollout_id)
+            rollouts.append(len(samples))
+        for rollout_id in range(3):
+            self.assertEqual(self.held(self.ours.state_copy(save, rollout_id)), (sum(rollouts[:rollout_id + 1]), rollout_id))
 
     def test_an_epoch_end_saved_by_the_data_source_gets_its_copy_too(self):
         save = self.dir + "/ckpt"
