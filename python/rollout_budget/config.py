@@ -68,7 +68,11 @@ class Settings:
     def client(self):
         """A client for `url`: HttpClient for http:// and https://, else a StdioClient on that state."""
         if not self.url:
-            raise ValueError("rollout_budget: set url (ROLLOUT_BUDGET_URL) to the service's http://host:port or a state path")
+            raise ValueError("rollout_budget: set url (ROLLOUT_BUDGET_URL) to the service's http://host:port or a state path: "
+                             "in verl as +rollout_budget.url=... on the command line (the config travels to the Ray actor that "
+                             "runs fit); as a variable, in the environment of the Ray actor that trains or rolls out (on a "
+                             "cluster a variable exported where the job is submitted does not reach it: pass it in the job's "
+                             "runtime_env env_vars)")
         if is_service_url(self.url):
             return connect(self.url, token=self.token, timeout=self.timeout_s)
         # A child serve --stdio has no limit unless one is set: an observe may wait its turn for
@@ -86,7 +90,8 @@ class Settings:
             return 1.0 if r > self.pass_threshold else 0.0
         if -REWARD_SLACK <= r <= 1.0 + REWARD_SLACK:
             return min(1.0, max(0.0, r))
-        raise ValueError("%s: reward %r is outside [0, 1]; set pass_threshold (ROLLOUT_BUDGET_PASS_THRESHOLD) to count rewards above it as a pass" % (where, value))
+        raise ValueError("%s: reward %r is outside [0, 1]; set pass_threshold (verl: +rollout_budget.pass_threshold=<t>; "
+                         "ROLLOUT_BUDGET_PASS_THRESHOLD) to count rewards above it as a pass, e.g. 0 for DAPO's ±1" % (where, value))
 
 
 def _int(name, value):

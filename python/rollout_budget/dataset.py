@@ -102,10 +102,11 @@ def read_rows(path):
 _MEDIA_KEYS = ("images", "videos")
 
 
-def candidates_of(rows, path="<rows>", prompt_key="prompt", max_tokens=None):
+def candidates_of(rows, path="<rows>", prompt_key="prompt", max_tokens=None, seen=None):
     """The candidates of (row number, row) pairs (see the module doc); DatasetError naming the row
-    and field of the first bad one, or of a prompt that repeats an earlier row's id."""
-    seen = {}
+    and field of the first bad one, or of a prompt that repeats an earlier row's id (`seen`: the
+    ids of earlier files, id → (path, row), filled in here)."""
+    seen = {} if seen is None else seen
     for k, row in rows:
         where = "%s:%d" % (path, k)
         text = row.get(prompt_key)
@@ -126,9 +127,13 @@ def candidates_of(rows, path="<rows>", prompt_key="prompt", max_tokens=None):
         if pid in seen:
             why = "the same prompt, its id a hash of it without an extra_info.index" if pid.startswith("h:") else \
                 "the same data_source and extra_info.index"
-            raise DatasetError("%s: the prompt id %r is row %d's too (%s): a prompt must appear once; drop the repeat"
-                               % (where, pid, seen[pid], why))
-        seen[pid] = k
+            first_path, first_row = seen[pid]
+            earlier = "row %d's" % first_row if first_path == path else "%s row %d's" % (first_path, first_row)
+            raise DatasetError("%s: the prompt id %r is %s too (%s): a prompt must appear once; drop the repeat%s"
+                               % (where, pid, earlier, why, "" if first_path == path else
+                                  ", or give the files different data_source values (in training both rows would share "
+                                  "one posterior, in different steps without an error)"))
+        seen[pid] = (path, k)
         candidate = {"id": pid}
         candidate["messages" if isinstance(text, list) else "prompt"] = text
         reward_model = row.get("reward_model")
@@ -168,7 +173,8 @@ def _write(lines, out):
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="python -m rollout_budget.dataset",
                                      description="A verl dataset (Parquet or JSONL rows) as rollout-budget's prompts JSONL.")
-    parser.add_argument("dataset", help="verl dataset: .parquet (needs pandas and pyarrow) or .jsonl")
+    parser.add_argument("dataset", nargs="+", help="verl dataset: .parquet (needs pandas and pyarrow) or .jsonl; several (verl's "
+                        "data.train_files) are one prompts file, and an id in two of them is an error")
     parser.add_argument("--out", default="-", help="prompts JSONL to write (default: stdout)")
     parser.add_argument("--prompt-key", default="prompt", help="the rows' prompt field (verl's data.prompt_key; default: prompt)")
     parser.add_argument("--max-tokens", type=int, default=None, help="each prompt's max_tokens (verl's data.max_response_length)")
@@ -176,16 +182,19 @@ def main(argv=None):
     if args.max_tokens is not None and args.max_tokens < 1:
         parser.error("--max-tokens must be an integer >= 1, got %d" % args.max_tokens)
     try:
-        if not os.path.isfile(args.dataset):
-            raise DatasetError("%s: no such file" % args.dataset)
+        for path in args.dataset:
+            if not os.path.isfile(path):
+                raise DatasetError("%s: no such file" % path)
         # Every row is checked before the first line is written: a bad row leaves no partial file.
-        rows = list(candidates_of(read_rows(args.dataset), args.dataset, args.prompt_key, args.max_tokens))
+        seen, rows = {}, []
+        for path in args.dataset:
+            rows.extend(candidates_of(read_rows(path), path, args.prompt_key, args.max_tokens, seen))
         written = _write((json.dumps(c, ensure_ascii=False) + "\n" for c in rows), args.out)
     except (DatasetError, OSError, UnicodeDecodeError) as error:
         sys.stderr.write("rollout_budget.dataset: %s\n" % error)
         return 2
     if args.out != "-":
-        sys.stderr.write("rollout_budget.dataset: %d prompts from %s written to %s\n" % (written, args.dataset, args.out))
+        sys.stderr.write("rollout_budget.dataset: %d prompts from %s written to %s\n" % (written, ", ".join(args.dataset), args.out))
     return 0
 
 

@@ -147,6 +147,14 @@ def adapter_for(trainer):
     adapter = getattr(trainer, "_rollout_budget", None)
     if adapter is None:
         settings = settings_from(_get(trainer.config, "rollout_budget"))
+        if _get(trainer.config, "actor_rollout_ref", "actor", "use_prefix_grouper") and _get(trainer.config, "trainer", "balance_batch"):
+            # ray_trainer.py:1120–1127 raises on a group count that dp does not divide, which the
+            # plan's groups (skip, a repeated prompt) do not keep, at any step.
+            raise ValueError("rollout_budget: actor_rollout_ref.actor.use_prefix_grouper with trainer.balance_batch: verl's "
+                             "_balance_batch then needs the step's uid groups to be a multiple of the data-parallel size and "
+                             "balances equal numbers of groups, which the plan's uneven groups do not keep (a ValueError at any "
+                             "step); set trainer.balance_batch=False (a group split over ranks then has its prompt computed "
+                             "once a part: prefix_grouper_utils.build_pg_from_micro_batch groups a uid's consecutive rows)")
         if settings.multiple_of is not None:
             multiple_of, why = settings.multiple_of, "rollout_budget.multiple_of"
         else:

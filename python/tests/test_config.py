@@ -50,8 +50,18 @@ class RewardTest(unittest.TestCase):
         # Ten 0.1s summed in float32 (torch.full((10,), 0.1).sum()): 1.0000001192092896 was refused.
         self.assertEqual(s.reward_of(1.0000001192092896, "r"), 1.0)
         self.assertEqual(s.reward_of(-1e-9, "r"), 0.0)
-        with self.assertRaisesRegex(ValueError, r"^rollout 3: reward 1\.01 is outside \[0, 1\]; set pass_threshold"):
+        with self.assertRaisesRegex(ValueError, r"^rollout 3: reward 1\.01 is outside \[0, 1\]; set pass_threshold \(verl: "
+                                                r"\+rollout_budget\.pass_threshold=<t>; ROLLOUT_BUDGET_PASS_THRESHOLD\)"):
             s.reward_of(1.01, "rollout 3")
+
+    def test_no_url_says_where_to_give_it_in_verl_and_under_ray(self):
+        # A variable exported where a Ray job is submitted does not reach its actors on a cluster:
+        # the message named only the variable the user had set.
+        with self.assertRaises(ValueError) as caught:
+            settings().client()
+        text = str(caught.exception)
+        for part in ("ROLLOUT_BUDGET_URL", "+rollout_budget.url=", "runtime_env env_vars"):
+            self.assertIn(part, text)
 
     def test_nan_is_named_as_such_with_a_threshold_or_without(self):
         for s in (settings(), settings(pass_threshold=0.5)):

@@ -72,6 +72,30 @@ class DatasetTest(unittest.TestCase):
         self.assertEqual(sorted(a["prompt_id"] for a in allocations), sorted(c["id"] for c in got))
         self.assertEqual(sum(a["n"] for a in allocations), 32)
 
+    def test_several_files_are_one_prompts_file_and_an_id_in_two_of_them_is_named(self):
+        # verl's data.train_files is a list. Two files each numbering extra_info.index from 0 under
+        # one data_source give two problems one id: the verl integration refuses that within a
+        # batch only; in different steps they share one posterior without an error.
+        second = os.path.join(self.dir, "more.jsonl")
+        extra = [dict(ROWS[1], prompt=[{"role": "user", "content": "Another problem."}], extra_info={"split": "train", "index": 7})]
+        with open(second, "w", encoding="utf-8") as f:
+            f.writelines(json.dumps(r) + "\n" for r in extra)
+        out = os.path.join(self.dir, "both.jsonl")
+        run = self.run_module(self.rows, second, "--out", out)
+        self.assertEqual(run.returncode, 0, run.stderr)
+        self.assertIn("5 prompts from %s, %s written to" % (self.rows, second), run.stderr)
+        with open(out, encoding="utf-8") as f:
+            self.assertEqual([json.loads(line)["id"] for line in f][-1], "openai/gsm8k/7")
+        clash = os.path.join(self.dir, "clash.jsonl")
+        with open(clash, "w", encoding="utf-8") as f:
+            f.write(json.dumps(dict(ROWS[1], prompt=[{"role": "user", "content": "A different problem."}])) + "\n")
+        run = self.run_module(self.rows, clash, "--out", os.path.join(self.dir, "no.jsonl"))
+        self.assertEqual(run.returncode, 2)
+        self.assertIn("clash.jsonl:1: the prompt id 'openai/gsm8k/1' is %s row 2's too (the same data_source and "
+                      "extra_info.index): a prompt must appear once; drop the repeat, or give the files different data_source "
+                      "values" % self.rows, run.stderr)
+        self.assertFalse(os.path.exists(os.path.join(self.dir, "no.jsonl")))
+
     def test_the_ids_are_those_verl_adapter_gives_the_same_rows_in_a_batch(self):
         support.require_torch()
         from .verl_trainer import dataset_batch

@@ -3,6 +3,7 @@ through the patched step (tests/verl_trainer.py: verl's own DataProto, _get_gen_
 compute_advantage; the model and reward are simulated) against a real `rollout-budget serve`.
 Step 3's plan uses what steps 1–2 observed."""
 
+import os
 import unittest
 
 from . import support, verl_trainer, verl_upstream
@@ -558,3 +559,57 @@ class VerlOneRoundTest(support.ServiceCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class VerlPrefixGrouperTest(support.ServiceCase):
+    """actor.use_prefix_grouper with trainer.balance_batch (verl's default): verl's _balance_batch
+    (ray_trainer.py:1096, run as written with verl/utils/seqlen_balancing.py) balances whole uid
+    groups and raises when the data-parallel size does not divide their count, which the plan's
+    groups do not keep. The integration refuses the combination at the first step."""
+
+    def balance(self, sizes):
+        import copy
+        import heapq
+        import sys
+        import types
+        from itertools import chain
+
+        import numpy as np
+        import torch
+
+        ns = verl_upstream.load()
+        sb = {"torch": torch, "heapq": heapq, "copy": copy, "chain": chain, "np": np}
+        support.load_from_source(os.path.join(ns.root, "verl", "utils", "seqlen_balancing.py"), [
+            "calculate_workload", "karmarkar_karp", "greedy_partition", "get_seqlen_balanced_partitions",
+            "log_seqlen_unbalance", "get_group_balanced_partitions"], sb)
+        balance_batch = support.load_method(ns.trainer_path, "RayPPOTrainer", "_balance_batch", {
+            "torch": torch, "calculate_workload": sb["calculate_workload"],
+            "get_seqlen_balanced_partitions": sb["get_seqlen_balanced_partitions"], "log_seqlen_unbalance": sb["log_seqlen_unbalance"]})
+        # The method imports get_group_balanced_partitions from verl.utils.seqlen_balancing.
+        module = types.ModuleType("verl.utils.seqlen_balancing")
+        module.get_group_balanced_partitions = sb["get_group_balanced_partitions"]
+        names = {"verl": types.ModuleType("verl"), "verl.utils": types.ModuleType("verl.utils"), "verl.utils.seqlen_balancing": module}
+        saved = {k: sys.modules.get(k) for k in names}
+        sys.modules.update(names)
+        self.addCleanup(lambda: [sys.modules.pop(k) if v is None else sys.modules.__setitem__(k, v) for k, v in saved.items()])
+        uids = [u for k, n in enumerate(sizes) for u in ["1/p%d" % k] * n]
+        mask = torch.ones(len(uids), 8, dtype=torch.long)
+        batch = ns.DataProto.from_dict(tensors={"attention_mask": mask}, non_tensors={"uid": np.array(uids, dtype=object)})
+        trainer = types.SimpleNamespace(use_prefix_grouper=True, actor_rollout_wg=None, _get_dp_size=lambda wg, role: 2)
+        balance_batch(trainer, batch, metrics={})
+
+    def test_verls_balance_refuses_a_plans_group_count_and_the_integration_refuses_the_setting(self):
+        self.balance([4, 4, 4, 4])  # verl's uniform n = 4: four groups over dp 2
+        with self.assertRaisesRegex(ValueError, r"PrefixGrouper with balance_batch requires num_uid_groups \(3\) % dp_size \(2\) == 0"):
+            self.balance([6, 6, 4])  # a plan that left a prompt out: 16 rollouts in 3 groups
+        trainer = verl_trainer.TrainerStandIn(rollout_n=4, workers=2, dp_size=2, budget_settings={"url": self.url})
+        trainer.config["actor_rollout_ref"]["actor"] = {"use_prefix_grouper": True}
+        trainer.config["trainer"] = {"balance_batch": True}
+        with self.assertRaises(ValueError) as caught:
+            verl_trainer.patched_step(trainer, verl_trainer.dataset_batch(PROMPTS), PASS, verl_upstream.load().AdvantageEstimator.GRPO)
+        self.assertIn("actor_rollout_ref.actor.use_prefix_grouper with trainer.balance_batch", str(caught.exception))
+        self.assertIn("set trainer.balance_batch=False", str(caught.exception))
+        trainer.config["trainer"] = {"balance_batch": False}
+        out = verl_trainer.patched_step(trainer, verl_trainer.dataset_batch(PROMPTS), PASS, verl_upstream.load().AdvantageEstimator.GRPO)
+        trainer._rollout_budget.client.close()
+        self.assertEqual(len(out) % 2, 0)
