@@ -38,7 +38,7 @@ def group_advantages(rewards, group_ids, kind="grpo", epsilon=1e-6):
     """
     if kind not in ADVANTAGE_KINDS:
         raise ValueError("kind must be one of %s, got %r" % (", ".join(ADVANTAGE_KINDS), kind))
-    rewards = [float(r) for r in (rewards.tolist() if hasattr(rewards, "tolist") else rewards)]
+    rewards = [_reward(r, i) for i, r in enumerate(rewards.tolist() if hasattr(rewards, "tolist") else rewards)]
     group_ids = list(group_ids.tolist() if hasattr(group_ids, "tolist") else group_ids)
     if len(rewards) != len(group_ids):
         raise ValueError("%d rewards for %d group ids" % (len(rewards), len(group_ids)))
@@ -67,3 +67,15 @@ def group_advantages(rewards, group_ids, kind="grpo", epsilon=1e-6):
             for i, v in zip(idx, values):
                 out[i] = (v - mean) * n / (n - 1)
     return out
+
+
+def _reward(value, i):
+    """Reward i as a finite float, or a ValueError naming it: one NaN made its whole group NaN,
+    and None a bare TypeError."""
+    try:
+        r = float(value)
+    except (TypeError, ValueError):
+        raise ValueError("rewards[%d] is %r, not a number" % (i, value)) from None
+    if not math.isfinite(r):
+        raise ValueError("rewards[%d] is %r, not a finite number: every advantage of its group would be NaN" % (i, value))
+    return r

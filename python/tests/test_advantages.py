@@ -48,6 +48,13 @@ class GroupAdvantagesTest(unittest.TestCase):
             group_advantages([1, 0], ["a"])
         with self.assertRaisesRegex(ValueError, "epsilon"):
             group_advantages([1], ["a"], epsilon=-1)
+        # One NaN made its whole group NaN without a word; None was a bare TypeError from float().
+        with self.assertRaisesRegex(ValueError, r"^rewards\[0\] is nan, not a finite number: every advantage of its group would be NaN$"):
+            group_advantages([float("nan"), 1, 0, 1], ["a"] * 4)
+        with self.assertRaisesRegex(ValueError, r"^rewards\[2\] is inf, not a finite number"):
+            group_advantages([1, 0, float("inf")], ["a", "a", "b"])
+        with self.assertRaisesRegex(ValueError, r"^rewards\[0\] is None, not a number$"):
+            group_advantages([None, 1, 0, 1], ["a"] * 4)
 
 
 if __name__ == "__main__":
