@@ -599,6 +599,7 @@ class VerlPrefixGrouperTest(support.ServiceCase):
         balance_batch(trainer, batch, metrics={})
 
     def test_verls_balance_refuses_a_plans_group_count_and_the_integration_refuses_the_setting(self):
+        verl_upstream.load()  # skips without torch (locally; CI=true fails)
         self.balance([4, 4, 4, 4])  # verl's uniform n = 4: four groups over dp 2
         with self.assertRaisesRegex(ValueError, r"PrefixGrouper with balance_batch requires num_uid_groups \(3\) % dp_size \(2\) == 0"):
             self.balance([6, 6, 4])  # a plan that left a prompt out: 16 rollouts in 3 groups
