@@ -130,12 +130,16 @@ def make_rollout_function(generate=None, client=None, settings=None):
     generate = generate if generate is not None else _sglang_generate
 
     def rollout(args, rollout_id, data_source, evaluation=False):
+        # Checked at evaluation too: slime evaluates before the first training rollout
+        # (--eval-interval), so a refused flag or a missing url stops the run there, not after it.
+        check_args(args)
+        s = settings if settings is not None else settings_from()
+        if not s.url and client is None:
+            s.client()  # the ValueError saying where to set it
         if evaluation:
             from slime.rollout.sglang_rollout import generate_rollout as slime_rollout
 
             return slime_rollout(args, rollout_id, data_source, evaluation=True)
-        check_args(args)
-        s = settings if settings is not None else settings_from()
         last = _last_rollout(args, data_source)
         progress = _before_rollout(args, rollout_id, s, last)
         svc = client if client is not None else _client_of(s)

@@ -524,6 +524,12 @@ class NotCombinableTest(unittest.TestCase):
         with self.assertRaisesRegex(ValueError, "--log-passrate"):
             make_rollout_function(client=object(), settings=Settings())(slime_upstream.args(log_passrate=True), 0, source)
         self.assertEqual(taken, [])
+        # At evaluation too (slime evaluates before the first training rollout), before slime's own rollout runs.
+        with self.assertRaisesRegex(ValueError, "--log-passrate"):
+            make_rollout_function(client=object(), settings=Settings())(slime_upstream.args(log_passrate=True), 0, source, evaluation=True)
+        with mock.patch.dict(os.environ, {}, clear=True), self.assertRaisesRegex(ValueError, r"set url \(ROLLOUT_BUDGET_URL\)"):
+            make_rollout_function()(slime_upstream.args(), 0, source, evaluation=True)
+        self.assertEqual(taken, [])
 
 
 class RolloutResumeTest(_RolloutCase):
