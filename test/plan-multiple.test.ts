@@ -99,13 +99,20 @@ describe('plan --multiple-of', () => {
     // 258 rollouts at 3,072 tokens each (no length data: max_tokens) are 792,576 tokens at the least.
     const tokens = await cli(['plan', '--prompts', promptsPath, '--state', state, '--budget-rollouts', '258', '--budget-tokens', '400000', '--multiple-of', '258']);
     expect(tokens.code).toBe(2);
-    expect(tokens.stderr).toMatch(/^rollout-budget: budget infeasible: no multiple of --multiple-of 258 fits: the 258 rollouts their first rollouts \(--min-n\) round up to cost ~(\d+) tokens at the cheapest \(each prompt's expected length\), above --budget-tokens 400000\. Raise --budget-tokens, lower --multiple-of, or lower max_tokens\n$/);
-    const cost = Number(/cost ~(\d+) tokens/.exec(tokens.stderr)![1]);
+    expect(tokens.stderr).toMatch(/^rollout-budget: budget infeasible: no multiple of --multiple-of 258 fits: the 258 rollouts their first rollouts \(--min-n\) round up to cost at least ~(\d+) tokens \(each prompt's expected length\), above --budget-tokens 400000\. Raise --budget-tokens, lower --multiple-of, or lower max_tokens\n$/);
+    const cost = Number(/cost at least ~(\d+) tokens/.exec(tokens.stderr)![1]);
     expect(cost).toBeGreaterThan(400000);
     // The same plan with a budget above that cost is feasible and spends exactly 258.
     const fits = await cli(['plan', '--prompts', promptsPath, '--state', state, '--budget-rollouts', '258', '--budget-tokens', String(cost + 1000), '--multiple-of', '258']);
     expect(fits.code, fits.stderr).toBe(0);
     expect(total(JSON.parse(fits.stdout) as Plan)).toBe(258);
+    // Over two rounds the round's token share grew to the starts' tokens only, not to the
+    // multiple's: the plan that fits in one round was BUDGET_INFEASIBLE ("need ~N tokens; budget
+    // left is more"). It grows to the multiple's cost now.
+    const two = await cli(['plan', '--prompts', promptsPath, '--state', state, '--budget-rollouts', '258', '--budget-tokens', String(cost + 1000),
+      '--multiple-of', '258', '--rounds-left', '2']);
+    expect(two.code, two.stderr).toBe(0);
+    expect(total(JSON.parse(two.stdout) as Plan)).toBe(258);
   });
 
   it('each round of a step is a multiple (library, partial_rewards in round 2)', () => {

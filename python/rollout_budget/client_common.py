@@ -122,8 +122,10 @@ def _message(error):
 
 def _has_ids(result):
     """Whether a result line names its rollout with a `rollout_id` (a group line, `rewards`, has
-    none: it is keyed by its batch's digest, so a part of a batch would be keyed apart)."""
-    return isinstance(result, dict) and result.get("rollout_id") is not None and "rewards" not in result
+    none: it is keyed by its batch's digest, so a part of a batch would be keyed apart) and its
+    `step` (without one, each part would take the state's last step + 1 after the part before)."""
+    return (isinstance(result, dict) and result.get("rollout_id") is not None and "rewards" not in result
+            and result.get("step") is not None)
 
 
 def _by_prompt(results):
@@ -139,7 +141,7 @@ def _split_point(results):
     """The index nearest the middle of `results` where the prompt changes (the middle itself
     when one prompt holds them all)."""
     mid = len(results) // 2
-    for d in range(mid):
+    for d in range(len(results)):
         for i in (mid - d, mid + d):
             if 0 < i < len(results) and results[i].get("prompt_id") != results[i - 1].get("prompt_id"):
                 return i
@@ -253,11 +255,14 @@ class _Client:
 
         Results over the service's body limit (413: ``serve --body-limit``, 8 MiB by default:
         some 47,000 rollouts of 180 bytes; a reverse proxy's own limit) are sent again in parts, a
-        prompt's results together where they fit, when every result has a ``rollout_id``: each
-        part is one transaction, and the whole sent again after a failure applies each rollout
-        once. The summary is the parts' (counts summed, ``last_step`` the largest, warnings
-        joined). Without ids a part would be keyed apart from the whole (README, observe), so
-        such results get the 413, saying so."""
+        prompt's results together where they fit, when every result has a ``rollout_id`` and a
+        ``step``: each part is one transaction, and the whole sent again after a failure applies
+        each rollout once. The summary is the parts' (counts summed, ``prompts`` too, so a prompt
+        split over two parts counts twice; ``last_step`` the largest; warnings joined). Without
+        ids a part would be keyed apart from the whole (README, observe), and without steps each
+        part would take the state's last step + 1 after the part before, so such results get the
+        413, saying so. A part that fails after others were applied raises its error saying how
+        many were."""
         results = list(results)
         try:
             return self._call("POST", "/v1/observe", _observe_body(results, options))
@@ -267,20 +272,34 @@ class _Client:
             if len(results) < 2 or not all(_has_ids(r) for r in results):
                 raise RolloutBudgetError(413, {
                     "code": error.code, "field": error.field, "value": error.value,
-                    "message": "%s (%d results in one request: with a rollout_id on each, the client sends them in parts; "
-                               "or raise the limit)" % (_message(error), len(results))}) from error
+                    "message": "%s (%d results in one request: with a rollout_id and a step on each, the client sends them in "
+                               "parts; or raise the limit)" % (_message(error), len(results))}) from error
         _log.info("rollout-budget: %d results are over the service's body limit: sending them in parts", len(results))
-        return _merge_summaries(self._observe_parts(_by_prompt(results), options))
-
-    def _observe_parts(self, results, options):
-        """Summaries of `results` observed in as few halvings as the body limit needs."""
+        summaries = []
         try:
-            return [self._call("POST", "/v1/observe", _observe_body(results, options))]
+            self._observe_parts(_by_prompt(results), options, summaries)
+        except RolloutBudgetError as error:
+            if not summaries:
+                raise
+            applied = sum(len(part) for part, _ in summaries)
+            raise RolloutBudgetError(error.status, {
+                "code": error.code, "field": error.field, "value": error.value,
+                "message": "%s (sending %d results in parts: %d of them were observed in parts before this one; send the whole again "
+                           "once the cause is fixed: those count as duplicates)" % (_message(error), len(results), applied)}) from error
+        return _merge_summaries(summary for _, summary in summaries)
+
+    def _observe_parts(self, results, options, summaries):
+        """Observes `results` in as few halvings as the body limit needs, appending (part, summary)
+        to `summaries` as each part is applied."""
+        try:
+            summaries.append((results, self._call("POST", "/v1/observe", _observe_body(results, options))))
+            return
         except RolloutBudgetError as error:
             if error.status != 413 or len(results) < 2:
                 raise
         half = _split_point(results)
-        return self._observe_parts(results[:half], options) + self._observe_parts(results[half:], options)
+        self._observe_parts(results[:half], options, summaries)
+        self._observe_parts(results[half:], options, summaries)
 
     def prompt(self, prompt_id, **query):
         """One prompt's posterior, counts and expected tokens (query: group, max_tokens, step)."""

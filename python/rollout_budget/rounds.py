@@ -22,8 +22,12 @@ a round every token it generated, `RoundOutcome`); a plan's prefill (its expecte
 
 from __future__ import annotations
 
+import logging
+
 from .client_common import RolloutBudgetError
 from .plan import expand_plan, note_observed, note_planned, results_rows
+
+_log = logging.getLogger("rollout_budget")
 
 __all__ = ["run_rounds", "RoundsResult"]
 
@@ -65,7 +69,7 @@ def run_rounds(client, prompts, generate, budget_rollouts=None, budget_tokens=No
     rollout ids, and its results apply once; without it the step is the state's last observed step + 1.
 
     On an error after a round was generated (a reward `results_rows` refuses, the service gone
-    at observe), the exception's ``rounds_result`` is a RoundsResult of the plans and the results
+    at observe), the exception's ``rounds_result`` is a RoundsResult of the plans (the failing round's too) and the results
     of the rounds completed before it, not observed (``summary`` None): observe them once the
     cause is fixed.
     """
@@ -99,10 +103,11 @@ def _rounds(client, prompts, generate, left_r, left_t, rounds, observe, options,
     launched = {}  # prompt id → the index after the last rollout launched this step (aborted ones too)
     left = [left_r, left_t]
 
-    def one_round(rounds_left):
+    def one_round(rounds_left, **extra):
         """Plans, generates and books one round; returns how many of its rollouts were aborted."""
         candidates = [dict(p, partial_rewards=list(partial[p["id"]])) if p["id"] in partial else p for p in prompts]
-        plan = note_planned(client.plan(candidates, budget_rollouts=left[0], budget_tokens=left[1], rounds_left=rounds_left, **options))
+        plan = note_planned(client.plan(candidates, budget_rollouts=left[0], budget_tokens=left[1], rounds_left=rounds_left,
+                                        **dict(options, **extra)))
         plans.append(plan)
         options["step"] = plan["step"]
         rows = expand_plan(plan, prompts, next_rollout=launched)
@@ -146,7 +151,16 @@ def _rounds(client, prompts, generate, left_r, left_t, rounds, observe, options,
     for _ in range(refill_aborted):
         if not aborted or left[0] == 0 or left[1] == 0:
             break
-        aborted = one_round(1)
+        try:
+            # skip: a prompt whose rollouts all aborted need not start again at min_n, which the
+            # budget left may not pay for (the aborted rollouts' tokens were spent).
+            aborted = one_round(1, skip=True)
+        except RolloutBudgetError as error:
+            if error.code != "BUDGET_INFEASIBLE":
+                raise
+            _log.warning("rollout-budget: step %s: the rollouts %d aborted samples left are not planned again: %s",
+                         options.get("step", "?"), aborted, error)
+            break
     return note_observed(client.observe(results), results) if observe and results else None
 
 

@@ -325,9 +325,22 @@ class PartsTest(unittest.TestCase):
         with self.assertRaises(rb.RolloutBudgetError) as caught:
             client.observe(_rows(3000, 300, ids=False))
         self.assertEqual(caught.exception.status, 413)
-        self.assertIn("(3000 results in one request: with a rollout_id on each, the client sends them in parts; "
+        self.assertIn("(3000 results in one request: with a rollout_id and a step on each, the client sends them in parts; "
                       "or raise the limit)", str(caught.exception))
+        # Without steps each part would take the state's last step + 1 after the part before: the 413 too.
+        stepless = [{k: v for k, v in r.items() if k != "step"} for r in _rows(3000, 300)]
+        with self.assertRaises(rb.RolloutBudgetError) as caught:
+            client.observe(stepless)
+        self.assertEqual(caught.exception.status, 413)
         self.assertEqual(client.prompt("prompt-0000")["rollouts"], 10)
+        # A result alone over the limit, sent after other parts were applied: the error says how many were.
+        huge = _rows(400, 40)
+        huge.append({"prompt_id": "y" * 40000, "step": 3, "reward": 1, "rollout_id": "3/" + "y" * 40000 + "#0"})
+        with self.assertRaises(rb.RolloutBudgetError) as caught:
+            client.observe(huge)
+        self.assertEqual(caught.exception.status, 413)
+        self.assertRegex(str(caught.exception), r"\(sending 401 results in parts: 400 of them were observed in parts before this one; "
+                                                r"send the whole again once the cause is fixed: those count as duplicates\)")
 
     def test_http_results_over_the_body_limit_with_ids_are_sent_in_parts_and_apply_once(self):
         proc, port = support.start_http(os.path.join(self.dir, "http.db"), "--body-limit", "65536")

@@ -283,3 +283,21 @@ class RefillAbortedTest(support.ServiceCase):
             self.assertEqual(sum(1 for r in kept.results if r.get("finish_reason") != "abort"), 22)
             with self.assertRaisesRegex(ValueError, "refill_aborted must be an integer ≥ 0, got -1"):
                 rb.run_rounds(client, PROMPTS, generate, budget_rollouts=24, refill_aborted=-1)
+
+    def test_a_refill_that_new_prompts_cannot_pay_for_plans_with_skip_not_an_error(self):
+        # Found in review: prompts whose every rollout aborted start again at min_n, and the
+        # aborted rollouts' tokens were spent: the refill plan was BUDGET_INFEASIBLE after the
+        # step was generated, and nothing was observed.
+        prompts = [{"id": "t%d" % i, "max_tokens": 1000} for i in range(8)]
+
+        def generate(rows):
+            return [{"reward": 0, "tokens": 900, "finish_reason": "abort"} if r["prompt_id"] in ("t0", "t1", "t2", "t3")
+                    else {"reward": 1, "tokens": 1000} for r in rows]
+
+        with rb.HttpClient(self.url) as client:
+            done = rb.run_rounds(client, prompts, generate, budget_rollouts=32, budget_tokens=32000, rounds=1,
+                                 refill_aborted=3, step=9)
+            self.assertIsNotNone(done.summary)
+            self.assertEqual(done.summary["aborted"], 16)
+            self.assertTrue(all(p["step"] == 9 for p in done.plans))
+            self.assertGreater(len(done.plans), 1)

@@ -192,7 +192,11 @@ export function planStep(
   // (with multiple_of k, to the multiple of k at or above what they need).
   const multiple = options.multipleOf ?? 1;
   const starts = startNeeds(input);
-  const needs = { rollouts: multiple * Math.ceil(starts.rollouts / multiple), tokens: starts.tokens };
+  // With multiple_of, the starts rounded up to the multiple, and the fewest tokens those take: a
+  // round's token share grown to the starts' alone could not pay for the multiple (a step that
+  // fits in one round was BUDGET_INFEASIBLE over two, "need ~200 tokens; budget left is 1000").
+  const roundedUp = multiple * Math.ceil(starts.rollouts / multiple);
+  const needs = { rollouts: roundedUp, tokens: roundedUp > starts.rollouts ? cheapestTokens(input, roundedUp) : starts.tokens };
   const starting = startingCount(partials?.groups, size, options.skip);
   const share = roundShare(budget, options.roundsLeft, needs, size === 0 ? 0 : fresh / size, options.freshShare);
   const spend = share.budget;
@@ -212,7 +216,7 @@ export function planStep(
     }
   }
   if (result.status === 'budget-infeasible') {
-    throw unreachableMultiple(input, needs, budget, multiple) ?? infeasible(needs, budget, options.minN, options.roundsLeft, starting, multiple);
+    throw unreachableMultiple(input, starts, needs, budget, multiple) ?? infeasible(needs, budget, options.minN, options.roundsLeft, starting, multiple);
   }
   if (result.status !== 'optimal') {
     throw new RolloutBudgetError('BAD_OPTION', `solver ${quote(options.solver)} gave up on ${size} prompts (status ${result.status}); use the greedy solver`, 2, ['solver']);
@@ -304,13 +308,19 @@ function infeasible(needs: { rollouts: number; tokens: number }, left: Budget, m
 /**
  * BUDGET_INFEASIBLE when the prompts' starts fit the budget but no multiple of multiple_of
  * does: max_n caps the prompts below the multiple their starts round up to, or those rollouts
- * cost more tokens than the budget even at the cheapest prompts. Undefined when the starts
+ * cost more tokens than the budget even at the cheapest prompts (`needs.tokens`, cheapestTokens). Undefined when the starts
  * themselves do not fit (then `infeasible` says so). The bare message said "need 256
  * rollouts; budget is 256 rollouts" and blamed min_n. O(N log N).
  */
-function unreachableMultiple(input: SolverInput, needs: { rollouts: number; tokens: number }, left: Budget, multiple: number): RolloutBudgetError | undefined {
+function unreachableMultiple(
+  input: SolverInput,
+  starts: { rollouts: number; tokens: number },
+  needs: { rollouts: number; tokens: number },
+  left: Budget,
+  multiple: number,
+): RolloutBudgetError | undefined {
   if (multiple <= 1 || needs.rollouts === 0) return undefined;
-  if ((left.rollouts !== undefined && needs.rollouts > left.rollouts) || (left.tokens !== undefined && needs.tokens > left.tokens)) return undefined;
+  if ((left.rollouts !== undefined && needs.rollouts > left.rollouts) || (left.tokens !== undefined && starts.tokens > left.tokens)) return undefined;
   const size = input.curves.size;
   let capacity = 0;
   for (let i = 0; i < size; i++) capacity += upperOf(input, i);
@@ -324,9 +334,25 @@ function unreachableMultiple(input: SolverInput, needs: { rollouts: number; toke
       ['max_n', 'multiple_of', 'min_n'],
     );
   }
-  if (left.tokens === undefined) return undefined;
-  // The fewest tokens for needs.rollouts rollouts: every prompt's start, then the cheapest
-  // rollouts left, each prompt up to its max_n.
+  if (left.tokens === undefined || needs.tokens <= left.tokens) return undefined;
+  const tokens = needs.tokens;
+  return new RolloutBudgetError(
+    'BUDGET_INFEASIBLE',
+    `budget infeasible: no multiple of multiple_of ${multiple} fits: the ${needs.rollouts} rollouts their first rollouts (min_n) round up to` +
+      ` cost at least ~${Math.ceil(tokens)} tokens (each prompt's expected length), above budget_tokens ${left.tokens}.` +
+      ' Raise budget_tokens, lower multiple_of, or lower max_tokens',
+    2,
+    ['budget_tokens', 'multiple_of', 'min_n'],
+  );
+}
+
+/**
+ * A lower bound on the tokens of `rollouts` rollouts: every prompt's start (with its prefill),
+ * then the cheapest rollouts left, each prompt up to its max_n (a prompt that may be left out
+ * counted without its prefill). O(N log N).
+ */
+function cheapestTokens(input: SolverInput, rollouts: number): number {
+  const size = input.curves.size;
   let tokens = 0;
   let count = 0;
   const order: number[] = [];
@@ -338,22 +364,13 @@ function unreachableMultiple(input: SolverInput, needs: { rollouts: number; toke
   }
   order.sort((a, b) => input.tokensPerRollout[a]! - input.tokensPerRollout[b]!);
   for (const i of order) {
-    if (count >= needs.rollouts) break;
-    const s = startOf(input, i);
-    const take = Math.min(upperOf(input, i) - s, needs.rollouts - count);
+    if (count >= rollouts) break;
+    const take = Math.min(upperOf(input, i) - startOf(input, i), rollouts - count);
     if (take <= 0) continue;
-    tokens += take * input.tokensPerRollout[i]! + (s === 0 ? fixedTokensOf(input, i) : 0);
+    tokens += take * input.tokensPerRollout[i]!;
     count += take;
   }
-  if (tokens <= left.tokens) return undefined;
-  return new RolloutBudgetError(
-    'BUDGET_INFEASIBLE',
-    `budget infeasible: no multiple of multiple_of ${multiple} fits: the ${needs.rollouts} rollouts their first rollouts (min_n) round up to` +
-      ` cost ~${Math.ceil(tokens)} tokens at the cheapest (each prompt's expected length), above budget_tokens ${left.tokens}.` +
-      ' Raise budget_tokens, lower multiple_of, or lower max_tokens',
-    2,
-    ['budget_tokens', 'multiple_of', 'min_n'],
-  );
+  return tokens;
 }
 
 /** The warning for prompts whose expected tokens per rollout are assumed, not learned. */
