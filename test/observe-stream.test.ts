@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import { appendFileSync, chmodSync, existsSync, mkdtempSync, readFileSync, rmSync, utimesSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -262,6 +263,34 @@ describe.skipIf(url === undefined)('observe --state postgres://', () => {
         }
         const again = await cli(['observe', '--results', file, '--state', schemaUrl]);
         expect(JSON.parse(again.stdout)).toMatchObject({ applied: 0, duplicates: want.applied + want.duplicates });
+      } finally {
+        await store.close();
+      }
+    } finally {
+      await dropPgSchema(url!, schemaUrl);
+    }
+  });
+
+  it('an id, rollout_id or group longer than PostgreSQL can index is exit 2 naming it, nothing written (was an internal error, exit 1)', async () => {
+    const schemaUrl = freshPgUrl(url!);
+    try {
+      expect((await cli(['observe', '--results', '-', '--state', schemaUrl], '{"prompt_id":"a","step":1,"reward":1}\n')).code).toBe(0);
+      // Random text: PostgreSQL compresses an index entry, so 3,000 of one letter fit.
+      const noise = () => randomBytes(4000).toString('base64');
+      const cases: [string, string][] = [
+        ['a rollout_id', `{"prompt_id":"a","step":1,"reward":1,"rollout_id":"${noise()}"}\n`],
+        ['a prompt id', `{"prompt_id":"${noise()}","step":1,"reward":1}\n`],
+      ];
+      for (const [what, line] of cases) {
+        const run = await cli(['observe', '--results', '-', '--state', schemaUrl], `{"prompt_id":"b","step":1,"reward":0,"rollout_id":"ok-1"}\n${line}`);
+        expect(run.code, run.stderr).toBe(2);
+        expect(run.stderr).toMatch(new RegExp(`^rollout-budget: ${what} of about \\d+ bytes is longer than a PostgreSQL state can index \\(2704 bytes, its btree limit; PostgreSQL: index row size`));
+        expect(run.stderr).toMatch(/nothing was written\. On PostgreSQL keep ids, rollout ids and groups under about 2,700 bytes of UTF-8/);
+      }
+      const store = await PostgresStore.connect(schemaUrl);
+      try {
+        expect(await store.get('b')).toBeUndefined(); // the first line of each batch was not applied either
+        expect((await store.get('a'))!.rollouts).toBe(1);
       } finally {
         await store.close();
       }

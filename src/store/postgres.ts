@@ -12,7 +12,7 @@ import type { AsyncStore } from './async.js';
 import { mergeMeta, NO_STEP, type PromptMeta } from './meta.js';
 import type { ObserveSummary } from './types.js';
 import { redactUrl } from './url.js';
-import { cannotOpen, permissionDenied, rethrowUnreachable, stateUnreachable } from './unavailable.js';
+import { cannotOpen, keyTooLong, permissionDenied, rethrowUnreachable, stateUnreachable } from './unavailable.js';
 
 /**
  * The tables. Every key column compares bytes (`COLLATE "C"`, as SQLite does), whatever the
@@ -242,7 +242,7 @@ export class PostgresStore implements AsyncStore {
         lost = stateUnreachable(error);
         if (lost !== undefined) throw lost; // the server rolls back what the connection held
         await client.query('ROLLBACK').catch(() => undefined);
-        const denied = permissionDenied(error);
+        const denied = permissionDenied(error) ?? keyTooLong(error);
         if (denied !== undefined) throw denied;
         const code = (error as { code?: string }).code;
         if (attempt >= 5 || code === undefined || !RETRYABLE.has(code)) throw error;

@@ -54,9 +54,32 @@ export function permissionDenied(error: unknown): RolloutBudgetError | undefined
   return denied;
 }
 
+/** What a key of each of the state's indexes is, for keyTooLong's message. */
+const INDEXED: Readonly<Record<string, string>> = { prompts_pkey: 'a prompt id', seen_pkey: 'a rollout_id', pooled_pkey: 'a group' };
+
+/**
+ * BAD_INPUT for PostgreSQL's refusal of a key its btree index cannot hold (SQLSTATE 54000,
+ * "index row size 3016 exceeds btree version 4 maximum 2704 for index "seen_pkey""): an id,
+ * rollout_id or group the program takes (up to 65,536 characters) but PostgreSQL cannot index
+ * beyond about 2,700 bytes. Before, an internal error, exit 1. Nothing was written: the
+ * transaction is rolled back.
+ */
+export function keyTooLong(error: unknown): RolloutBudgetError | undefined {
+  if (!(error instanceof Error) || error instanceof RolloutBudgetError || (error as { code?: unknown }).code !== '54000') return undefined;
+  const m = /^index row size (\d+) exceeds .*maximum (\d+) for index "(?:[^"]*\.)?([^"]+)"/.exec(error.message);
+  if (m === null) return undefined;
+  const what = INDEXED[m[3]!] ?? 'a key';
+  const long = new RolloutBudgetError(
+    'BAD_INPUT',
+    `${what} of about ${m[1]} bytes is longer than a PostgreSQL state can index (${m[2]} bytes, its btree limit; PostgreSQL: ${error.message}); nothing was written. On PostgreSQL keep ids, rollout ids and groups under about 2,700 bytes of UTF-8 (a hash of a long prompt text, as stable_prompt_id makes)`,
+  );
+  long.cause = error;
+  return long;
+}
+
 /** Throws `error` as its STATE_ERROR when it says the state database cannot be reached or the role lacks a right, else as it is. */
 export function rethrowUnreachable(error: unknown): never {
-  throw stateUnreachable(error) ?? permissionDenied(error) ?? error;
+  throw stateUnreachable(error) ?? permissionDenied(error) ?? keyTooLong(error) ?? error;
 }
 
 /**
