@@ -84,7 +84,7 @@ describe('backup', () => {
     expect(dump(old)).toBe(dump(state));
   });
 
-  it('refuses, naming why, and leaves every file as it was: PostgreSQL, no state, stdout, the state itself, a file not a state, a state in use', async () => {
+  it('refuses, naming why, and leaves every file as it was: PostgreSQL, no state, stdout, the state itself, a file not a state, another program\'s database, a state in use', async () => {
     const dir = tempDir();
     const state = join(dir, 'state.db');
     await ok(['observe', '--results', results(dir, 0, [[1, 0]]), '--state', state]);
@@ -93,6 +93,11 @@ describe('backup', () => {
     const inUse = join(dir, 'in-use.db');
     await ok(['backup', '--state', state, '--out', inUse]);
     writeFileSync(`${inUse}-wal`, '');
+    // Another program's SQLite database: observe refuses it as a state; backup replaced it whole.
+    const appDb = join(dir, 'app.db');
+    const app = new Database(appDb);
+    app.exec("CREATE TABLE users (id INTEGER PRIMARY KEY, name TEXT); INSERT INTO users (name) VALUES ('ada')");
+    app.close();
     const before = new Map(readdirSync(dir).map((f) => [f, readFileSync(join(dir, f)).toString('base64')]));
     const cases: [string[], string][] = [
       [['--state', 'postgres://u@localhost:5432/db', '--out', join(dir, 'x.db')], '--state postgres://u@localhost:5432/db: backup copies a SQLite state file; copy a PostgreSQL state\'s schema with pg_dump --schema <schema>'],
@@ -100,6 +105,7 @@ describe('backup', () => {
       [['--state', state, '--out', '-'], '--out -: a state is a SQLite file, not text for stdout: give a file path'],
       [['--state', state, '--out', state], `--out ${state} is the state file itself: give another path`],
       [['--state', state, '--out', notState], `--out ${notState}: there is a file there that is not a SQLite state; backup replaces only a state file: give another path`],
+      [['--state', state, '--out', appDb], `--out ${appDb}: a SQLite database of another program (its tables: users), not a rollout-budget state; backup replaces only a state file: give another path`],
       [['--state', state, '--out', inUse], `--out ${inUse}: a state with ${inUse}-wal beside it, so a process may have it open: stop what uses it (and remove those files) before replacing it, or give another path`],
       [['--state', state, '--out', join(dir, 'no-folder', 'x.db')], `${join(dir, 'no-folder', 'x.db')}: cannot write (ENOENT): there is no folder ${join(dir, 'no-folder')}`],
     ];

@@ -9,7 +9,7 @@ import { RolloutBudgetError } from '../errors.js';
 export const STATE_VERSION = 1;
 
 /** Tables that only a state has: a file holding one of them is a state. */
-const STATE_TABLES: readonly string[] = ['meta', 'prompts', 'partial_rollouts'];
+export const STATE_TABLES: readonly string[] = ['meta', 'prompts', 'partial_rollouts'];
 
 /**
  * Refuses a SQLite file that is not a state: one with tables but none of a state's own
