@@ -75,6 +75,29 @@ describe('replaying a log with quirks', () => {
     expect((await cli(['replay', '--log', log, '--policies', 'uniform,bayes', '--skip', '--quiet'])).code).toBe(0);
   });
 
+  it('a results line observe refuses is refused by replay too, an aborted one included, naming the line, field and value', async () => {
+    // replay returned before any check on an aborted line and never checked finish_reason,
+    // group or the hint: "finish_reason": "eos" (or a misspelt "Abort") counted as a rollout.
+    const dir = tempDir('rb-quirks-');
+    const cases: [string, (row: Record<string, unknown>, k: number) => Record<string, unknown>, string][] = [
+      ['eos', (r, k) => (k === 5 ? { ...r, finish_reason: 'eos' } : r), ':6: "finish_reason" must be "stop", "length" or "abort", got "eos"'],
+      ['abort-garbage', (r, k) => (k === 10 ? { ...r, finish_reason: 'abort', reward: 'garbage' } : r), ':11: "reward" must be a number in [0, 1], got "garbage"'],
+      ['group', (r, k) => (k === 10 ? { ...r, group: 5 } : r), ':11: "group" must be a non-empty string, got 5'],
+      ['hint', (r, k) => (k === 3 ? { ...r, prior_pass_rate: 2 } : r), ':4: "prior_pass_rate"'],
+    ];
+    for (const [name, edit, message] of cases) {
+      const log = join(dir, `${name}.jsonl`);
+      write(log, lines(3, edit));
+      const replay = await cli(['replay', '--log', log, '--policies', 'uniform,bayes', '--quiet']);
+      const observe = await cli(['observe', '--results', log, '--state', join(dir, `${name}.db`)]);
+      expect(replay.code, name).toBe(2);
+      expect(observe.code, name).toBe(2);
+      expect(replay.stderr, name).toContain(`${log}${message}`);
+      expect(observe.stderr, name).toContain(`${log}${message}`);
+      expect(replay.stdout, name).toBe('');
+    }
+  });
+
   it('a logged step above 2^31 − 1 is refused naming the log when our planner would plan it; the baselines replay it', async () => {
     const dir = tempDir('rb-quirks-');
     const log = join(dir, 'big.jsonl');

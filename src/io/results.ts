@@ -244,9 +244,18 @@ function plainResult(f: FlatFields, line: number, sink: Sink): boolean {
  * Checks one results line (one rollout, or one group) and passes its rollouts to `sink`;
  * throws BAD_INPUT naming `where`, the field and the value.
  */
-function validateResult(where: string, line: number, value: Record<string, unknown>, sink: Sink): void {
+/**
+ * Checks one results line as `observe` does (every field, an aborted line's too), or throws
+ * BAD_INPUT naming the place, field and value: `replay` reads the same format and took lines
+ * `observe` refuses ("finish_reason": "eos" counted as a rollout). O(line).
+ */
+export function checkResultLine(where: string, value: Record<string, unknown>): void {
+  validateResult(where, 0, value, () => undefined, false); // the step: replay takes any (its planner checks its own bound)
+}
+
+function validateResult(where: string, line: number, value: Record<string, unknown>, sink: Sink, checkStep = true): void {
   const prompt_id = field.string(where, value, 'prompt_id', true)!;
-  const step = field.step(where, value);
+  const step = checkStep ? field.step(where, value) : undefined;
   const group = field.string(where, value, 'group', false);
   const hint = field.hint(where, value);
   if (value.rewards !== undefined) {
