@@ -110,6 +110,7 @@ export type { ObserveRequest, PlanRequest } from './service/requests.js';
 
 // Executor: runs plans on OpenAI-compatible servers, grades, loops plan → execute → observe.
 export { commitPartials, executePlan } from './executor/execute.js';
+export { reportOfFailure } from './executor/types.js';
 export { runLoop } from './executor/loop.js';
 export type { LoopStep, PlanExecutor } from './executor/loop.js';
 export { PartialStore, StepPartials } from './executor/partials.js';

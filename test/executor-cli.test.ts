@@ -3,7 +3,7 @@ import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { cli } from './cli-helpers.js';
-import { SimServer, groupSeed, parseResults, type Plan } from '../src/index.js';
+import { PartialStore, SimServer, groupSeed, parseResults, type Plan } from '../src/index.js';
 import { simPrompts } from './executor-helpers.js';
 import { tempDir } from './temp.js';
 
@@ -214,5 +214,62 @@ describe('sim-server on the command line', () => {
     }
     const code = await new Promise<number | null>((resolve) => (child.exitCode !== null ? resolve(child.exitCode) : child.on('exit', (c) => resolve(c))));
     expect(code).toBe(0);
+  });
+});
+
+describe('a server that goes away mid-run', () => {
+  it('execute writes what finished and keeps what was in flight, as Ctrl-C does, then exits 1 saying so (the whole step was lost)', async () => {
+    // The only server dies after some rollouts finished; the retries run out (--retries 1).
+    server = new SimServer({ prompts: simPrompts(6).sim, msPerToken: 0.4 });
+    const url = await server.start();
+    const prompts = writePrompts(6);
+    const state = join(dir, 'state.db');
+    const planPath = join(dir, 'plan.json');
+    const planned = await cli(['plan', '--prompts', prompts, '--state', state, '--budget-rollouts', '36', '--seed', '2']);
+    expect(planned.code, planned.stderr).toBe(0);
+    writeFileSync(planPath, planned.stdout);
+    const out = join(dir, 'results.jsonl');
+    const running = cli(['execute', '--plan', planPath, '--prompts', prompts, '--endpoint', url, '--model', 'sim', '--state', state, '--out', out,
+      '--concurrency', '3', '--retries', '1', '--request-n', '1']);
+    const live = server;
+    while (live.stats.completedChoices < 6) await new Promise((resolve) => setTimeout(resolve, 20));
+    await live.close();
+    server = undefined;
+    const run = await running;
+    expect(run.code, run.stderr).toBe(1);
+    const m = /generation failed: .*gave up after 2 attempts .*: (\d+) finished rollouts written to (.*), (\d+) in flight kept in (.*) to resume\n$/.exec(run.stderr);
+    expect(m, run.stderr).not.toBeNull();
+    const [finished, kept] = [Number(m![1]), Number(m![3])];
+    expect([m![2], m![4]]).toEqual([out, state]);
+    expect(finished).toBeGreaterThanOrEqual(6);
+    const rows = readFileSync(out, 'utf8').trim().split('\n').map((l) => JSON.parse(l) as { finish_reason: string });
+    expect(rows.filter((r) => r.finish_reason !== 'abort').length).toBe(finished);
+    const observed = await cli(['observe', '--results', out, '--state', state]);
+    expect(JSON.parse(observed.stdout)).toMatchObject({ applied: finished });
+    // What was in flight with text is kept to resume (streamed: their tokens so far).
+    const partials = new PartialStore(state);
+    expect(partials.count()).toBe(kept);
+    partials.close();
+  });
+
+  it('loop observes the finished rollouts of the step, plans no later round, then exits 1 saying so', async () => {
+    server = new SimServer({ prompts: simPrompts(6).sim, msPerToken: 0.4 });
+    const url = await server.start();
+    const prompts = writePrompts(6);
+    const state = join(dir, 'loop.db');
+    const running = cli(['loop', '--prompts', prompts, '--endpoint', url, '--model', 'sim', '--state', state, '--steps', '3',
+      '--budget-rollouts', '36', '--concurrency', '3', '--retries', '1', '--request-n', '1']);
+    const live = server;
+    while (live.stats.completedChoices < 6) await new Promise((resolve) => setTimeout(resolve, 20));
+    await live.close();
+    server = undefined;
+    const run = await running;
+    expect(run.code, run.stderr).toBe(1);
+    const m = /generation failed: .*: step 0's (\d+) finished rollouts were observed, \d+ in flight kept to resume\n$/.exec(run.stderr);
+    expect(m, run.stderr).not.toBeNull();
+    const rows = run.stdout.trim().split('\n').map((l) => JSON.parse(l) as { step: number; applied: number; rounds: number });
+    expect(rows.map((r) => r.step)).toEqual([0]);
+    expect(rows[0]!.applied).toBe(Number(m![1]));
+    expect(JSON.parse((await cli(['inspect', '--state', state])).stdout).last_step).toBe(0);
   });
 });

@@ -11,6 +11,7 @@ import { SERVER_PROFILES, choicesPerRequest } from './profiles.js';
 import { apiFor, checkExtraBody, freshUnit, promptText, requestBody, seedRuns, type Unit } from './requests.js';
 import { summarize } from './summary.js';
 import type { Api, ExecuteOptions, ExecuteReport, ExecutedRollout } from './types.js';
+import { withReport } from './types.js';
 
 interface Group {
   readonly prompt: Candidate;
@@ -331,7 +332,9 @@ export async function executePlan(plan: Plan, prompts: ReadonlyMap<string, Candi
   } finally {
     stop?.removeEventListener('abort', stopAll);
   }
-  if (failure !== null) throw failure;
+  // A failure ends the run as Ctrl-C does: what finished is graded, what was in flight is
+  // aborted (kept to resume where its text allows), and the rejection carries them
+  // (reportOfFailure) for the caller to write before it raises the error.
   const wallMs = now() - start;
 
   const doneUnits = groups.flatMap((g) => g.units.filter((u) => u.state === 'done').map((u) => ({ g, u })));
@@ -361,7 +364,9 @@ export async function executePlan(plan: Plan, prompts: ReadonlyMap<string, Candi
     }
   }
   const summary = summarize(groups.flatMap((g) => g.units), rewards, planned, wallMs, counters);
-  return { results, summary, partials: { consumed, keep }, too_long: tooLongPrompts };
+  const report = { results, summary, partials: { consumed, keep }, too_long: tooLongPrompts };
+  if (failure !== null) throw withReport(failure, report);
+  return report;
 }
 
 /**

@@ -1,3 +1,4 @@
+import { RolloutBudgetError } from '../errors.js';
 import type { Allocator } from '../allocator.js';
 import { batchOf } from '../io/formats.js';
 import { defaultRounds, type PlanOptionsInput } from '../plan/options.js';
@@ -8,6 +9,7 @@ import type { ObserveSummary } from '../store/types.js';
 import { commitPartials, executePlan } from './execute.js';
 import { StepPartials } from './partials.js';
 import type { ExecuteOptions, ExecuteReport } from './types.js';
+import { reportOfFailure } from './types.js';
 
 export interface LoopStep {
   step: number;
@@ -54,6 +56,9 @@ export async function runLoop(
   // Prompts the server refused as longer than its context (execute's too_long): no later round
   // or step can generate them either, so they are left out rather than planned again.
   const refused = new Set<string>();
+  // A round that failed (execute's `failure`): the step's later rounds are not planned, what
+  // finished is observed, and the failure raised after, as Ctrl-C stops a step.
+  let failed: RolloutBudgetError | undefined;
   for (let s = 0; s < steps; s++) {
     const nextRollout = new Map<string, number>();
     const reports: ExecuteReport[] = [];
@@ -64,11 +69,16 @@ export async function runLoop(
       {
         candidates, dropped: refused, budget, rounds,
         // Stopped (Ctrl-C): the rounds left are not planned, so the step's `planned` is what ran.
-        stopped: () => execute.stop?.aborted === true,
+        stopped: () => execute.stop?.aborted === true || failed !== undefined,
         plan: (r) => allocator.plan(r.candidates, r.budget, { ...planOptions, roundsLeft: r.roundsLeft, ...(r.step === undefined ? {} : { step: r.step }) }),
       },
       async (plan) => {
-        const report = await executor(plan, byId, reports.length === 0 ? stepExecute : { ...stepExecute, nextRollout });
+        const report = await executor(plan, byId, reports.length === 0 ? stepExecute : { ...stepExecute, nextRollout }).catch((error: unknown) => {
+          const partial = reportOfFailure(error);
+          if (partial === undefined || !(error instanceof RolloutBudgetError)) throw error;
+          failed ??= error;
+          return partial;
+        });
         if (partials !== undefined) commitPartials(partials, report);
         reports.push(report);
         for (const p of report.too_long ?? []) refused.add(p.prompt_id);
@@ -94,6 +104,11 @@ export async function runLoop(
     const row: LoopStep = { step: done.plans[0]!.step, prompts: done.rewards.size, planned, report: reports[0]!, rounds: reports, plans: done.plans, observed };
     rows.push(row);
     onStep?.(row);
+    if (failed !== undefined) {
+      const finished = reports.reduce((sum, r) => sum + r.results.filter((x) => x.finish_reason !== 'abort').length, 0);
+      const kept = reports.reduce((sum, r) => sum + r.partials.keep.length, 0);
+      throw new RolloutBudgetError(failed.code, `${failed.message}: step ${row.step}'s ${finished} finished rollouts were observed, ${kept} in flight kept to resume`, failed.exitCode, failed.fields);
+    }
     // Stopped (execute.stop): this step's rounds ran no further and its results are observed.
     if (execute.stop?.aborted === true) break;
   }

@@ -1,3 +1,4 @@
+import type { RolloutBudgetError } from '../errors.js';
 import type { Candidate } from '../plan/types.js';
 import type { EndpointRests, RetryPolicy } from './dispatcher.js';
 import type { PartialRollout, PartialSource } from './partials.js';
@@ -145,6 +146,24 @@ export interface ExecuteReport {
    * "context_length". Empty when none.
    */
   too_long?: { prompt_id: string; message: string }[];
+}
+
+const REPORT = Symbol('rollout-budget execute report');
+
+/**
+ * The report of the run that `error` ended (a server that stayed down past the retries, a
+ * request refused), as executePlan rejects with it: what finished, and what was in flight as
+ * aborted partials, as after Ctrl-C, for the caller to write or observe before it raises the
+ * error (before, the whole step was lost, finished rollouts included). Undefined for another error.
+ */
+export function reportOfFailure(error: unknown): ExecuteReport | undefined {
+  return error instanceof Error ? (error as unknown as { [REPORT]?: ExecuteReport })[REPORT] : undefined;
+}
+
+/** Attaches a failed run's report to the error it is rejected with (reportOfFailure). */
+export function withReport(error: RolloutBudgetError, report: ExecuteReport): RolloutBudgetError {
+  (error as unknown as { [REPORT]?: ExecuteReport })[REPORT] = report;
+  return error;
 }
 
 export type PromptLine = Candidate;
