@@ -133,6 +133,36 @@ describe('execute, observe and loop on the command line', () => {
     expect(JSON.parse((await cli(['inspect', '--state', state])).stdout).last_step).toBe(2);
   });
 
+  it('execute warns when the plan is for a step the state has observed (a plan run again, or one from another state)', async () => {
+    const url = await startSim(4);
+    const prompts = writePrompts(4);
+    const state = join(dir, 'again.db');
+    const planPath = join(dir, 'plan0.json');
+    const planned = await cli(['plan', '--prompts', prompts, '--state', state, '--budget-rollouts', '8']);
+    writeFileSync(planPath, planned.stdout);
+    const args = ['execute', '--plan', planPath, '--prompts', prompts, '--endpoint', url, '--model', 'sim', '--state', state, '--out', join(dir, 'r0.jsonl')];
+    const first = await cli(args);
+    expect(first.code, first.stderr).toBe(0);
+    expect(first.stderr).not.toMatch(/warning: .* is for step/);
+    expect((await cli(['observe', '--results', join(dir, 'r0.jsonl'), '--state', state])).code).toBe(0);
+    const again = await cli(args);
+    expect(again.code, again.stderr).toBe(0);
+    expect(again.stderr).toContain(`rollout-budget: warning: ${planPath} is for step 0, and ${state} has observed up to step 0: its rollouts' ids repeat those of a step observed (if it ran there), and observe counts them as duplicates; plan the next step (1) instead`);
+  });
+
+  it('loop --max-tokens reaches the planner: a token budget is planned at that length, as plan --max-tokens does', async () => {
+    // It was sent to the server only: the planner assumed 1024 tokens a rollout, and a budget of
+    // 3,000 tokens planned 2 rollouts where 30 of at most 100 tokens fit.
+    const url = await startSim(10);
+    const prompts = writePrompts(10);
+    const run = await cli(['loop', '--prompts', prompts, '--endpoint', url, '--model', 'sim', '--state', join(dir, 'mt.db'), '--steps', '1',
+      '--budget-rollouts', '500', '--budget-tokens', '3000', '--rounds', '1', '--max-tokens', '100']);
+    expect(run.code, run.stderr).toBe(0);
+    const row = JSON.parse(run.stdout.trim()) as { planned: number };
+    expect(row.planned).toBe(30);
+    expect(run.stderr).toMatch(/expected tokens per rollout assumed, 10 at their max_tokens/);
+  });
+
   it('bad input: exit 2 with one message naming the file and field, and no output file', async () => {
     const url = await startSim(2);
     const prompts = writePrompts(2);

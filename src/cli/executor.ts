@@ -206,6 +206,12 @@ export function registerExecutorCommands(program: Command, io: CliIo): void {
       const interrupt = interruptible(io);
       let ok = false;
       try {
+        // A plan for a step the state has observed (a plan run again, or one from another
+        // state): its rollout ids repeat those observed, and observe counts them as duplicates.
+        const last = partials.lastObservedStep();
+        if (last !== null && plan.step <= last) {
+          io.stderr(`rollout-budget: warning: ${opts.plan === '-' ? 'the plan' : opts.plan} is for step ${plan.step}, and ${opts.state} has observed up to step ${last}: its rollouts' ids repeat those of a step observed (if it ran there), and observe counts them as duplicates; plan the next step (${last + 1}) instead, unless you mean to generate this one again\n`);
+        }
         const options = { ...(await toExecuteOptions(io, opts, partials, local, interrupt)), stop: interrupt.signal };
         let failure: RolloutBudgetError | undefined;
         const report = await executePlan(plan, prompts, options).catch((error: unknown) => {
@@ -251,7 +257,10 @@ export function registerExecutorCommands(program: Command, io: CliIo): void {
   seedFlag(loop);
   loop.action(async (opts) => {
     const input = await readInput(io, opts.prompts);
-    const candidates = parsePrompts(input.text, input.name);
+    // --max-tokens fills the candidates' max_tokens where they have none, as `plan --max-tokens`
+    // does: the planner then knows the limit the server is sent (it assumed 1024 a rollout, and a
+    // token budget planned 29 rollouts where 100 fit).
+    const candidates = parsePrompts(input.text, input.name).map((c) => (c.max_tokens === undefined ? { ...c, max_tokens: opts.maxTokens as number } : c));
     requirePrompts(candidates.length, input.name);
     const local = localOptions(opts, { prompts: input.name });
     const created = isNewStateFile(opts.state);

@@ -115,6 +115,14 @@ export class PartialStore implements PartialSource {
     }
   }
 
+  /** The state's last observed step (its `meta` row), or null: none observed, or a file of partials only. */
+  lastObservedStep(): number | null {
+    const there = this.db.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'meta'").pluck().get();
+    if (there === undefined) return null;
+    const value = this.db.prepare("SELECT value FROM meta WHERE key = 'last_step'").pluck().get() as string | number | undefined;
+    return value === undefined || value === null ? null : Number(value);
+  }
+
   /** Stored partials of the given prompts, oldest step first, then by rollout id. */
   forPrompts(ids: readonly string[]): Map<string, PartialRollout[]> {
     const out = new Map<string, PartialRollout[]>();
