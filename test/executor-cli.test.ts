@@ -150,6 +150,23 @@ describe('execute, observe and loop on the command line', () => {
     expect(again.stderr).toContain(`rollout-budget: warning: ${planPath} is for step 0, and ${state} has observed up to step 0: its rollouts' ids repeat those of a step observed (if it ran there), and observe counts them as duplicates; plan the next step (1) instead`);
   });
 
+  it('a command: verifier that cannot run is named before any generation (it was found after the whole step)', async () => {
+    const url = await startSim(4);
+    const prompts = writePrompts(4);
+    const state = join(dir, 'pre.db');
+    const planPath = join(dir, 'plan-pre.json');
+    writeFileSync(planPath, (await cli(['plan', '--prompts', prompts, '--state', state, '--budget-rollouts', '8'])).stdout);
+    const out = join(dir, 'pre.jsonl');
+    for (const command of ['execute', 'loop']) {
+      const args = command === 'execute' ? ['execute', '--plan', planPath, '--out', out] : ['loop', '--budget-rollouts', '8'];
+      const run = await cli([...args, '--prompts', prompts, '--endpoint', url, '--model', 'sim', '--state', state, '--verifier', 'command:no-such-grader-xyz --x']);
+      expect(run.code, command).toBe(2);
+      expect(run.stderr, command).toMatch(/^rollout-budget: --verifier command:no-such-grader-xyz --x: on no rollouts, before any generation, it exited with 127: .*not found; it must run, read rollouts as JSON lines on stdin and print one reward a line \(none for none\)\n$/);
+    }
+    expect(server!.stats.completedChoices).toBe(0);
+    expect(existsSync(out)).toBe(false);
+  });
+
   it('loop --max-tokens reaches the planner: a token budget is planned at that length, as plan --max-tokens does', async () => {
     // It was sent to the server only: the planner assumed 1024 tokens a rollout, and a budget of
     // 3,000 tokens planned 2 rollouts where 30 of at most 100 tokens fit.

@@ -119,6 +119,7 @@ function localOptions(o: ExecFlags, origin: ExecuteOptions['origin'] = {}): Inpu
 
 /** The library's execute options from the flags; with `--server auto`, asks the endpoints who they are. */
 async function toExecuteOptions(io: CliIo, o: ExecFlags, partials: PartialStore, local: ReturnType<typeof localOptions>, interrupt: Interrupt): Promise<ExecuteOptions> {
+  await local.verifier.preflight?.(); // a verifier that cannot run is named before any generation
   const retry = { retries: o.retries, backoffMs: defaultRetry.backoffMs, maxBackoffMs: defaultRetry.maxBackoffMs };
   // Ctrl-C while the servers are asked who they are ends the command at once (it waited out
   // every retry of a server that did not answer, then exited 1).

@@ -19,6 +19,13 @@ export const commandVerifier: VerifierFactory = (cmd, options = {}) => {
     name: `command:${cmd}`,
     check: () => undefined,
     verify: (items) => runCommand(cmd, items, timeoutMs),
+    preflight: async () => {
+      // Empty input (no line at all): a command that reads its rollouts line by line reads none.
+      const { code, signal, stderr } = await spawnBatch(cmd, '', timeoutMs);
+      if (code !== 0) {
+        throw new RolloutBudgetError('BAD_OPTION', `--verifier command:${cmd}: on no rollouts, before any generation, it exited with ${code ?? signal}${stderr.trim() === '' ? '' : `: ${stderr.trim().slice(0, 300)}`}; it must run, read rollouts as JSON lines on stdin and print one reward a line (none for none)`);
+      }
+    },
   };
   return verifier;
 };

@@ -21,6 +21,11 @@ export interface Verifier {
   /** Checks the prompts before any generation; throws naming the prompt. */
   check(prompt: Readonly<Record<string, unknown>>, where: string): void;
   verify(items: readonly VerifyItem[]): Promise<number[]>;
+  /**
+   * Checks that the verifier runs at all, before any generation (command: runs on no rollouts
+   * at all: a command that cannot start failed only after the whole step was generated).
+   */
+  preflight?(): Promise<void>;
 }
 
 /** Settings every verifier factory receives (entries use what applies to them). */
