@@ -122,7 +122,7 @@ describe('CLI bad input: exit 2, one message with file:line, field and value, st
       [['plan', '--prompts', w.prompts, '--budget-rollouts', '8.5'], /^rollout-budget: --budget-rollouts must be an integer ≥ 0, got "8\.5"$/m],
       [['plan', '--prompts', w.prompts, '--state', w.state], /a budget is required/],
       [['plan', '--prompts', join(w.dir, 'missing.jsonl'), '--budget-rollouts', '8'], /missing\.jsonl: cannot read \(ENOENT\)/],
-      [['plan', '--prompts', w.prompts, '--state', w.state, '--budget-rollouts', '8', '--policy', 'nope'], /unknown policy "nope"; registered: bayes, thompson, mean/],
+      [['plan', '--prompts', w.prompts, '--state', w.state, '--budget-rollouts', '8', '--policy', 'nope'], /^rollout-budget: --policy: unknown name "nope"; registered: bayes, thompson, mean\n$/],
       [['plan', '--prompts', w.prompts, '--state', w.state, '--budget-rollouts', '5'], /3 prompts × 2 rollouts \(--min-n\) need 6 rollouts.*Raise --budget-rollouts, lower --min-n, or set --skip$/m],
     ] as const;
     for (const [argv, message] of runs) {

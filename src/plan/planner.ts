@@ -116,8 +116,8 @@ export function planStep(
 ): Plan {
   const options = resolvePlanOptions(optionsInput);
   validateBudget(budget);
-  const policy = registries.policies.get(options.policy);
-  const value = registries.values.get(options.value);
+  const policy = named('policy', registries.policies, options.policy);
+  const value = named('value', registries.values, options.value);
   const surplusValue = registries.values.get(options.surplusValue);
   const solver = registries.solvers.get(options.solver);
   const step = options.step ?? (snapshot.lastStep === null ? 0 : snapshot.lastStep + 1);
@@ -270,6 +270,16 @@ export function planStep(
     },
     warnings,
   }, columns);
+}
+
+/**
+ * A registry lookup whose unknown name is BAD_OPTION naming the option (`policy`, `value`),
+ * which the CLI shows as its flag and the service as its field: it read `unknown policy
+ * "foo"; registered: ...` with neither.
+ */
+function named<T>(field: string, registry: Registry<T>, name: string): T {
+  if (!registry.has(name)) throw new RolloutBudgetError('BAD_OPTION', `${field}: unknown name ${quote(name)}; registered: ${registry.names().join(', ')}`, 2, [field]);
+  return registry.get(name);
 }
 
 /** Prompts that start at min_n: those without partial rewards, unless skip. O(N). */
