@@ -98,6 +98,19 @@ describe('replaying a log with quirks', () => {
     }
   });
 
+  it('--log - reads the log from stdin, as plan --prompts - and observe --results - do (it was "-: cannot read (ENOENT)")', async () => {
+    const dir = tempDir('rb-quirks-');
+    const log = join(dir, 'log.jsonl');
+    write(log, lines(4));
+    const fromFile = await cli(['replay', '--log', log, '--policies', 'uniform,bayes', '--quiet']);
+    const fromStdin = await cli(['replay', '--log', '-', '--policies', 'uniform,bayes', '--quiet'], readFileSync(log, 'utf8'));
+    expect(fromStdin.code, fromStdin.stderr).toBe(0);
+    // Every figure but the last column (the planning time) the same.
+    const figures = (text: string) => text.trim().split('\n').map((l) => l.trim().replace(/\s+\S+$/, ''));
+    expect(figures(fromStdin.stdout)).toEqual(figures(fromFile.stdout));
+    expect(fromStdin.stdout).toMatch(/^uniform /m);
+  });
+
   it('a logged step above 2^31 − 1 is refused naming the log when our planner would plan it; the baselines replay it', async () => {
     const dir = tempDir('rb-quirks-');
     const log = join(dir, 'big.jsonl');

@@ -15,6 +15,7 @@ import { statIfThere } from '../io/paths.js';
  * (ERR_VM_DYNAMIC_IMPORT_CALLBACK_MISSING).
  */
 const streams = lazyRequire<typeof import('node:stream/promises')>('node:stream/promises');
+const readable = lazyRequire<typeof import('node:stream')>('node:stream');
 
 /** Everything the CLI touches outside itself, so tests run it in-process. */
 export interface CliIo {
@@ -127,7 +128,12 @@ async function spool(source: NodeJS.ReadableStream, prefix: string, what: string
  * the digest, then the chunks; replay: an out-of-order log again, packed). `done()` removes
  * the copy. O(size) for a pipe, nothing for a file.
  */
-export async function rereadable(path: string): Promise<{ path: string; done: () => void }> {
+export async function rereadable(path: string, io?: CliIo): Promise<{ path: string; done: () => void }> {
+  if (path === '-' && io !== undefined) {
+    // stdin, as plan --prompts - and observe --results - take it: kept in a temporary file.
+    const copy = await spool(readable().Readable.from([await io.readStdin()]), 'rollout-budget-input-', 'the copy of stdin');
+    return { path: copy, done: () => rmSync(dirname(copy), { recursive: true, force: true }) };
+  }
   const stat = statIfThere(path);
   if (stat === undefined || stat.isFile() || stat.isDirectory()) return { path, done: () => undefined };
   refuseDevice(path, stat);

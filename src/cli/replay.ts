@@ -123,7 +123,7 @@ export function registerReplayCommands(program: Command, io: CliIo): void {
   const replay = program
     .command('replay')
     .description(describe('replay'))
-    .requiredOption('--log <path>', 'the logged run: a JSONL file, or a folder of verl rollout dumps')
+    .requiredOption('--log <path>', 'the logged run: a JSONL file (- for stdin), or a folder of verl rollout dumps')
     .addOption(new Option('--format <name>', 'log format').choices(['auto', ...logFormats]).default('auto'))
     .addOption(new Option('--policies <list>', 'comma-separated policies: the baselines, and ours by posterior policy (bayes, thompson, mean)').default(defaultPolicyList(), defaultPolicyList().join(',')).argParser(policyList));
   budgetFlags(replay, { rollouts: 'rollouts per step (default: the step\'s logged rollouts)', tokens: 'generated tokens per step (default: none)' }, 1);
@@ -144,7 +144,7 @@ export function registerReplayCommands(program: Command, io: CliIo): void {
       checkReportFolder(opts.out);
       const seeds = seedsOf(cmd, opts, 0);
       const reading = createProgress(io, opts.quiet, 'reading log');
-      const input = await rereadable(opts.log);
+      const input = await rereadable(opts.log, io);
       let log: Awaited<ReturnType<typeof readLog>>;
       try {
         log = await readLog(input.path, { format: opts.format as LogFormat | 'auto', onProgress: reading.update, name: opts.log });
