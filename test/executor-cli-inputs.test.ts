@@ -54,6 +54,12 @@ describe('the shipped prompts fixture names its text "problem" (issue 16 item 2)
     const exec = await cli(['execute', '--plan', planPath, '--prompts', shipped, '--endpoint', 'http://127.0.0.1:9', '--server', 'vllm', '--model', 'sim', '--state', join(dir, 's.db')]);
     expect(exec.code).toBe(2);
     expect(exec.stderr).toMatch(/^rollout-budget: .*oneshot-rlvr-dsr-sub\/prompts\.jsonl:\d+: prompt "\d+": needs a "prompt" string or a "messages" array to send, got neither; it has "problem": pass --prompt-field problem\n$/);
+    // The field there but not text: named with its value ("got neither" said it was missing).
+    const numeric = join(dir, 'numeric.jsonl');
+    writeFileSync(numeric, '{"id":"a","problem":42,"ground_truth":"1"}\n');
+    const bad = await cli(['plan', '--prompts', numeric, '--state', ':memory:', '--budget-rollouts', '4', '--format', 'sglang', '--prompt-field', 'problem']);
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toBe(`rollout-budget: ${numeric}:1: prompt "a": needs a "problem" string or a "messages" array to send, got "problem" 42, not a non-empty string\n`);
   });
 
   it('plan --format vllm-batch and sglang take --prompt-field problem; sim-server and execute (SGLang detected) run on the file as is', async () => {

@@ -59,6 +59,10 @@ describe('endpoints', () => {
     ['ftp://host:21', /must use http or https, got "ftp"/],
     ['http://host:8000/v1?key=1', /must not have a query or fragment/],
     ['http://user:pw@host:8000', /credentials in the URL are not sent/],
+    // An API path as the base: requests went to .../v1/completions/v1/completions (a 404).
+    ['http://127.0.0.1:8000/v1/completions', /ends with an API path \("\/v1\/completions"\): give the server's base URL, "http:\/\/127\.0\.0\.1:8000"/],
+    ['https://gw.example.com/vllm/v1/chat/completions/', /ends with an API path \("\/v1\/chat\/completions"\): give the server's base URL, "https:\/\/gw\.example\.com\/vllm"/],
+    ['http://127.0.0.1:30000/generate', /ends with an API path \("\/generate"\)/],
   ])('refuses %s when the command starts', (raw, message) => {
     expect(() => normalizeEndpoint(raw)).toThrow(message);
   });

@@ -24,6 +24,12 @@ export function normalizeEndpoint(raw: string): string {
   if (url.username !== '' || url.password !== '') throw badOption(`--endpoint ${quote(raw)}: credentials in the URL are not sent; remove "user:password@"`);
   if (url.search !== '' || url.hash !== '') throw badOption(`--endpoint ${quote(raw)} must not have a query or fragment, got ${quote(url.search + url.hash)}`);
   let path = url.pathname.replace(/\/+$/, '');
+  // An API path pasted as the base (`.../v1/completions`): every request went to
+  // `.../v1/completions/v1/completions`, a 404 after a detection note that hid it.
+  const api = /\/(v1\/)?(chat\/completions|completions|models|generate)$/.exec(path);
+  if (api !== null) {
+    throw badOption(`--endpoint ${quote(raw)} ends with an API path (${quote(api[0])}): give the server's base URL, ${quote(`${url.protocol}//${url.host}${path.slice(0, api.index)}`)}; the executor adds /v1/completions, /v1/chat/completions or /generate itself`);
+  }
   if (path.endsWith('/v1')) path = path.slice(0, -3);
   return `${url.protocol}//${url.host}${path}`;
 }

@@ -64,7 +64,7 @@ export function promptText(prompt: Candidate, field = 'prompt'): string | undefi
 export function apiFor(prompt: Candidate, forced: Api | undefined, where: string, field = 'prompt'): Api {
   const hasText = promptText(prompt, field) !== undefined;
   const hasMessages = Array.isArray(prompt.messages) && prompt.messages.length > 0;
-  if (!hasText && !hasMessages) throw badInput(where, `needs a ${quote(field)} string or a "messages" array to send, got neither${promptFieldHint(prompt, field)}`);
+  if (!hasText && !hasMessages) throw badInput(where, `needs a ${quote(field)} string or a "messages" array to send${promptFieldHint(prompt, field)}`);
   if (forced === 'completions' && !hasText) throw badInput(where, `--api completions needs a ${quote(field)} string; the prompt has only "messages"`);
   if (forced !== undefined) return forced;
   return hasMessages ? 'chat' : 'completions';

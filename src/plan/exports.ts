@@ -59,7 +59,7 @@ export function payloadOf(c: Candidate, where: string, field = 'prompt'): Prompt
   const text = c[field];
   if (typeof text === 'string' && text.length > 0) return { kind: 'completions', prompt: text };
   if (Array.isArray(c.messages) && c.messages.length > 0) return { kind: 'chat', messages: c.messages };
-  throw badInput(where, `needs a ${quote(field)} string or a "messages" array to send, got neither${promptFieldHint(c, field)}`);
+  throw badInput(where, `needs a ${quote(field)} string or a "messages" array to send${promptFieldHint(c, field)}`);
 }
 
 /** Text fields datasets use for the prompt; a prompt with one of them is pointed to `--prompt-field`. */
@@ -67,8 +67,11 @@ const TEXT_FIELDS = ['problem', 'question', 'prompt', 'input', 'text', 'query'];
 
 /** "; it has "problem": pass --prompt-field problem" when the candidate has another text field, else "". */
 export function promptFieldHint(c: Candidate, field: string): string {
+  // The field there, but not a non-empty string (a number, an empty string): say what it is.
+  const value = c[field];
+  const got = value === undefined ? 'neither' : `${quote(field)} ${quote(value).slice(0, 80)}, not a non-empty string`;
   const other = TEXT_FIELDS.find((k) => k !== field && typeof c[k] === 'string');
-  return other === undefined ? '' : `; it has ${quote(other)}: pass --prompt-field ${other}`;
+  return `, got ${got}${other === undefined ? '' : `; it has ${quote(other)}: pass --prompt-field ${other}`}`;
 }
 
 /** Options of the request-shaped exports. */

@@ -20,9 +20,8 @@ export function parseSimPrompts(text: string, name: string, field = 'prompt'): S
       if (typeof user?.content === 'string') body = user.content;
     }
     if (body === undefined) {
-      // A field there but not a string ("prompt": 5) is named with its value.
-      const got = value[field] !== undefined ? `${quote(field)} ${quote(value[field])}` : 'neither';
-      throw badInput(where, `needs a ${quote(field)} string or "messages" with a user message, got ${got}${promptFieldHint(value as Candidate, field)}`);
+      // A field there but not a string ("prompt": 5) is named with its value (promptFieldHint).
+      throw badInput(where, `needs a ${quote(field)} string or "messages" with a user message${promptFieldHint(value as Candidate, field)}`);
     }
     const gt = value.ground_truth;
     if (typeof gt !== 'string' && typeof gt !== 'number') throw badInput(where, `"ground_truth" must be a string or number, got ${quote(gt)}`);
