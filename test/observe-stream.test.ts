@@ -227,6 +227,22 @@ describe('observe reads a results file in chunks, in one transaction', () => {
     expect(digests[1]).not.toBe(parseResults(replaced, 'x').digest);
   });
 
+  it('an empty results file is a warning, applies nothing, and leaves no new state file (a mistyped --state made one)', async () => {
+    const empty = join(dir, 'empty.jsonl');
+    writeFileSync(empty, '');
+    const state = join(dir, 'from-empty.db');
+    const run = await cli(['observe', '--results', empty, '--state', state]);
+    expect(run.code).toBe(0);
+    expect(JSON.parse(run.stdout)).toMatchObject({ applied: 0, duplicates: 0, aborted: 0 });
+    expect(run.stderr).toBe(`rollout-budget: warning: ${empty} holds no results: nothing was applied\n`);
+    expect(existsSync(state)).toBe(false);
+    // A state that was there is kept as it was.
+    expect((await cli(['observe', '--results', '-', '--state', state], '{"prompt_id":"a","step":0,"reward":1}\n')).code).toBe(0);
+    const before = dump(state);
+    expect((await cli(['observe', '--results', empty, '--state', state])).code).toBe(0);
+    expect(dump(state)).toBe(before);
+  });
+
   it('names a results file that cannot be read before the state is opened: none is created', async () => {
     expect(() => fileResultSource(join(dir, 'missing.jsonl'), 'missing.jsonl')).toThrow(/missing\.jsonl: cannot read \(ENOENT\)/);
     expect(() => fileResultSource(dir, dir)).toThrow(`${dir}: cannot read (EISDIR: it is a folder, not a file)`);

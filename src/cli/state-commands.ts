@@ -144,6 +144,11 @@ export async function observeCommand(io: CliIo, opts: SharedFlags & { results: s
   const input = await readResultSource(io, opts.results);
   try {
     const summary = await observeInto(opts.state, input.source, decay);
+    // A generator that wrote nothing (or a mistyped path to an empty file): said, and no new
+    // state file is left behind for it (observeInto removes one it created for no result).
+    if (summary.applied + summary.duplicates + summary.aborted === 0) {
+      io.stderr(`rollout-budget: warning: ${opts.results === '-' ? 'stdin' : opts.results} holds no results: nothing was applied\n`);
+    }
     for (const warning of summary.warnings ?? []) io.stderr(`rollout-budget: warning: ${warning}\n`);
     io.stdout(`${JSON.stringify(summary)}\n`);
   } finally {
@@ -171,7 +176,9 @@ export async function observeInto(state: string, source: ResultSource, decay: De
   let ok = false;
   try {
     const summary = store.applySource(source, decay);
-    ok = true;
+    // No result at all: a state file made for it holds nothing, and is removed as a failed
+    // observe's is (an empty results file and a mistyped --state made an empty state).
+    ok = summary.applied + summary.duplicates + summary.aborted > 0;
     return summary;
   } finally {
     store.close();
