@@ -152,6 +152,13 @@ describe('a folder of verl dumps with other .jsonl files beside the step files',
     const whole = await steps(named);
     expect(whole.uniform).toEqual([[1, 16], [2, 16], [3, 16]]);
     expect(whole.stderr).not.toContain('left out');
+    expect(got.stderr).not.toContain('in the file of step');
+    // A step file whose lines name another step (a renamed file, two runs' dumps in one folder):
+    // merged into that step without a word; now said, naming its first such line.
+    const renamed = folder('renamed', { '1.jsonl': [1], '2.jsonl': [5], '3.jsonl': [3] });
+    const moved = await steps(renamed);
+    expect(moved.uniform).toEqual([[1, 16], [3, 16], [5, 16]]);
+    expect(moved.stderr).toContain(`rollout-budget: warning: ${join(renamed, '2.jsonl')}:1: a line of step 5 in the file of step 2: its lines were read as the steps they name; a renamed file, or two runs' dumps in one folder?\n`);
   });
 });
 

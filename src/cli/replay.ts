@@ -159,6 +159,11 @@ export function registerReplayCommands(program: Command, io: CliIo): void {
         const more = log.skipped.length > 5 ? ` and ${log.skipped.length - 5} more` : '';
         warnings.push(`${opts.log}: read its step files (<step>.jsonl, as verl names them) only; left out ${log.skipped.length} other .jsonl file${log.skipped.length === 1 ? '' : 's'} beside them: ${shown}${more}`);
       }
+      if (log.misnamed !== undefined) {
+        const m = log.misnamed[0]!;
+        const more = log.misnamed.length > 1 ? ` (and ${log.misnamed.length - 1} more step file${log.misnamed.length === 2 ? '' : 's'})` : '';
+        warnings.push(`${m.where}: a line of step ${m.step} in the file of step ${m.own}${more}: its lines were read as the steps they name; a renamed file, or two runs' dumps in one folder?`);
+      }
       if (log.repeats !== undefined) {
         warnings.push(`${log.repeats.count} results lines repeat a rollout_id of their step (the first at ${log.repeats.first}): each rollout counted once, as observe counts it`);
       }

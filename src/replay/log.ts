@@ -1,5 +1,5 @@
 import { readdirSync, statSync } from 'node:fs';
-import { join } from 'node:path';
+import { basename, join } from 'node:path';
 import { RolloutBudgetError, badInput, badOption, cannotRead, quote } from '../errors.js';
 import { lineChunks } from '../io/chunks.js';
 import { eachJsonl, field } from '../io/jsonl.js';
@@ -121,9 +121,18 @@ export interface ReadLog {
   readonly repeats?: { readonly count: number; readonly first: string };
   /** The .jsonl files of a folder log left out beside its step files (logFiles). */
   readonly skipped?: readonly string[];
+  /** Step files (<N>.jsonl) whose lines name another step: each's first such line. */
+  readonly misnamed?: readonly Misnamed[];
 }
 
 const repeatsOf = (seen: SeenRollouts) => (seen.repeats === 0 ? {} : { repeats: { count: seen.repeats, first: seen.firstRepeat! } });
+
+/** A step file's first line that names another step. */
+export interface Misnamed {
+  readonly where: string;
+  readonly step: number;
+  readonly own: number;
+}
 
 /** The format a log's first line says, or BAD_INPUT. */
 function formatOf(obj: Record<string, unknown>, where: string): LogFormat {
@@ -135,14 +144,32 @@ function formatOf(obj: Record<string, unknown>, where: string): LogFormat {
 }
 
 /** Every line of every file, in order, as eachJsonl gives them, with progress. */
-async function eachLogLine(files: readonly string[], options: LoadOptions, each: (obj: Record<string, unknown>, where: string) => void): Promise<void> {
+async function eachLogLine(
+  files: readonly string[],
+  options: LoadOptions,
+  each: (obj: Record<string, unknown>, where: string) => void,
+  misnamed?: Misnamed[],
+): Promise<void> {
   const total = files.reduce((s, f) => s + statSync(f).size, 0);
   let read = 0;
   let lastReport = 0;
   for (const file of files) {
     const name = files.length === 1 ? (options.name ?? file) : file;
+    // A step file (<N>.jsonl, verl's name) whose lines name another step: its first such line.
+    const base = basename(file);
+    const own = files.length > 1 && STEP_FILE.test(base) ? Number.parseInt(base, 10) : undefined;
+    let flagged = false;
+    const check = own === undefined || misnamed === undefined
+      ? each
+      : (obj: Record<string, unknown>, where: string) => {
+        if (!flagged && typeof obj.step === 'number' && obj.step !== own) {
+          flagged = true;
+          misnamed.push({ where, step: obj.step, own });
+        }
+        each(obj, where);
+      };
     for (const { text, bytes, firstLine } of lineChunks(file, name, options.chunkBytes)) {
-      eachJsonl(text, name, (obj, line) => each(obj, `${name}:${line}`), firstLine);
+      eachJsonl(text, name, (obj, line) => check(obj, `${name}:${line}`), firstLine);
       read += bytes.length;
       if (options.onProgress !== undefined && read - lastReport > 1 << 20) {
         lastReport = read;
@@ -161,14 +188,16 @@ async function packLog(path: string, files: readonly string[], options: LoadOpti
   const store = new RolloutStore();
   const ids: VerlIds = { input: undefined, id: '' };
   const seen = new SeenRollouts(false);
+  const misnamed: Misnamed[] = [];
   await eachLogLine(files, options, (obj, where) => {
     format ??= formatOf(obj, where);
     if (format === 'visits') addVisitLine(counts, where, obj);
     else addLogLine(format, store, ids, where, obj, seen);
-  });
+  }, misnamed);
   if (format === undefined) throw badInput(options.name ?? path, 'the log is empty');
-  if (format !== 'visits') return { run: store.run(), format, ...repeatsOf(seen) };
-  return { run: new LoggedRun([...counts.values()].sort((a, b) => a.step - b.step)), format };
+  const named = misnamed.length === 0 ? {} : { misnamed };
+  if (format !== 'visits') return { run: store.run(), format, ...repeatsOf(seen), ...named };
+  return { run: new LoggedRun([...counts.values()].sort((a, b) => a.step - b.step)), format, ...named };
 }
 
 /** Stops the index pass: the log is not one a StreamedRun can read. */
@@ -183,12 +212,13 @@ async function streamLog(files: readonly string[], options: LoadOptions): Promis
   const indexer = new LogIndexer();
   const ids: VerlIds = { input: undefined, id: '' };
   const seen = new SeenRollouts(true);
+  const misnamed: Misnamed[] = [];
   try {
     await eachLogLine(files, options, (obj, where) => {
       format ??= formatOf(obj, where);
       if (format === 'visits') throw new NotStreamable();
       addLogLine(format, indexer, ids, where, obj, seen);
-    });
+    }, misnamed);
   } catch (error) {
     indexer.discard();
     if (error instanceof NotStreamable || error instanceof NotInStepOrder) return undefined;
@@ -198,7 +228,7 @@ async function streamLog(files: readonly string[], options: LoadOptions): Promis
     indexer.discard();
     return undefined; // empty: the packed pass says so
   }
-  return { run: new StreamedRun(indexer.entries, indexer.names, indexer.blocks, indexer.pooledRates()), format, ...repeatsOf(seen) };
+  return { run: new StreamedRun(indexer.entries, indexer.names, indexer.blocks, indexer.pooledRates()), format, ...repeatsOf(seen), ...(misnamed.length === 0 ? {} : { misnamed }) };
 }
 
 function addVisitLine(counts: Map<string, Counts>, where: string, obj: Record<string, unknown>): void {
