@@ -49,7 +49,7 @@ dl.settings{display:grid;grid-template-columns:max-content 1fr max-content 1fr;g
 dl.settings dt{color:#5b5b5b}dl.settings dd{margin:0;word-break:break-word}
 table{border-collapse:collapse;font-size:12px;font-variant-numeric:tabular-nums;width:100%;margin:4px 0}
 table.seeds{width:auto;min-width:60%}.tablebox{overflow-x:auto}
-table.wide{font-size:10.5px}table.wide th,table.wide td{padding-left:6px;padding-right:0}table.wide td:first-child{white-space:normal}
+table.wide{font-size:10.5px}table.wide th,table.wide td{padding-left:4px;padding-right:0}table.wide td:first-child{white-space:normal}
 table.wide td .ratio{font-size:10px}.nm,.badge{white-space:nowrap}table.seeds td,table.seeds th{padding-left:18px}
 caption{text-align:left;font-weight:600;font-size:13px;padding:6px 0}
 th{font-weight:600;border-bottom:1.5px solid #333;text-align:right;padding:4px 6px;vertical-align:bottom}
