@@ -23,7 +23,8 @@ export interface PlanLimits {
 /**
  * Clamps a plan's bounds to what `size` candidates can use:
  * - max_n to MAX_N_LIMIT (min_n above it is refused: it is a promise the plan could not keep);
- * - a rollouts budget alone to N · max_n, a tokens budget alone to ⌈Σ_i (max_n·c_i + f_i)⌉,
+ * - a rollouts budget alone to N · max_n (less the rollouts prompts had this step: `had`, their
+ *   partial_rewards), a tokens budget alone to ⌈Σ_i (max_n·c_i + f_i)⌉,
  *   the most all candidates at max_n can spend. With one budget this changes no allocation
  *   (the solver places the same moves; its costs only scale; tested against the unclamped
  *   solve). With both budgets, or with `multipleOf` > 1, no budget is clamped: the greedy
@@ -39,6 +40,7 @@ export function planLimits(
   tokensPerRollout: Float64Array,
   fixedTokens?: Float64Array,
   multipleOf = 1,
+  had?: readonly { readonly rollouts: number }[],
 ): PlanLimits {
   if (minN > MAX_N_LIMIT) {
     throw badOption(`min_n must be at most ${MAX_N_LIMIT} (the most rollouts one prompt can get in a plan), got ${minN}`, ['min_n']);
@@ -49,9 +51,14 @@ export function planLimits(
   let rollouts = budget.rollouts ?? Infinity;
   let tokens = budget.tokens ?? Infinity;
   if (multipleOf > 1) return { maxN: n, rollouts, tokens, warnings };
-  if (budget.tokens === undefined && rollouts > size * n) {
-    rollouts = size * n;
-    warnings.push(`a budget of ${budget.rollouts} rollouts is more than ${size} prompts × max_n ${n} can use: planned with ${rollouts}`);
+  // Prompts with partial rewards take max_n less what they had this step (the plan spent 188 of
+  // a "planned with 192" when one of 3 prompts had 4 rollouts).
+  let taken = 0;
+  if (had !== undefined) for (const g of had) taken += Math.min(g.rollouts, n);
+  if (budget.tokens === undefined && rollouts > size * n - taken) {
+    rollouts = size * n - taken;
+    const less = taken > 0 ? ` less the ${taken} rollouts they had this step` : '';
+    warnings.push(`a budget of ${budget.rollouts} rollouts is more than ${size} prompts × max_n ${n}${less} can use: planned with ${rollouts}`);
   }
   if (budget.rollouts === undefined) {
     let most = 0;

@@ -167,7 +167,7 @@ export function planStep(
   if (assumedLengths.total > 0) warnings.push(assumedLengthsWarning(assumedLengths, options.length.defaultTokens));
   if (missingPromptTokens > 0) warnings.push(`${missingPromptTokens} prompts have no prompt_tokens: their prefill counts as 0`);
 
-  const limits = planLimits(size, budget, options.minN, options.maxN, tokensPerRollout, fixedTokens, options.multipleOf); // plan/limits.ts
+  const limits = planLimits(size, budget, options.minN, options.maxN, tokensPerRollout, fixedTokens, options.multipleOf, partials?.groups); // plan/limits.ts
   warnings.push(...limits.warnings);
 
   const policyInput = { candidates, alpha, beta, snapshot, value, surplusValue, seed: options.seed, step };
