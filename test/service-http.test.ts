@@ -72,6 +72,8 @@ describe('HTTP service on SQLite', () => {
       [{ candidates: [{ id: 'a' }], budget: { rollouts: 4 }, options: { decay: 1.5 } }, 'body.options.decay', '1.5'],
       [{ candidates: [{ id: 'a' }], budget: { rollouts: 4 }, options: { value: 'nope' } }, 'body.options.value', '"nope"'],
       [{ candidates: 'a', budget: { rollouts: 4 } }, 'body.candidates', '"a"'],
+      // A misspelt option: its place and name (the body had the message only).
+      [{ candidates: [{ id: 'a' }], budget: { rollouts: 4 }, options: { polcy: 'bayes' } }, 'body.options.polcy', '"polcy"'],
     ];
     for (const [body, fieldPath, value] of cases) {
       const r = await call(port, 'POST', '/v1/plan', body);

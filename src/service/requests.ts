@@ -225,6 +225,9 @@ export function errorBody(thrown: RolloutBudgetError): { error: { code: string; 
   const error = withFieldNames(thrown, bodyFieldOf);
   const unknown = /^unknown (\w+) ("[^"]*")/.exec(error.message);
   if (unknown !== null) return { error: { code: error.code, message: error.message, field: unknown[1]!, value: unknown[2]! } };
+  // "body.options.polcy: unknown field "polcy"; ...", "options.policy: unknown name "foo"; ...": the place and the name.
+  const named = /^(\S+): unknown (?:field|name) ("(?:[^"\\]|\\.)*")/.exec(error.message);
+  if (named !== null) return { error: { code: error.code, message: error.message, field: named[1]!, value: named[2]! } };
   const m = /^(?:(\S+): )?(?:"([^"]+)" )?.*?got (.*?)(?:\. .*)?$/s.exec(error.message);
   const where = m?.[1];
   const key = m?.[2];
