@@ -161,10 +161,15 @@ describe('execute, observe and loop on the command line', () => {
       const args = command === 'execute' ? ['execute', '--plan', planPath, '--out', out] : ['loop', '--budget-rollouts', '8'];
       const run = await cli([...args, '--prompts', prompts, '--endpoint', url, '--model', 'sim', '--state', state, '--verifier', 'command:no-such-grader-xyz --x']);
       expect(run.code, command).toBe(2);
-      expect(run.stderr, command).toMatch(/^rollout-budget: --verifier command:no-such-grader-xyz --x: on no rollouts, before any generation, it exited with 127: .*not found; it must run, read rollouts as JSON lines on stdin and print one reward a line \(none for none\)\n$/);
+      expect(run.stderr, command).toMatch(/^rollout-budget: --verifier command:no-such-grader-xyz --x: the shell cannot run it \(exit 127: .*not found\); checked before any generation\n$/);
     }
     expect(server!.stats.completedChoices).toBe(0);
     expect(existsSync(out)).toBe(false);
+    // A grader that fails on no rollouts but grades every real batch is not refused.
+    const picky = await cli(['execute', '--plan', planPath, '--out', out, '--prompts', prompts, '--endpoint', url, '--model', 'sim', '--state', state,
+      '--verifier', "command:awk 'END { if (NR == 0) exit 3 } { print 1 }'"]);
+    expect(picky.code, picky.stderr).toBe(0);
+    expect(readFileSync(out, 'utf8').trim().split('\n').length).toBe(8);
   });
 
   it('loop --max-tokens reaches the planner: a token budget is planned at that length, as plan --max-tokens does', async () => {

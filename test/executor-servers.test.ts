@@ -49,6 +49,9 @@ describe('endpoints', () => {
     ['http://127.0.0.1:8000/v1/', 'http://127.0.0.1:8000'],
     ['https://gw.example.com/vllm/v1', 'https://gw.example.com/vllm'],
     ['http://[::1]:30000/v1', 'http://[::1]:30000'],
+    // A proxy's own path that ends like an API path, without /v1 before it, is a base.
+    ['http://gw.example.com/llm/generate', 'http://gw.example.com/llm/generate'],
+    ['http://gw.example.com/team/models/v1', 'http://gw.example.com/team/models'],
   ])('normalizes %s to %s', (raw, base) => {
     expect(normalizeEndpoint(raw)).toBe(base);
   });
@@ -62,7 +65,6 @@ describe('endpoints', () => {
     // An API path as the base: requests went to .../v1/completions/v1/completions (a 404).
     ['http://127.0.0.1:8000/v1/completions', /ends with an API path \("\/v1\/completions"\): give the server's base URL, "http:\/\/127\.0\.0\.1:8000"/],
     ['https://gw.example.com/vllm/v1/chat/completions/', /ends with an API path \("\/v1\/chat\/completions"\): give the server's base URL, "https:\/\/gw\.example\.com\/vllm"/],
-    ['http://127.0.0.1:30000/generate', /ends with an API path \("\/generate"\)/],
   ])('refuses %s when the command starts', (raw, message) => {
     expect(() => normalizeEndpoint(raw)).toThrow(message);
   });

@@ -293,14 +293,17 @@ describe.skipIf(url === undefined)('observe --state postgres://', () => {
       expect((await cli(['observe', '--results', '-', '--state', schemaUrl], '{"prompt_id":"a","step":1,"reward":1}\n')).code).toBe(0);
       // Random text: PostgreSQL compresses an index entry, so 3,000 of one letter fit.
       const noise = () => randomBytes(4000).toString('base64');
-      const cases: [string, string][] = [
-        ['a rollout_id', `{"prompt_id":"a","step":1,"reward":1,"rollout_id":"${noise()}"}\n`],
-        ['a prompt id', `{"prompt_id":"${noise()}","step":1,"reward":1}\n`],
+      // Over a page (8,191 bytes compressed), PostgreSQL says it otherwise, naming no index.
+      const page = () => randomBytes(12000).toString('base64');
+      const cases: [string, string, string][] = [
+        ['a rollout_id', `{"prompt_id":"a","step":1,"reward":1,"rollout_id":"${noise()}"}\n`, '\\(2704 bytes\\); PostgreSQL: index row size'],
+        ['a prompt id', `{"prompt_id":"${noise()}","step":1,"reward":1}\n`, '\\(2704 bytes\\); PostgreSQL: index row size'],
+        ['an id, rollout_id or group', `{"prompt_id":"a","step":1,"reward":1,"rollout_id":"${page()}"}\n`, '\\(8191 bytes\\); PostgreSQL: index row requires'],
       ];
-      for (const [what, line] of cases) {
+      for (const [what, line, limit] of cases) {
         const run = await cli(['observe', '--results', '-', '--state', schemaUrl], `{"prompt_id":"b","step":1,"reward":0,"rollout_id":"ok-1"}\n${line}`);
         expect(run.code, run.stderr).toBe(2);
-        expect(run.stderr).toMatch(new RegExp(`^rollout-budget: ${what} of about \\d+ bytes is longer than a PostgreSQL state can index \\(2704 bytes, its btree limit; PostgreSQL: index row size`));
+        expect(run.stderr).toMatch(new RegExp(`^rollout-budget: ${what} of about \\d+ bytes is longer than a PostgreSQL state can index ${limit}`));
         expect(run.stderr).toMatch(/nothing was written\. On PostgreSQL keep ids, rollout ids and groups under about 2,700 bytes of UTF-8/);
       }
       const store = await PostgresStore.connect(schemaUrl);

@@ -130,8 +130,12 @@ async function spool(source: NodeJS.ReadableStream, prefix: string, what: string
  */
 export async function rereadable(path: string, io?: CliIo): Promise<{ path: string; done: () => void }> {
   if (path === '-' && io !== undefined) {
-    // stdin, as plan --prompts - and observe --results - take it: kept in a temporary file.
-    const copy = await spool(readable().Readable.from([await io.readStdin()]), 'rollout-budget-input-', 'the copy of stdin');
+    // stdin, as plan --prompts - and observe --results - take it: streamed into a temporary
+    // file (io.spoolStdin), never held whole (a 10⁷-rollout log is over a gigabyte); an io
+    // without it (tests in-process) gives its text.
+    const copy = io.spoolStdin !== undefined
+      ? await io.spoolStdin()
+      : await spool(readable().Readable.from([await io.readStdin()]), 'rollout-budget-input-', 'the copy of stdin');
     return { path: copy, done: () => rmSync(dirname(copy), { recursive: true, force: true }) };
   }
   const stat = statIfThere(path);

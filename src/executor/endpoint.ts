@@ -26,9 +26,9 @@ export function normalizeEndpoint(raw: string): string {
   let path = url.pathname.replace(/\/+$/, '');
   // An API path pasted as the base (`.../v1/completions`): every request went to
   // `.../v1/completions/v1/completions`, a 404 after a detection note that hid it.
-  const api = /\/(v1\/)?(chat\/completions|completions|models|generate)$/.exec(path);
+  const api = /\/v1\/(chat\/completions|completions|models)$/.exec(path);
   if (api !== null) {
-    throw badOption(`--endpoint ${quote(raw)} ends with an API path (${quote(api[0])}): give the server's base URL, ${quote(`${url.protocol}//${url.host}${path.slice(0, api.index)}`)}; the executor adds /v1/completions, /v1/chat/completions or /generate itself`);
+    throw badOption(`--endpoint ${quote(raw)} ends with an API path (${quote(api[0])}): give the server's base URL, ${quote(`${url.protocol}//${url.host}${path.slice(0, api.index)}`)}; the executor adds /v1/completions or /v1/chat/completions itself`);
   }
   if (path.endsWith('/v1')) path = path.slice(0, -3);
   return `${url.protocol}//${url.host}${path}`;

@@ -338,12 +338,12 @@ export async function executePlan(plan: Plan, prompts: ReadonlyMap<string, Candi
   const wallMs = now() - start;
 
   const doneUnits = groups.flatMap((g) => g.units.filter((u) => u.state === 'done').map((u) => ({ g, u })));
-  const rewards = await options.verifier.verify(
+  const rewards = await verifyAfter(failure, () => options.verifier.verify(
     doneUnits.map(({ g, u }) => ({
       rollout_id: u.rollout_id, prompt_id: u.prompt_id, prompt: g.prompt, response: u.text, finish_reason: u.finish!,
       input: g.api === 'chat' && Array.isArray(g.prompt.messages) ? (g.prompt.messages as unknown[]) : (promptText(g.prompt, options.promptField) ?? null),
     })),
-  );
+  ));
   const rewardOf = new Map(doneUnits.map(({ u }, i) => [u, rewards[i]!]));
   const results: ExecutedRollout[] = [];
   // Partials that were resumed are replaced by their outcome; those never launched stay stored.
@@ -375,4 +375,17 @@ export async function executePlan(plan: Plan, prompts: ReadonlyMap<string, Candi
  */
 export function commitPartials(store: PartialSource, report: ExecuteReport): void {
   store.replace(report.partials.consumed, report.partials.keep);
+}
+
+/**
+ * Grades what finished; when the run already failed (`failure`) and grading fails too, the
+ * run's failure is raised, the grader's error added to it (it hid the generation's).
+ */
+async function verifyAfter(failure: RolloutBudgetError | null, verify: () => Promise<number[]>): Promise<number[]> {
+  try {
+    return await verify();
+  } catch (error) {
+    if (failure === null) throw error;
+    throw new RolloutBudgetError(failure.code, `${failure.message}; grading what finished before it failed too: ${error instanceof Error ? error.message : String(error)}`, failure.exitCode, failure.fields);
+  }
 }

@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { badInput, quote } from '../errors.js';
 import { field } from '../io/jsonl.js';
-import { checkResultLine } from '../io/results.js';
+import { checkResultExtras } from '../io/results.js';
 
 /** Where a results or verl log's rollouts go as its lines are read. */
 export interface RolloutSink {
@@ -75,7 +75,7 @@ function addVerlLine(store: RolloutSink, ids: VerlIds, where: string, obj: Recor
 }
 
 function addResultLine(store: RolloutSink, where: string, obj: Record<string, unknown>, seen?: SeenRollouts): void {
-  checkResultLine(where, obj); // as observe checks it: the format is observe's
+  checkResultExtras(where, obj); // with the checks below, what observe checks: the format is observe's
   const prompt_id = field.string(where, obj, 'prompt_id', true)!;
   const step = requireStep(where, obj);
   if (obj.finish_reason === 'abort') return;

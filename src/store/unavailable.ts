@@ -66,12 +66,18 @@ const INDEXED: Readonly<Record<string, string>> = { prompts_pkey: 'a prompt id',
  */
 export function keyTooLong(error: unknown): RolloutBudgetError | undefined {
   if (!(error instanceof Error) || error instanceof RolloutBudgetError || (error as { code?: unknown }).code !== '54000') return undefined;
-  const m = /^index row size (\d+) exceeds .*maximum (\d+) for index "(?:[^"]*\.)?([^"]+)"/.exec(error.message);
-  if (m === null) return undefined;
-  const what = INDEXED[m[3]!] ?? 'a key';
+  if (!/index row/.test(error.message)) return undefined; // another limit (a statement too large, ...): as it is
+  // Its two messages (English servers): the btree's limit, and, for an entry over a page's
+  // 8,191 bytes after compression, the index tuple's ("index row requires 12016 bytes, maximum
+  // size is 8191"), which names no index. Any other 54000 (another limit) is named generically.
+  const m = /^index row size (\d+) exceeds .*maximum (\d+) for index "(?:[^"]*\.)?([^"]+)"/.exec(error.message)
+    ?? /^index row requires (\d+) bytes, maximum size is (\d+)()/.exec(error.message);
+  const what = m === null ? 'an id, rollout_id or group' : (INDEXED[m[3]!] ?? 'an id, rollout_id or group');
+  const size = m === null ? 'that' : `of about ${m[1]} bytes`;
+  const limit = m === null ? '' : ` (${m[2]} bytes)`;
   const long = new RolloutBudgetError(
     'BAD_INPUT',
-    `${what} of about ${m[1]} bytes is longer than a PostgreSQL state can index (${m[2]} bytes, its btree limit; PostgreSQL: ${error.message}); nothing was written. On PostgreSQL keep ids, rollout ids and groups under about 2,700 bytes of UTF-8 (a hash of a long prompt text, as stable_prompt_id makes)`,
+    `${what} ${size} is longer than a PostgreSQL state can index${limit}; PostgreSQL: ${error.message}; nothing was written. On PostgreSQL keep ids, rollout ids and groups under about 2,700 bytes of UTF-8 (a hash of a long prompt text, as stable_prompt_id makes)`,
   );
   long.cause = error;
   return long;

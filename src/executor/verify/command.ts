@@ -2,6 +2,9 @@ import { spawn } from 'node:child_process';
 import { RolloutBudgetError, badInput, quote } from '../../errors.js';
 import type { Verifier, VerifierFactory, VerifyItem } from './verifiers.js';
 
+/** How long the check before generation waits for the command on empty input, ms. */
+const PREFLIGHT_MS = 10_000;
+
 /** Default wall-clock limit of one `command:` verifier batch, seconds (`--verifier-timeout`). */
 export const DEFAULT_VERIFIER_TIMEOUT_S = 600;
 
@@ -20,10 +23,17 @@ export const commandVerifier: VerifierFactory = (cmd, options = {}) => {
     check: () => undefined,
     verify: (items) => runCommand(cmd, items, timeoutMs),
     preflight: async () => {
-      // Empty input (no line at all): a command that reads its rollouts line by line reads none.
-      const { code, signal, stderr } = await spawnBatch(cmd, '', timeoutMs);
-      if (code !== 0) {
-        throw new RolloutBudgetError('BAD_OPTION', `--verifier command:${cmd}: on no rollouts, before any generation, it exited with ${code ?? signal}${stderr.trim() === '' ? '' : `: ${stderr.trim().slice(0, 300)}`}; it must run, read rollouts as JSON lines on stdin and print one reward a line (none for none)`);
+      // Once on empty input, before any generation: only a command the shell cannot start
+      // (127: not found, 126: not executable) is refused. A grader may fail on no rollouts, or
+      // wait (json.loads(sys.stdin.readline())): that is its own business, not an error here.
+      let run: Finished;
+      try {
+        run = await spawnBatch(cmd, '', Math.min(timeoutMs, PREFLIGHT_MS));
+      } catch {
+        return; // still running after PREFLIGHT_MS: it started
+      }
+      if (run.code === 126 || run.code === 127) {
+        throw new RolloutBudgetError('BAD_OPTION', `--verifier command:${cmd}: the shell cannot run it (exit ${run.code}${run.stderr.trim() === '' ? '' : `: ${run.stderr.trim().slice(0, 300)}`}); checked before any generation`);
       }
     },
   };
