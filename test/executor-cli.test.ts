@@ -270,6 +270,15 @@ describe('sim-server on the command line', () => {
 });
 
 describe('a server that goes away mid-run', () => {
+  /** `running`'s result once the (only) sim-server was closed after 6 rollouts finished. */
+  async function killedMidRun(running: ReturnType<typeof cli>): ReturnType<typeof cli> {
+    const live = server!;
+    while (live.stats.completedChoices < 6) await new Promise((resolve) => setTimeout(resolve, 20));
+    await live.close();
+    server = undefined;
+    return running;
+  }
+
   it('execute writes what finished and keeps what was in flight, as Ctrl-C does, then exits 1 saying so (the whole step was lost)', async () => {
     // The only server dies after some rollouts finished; the retries run out (--retries 1).
     server = new SimServer({ prompts: simPrompts(6).sim, msPerToken: 0.4 });
@@ -281,13 +290,8 @@ describe('a server that goes away mid-run', () => {
     expect(planned.code, planned.stderr).toBe(0);
     writeFileSync(planPath, planned.stdout);
     const out = join(dir, 'results.jsonl');
-    const running = cli(['execute', '--plan', planPath, '--prompts', prompts, '--endpoint', url, '--model', 'sim', '--state', state, '--out', out,
-      '--concurrency', '3', '--retries', '1', '--request-n', '1']);
-    const live = server;
-    while (live.stats.completedChoices < 6) await new Promise((resolve) => setTimeout(resolve, 20));
-    await live.close();
-    server = undefined;
-    const run = await running;
+    const run = await killedMidRun(cli(['execute', '--plan', planPath, '--prompts', prompts, '--endpoint', url, '--model', 'sim', '--state', state, '--out', out,
+      '--concurrency', '3', '--retries', '1', '--request-n', '1']));
     expect(run.code, run.stderr).toBe(1);
     const m = /generation failed: .*gave up after 2 attempts .*: (\d+) finished rollouts written to (.*), (\d+) in flight kept in (.*) to resume\n$/.exec(run.stderr);
     expect(m, run.stderr).not.toBeNull();
@@ -309,13 +313,8 @@ describe('a server that goes away mid-run', () => {
     const url = await server.start();
     const prompts = writePrompts(6);
     const state = join(dir, 'loop.db');
-    const running = cli(['loop', '--prompts', prompts, '--endpoint', url, '--model', 'sim', '--state', state, '--steps', '3',
-      '--budget-rollouts', '36', '--concurrency', '3', '--retries', '1', '--request-n', '1']);
-    const live = server;
-    while (live.stats.completedChoices < 6) await new Promise((resolve) => setTimeout(resolve, 20));
-    await live.close();
-    server = undefined;
-    const run = await running;
+    const run = await killedMidRun(cli(['loop', '--prompts', prompts, '--endpoint', url, '--model', 'sim', '--state', state, '--steps', '3',
+      '--budget-rollouts', '36', '--concurrency', '3', '--retries', '1', '--request-n', '1']));
     expect(run.code, run.stderr).toBe(1);
     const m = /generation failed: .*: step 0's (\d+) finished rollouts were observed, \d+ in flight kept to resume\n$/.exec(run.stderr);
     expect(m, run.stderr).not.toBeNull();
