@@ -10,7 +10,7 @@ import { SERVER_PROFILES, StoppedDetection, resolveServer } from '../executor/pr
 import { checkExtraBody, extraBodyConflict } from '../executor/requests.js';
 import { mergeSummaries, progressBar, summaryLine, tooLongWarning } from '../executor/summary.js';
 import type { ExecuteOptions, ExecutedRollout } from '../executor/types.js';
-import { reportOfFailure } from '../executor/types.js';
+import { settled } from '../executor/types.js';
 import { DEFAULT_VERIFIER_TIMEOUT_S } from '../executor/verify/command.js';
 import { verifierFrom } from '../executor/verify/verifiers.js';
 import { parsePrompts } from '../io/formats.js';
@@ -214,31 +214,21 @@ export function registerExecutorCommands(program: Command, io: CliIo): void {
           io.stderr(`rollout-budget: warning: ${opts.plan === '-' ? 'the plan' : opts.plan} is for step ${plan.step}, and ${opts.state} has observed up to step ${last}: its rollouts' ids repeat those of a step observed (if it ran there), and observe counts them as duplicates; plan the next step (${last + 1}) instead, unless you mean to generate this one again\n`);
         }
         const options = { ...(await toExecuteOptions(io, opts, partials, local, interrupt)), stop: interrupt.signal };
-        let failure: RolloutBudgetError | undefined;
-        const report = await executePlan(plan, prompts, options).catch((error: unknown) => {
-          // A run the server ended (retries spent, a request refused): as after Ctrl-C, what
-          // finished is written and what was in flight kept to resume, then the error is raised.
-          const partial = reportOfFailure(error);
-          if (partial === undefined || !(error instanceof RolloutBudgetError)) throw error;
-          failure = error;
-          return partial;
-        });
+        // A run the server ended (retries spent, a request refused): as after Ctrl-C, what
+        // finished is written and what was in flight kept to resume, then the error is raised.
+        const { report, failure } = await settled(executePlan(plan, prompts, options));
         const finished = report.results.filter((r) => r.finish_reason !== 'abort').length;
         if (failure !== undefined && finished === 0 && report.partials.keep.length === 0) throw failure; // nothing to keep: as before
+        const kept = `${finished} finished rollouts written to ${opts.out === '-' ? 'stdout' : opts.out}, ${report.partials.keep.length} in flight kept in ${opts.state} to resume`;
         writeOutput(io, opts.out, jsonl(report.results));
         commitPartials(partials, report);
         io.stderr(`${summaryLine(report.summary)}\n`);
         const tooLong = tooLongWarning(report.too_long ?? []);
         if (tooLong !== undefined) io.stderr(`rollout-budget: warning: ${tooLong}\n`);
         ok = true;
-        if (failure !== undefined) {
-          const f: RolloutBudgetError = failure;
-          throw new RolloutBudgetError(f.code, `${f.message}: ${finished} finished rollouts written to ${opts.out === '-' ? 'stdout' : opts.out}, ${report.partials.keep.length} in flight kept in ${opts.state} to resume`, f.exitCode, f.fields);
-        }
+        if (failure !== undefined) throw new RolloutBudgetError(failure.code, `${failure.message}: ${kept}`, failure.exitCode, failure.fields);
         const by = interrupt.stopped();
-        if (by !== undefined) {
-          throw new RolloutBudgetError('INTERRUPTED', `interrupted (${by.name}): ${finished} finished rollouts written to ${opts.out === '-' ? 'stdout' : opts.out}, ${report.partials.keep.length} in flight kept in ${opts.state} to resume`, by.code);
-        }
+        if (by !== undefined) throw new RolloutBudgetError('INTERRUPTED', `interrupted (${by.name}): ${kept}`, by.code);
       } finally {
         interrupt.dispose();
         await closeStateOf(partials, !ok && created, opts.state);

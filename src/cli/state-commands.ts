@@ -1,3 +1,4 @@
+import type Database from 'better-sqlite3';
 import { closeSync, existsSync, fsyncSync, openSync, readSync, renameSync, rmSync, statSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import { Allocator } from '../allocator.js';
@@ -16,7 +17,7 @@ import { readStateAhead } from '../store/scan-ahead.js';
 import { MMAP_BYTES, SqliteStore } from '../store/sqlite.js';
 import { sqliteDriver } from '../store/sqlite-driver.js';
 import { lastStepReader } from '../store/sqlite-last-step.js';
-import { STATE_TABLES } from '../store/state-kind.js';
+import { foreignTables } from '../store/state-kind.js';
 import { isPostgresUrl, redactUrl } from '../store/url.js';
 import type { ObserveSummary, Store } from '../store/types.js';
 import type { AsyncAllocator } from '../service/async-allocator.js';
@@ -245,7 +246,7 @@ export async function backupCommand(io: CliIo, opts: { state: string; out: strin
     if (open.length > 0) {
       throw new RolloutBudgetError('STATE_ERROR', `--out ${out}: a state with ${open.map((s) => `${target}${s}`).join(' and ')} beside it, so a process may have it open: stop what uses it (and remove those files) before replacing it, or give another path`);
     }
-    const foreign = foreignTables(target);
+    const foreign = foreignDatabase(target);
     if (foreign !== undefined) {
       throw new RolloutBudgetError('BAD_OPTION', `--out ${out}: a SQLite database of another program (its tables: ${foreign}), not a rollout-budget state; backup replaces only a state file: give another path`);
     }
@@ -301,21 +302,18 @@ function isSqliteFile(path: string): boolean {
 }
 
 /**
- * The tables of the SQLite file at `path`, listed, when it holds tables and none of a state's
- * (another program's database: observe refuses it as a state, and backup replaced it whole);
- * undefined for a state, an empty database, or one that cannot be read (then the copy's own
- * checks decide).
+ * The tables of another program's SQLite database at `path` (state-kind.ts foreignTables, as
+ * observe refuses such a file as a state: backup replaced it whole); undefined for a state, an
+ * empty database, or one that cannot be read (then the copy's own checks decide).
  */
-function foreignTables(path: string): string | undefined {
-  let db: { prepare: (sql: string) => { pluck: () => { all: () => unknown[] } }; close: () => void } | undefined;
+function foreignDatabase(path: string): string | undefined {
+  let db: Database.Database | undefined;
   try {
     const driver = sqliteDriver();
     // Read-write, so that closing the only connection removes the -wal and -shm a state in WAL
     // mode gets on open (none were there: checked above); a read-only one would leave them.
-    db = new driver.Database(path, { fileMustExist: true, ...driver.options });
-    const tables = db.prepare("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name").pluck().all() as string[];
-    if (tables.length === 0 || tables.some((t) => STATE_TABLES.includes(t))) return undefined;
-    return tables.slice(0, 5).join(', ') + (tables.length > 5 ? `, … (${tables.length} tables)` : '');
+    db = new driver.Database(path, { fileMustExist: true, ...driver.options }) as Database.Database;
+    return foreignTables(db);
   } catch {
     return undefined;
   } finally {

@@ -9,7 +9,7 @@ import type { ObserveSummary } from '../store/types.js';
 import { commitPartials, executePlan } from './execute.js';
 import { StepPartials } from './partials.js';
 import type { ExecuteOptions, ExecuteReport } from './types.js';
-import { reportOfFailure } from './types.js';
+import { settled } from './types.js';
 
 export interface LoopStep {
   step: number;
@@ -73,12 +73,8 @@ export async function runLoop(
         plan: (r) => allocator.plan(r.candidates, r.budget, { ...planOptions, roundsLeft: r.roundsLeft, ...(r.step === undefined ? {} : { step: r.step }) }),
       },
       async (plan) => {
-        const report = await executor(plan, byId, reports.length === 0 ? stepExecute : { ...stepExecute, nextRollout }).catch((error: unknown) => {
-          const partial = reportOfFailure(error);
-          if (partial === undefined || !(error instanceof RolloutBudgetError)) throw error;
-          failed ??= error;
-          return partial;
-        });
+        const { report, failure } = await settled(executor(plan, byId, reports.length === 0 ? stepExecute : { ...stepExecute, nextRollout }));
+        failed ??= failure;
         if (partials !== undefined) commitPartials(partials, report);
         reports.push(report);
         for (const p of report.too_long ?? []) refused.add(p.prompt_id);

@@ -1,4 +1,5 @@
 import type Database from 'better-sqlite3';
+import { lastStepReader } from '../store/sqlite-last-step.js';
 import { RolloutBudgetError } from '../errors.js';
 import { requireWritable } from '../store/sqlite-read-only.js';
 import { sqliteDriver } from '../store/sqlite-driver.js';
@@ -118,9 +119,7 @@ export class PartialStore implements PartialSource {
   /** The state's last observed step (its `meta` row), or null: none observed, or a file of partials only. */
   lastObservedStep(): number | null {
     const there = this.db.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'meta'").pluck().get();
-    if (there === undefined) return null;
-    const value = this.db.prepare("SELECT value FROM meta WHERE key = 'last_step'").pluck().get() as string | number | undefined;
-    return value === undefined || value === null ? null : Number(value);
+    return there === undefined ? null : lastStepReader(this.db)();
   }
 
   /** Stored partials of the given prompts, oldest step first, then by rollout id. */

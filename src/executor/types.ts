@@ -160,6 +160,20 @@ export function reportOfFailure(error: unknown): ExecuteReport | undefined {
   return error instanceof Error ? (error as unknown as { [REPORT]?: ExecuteReport })[REPORT] : undefined;
 }
 
+/**
+ * A run's report, and the error that ended it early when it did: what executePlan resolves to,
+ * or what its rejection carries (reportOfFailure). Any other rejection is thrown as it is.
+ */
+export async function settled(run: Promise<ExecuteReport>): Promise<{ report: ExecuteReport; failure?: RolloutBudgetError }> {
+  try {
+    return { report: await run };
+  } catch (error) {
+    const report = reportOfFailure(error);
+    if (report === undefined) throw error;
+    return { report, failure: error as RolloutBudgetError };
+  }
+}
+
 /** Attaches a failed run's report to the error it is rejected with (reportOfFailure). */
 export function withReport(error: RolloutBudgetError, report: ExecuteReport): RolloutBudgetError {
   (error as unknown as { [REPORT]?: ExecuteReport })[REPORT] = report;

@@ -241,10 +241,6 @@ function plainResult(f: FlatFields, line: number, sink: Sink): boolean {
 }
 
 /**
- * Checks one results line (one rollout, or one group) and passes its rollouts to `sink`;
- * throws BAD_INPUT naming `where`, the field and the value.
- */
-/**
  * Checks one results line as `observe` does (every field, an aborted line's too), or throws
  * BAD_INPUT naming the place, field and value: `replay` reads the same format and took lines
  * `observe` refuses ("finish_reason": "eos" counted as a rollout). O(line).
@@ -275,6 +271,10 @@ export function checkResultExtras(where: string, value: Record<string, unknown>)
   if (finish === 'abort') checkResultLine(where, value); // replay skips it: every field checked here
 }
 
+/**
+ * Checks one results line (one rollout, or one group) and passes its rollouts to `sink`;
+ * throws BAD_INPUT naming `where`, the field and the value (`checkStep` false: any step).
+ */
 function validateResult(where: string, line: number, value: Record<string, unknown>, sink: Sink, checkStep = true): void {
   const prompt_id = field.string(where, value, 'prompt_id', true)!;
   const step = checkStep ? field.step(where, value) : undefined;

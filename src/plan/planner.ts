@@ -7,7 +7,7 @@ import { flatPrior, priorFor, type Prior } from '../posterior/prior.js';
 import type { PromptState, StateSnapshot } from '../posterior/state.js';
 import type { Registry } from '../registry.js';
 import { startNeeds, startOf, upperOf } from '../solver/bounds.js';
-import { fixedTokensOf, SLACK, type Solver, type SolverInput } from '../solver/types.js';
+import { SLACK, type Solver, type SolverInput } from '../solver/types.js';
 import type { ValueFunction } from '../value/functions.js';
 import { planLimits } from './limits.js';
 import { resolvePlanOptions, validateBudget, type PlanOptionsInput } from './options.js';
@@ -119,7 +119,7 @@ export function planStep(
   const policy = named('policy', registries.policies, options.policy);
   const value = named('value', registries.values, options.value);
   const surplusValue = registries.values.get(options.surplusValue);
-  const solver = registries.solvers.get(options.solver);
+  const solver = named('solver', registries.solvers, options.solver);
   const step = options.step ?? (snapshot.lastStep === null ? 0 : snapshot.lastStep + 1);
   const size = candidates.length;
   const warnings: string[] = [];
@@ -196,7 +196,7 @@ export function planStep(
   // round's token share grown to the starts' alone could not pay for the multiple (a step that
   // fits in one round was BUDGET_INFEASIBLE over two, "need ~200 tokens; budget left is 1000").
   const roundedUp = multiple * Math.ceil(starts.rollouts / multiple);
-  const needs = { rollouts: roundedUp, tokens: roundedUp > starts.rollouts ? cheapestTokens(input, roundedUp) : starts.tokens };
+  const needs = { rollouts: roundedUp, tokens: roundedUp > starts.rollouts ? cheapestTokens(input, starts, roundedUp) : starts.tokens };
   const starting = startingCount(partials?.groups, size, options.skip);
   const share = roundShare(budget, options.roundsLeft, needs, size === 0 ? 0 : fresh / size, options.freshShare);
   const spend = share.budget;
@@ -318,8 +318,8 @@ function infeasible(needs: { rollouts: number; tokens: number }, left: Budget, m
 /**
  * BUDGET_INFEASIBLE when the prompts' starts fit the budget but no multiple of multiple_of
  * does: max_n caps the prompts below the multiple their starts round up to, or those rollouts
- * cost more tokens than the budget even at the cheapest prompts (`needs.tokens`, cheapestTokens). Undefined when the starts
- * themselves do not fit (then `infeasible` says so). The bare message said "need 256
+ * cost more tokens than the budget even at the cheapest prompts (`needs.tokens`,
+ * cheapestTokens). Undefined when the starts themselves do not fit (then `infeasible` says so). The bare message said "need 256
  * rollouts; budget is 256 rollouts" and blamed min_n. O(N log N).
  */
 function unreachableMultiple(
@@ -357,22 +357,13 @@ function unreachableMultiple(
 }
 
 /**
- * A lower bound on the tokens of `rollouts` rollouts: every prompt's start (with its prefill),
- * then the cheapest rollouts left, each prompt up to its max_n (a prompt that may be left out
- * counted without its prefill). O(N log N).
+ * A lower bound on the tokens of `rollouts` rollouts: every prompt's start (`starts`,
+ * startNeeds), then the cheapest rollouts left, each prompt up to its max_n (a prompt that may
+ * be left out counted without its prefill). O(N log N).
  */
-function cheapestTokens(input: SolverInput, rollouts: number): number {
-  const size = input.curves.size;
-  let tokens = 0;
-  let count = 0;
-  const order: number[] = [];
-  for (let i = 0; i < size; i++) {
-    const s = startOf(input, i);
-    count += s;
-    if (s > 0) tokens += s * input.tokensPerRollout[i]! + fixedTokensOf(input, i);
-    order.push(i);
-  }
-  order.sort((a, b) => input.tokensPerRollout[a]! - input.tokensPerRollout[b]!);
+function cheapestTokens(input: SolverInput, starts: { rollouts: number; tokens: number }, rollouts: number): number {
+  let { tokens, rollouts: count } = starts;
+  const order = Array.from({ length: input.curves.size }, (_, i) => i).sort((a, b) => input.tokensPerRollout[a]! - input.tokensPerRollout[b]!);
   for (const i of order) {
     if (count >= rollouts) break;
     const take = Math.min(upperOf(input, i) - startOf(input, i), rollouts - count);
