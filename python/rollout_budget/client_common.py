@@ -26,6 +26,8 @@ class RolloutBudgetError(Exception):
         self.code = error.get("code")
         self.field = error.get("field")
         self.value = error.get("value")
+        #: The service's message alone (str() prefixes the status and code).
+        self.message = error.get("message")
         #: The service says the same request may succeed sent again shortly (its database went away).
         self.retryable = error.get("retryable") is True
         super().__init__("%s %s: %s" % (status, self.code, error.get("message")))
@@ -111,13 +113,6 @@ def _observe_body(results, options):
     if options:
         body["options"] = options
     return body
-
-
-def _message(error):
-    """The service's message of a RolloutBudgetError (its text after "<status> <code>: ")."""
-    text = str(error)
-    prefix = "%s %s: " % (error.status, error.code)
-    return text[len(prefix):] if text.startswith(prefix) else text
 
 
 def _has_ids(result):
@@ -273,7 +268,7 @@ class _Client:
                 raise RolloutBudgetError(413, {
                     "code": error.code, "field": error.field, "value": error.value,
                     "message": "%s (%d results in one request: with a rollout_id and a step on each, the client sends them in "
-                               "parts; or raise the limit)" % (_message(error), len(results))}) from error
+                               "parts; or raise the limit)" % (error.message, len(results))}) from error
         _log.info("rollout-budget: %d results are over the service's body limit: sending them in parts", len(results))
         summaries = []
         try:
@@ -285,7 +280,7 @@ class _Client:
             raise RolloutBudgetError(error.status, {
                 "code": error.code, "field": error.field, "value": error.value,
                 "message": "%s (sending %d results in parts: %d of them were observed in parts before this one; send the whole again "
-                           "once the cause is fixed: those count as duplicates)" % (_message(error), len(results), applied)}) from error
+                           "once the cause is fixed: those count as duplicates)" % (error.message, len(results), applied)}) from error
         return _merge_summaries(summary for _, summary in summaries)
 
     def _observe_parts(self, results, options, summaries):

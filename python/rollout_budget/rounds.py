@@ -65,13 +65,16 @@ def run_rounds(client, prompts, generate, budget_rollouts=None, budget_tokens=No
     `refill_aborted`: up to that many more rounds (default 0) after the last, each planned
     with what rollouts aborted in the round before left unspent (an aborted rollout is not
     charged), for a step that must be whole (slime's global batch); 0 keeps them unspent, as
-    APRIL's over-provisioning means them to be. Give ``step`` (the trainer's own step): a step run again after a crash then repeats its
-    rollout ids, and its results apply once; without it the step is the state's last observed step + 1.
+    APRIL's over-provisioning means them to be.
+
+    Give ``step`` (the trainer's own step): a step run again after a crash then repeats its
+    rollout ids, and its results apply once; without it the step is the state's last observed
+    step + 1.
 
     On an error after a round was generated (a reward `results_rows` refuses, the service gone
-    at observe), the exception's ``rounds_result`` is a RoundsResult of the plans (the failing round's too) and the results
-    of the rounds completed before it, not observed (``summary`` None): observe them once the
-    cause is fixed.
+    at observe), the exception's ``rounds_result`` is a RoundsResult of the plans (the failing
+    round's too) and the results of the rounds completed before it, not observed (``summary``
+    None): observe them once the cause is fixed.
     """
     if not isinstance(rounds, int) or isinstance(rounds, bool) or rounds < 1:
         raise ValueError("rounds must be an integer ≥ 1, got %r" % (rounds,))
@@ -97,7 +100,7 @@ def run_rounds(client, prompts, generate, budget_rollouts=None, budget_tokens=No
     return RoundsResult(plans, results, summary)
 
 
-def _rounds(client, prompts, generate, left_r, left_t, rounds, observe, options, plans, results, refill_aborted=0):
+def _rounds(client, prompts, generate, left_r, left_t, rounds, observe, options, plans, results, refill_aborted):
     """run_rounds' rounds and observe, filling `plans` and `results`; returns the observe's summary."""
     partial = {}
     launched = {}  # prompt id → the index after the last rollout launched this step (aborted ones too)
