@@ -119,7 +119,7 @@ export function planStep(
   const policy = named('policy', registries.policies, options.policy);
   const value = named('value', registries.values, options.value);
   const surplusValue = registries.values.get(options.surplusValue);
-  const solver = named('solver', registries.solvers, options.solver);
+  const solver = registries.solvers.get(options.solver);
   const step = options.step ?? (snapshot.lastStep === null ? 0 : snapshot.lastStep + 1);
   const size = candidates.length;
   const warnings: string[] = [];
