@@ -99,6 +99,13 @@ describe("loop's token budget over rounds with over-provisioning", () => {
       expect(rows.every((r) => r.rounds.every((x) => x.summary.tokens_unknown === 0))).toBe(true);
       expect(rows.some((r) => r.rounds.some((x) => x.summary.aborted > 0))).toBe(true); // over-provisioning aborted some
       for (const t of generated) expect(t, `generated ${generated.join(', ')} against ${budget}`).toBeLessThanOrEqual(budget * 1.02);
+      // Each round is planned with a rollout priced at (1 + r) × its expected tokens (the tokens
+      // left ÷ 2 here: runLoop's pricedBudget), so the groups it plans are filled before the budget runs out. Priced at
+      // 1×, a round planned what the budget paid for once, the surplus spent the rest, and the
+      // budget stopped the step with groups below n (a user's step 1: 15 of 71 planned rollouts).
+      const delivered = rows.map((r) => r.rounds.reduce((s, x) => s + x.results.filter((y) => y.finish_reason !== 'abort').length, 0));
+      expect(delivered, `delivered ${delivered.join(', ')} of planned ${rows.map((r) => r.planned).join(', ')}`).toEqual(rows.map((r) => r.planned));
+      expect(rows.some((r) => r.rounds.some((x) => x.summary.stopped_by_token_budget))).toBe(false);
     } finally {
       allocator.close();
       partials.close();

@@ -88,7 +88,7 @@ export async function executePlan(plan: Plan, prompts: ReadonlyMap<string, Candi
   const tooLongPrompts: { prompt_id: string; message: string }[] = [];
   const perRequest = choicesPerRequest(server, options.requestN);
   const overProvisioning = options.overProvision > 0;
-  const tokenBudget = overProvisioning ? plan.budget.tokens : null;
+  const tokenBudget = overProvisioning ? (options.tokenBudget ?? plan.budget.tokens ?? null) : null;
 
   const markDone = (g: Group, u: Unit, finish: 'stop' | 'length', serverReason: string | null = null) => {
     u.state = 'done';

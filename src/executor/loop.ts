@@ -65,15 +65,21 @@ export async function runLoop(
     // The step's partial-rollout changes, written once its results are observed (StepPartials).
     const partials = execute.partials === undefined ? undefined : new StepPartials(execute.partials);
     const stepExecute = partials === undefined ? execute : { ...execute, partials };
+    // The step's tokens left when the round in hand was planned: its executor's stop.
+    let tokensLeft: number | undefined;
     const done = await runStepRoundsAsync(
       {
         candidates, dropped: refused, budget, rounds,
         // Stopped (Ctrl-C): the rounds left are not planned, so the step's `planned` is what ran.
         stopped: () => execute.stop?.aborted === true || failed !== undefined,
-        plan: (r) => allocator.plan(r.candidates, r.budget, { ...planOptions, roundsLeft: r.roundsLeft, ...(r.step === undefined ? {} : { step: r.step }) }),
+        plan: (r) => {
+          tokensLeft = r.budget.tokens;
+          return allocator.plan(r.candidates, pricedBudget(r.budget, execute.overProvision), { ...planOptions, roundsLeft: r.roundsLeft, ...(r.step === undefined ? {} : { step: r.step }) });
+        },
       },
       async (plan) => {
-        const { report, failure } = await settled(executor(plan, byId, reports.length === 0 ? stepExecute : { ...stepExecute, nextRollout }));
+        const roundExecute = { ...stepExecute, ...(reports.length === 0 ? {} : { nextRollout }), ...(tokensLeft === undefined ? {} : { tokenBudget: tokensLeft }) };
+        const { report, failure } = await settled(executor(plan, byId, roundExecute));
         failed ??= failure;
         if (partials !== undefined) commitPartials(partials, report);
         reports.push(report);
@@ -109,4 +115,17 @@ export async function runLoop(
     if (execute.stop?.aborted === true) break;
   }
   return rows;
+}
+
+/**
+ * The budget a round is planned under. With over-provisioning r and a token budget, a group of
+ * n launches up to ⌊(1 + r)·n⌋ rollouts and the step is charged every token they generate
+ * (round-loop.ts RoundOutcome), so a rollout is priced at (1 + r) times its expected tokens:
+ * the planner gets the tokens left ÷ (1 + r). Priced at 1×, a round planned what the budget
+ * could pay for once, generated up to twice that, and the budget stopped the step with groups
+ * below their n (15 of 71 planned rollouts delivered).
+ */
+function pricedBudget(budget: Budget, overProvision: number): Budget {
+  if (budget.tokens === undefined || !(overProvision > 0)) return budget;
+  return { ...budget, tokens: Math.floor(budget.tokens / (1 + overProvision)) };
 }

@@ -39,6 +39,12 @@ export interface ExecuteOptions {
   /** r ≥ 0: launch ⌊(1 + r)·n⌋ rollouts per group, keep the first n that finish. */
   readonly overProvision: number;
   /**
+   * Tokens the run may generate before it stops (with over-provisioning): default the plan's
+   * `budget.tokens`. `loop` passes its step's tokens left, since it plans each round under a
+   * lower figure (runLoop).
+   */
+  readonly tokenBudget?: number;
+  /**
    * Per attempt, ms without a byte from the server (before the answer's headers, or between two
    * pieces of its body): the request is then aborted and retried. A streamed answer that keeps
    * coming is never cut, however long the generation.
