@@ -8,9 +8,10 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import {
-  Allocator, PartialStore, SimServer, mathVerifier, parsePrompts, parseSimPrompts, runLoop, SERVER_PROFILES,
+  Allocator, PartialStore, RolloutBudgetError, SimServer, mathVerifier, parsePrompts, parseSimPrompts, runLoop, SERVER_PROFILES,
   type Candidate, type ExecuteOptions, type ExecuteReport, type PartialRollout, type Plan, type PlanExecutor,
 } from '../src/index.js';
+import { withReport } from '../src/executor/types.js';
 import { tempDir } from './temp.js';
 
 const candidates: Candidate[] = [{ id: 'a' }, { id: 'b' }];
@@ -74,6 +75,38 @@ describe("loop's partial rollouts over a step's rounds", () => {
         allocator.close();
         partials.close();
       }
+    }
+  });
+});
+
+describe("a loop step that fails in a later round", () => {
+  it('names each partial it keeps once, though every round aborted it again', async () => {
+    // Round 1 aborts rollout 0/b#0 (kept); round 2 resumes it and the server dies with it in
+    // flight again, so both rounds' reports keep it. The step keeps one partial, and so says
+    // its error (before: "2 in flight kept", each round's count added up).
+    const dir = tempDir('rb-loop-kept-');
+    const state = join(dir, 'state.db');
+    const partials = new PartialStore(state);
+    const allocator = new Allocator({ state });
+    let round = 0;
+    const cut: PartialRollout = { rollout_id: '0/b#0', prompt_id: 'b', step: 0, seed: 1, text: 'cut', tokens: 3, finish_reason: null };
+    const executor: PlanExecutor = async (plan) => {
+      round++;
+      const results = plan.allocations.flatMap((a) => Array.from({ length: a.n }, (_, j) => ({
+        prompt_id: a.prompt_id, step: plan.step, rollout_id: `${plan.step}/${a.prompt_id}#r${round}-${j}`, reward: j % 2, tokens: 10, finish_reason: 'stop' as const, seed: j,
+      })));
+      const report: ExecuteReport = { results, summary: {} as ExecuteReport['summary'], partials: { consumed: round === 1 ? [] : [cut.rollout_id], keep: [{ ...cut, text: 'cut'.repeat(round) }] }, too_long: [] };
+      if (round === 2) throw withReport(new RolloutBudgetError('IO_ERROR', 'generation failed: connection error (ECONNREFUSED)'), report);
+      return report;
+    };
+    try {
+      const run = runLoop(allocator, candidates, { rollouts: 16 }, { minN: 2, maxN: 8 }, options(partials), 1, undefined, 2, executor);
+      await expect(run).rejects.toThrow(/finished rollouts were observed, 1 in flight kept to resume$/);
+      expect(round).toBe(2);
+      expect(partials.all().map((p) => [p.rollout_id, p.text])).toEqual([['0/b#0', 'cutcut']]);
+    } finally {
+      allocator.close();
+      partials.close();
     }
   });
 });

@@ -101,6 +101,8 @@ export async function runLoop(
     // A step whose rounds planned nothing still reports its (empty) first round.
     if (reports.length === 0) reports.push(await executor(done.plans[0]!, byId, stepExecute));
     const observed = allocator.observe(batchOf(reports.flatMap((x) => x.results)));
+    // A partial one round kept and the next resumed and kept again is one partial (not one a round).
+    const kept = partials?.keptCount ?? reports.reduce((sum, r) => sum + r.partials.keep.length, 0);
     partials?.commit();
     const planned = done.plans.reduce((sum, p) => sum + p.totals.rollouts, 0);
     const row: LoopStep = { step: done.plans[0]!.step, prompts: done.rewards.size, planned, report: reports[0]!, rounds: reports, plans: done.plans, observed };
@@ -108,7 +110,6 @@ export async function runLoop(
     onStep?.(row);
     if (failed !== undefined) {
       const finished = reports.reduce((sum, r) => sum + r.results.filter((x) => x.finish_reason !== 'abort').length, 0);
-      const kept = reports.reduce((sum, r) => sum + r.partials.keep.length, 0);
       throw new RolloutBudgetError(failed.code, `${failed.message}: step ${row.step}'s ${finished} finished rollouts were observed, ${kept} in flight kept to resume`, failed.exitCode, failed.fields);
     }
     // Stopped (execute.stop): this step's rounds ran no further and its results are observed.

@@ -74,6 +74,11 @@ export class StepPartials implements PartialSource {
     }
   }
 
+  /** Partials the step keeps so far: each once, however many rounds aborted it again. */
+  get keptCount(): number {
+    return this.kept.size;
+  }
+
   /** Writes the step's changes to the store, in one transaction. */
   commit(): void {
     this.store.replace([...this.consumed], [...this.kept.values()]);
