@@ -185,11 +185,18 @@ describe('report.html', () => {
       expect(head).toContain(`<b>${ratio('informative_groups')}×</b>`);
       expect(head).toContain(`<b>${ratio('hard_positives')}×</b>`);
       expect(head).toContain('Median over seeds 0..1');
+      // What ours spent against uniform, tokens where both counted them (the long-CoT
+      // simulation spends a budget uniform's rounded-down n leaves a fifth of unspent).
+      const tokens = runs.every((ps) => ps.every((p) => (p.totals.tokens ?? 0) > 0));
+      const spend = ratio(tokens ? 'tokens' : 'rollouts');
+      if (Math.abs(Number(spend) - 1) >= 0.005) expect(head).toContain(`, spending ${spend}× uniform's ${tokens ? 'tokens' : 'rollouts'}`);
+      else expect(head).not.toContain('spending');
       expect(html.indexOf('class="headline"')).toBeLessThan(html.indexOf('<table'));
       expect(html).toMatch(/<dl class="settings">.*<dt>rollout budget a step<\/dt>.*<dt>seeds<\/dt><dd>0\.\.1 \(2 runs\)<\/dd>.*<dt>rollout-budget<\/dt><dd>0\.1\.0<\/dd>/s);
       expect(html).toMatch(/<tr class="default"><td><span class="nm">bayes<\/span> <span class="badge">our default<\/span>/);
       expect(html.match(/<tr class="default">/g)?.length).toBe(2); // the summary and the spread table
     }
+    expect(/<p class="headline">(.*?)<\/p>/.exec(simulate.html)![1]).toMatch(/, spending 1\.[1-9]\d× uniform's tokens/);
     expect(simulate.html).toContain(`<b>${(() => {
       const per = simulate.runs.map((ps) => ps.find((p) => p.name === 'bayes')!.totals.informative_per_mtok! / ps.find((p) => p.name === 'uniform')!.totals.informative_per_mtok!);
       return ((per[0]! + per[1]!) / 2).toFixed(2);

@@ -1,4 +1,5 @@
 import { headlineMetrics, median, ratiosToReference, seedLabel, type HeadlineMetric, type ReportView } from './series.js';
+import type { PolicyResult } from '../replay/engine.js';
 import type { Totals } from '../replay/metrics.js';
 import { REFERENCE } from './styles.js';
 import { esc } from './svg.js';
@@ -45,7 +46,27 @@ export function headline(view: ReportView, detail: string | undefined, html: boo
   const ours = `Our default (${e(name)}${detail === undefined ? '' : `, ${e(detail)}`})`;
   // Every headline figure of uniform is 0 (no informative group, say: one prompt always solved): it read "against uniform: .".
   if (ratios.length === 0) return `${ours} has no ratio to uniform: uniform's headline figures are all 0 here (no informative group, no hard positive), so the table's absolute figures are the comparison.`;
-  return `${ours} against uniform: ${ratios.map((r) => ratioText(r, html)).join(', ')}.${over}`;
+  return `${ours} against uniform: ${ratios.map((r) => ratioText(r, html)).join(', ')}${spendClause(view, name)}.${over}`;
+}
+
+/**
+ * What our default spent, when it is not what uniform spent: its tokens (rollouts when either
+ * has no token count) as a multiple of uniform's, median over seeds, and how it kept its
+ * budget (budgetClause). Without it, a headline such as the long-CoT simulation's "1.52×
+ * informative groups" hid that ours spent 1.27× uniform's tokens (uniform's rounded-down n
+ * leaves a fifth of the budget unspent) and overshot the token budget at 41% of the steps,
+ * while the line naming a baseline ahead of ours said so of that baseline.
+ */
+function spendClause(view: ReportView, name: string): string {
+  const ours = view.of(name);
+  const reference = view.of(REFERENCE);
+  const counted = ours.every((r, k) => (r.totals.tokens ?? 0) > 0 && (reference[k]?.totals.tokens ?? 0) > 0);
+  const unit = counted ? 'tokens' : 'rollouts';
+  const spent = (r: PolicyResult) => (counted ? r.totals.tokens! : r.totals.rollouts);
+  const ratios = ours.flatMap((r, k) => (reference[k] === undefined || spent(reference[k]!) === 0 ? [] : [spent(r) / spent(reference[k]!)]));
+  const ratio = ratios.length === 0 ? 1 : median(ratios);
+  const spend = Math.abs(ratio - 1) >= 0.005 ? `, spending ${times(ratio)} uniform's ${unit}` : '';
+  return `${spend}${budgetClause(ours.map((r) => r.totals))}`;
 }
 
 /**
