@@ -35,6 +35,7 @@ const f32 = Math.fround;
  * naming the Python exception it stands for.
  */
 export class KnapsackRlRaise extends RolloutBudgetError {
+  /** What the published function raises. 'ZeroDivisionError' is never raised (it was, wrongly, for the AssertionError of the surplus with nowhere to go); kept in the type for callers that test for it. */
   constructor(readonly published: 'ZeroDivisionError' | 'AssertionError', message: string) {
     super('BUDGET_INFEASIBLE', `knapsack-rl: ${message}`);
   }
@@ -78,9 +79,9 @@ function checkInputs(states: readonly KnapsackRlState[], o: KnapsackRlOptions): 
  *    option met (k = 0, then the smallest k) and the traceback runs from the last prompt.
  *    Budget it cannot place goes evenly over the DP prompts, first ones one more, uncapped.
  *
- * Throws where the published function raises: the surplus has nowhere to go (every prompt in
- * the DP: ZeroDivisionError) or the allocation does not sum to the budget (the initial
- * rollouts overspend it: AssertionError). O(D·B·(max_n − min_n)) time and O(D·B) memory for D
+ * Throws where the published function raises, its AssertionError (the allocation does not sum
+ * to the budget): the initial rollouts overspend it, or the surplus has nowhere to go (every
+ * prompt in the DP, allow_fallback on: numpy's division by zero gives 0 and drops it). O(D·B·(max_n − min_n)) time and O(D·B) memory for D
  * DP prompts and B rollouts left to them, as published.
  */
 export function knapsackRlAllocate(states: readonly KnapsackRlState[], options: KnapsackRlOptions): Int32Array {
@@ -130,7 +131,10 @@ export function knapsackRlAllocate(states: readonly KnapsackRlState[], options: 
       const zero = zeros();
       const inDp = new Set(effective);
       const to = zero.length > 0 ? zero : Array.from(rates.keys()).filter((i) => !inDp.has(i));
-      if (to.length === 0) throw new KnapsackRlRaise('ZeroDivisionError', `every prompt has 0 < p < 1 and their needs (${need}) leave ${left - need} rollouts with no prompt to take them (the published code divides by zero here; allow_fallback false avoids it)`);
+      // The published code divides the surplus by 0 prompts here, in numpy integers (its budget
+      // left is `total_budget - sum(...)` over an int32 array): 0 with a RuntimeWarning, not a
+      // ZeroDivisionError. The surplus is then dropped and its assertion fails.
+      if (to.length === 0) throw new KnapsackRlRaise('AssertionError', `every prompt has 0 < p < 1 and their needs (${need}) leave ${left - need} rollouts with no prompt to take them: the published code's numpy division by zero gives 0, drops them, and its assertion fails (budget mismatch: expected ${total}, got ${total - (left - need)}); allow_fallback false avoids it`);
       spread(to, left - need);
       left = need;
     }

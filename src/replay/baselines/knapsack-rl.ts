@@ -24,10 +24,11 @@ export function knapsackRlState(h: PromptHistory | undefined): KnapsackRlState {
  * state from its own earlier groups (`knapsackRlState`), then `knapsackRlAllocate` with the
  * published script's settings (n = the step's rollouts per prompt, min_n = negative_n =
  * positive_n = --min-n, max_n = --max-n, total budget = the step's rollouts). Where the
- * published code would divide by zero (every prompt in the DP and budget to spare), it runs
- * with allow_fallback off, the published switch that avoids it; where it would fail its
- * assertion (the batch's initial rollouts overspend the budget), the step generates nothing and
- * is recorded as failed. No token budget (as published).
+ * published code fails its assertion (the batch's initial rollouts overspend the budget, or
+ * every prompt is in the DP with budget to spare, which numpy's division by zero drops), the
+ * step generates nothing and is recorded as failed, as the published run would stop there.
+ * Before, the second case ran again with allow_fallback off, kinder than the published code.
+ * No token budget (as published).
  */
 export const knapsackRlPolicy: ReplayPolicy = {
   description: 'Knapsack RL (sampling_budget_by_knapsack): needs-first surplus to unsolved prompts, then the published DP',
@@ -42,8 +43,7 @@ export const knapsackRlPolicy: ReplayPolicy = {
       n = knapsackRlAllocate(states, options);
     } catch (error) {
       if (!(error instanceof KnapsackRlRaise)) throw error;
-      if (error.published === 'AssertionError') return { trained: [], failed: error.message };
-      n = knapsackRlAllocate(states, { ...options, allowFallback: false });
+      return { trained: [], failed: error.message };
     }
     const predicted = new Map<string, number>();
     ctx.candidates.forEach((c, i) => {
