@@ -138,6 +138,27 @@ describe('a plan\'s deadline', () => {
   });
 });
 
+describe('plans waiting for a thread', () => {
+  it('are taken smallest first: a small plan queued behind large ones runs after the one running, not after them all', async () => {
+    // A client with 8 plans of 250,000 candidates in flight held a trainer's 16-candidate plan
+    // for 9.5 s, at its 10 s deadline: the queue was in arrival order.
+    const { PlanWorkers } = await import('../src/index.js');
+    const workers = new PlanWorkers({ state: db(), defaults: {}, timeoutMs: 120_000 });
+    try {
+      const body = (size: number) => JSON.stringify({ candidates: Array.from({ length: size }, (_, i) => ({ id: `p${i}` })), budget: { rollouts: 8 * size } });
+      const big = body(100_000);
+      const done: string[] = [];
+      const run = (name: string, text: string) => workers.plan(text).then(() => void done.push(name));
+      const runs = [run('big 1', big), run('big 2', big), run('big 3', big), run('small', body(16))];
+      await Promise.all(runs);
+      // big 1 was running when the others came; of the three waiting, the small one goes first.
+      expect(done).toEqual(['big 1', 'small', 'big 2', 'big 3']);
+    } finally {
+      await workers.close();
+    }
+  }, 120_000);
+});
+
 describe.each(backends)('a rollout_id given to two prompts in one observe (%s)', (_name, location) => {
   it('is counted once, with a warning naming the id and both prompts; a keyless batch observed again warns too', async () => {
     const state = location();

@@ -50,8 +50,8 @@ const clientGone = () => new RolloutBudgetError('INTERRUPTED', 'plan: the client
  * thread is terminated (the only way to stop synchronous code) and a fresh one takes its
  * place. A plan writes only its candidates' group and hint where the state has none (never
  * evidence; store/meta.ts), so one stopped, or answered 503 once its deadline passed, may have
- * recorded them: what the request's retry records anyway. Requests wait in
- * arrival order for a free thread. Each thread opens its own store connection (SQLite: a
+ * recorded them: what the request's retry records anyway. Requests wait for a free
+ * thread smallest first (next()), so one client's large plans do not hold back another's small ones. Each thread opens its own store connection (SQLite: a
  * second connection to the file, WAL; PostgreSQL: its own pool), so only the request text and
  * the plan text cross threads.
  */
@@ -128,10 +128,25 @@ export class PlanWorkers implements PlanRunner {
     return slot;
   }
 
+  /**
+   * Takes the queued job with the shortest body (a plan's cost grows with its candidates), the
+   * earliest of equal ones. In arrival order, a trainer's 16-candidate plan waited behind another
+   * client's 8 queued plans of 250,000 candidates: 9.5 s, at its 10 s deadline. Now it waits for
+   * at most the plans running; large plans wait while smaller ones are queued, up to their own
+   * deadline (PLAN_TIMEOUT). O(queue).
+   */
+  private next(): Job | undefined {
+    let best = -1;
+    for (let k = 0; k < this.queue.length; k++) {
+      if (best < 0 || this.queue[k]!.body.length < this.queue[best]!.body.length) best = k;
+    }
+    return best < 0 ? undefined : this.queue.splice(best, 1)[0];
+  }
+
   private pump(): void {
     for (const slot of this.slots) {
       if (slot.job !== undefined || slot.retired === true) continue;
-      const job = this.queue.shift();
+      const job = this.next();
       if (job === undefined) return;
       slot.job = job;
       job.slot = slot;
