@@ -3,7 +3,7 @@ import { RolloutBudgetError } from '../errors.js';
 import { sourceOfBatch, type ResultBatch, type ResultSource } from '../io/results.js';
 import type { DecayOptions } from '../posterior/decay.js';
 import { snapshotOf, type PromptState, type StateSnapshot } from '../posterior/state.js';
-import { ALL_SCOPE, groupScope, partialSnapshot, PooledDeltas } from './pooled.js';
+import { ALL_SCOPE, groupScope, partialSnapshot, POOLED_META_KEY, PooledDeltas } from './pooled.js';
 import { addPooled, buildPooled, pooledTableSql, readPooled } from './postgres-pooled.js';
 import { applyIn, HINT_SET } from './postgres-apply.js';
 import { readPartial } from './postgres-partial.js';
@@ -262,10 +262,18 @@ export class PostgresStore implements AsyncStore {
     return rows[0]?.v ?? null;
   }
 
-  /** Prompts with evidence (a prompt only planned, store/meta.ts, is not counted). */
+  /**
+   * Prompts with evidence (a prompt only planned, store/meta.ts, is not counted): the pooled
+   * `all` row's count, one row (SqliteStore.count); row by row where the pooled rows were
+   * never built.
+   */
   async count(): Promise<number> {
-    const { rows } = await this.pool.query<{ n: number }>(`SELECT COUNT(*)::float8 AS n FROM ${this.schema}.prompts WHERE rollouts > 0`).catch(this.rethrow);
-    return rows[0]!.n;
+    const s = this.schema;
+    const { rows } = await this.pool.query<{ n: number }>(
+      `SELECT CASE WHEN EXISTS (SELECT 1 FROM ${s}.meta WHERE key = $1) THEN (SELECT coalesce(sum(count), 0) FROM ${s}.pooled WHERE scope = $2) ELSE (SELECT COUNT(*) FROM ${s}.prompts WHERE rollouts > 0) END::float8 AS n`,
+      [POOLED_META_KEY, ALL_SCOPE],
+    ).catch(this.rethrow);
+    return Math.round(rows[0]!.n);
   }
 
   /**
