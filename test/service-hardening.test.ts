@@ -98,6 +98,40 @@ describe('item 2: a path of "//" killed the stdio service and leaked the HTTP in
     expect(code).toBe(0);
   }, 60_000);
 
+  it('SIGTERM while an observe waits for another process\'s write lock: cut at the grace, not applied, exit 0 then (not when the lock frees)', async () => {
+    // The process stayed up until the lock freed (up to ROLLOUT_BUDGET_LOCK_TIMEOUT_S, 300 s by
+    // default), then applied the batch whose client had been cut (a review: exit 38 s after SIGTERM).
+    const state = db();
+    const child = await startService(['--state', state, '--plan-timeout-s', '1'], 15_000, { ROLLOUT_BUDGET_LOCK_TIMEOUT_S: '120' });
+    const { Database } = await import('./sqlite.js');
+    const other = new Database(state);
+    try {
+      other.exec('BEGIN IMMEDIATE'); // another process's writer holds the lock
+      const observe = call(child.port, 'POST', '/v1/observe', [{ prompt_id: 'late', step: 0, reward: 1, rollout_id: 'late#0' }]).then(
+        (r) => `answered ${r.status}`,
+        (error: Error) => `cut: ${error.message}`,
+      );
+      await sleep(500);
+      const sent = performance.now();
+      const exit = await stopService(child, 60_000);
+      const seconds = (performance.now() - sent) / 1000;
+      expect(exit.code).toBe(0);
+      expect(seconds, `exited ${seconds.toFixed(1)} s after SIGTERM`).toBeLessThan(10); // grace: 1 s + 2 s
+      expect(await observe).toMatch(/^cut: /);
+      expect(child.stderr()).toContain('store closed');
+    } finally {
+      if (other.inTransaction) other.exec('ROLLBACK');
+      other.close();
+      await stopService(child, 1_000);
+    }
+    const store = await openAsyncStore(state);
+    try {
+      expect(await store.get('late')).toBeUndefined(); // the cut batch was not applied
+    } finally {
+      await store.close();
+    }
+  }, 90_000);
+
   it('HTTP: "//" is a 404, not a 500; SIGTERM afterwards closes the store and exits 0', async () => {
     const child = await startService(['--state', db()]);
     try {

@@ -118,6 +118,10 @@ export function registerServeCommands(program: Command, io: CliIo): void {
           const why = await signal.stopped;
           log(`stopping (${why}): finishing in-flight requests`);
           await http.close();
+          // Every connection is answered or was cut: a batch still waiting for another
+          // process's write lock has no client left, so it is not applied (else the process
+          // stayed up until the lock freed, up to the lock wait limit, then applied it).
+          store.stopWaiting?.('the service is stopping');
           await service.idle();
         }
       } finally {

@@ -26,6 +26,8 @@ export interface AsyncStore {
   recordPrompts(meta: readonly PromptMeta[]): Promise<void>;
   /** Prompts with evidence. */
   count(): Promise<number>;
+  /** Store.stopWaiting, where the store has it. */
+  stopWaiting?(reason: string): void;
   close(): Promise<void>;
 }
 
@@ -58,6 +60,7 @@ export function asyncStoreOf(store: Store, kind = 'sqlite'): AsyncStore {
     },
     recordPrompts: async (meta) => (store.recordPromptsAsync === undefined ? store.recordPrompts(meta) : store.recordPromptsAsync(meta)),
     count: async () => store.count(),
+    stopWaiting: (reason) => store.stopWaiting?.(reason),
     close: async () => store.close(),
   };
 }

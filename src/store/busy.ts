@@ -58,14 +58,19 @@ export function retrySync<T>(work: () => T, limitMs: number, timeout: Timeout): 
   }
 }
 
-/** The same, waiting on timers so that the event loop keeps serving (the service). */
-export async function retryAsync<T>(work: () => T, limitMs: number, timeout: Timeout): Promise<T> {
+/**
+ * The same, waiting on timers so that the event loop keeps serving (the service). `stopped`,
+ * asked after each busy attempt, ends the wait with its error (a service stopping: nothing applied).
+ */
+export async function retryAsync<T>(work: () => T, limitMs: number, timeout: Timeout, stopped?: () => RolloutBudgetError | undefined): Promise<T> {
   const start = Date.now();
   for (let k = 0; ; k++) {
     try {
       return work();
     } catch (error) {
       if (!isBusy(error)) throw error;
+      const stop = stopped?.();
+      if (stop !== undefined) throw stop;
       const waited = Date.now() - start;
       if (waited >= limitMs) throw timeout(waited);
       await new Promise((resolve) => setTimeout(resolve, Math.min(pauseMs(k), limitMs - waited)));

@@ -154,14 +154,25 @@ export class SqliteStore implements Store {
     }
   }
 
-  /** The same, waiting on timers: the event loop keeps serving meanwhile. */
+  /** The same, waiting on timers: the event loop keeps serving meanwhile; stopWaiting ends the wait. */
   private async waiting<T>(work: () => T): Promise<T> {
     this.checkFile();
     try {
-      return await retryAsync(work, this.lockWaitMs, this.busy);
+      return await retryAsync(work, this.lockWaitMs, this.busy, () => this.stopped);
     } catch (error) {
       throw this.failure(error);
     }
+  }
+
+  private stopped: RolloutBudgetError | undefined;
+
+  /**
+   * Ends every wait for another process's write lock (now and later) with STATE_ERROR, nothing
+   * applied: a stopping service, whose clients were cut, does not stay up until the lock frees
+   * (up to the lock wait limit, 300 s by default) to apply batches no client will hear of.
+   */
+  stopWaiting(reason: string): void {
+    this.stopped = new RolloutBudgetError('STATE_ERROR', `${this.path}: ${reason}: stopped waiting for another process's write lock; nothing was applied`);
   }
 
   /** What a failed operation throws: a write to a read-only state says why it is read-only; a SQLite failure its STATE_ERROR. */

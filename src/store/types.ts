@@ -60,5 +60,7 @@ export interface Store {
   requireWritable?(): void;
   /** Number of prompts with evidence (prompts only planned are not counted). */
   count(): number;
+  /** Ends waits for another process's write lock with STATE_ERROR, nothing applied (SqliteStore.stopWaiting); optional. */
+  stopWaiting?(reason: string): void;
   close(): void;
 }
