@@ -2,7 +2,7 @@ import { connect } from 'node:net';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Allocator, AsyncAllocator, asyncStoreOf, Service, SqliteStore, startHttpService, type HttpService } from '../src/index.js';
-import { call, sleep, startService, stopService } from './service-helpers.js';
+import { call, request, sleep, startService, stopService } from './service-helpers.js';
 import { tempDir } from './temp.js';
 
 const dir = tempDir('rb-http-');
@@ -215,6 +215,34 @@ describe('connections that send no request', () => {
       expect(kept.got.text.match(/HTTP\/1\.1 200 /g)).toHaveLength(2);
       kept.sock.destroy();
       slow.sock.destroy();
+    } finally {
+      await server.close();
+      await own.allocator.close();
+    }
+  });
+});
+
+describe('requests Node answers for us', () => {
+  it('a head cut off by its client is not counted as an answered 400; an Expect other than 100-continue gets a JSON 417, counted', async () => {
+    const own = new Service(new AsyncAllocator(asyncStoreOf(new SqliteStore(join(dir, 'cut.db')))));
+    const server = await startHttpService(own, { host: '127.0.0.1', port: 0, bodyLimit: 4096 });
+    try {
+      const at = server.port;
+      // Half a head, then the client's FIN (a slowloris run added 1,500 "400"s to /metrics so).
+      for (let k = 0; k < 3; k++) {
+        const sock = connect(at, '127.0.0.1');
+        sock.on('error', () => {});
+        await new Promise<void>((r) => sock.once('connect', () => r()));
+        sock.end('GET /healthz HTTP/1.1\r\nHost: 127.0');
+        await new Promise<void>((r) => sock.once('close', () => r()));
+      }
+      const expect417 = await request(at, 'POST', '/v1/observe', { 'content-type': 'application/json', expect: 'something' }, JSON.stringify([{ prompt_id: 'e', step: 0, reward: 1 }]));
+      expect(expect417.status).toBe(417);
+      expect(expect417.json).toMatchObject({ error: { code: 'EXPECTATION_FAILED', message: 'Expect: "something" is not supported: only 100-continue (or no Expect header)' } });
+      const m = await call(at, 'GET', '/metrics');
+      expect(m.text).not.toMatch(/^rollout_budget_errors_total\{status="400"/m);
+      expect(m.text).toMatch(/^rollout_budget_errors_total\{status="417",code="EXPECTATION_FAILED"\} 1$/m);
+      expect((await call(at, 'GET', '/healthz')).json).toMatchObject({ prompts: 0 }); // nothing observed
     } finally {
       await server.close();
       await own.allocator.close();
