@@ -81,6 +81,11 @@ describe('HTTP service on SQLite', () => {
       expect(r.json.error.field).toBe(fieldPath);
       expect(r.json.error.value).toBe(value);
     }
+    // {"options": ...} without results named "body:1.prompt_id" (read as one NDJSON result).
+    const noResults = await call(port, 'POST', '/v1/observe', { options: { decay: 0.9 } });
+    expect(noResults.status).toBe(400);
+    expect(noResults.json.error).toMatchObject({ code: 'BAD_INPUT', field: 'body.results' });
+    expect(noResults.json.error.message).toMatch(/^body\.results: missing: a body with "options" needs its results/);
     const infeasible = await call(port, 'POST', '/v1/plan', { candidates: [{ id: 'a' }, { id: 'b' }], budget: { rollouts: 3 } });
     expect(infeasible.status).toBe(422);
     expect(infeasible.json.error.code).toBe('BUDGET_INFEASIBLE');

@@ -183,6 +183,10 @@ export function observeRequestOf(text: string): ObserveRequest {
     if (!Array.isArray(whole.results)) throw badInput('body.results', `must be an array of results, got ${quote(whole.results)}`);
     return { batch: batchOf(whole.results, 'body.results'), options: optionsOf(whole.options, 'body.options', DECAY_KEYS) };
   }
+  // {"options": {...}} alone was read as one NDJSON result and named "body:1.prompt_id".
+  if (isObject(whole) && whole.options !== undefined && whole.prompt_id === undefined) {
+    throw badInput('body.results', `missing: a body with "options" needs its results, {"results": [...], "options": {...}}; got the keys ${Object.keys(whole).map((k) => quote(k)).join(', ')}`);
+  }
   if (head === '') throw badInput('body', 'no results: send a JSON array, {"results": [...]}, or NDJSON lines');
   return { batch: parseResults(text, 'body'), options: {} };
 }
