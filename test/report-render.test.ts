@@ -17,7 +17,7 @@ interface Policy {
   totals: Record<string, number | null>;
   group_sizes: (number | null)[];
   calibration: { count: number }[];
-  steps: { tokens: number | null; budget_tokens: number | null }[];
+  steps: { rollouts: number; tokens: number | null; budget_rollouts: number | null; budget_tokens: number | null }[];
 }
 interface Metrics {
   policies: Policy[];
@@ -108,8 +108,15 @@ function checkRendered(report: Report, policies: string[], tokenBudget: boolean)
   for (const [panel, drawn] of cost.panels) expect(drawn, panel).toBe(7 * P);
   const histogram = charts.get('chart-histogram')!;
   for (const name of policies) expect(histogram.panels.get(name), name).toBe(barsOf(report.runs, name));
+  // A line and a band a kind (rollouts; tokens under a token budget), and the first seed's
+  // steps as one path of dots a kind (dapo's 0% and 300% steps averaged to a line near 100%).
   const budget = charts.get('chart-budget')!;
-  for (const name of policies) expect(budget.panels.get(name), name).toBe(tokenBudget ? 4 : 2);
+  for (const name of policies) {
+    const steps = report.runs[0]!.find((p) => p.name === name)!.steps;
+    const dots = Number(steps.some((x) => (x.budget_rollouts ?? 0) > 0)) + Number(steps.some((x) => x.tokens !== null && (x.budget_tokens ?? 0) > 0));
+    expect(dots, name).toBe(tokenBudget ? 2 : 1);
+    expect(budget.panels.get(name), name).toBe((tokenBudget ? 4 : 2) + dots);
+  }
   const calibration = charts.get('chart-calibration')!;
   const predicting = policies.filter((n) => report.runs[0]!.find((p) => p.name === n)!.totals.predictions! > 0);
   expect([...calibration.panels.keys()].sort()).toEqual([...predicting].sort());

@@ -67,10 +67,35 @@ function pairOf(s: StepMetrics, what: 'rollouts' | 'tokens'): readonly [number |
   return [what === 'rollouts' ? s.rollouts : s.tokens, budget ?? null];
 }
 
+/** A step's spent / budget (NaN where either is unknown). */
+function stepShare(s: StepMetrics, k: 'rollouts' | 'tokens'): number {
+  const [a, b] = pairOf(s, k);
+  return a !== null && b !== null && b > 0 ? a / b : Number.NaN;
+}
+
+/** The axis' top at most: a step beyond it is drawn on the top edge (the caption says so). */
+const BUDGET_AXIS_CAP = 4;
+
+/**
+ * Each step's share as a dot (one path of round dots a kind, the first seed's steps), values
+ * above `top` on the top edge. O(steps).
+ */
+function stepDots(f: Frame, xs: readonly number[], steps: readonly StepMetrics[], k: 'rollouts' | 'tokens', top: number, color: string): string {
+  const d: string[] = [];
+  steps.forEach((s, i) => {
+    const v = stepShare(s, k);
+    if (Number.isFinite(v) && xs[i] !== undefined) d.push(`M${fx(f.sx(xs[i]!))},${fx(f.sy(Math.min(v, top)))}h0`);
+  });
+  if (d.length === 0) return '';
+  return `<path data-mark="1" fill="none" stroke="${color}" stroke-opacity="0.35" stroke-width="${k === 'tokens' ? 1.6 : 2.4}" stroke-linecap="round" d="${d.join('')}"/>`;
+}
+
 /**
  * Budget use per step: rollouts generated / the step's rollout budget (solid), and generated
- * tokens / the token budget (dashed) where both are known, as trailing moving averages; 100%
- * dotted. One panel a policy.
+ * tokens / the token budget (dashed) where both are known, as trailing moving averages, over
+ * each step's share as a faint dot; 100% dotted. One panel a policy. Without the dots, dapo's
+ * steps of 0% and 200–300% (nothing generated at 296 of 498 steps, up to 3× the budget at
+ * others) averaged to a line near 100%.
  */
 export function budgetChart(input: ChartInput, window?: number): string {
   const view = asView(input);
@@ -80,12 +105,14 @@ export function budgetChart(input: ChartInput, window?: number): string {
   const kinds = (['rollouts', 'tokens'] as const).filter((k) => view.runs.some((run) => run.results.some((r) => share(r.steps, k).some(Number.isFinite))));
   let top = 1;
   for (const run of view.runs) for (const r of run.results) for (const k of kinds) for (const v of share(r.steps, k)) if (Number.isFinite(v)) top = Math.max(top, v);
-  top = Math.max(1.25, Math.ceil(top * 4 - 1e-9) / 4);
+  for (const name of view.names) for (const k of kinds) for (const s of view.of(name)[0]?.steps ?? []) if (Number.isFinite(stepShare(s, k))) top = Math.max(top, stepShare(s, k));
+  top = Math.min(BUDGET_AXIS_CAP, Math.max(1.25, Math.ceil(top * 4 - 1e-9) / 4));
   const neutral: SeriesStyle = { color: '#333333', dash: '', marker: 'circle', width: 1.4 };
   const legend = legendRow(64, 8, WIDTH - 80, [
     ...(kinds.includes('rollouts') ? [{ name: 'rollouts generated / rollout budget', style: neutral, marker: false }] : []),
     ...(kinds.includes('tokens') ? [{ name: 'tokens generated / token budget', style: { ...neutral, dash: '5 3' }, marker: false }] : []),
     ...(kinds.length > 0 ? [{ name: 'the budget (100%)', style: { ...neutral, dash: '1.5 2.5', width: 1 }, marker: false }] : []),
+    ...(kinds.length > 0 ? [{ name: 'each step (faint dots)', style: neutral, line: false, marker: true }] : []),
   ]);
   const g = grid(kinds.length === 0 ? 0 : view.names.length, { cols: 4, panelHeight: 110, top: legend.height });
   const xDomain = stepDomain(xs);
@@ -96,17 +123,19 @@ export function budgetChart(input: ChartInput, window?: number): string {
     const f = new Frame(b.left, b.top, b.width, b.height, xDomain, [0, top]);
     const style = solid(view.styles.get(name)!);
     const full = `<line class="ref" x1="${fx(f.left)}" y1="${fx(f.sy(1))}" x2="${fx(f.right)}" y2="${fx(f.sy(1))}"/>`;
+    const dots = kinds.map((k) => stepDots(f, xs, view.of(name)[0]?.steps ?? [], k, top, style.color));
     const marks = kinds.map((k) => {
       const per = view.of(name).map((r) => share(r.steps, k));
       return per.every((p) => !p.some(Number.isFinite)) ? '' : curve(f, xs, per, k === 'tokens' ? { ...style, dash: '5 3' } : style, true);
     });
     return `<g class="panel" data-panel="${esc(name)}">${axes(f, { ticks: xTicks, format: (v) => tickLabel(v, 1), labels: g.isBottom(i) }, { ticks: yTicks, format: (v) => percent(v, 0.25), labels: g.isLeft(i) })}`
-      + `${panelTitle(f, panelTitleOf(view, name), name === view.defaultPolicy)}${full}${marks.join('')}</g>`;
+      + `${panelTitle(f, panelTitleOf(view, name), name === view.defaultPolicy)}${full}${dots.join('')}${marks.join('')}</g>`;
   });
+  const seed = view.runs.length > 1 ? ` (seed ${view.runs[0]!.seed})` : '';
   return figure(
     'chart-budget',
     'Budget use per step',
-    `What each policy spent as a share of the budget, trailing ${w}-step moving average. Above 100%: overspent${view.names.includes('dapo') ? ' (dapo over-samples by design)' : ''}; below: budget left unused.${seedsNote(view)}`,
+    `What each policy spent as a share of the budget: faint dots, each step${seed}, on the top edge when above ${percent(top, 0.25)}; line, trailing ${w}-step moving average. Above 100%: overspent${view.names.includes('dapo') ? ' (dapo over-samples by design)' : ''}; below: budget left unused (0%: nothing generated).${seedsNote(view)}`,
     WIDTH, g.height, legend.svg + panels.join('') + (kinds.length === 0 ? '' : g.titles('step', 'share of the budget')),
   );
 }
