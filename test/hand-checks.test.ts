@@ -59,6 +59,19 @@ describe('replay metrics, by hand', () => {
     expect(m.totals().hard_positives).toBe(2); // edge and below, not above
   });
 
+  it('hard positives count trained groups, as informative groups do: a group generated and dropped (dapo past its batch) counts in neither', () => {
+    const m = new MetricsRecorder();
+    const kept = g('kept', [1, 0, 0, 0]);
+    const dropped = g('dropped', [0, 1, 0, 0]);
+    // Both hard (rate 0.1), both with a success and with variance; only `kept` is trained.
+    m.record(0, [kept, dropped], [kept], () => 0.1, undefined, {}, 0);
+    const t = m.totals();
+    expect(t.rollouts).toBe(8); // both generated
+    expect(t.informative_groups).toBe(1);
+    expect(t.hard_positives).toBe(1); // was 2: generated groups counted
+    expect(t.hard_positives_per_1k_rollouts).toBeCloseTo(1000 / 8, 12);
+  });
+
   it('per 1,000 rollouts and per million tokens', () => {
     const m = new MetricsRecorder();
     // 12 rollouts, 2 informative groups, 1 hard positive; 4,000 tokens.

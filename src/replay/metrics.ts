@@ -129,7 +129,6 @@ export class MetricsRecorder {
         else m.allWrong++;
       }
       const rate = passRate(g);
-      if (rate <= HARD && g.rewards.some((r) => r >= 0.5)) m.hardPositives++;
       const p = predicted?.get(g.prompt_id);
       this.spend.add(n, rate, p);
       if (p !== undefined && Number.isFinite(p)) {
@@ -137,11 +136,14 @@ export class MetricsRecorder {
         this.real.push(mean);
       }
     }
+    // Trained groups, as informative groups are: a group a policy generated and then dropped
+    // (dapo past its batch) taught nothing (dapo's hard positives equalled uniform's exactly).
     for (const g of trained) {
       if (hasVariance(g.rewards)) {
         m.informative++;
         m.effective += g.rewards.length;
       }
+      if (g.rewards.length > 0 && passRate(g) <= HARD && g.rewards.some((r) => r >= 0.5)) m.hardPositives++;
     }
     if (budget.rollouts !== undefined && m.rollouts > budget.rollouts) m.withinBudget = false;
     if (budget.tokens !== undefined && m.withinBudget === true) {
