@@ -57,6 +57,11 @@ export function withFieldNames(error: RolloutBudgetError, names: Readonly<Record
 const escape = (text: string) => text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
 
 /** Quotes a value for an error message: strings in JSON quotes, others as JSON, NaN as NaN, ±Infinity named as an overflow, an integer beyond 2^53 as one. */
+/** "1 prompt has" / "2 prompts have": a count with its noun and verb in agreement. */
+export function counted(count: number, noun: string, verbs: readonly [string, string] = ['has', 'have']): string {
+  return count === 1 ? `1 ${noun} ${verbs[0]}` : `${count} ${noun}s ${verbs[1]}`;
+}
+
 export function quote(value: unknown): string {
   // JSON has no Infinity: a literal beyond the largest double (1e400) parses as one, so say so.
   if (typeof value === 'number' && !Number.isFinite(value)) return value !== value ? 'NaN' : `${value} (a number beyond ±1.8e308)`;

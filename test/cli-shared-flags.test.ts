@@ -56,6 +56,14 @@ describe('shared flags: declared once, defaults from the library, shown in --hel
     const plan = JSON.parse(run.stdout) as Plan;
     expect(plan.allocations.find((a) => a.prompt_id === 'a')!.expected_tokens).toBe(1024 * plan.allocations.find((a) => a.prompt_id === 'a')!.n);
     expect(plan.warnings).toEqual(['2 prompts have no length data (their own, their group\'s or any prompt\'s): expected tokens per rollout assumed, 1 at their max_tokens, 1 without max_tokens at 1024']);
+    // One prompt: "1 prompt has" (it read "1 prompts have"), and "planned prompts", not "groups",
+    // which on a cold start reads as the prompts' source groups.
+    const one = join(dir, 'one.jsonl');
+    writeFileSync(one, '{"id":"a","group":"cn_k12"}\n');
+    const single = await cli(['plan', '--prompts', one, '--state', join(dir, 's1.db'), '--budget-rollouts', '8']);
+    expect(single.code).toBe(0);
+    expect((JSON.parse(single.stdout) as Plan).warnings).toEqual(['1 prompt has no length data (their own, their group\'s or any prompt\'s): expected tokens per rollout assumed, 1 without max_tokens at 1024']);
+    expect(single.stderr).toContain('warning: 1 planned prompt has no max_tokens (none in the prompts file, no --max-tokens)');
   });
 });
 

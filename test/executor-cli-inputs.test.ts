@@ -135,11 +135,11 @@ describe('plan --max-tokens', () => {
     expect(withLimit.code).toBe(0);
     // Only the plan's own warnings (the lengths a new state assumes), nothing about max_tokens missing.
     expect(withLimit.stderr).toBe((JSON.parse(withLimit.stdout) as Plan).warnings.map((w) => `rollout-budget: warning: ${w}\n`).join(''));
-    expect(withLimit.stderr).not.toMatch(/groups have no max_tokens/);
+    expect(withLimit.stderr).not.toMatch(/have no max_tokens/);
     expect((JSON.parse(withLimit.stdout) as Plan).allocations.map((a) => [a.prompt_id, a.max_tokens])).toEqual([['q0', 512], ['q1', 2048], ['q2', 2048]]);
     const without = await cli(base);
     expect((JSON.parse(without.stdout) as Plan).allocations.map((a) => a.max_tokens)).toEqual([512, null, null]);
-    expect(without.stderr).toMatch(/warning: 2 groups have no max_tokens .*vLLM 16 tokens on \/v1\/completions, SGLang 128/);
+    expect(without.stderr).toMatch(/warning: 2 planned prompts have no max_tokens .*vLLM 16 tokens on \/v1\/completions, SGLang 128/);
     const bad = await cli([...base, '--max-tokens', '0']);
     expect(bad.code).toBe(2);
   });

@@ -55,7 +55,7 @@ describe('plan --format', () => {
 
     const texts = new Map(simPrompts(6).candidates.map((c) => [c.id, c.prompt as string]));
     const batchRun = await cli([...common, '--format', 'vllm-batch', '--model', 'Qwen/Qwen2.5-Math-1.5B']);
-    expect(batchRun.stderr).toMatch(/warning: 6 groups have no max_tokens .* uses 4096/);
+    expect(batchRun.stderr).toMatch(/warning: 6 planned prompts have no max_tokens .* uses 4096/);
     const batch = batchRun.stdout.trim().split('\n').map((l) => JSON.parse(l));
     expect(batch.length).toBe(6);
     for (const [i, b] of batch.entries()) {

@@ -75,6 +75,21 @@ describe('hint calibration (posterior/hint-fit.ts)', () => {
     expect(sigmoid(hintLogit(0, undefined, pool4))).toBeCloseTo(0.01, 10);
   });
 
+  it('a perfect hint (0/8 hints all 0 of 8, 8/8 hints all 8 of 8: complete separation) is trusted, not ignored', () => {
+    // The logistic fit has no maximum there: its weights vanished, the slope's standard error
+    // reached ~155 and the trust 0, so the best possible hint was ignored (every new prompt at
+    // p_mean 0.5), where one stray success gave trust 0.98.
+    const states = Array.from({ length: 200 }, (_, i) => (i % 2 === 0 ? observed(`z${i}`, 0, 8, 0, 8, 'G') : observed(`o${i}`, 8, 8, 1, 8, 'G')));
+    const hp = hintPriors(snapshotOf(states), defaultPriorOptions);
+    const c = hp.calibration('G');
+    expect(c.source).toBe('group');
+    expect(c.trust).toBeGreaterThan(0.9);
+    const learned = priorFor(snapshotOf(states), 'G', defaultPriorOptions);
+    const mean = (p: { alpha: number; beta: number }) => p.alpha / (p.alpha + p.beta);
+    expect(mean(hp.prior('G', 0, 8, learned))).toBeLessThan(0.05);
+    expect(mean(hp.prior('G', 1, 8, learned))).toBeGreaterThan(0.95);
+  });
+
   it('a constant hint (no variation) fits a zero slope with no trust', () => {
     const random = seedrandom('constant');
     const states = Array.from({ length: 100 }, (_, i) => observed(`c${i}`, binomial(8, 0.3, random), 8, 0.5));

@@ -2,7 +2,7 @@ import type Database from 'better-sqlite3';
 import { closeSync, existsSync, fsyncSync, openSync, readSync, renameSync, rmSync, statSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import { Allocator } from '../allocator.js';
-import { RolloutBudgetError } from '../errors.js';
+import { RolloutBudgetError, counted } from '../errors.js';
 import { isSqliteStart, SQLITE_MAGIC } from '../io/file-kind.js';
 import type { ResultSource } from '../io/results.js';
 import { carryIdCheck } from '../plan/checked-ids.js';
@@ -134,7 +134,7 @@ function writePlan(io: CliIo, opts: PlanFlags, result: Plan, candidates: readonl
   for (const warning of result.warnings) io.stderr(`rollout-budget: warning: ${warning}\n`);
   const unlimited = groupsWithoutLimit(result);
   if (unlimited > 0 && (opts.format === 'json' || opts.format === 'jsonl')) {
-    io.stderr(`rollout-budget: warning: ${unlimited} groups have no max_tokens (their prompts give none, no --max-tokens): a server stops them at its own default (vLLM 16 tokens on /v1/completions, SGLang 128); execute sends ${DEFAULT_MAX_TOKENS}\n`);
+    io.stderr(`rollout-budget: warning: ${counted(unlimited, 'planned prompt')} no max_tokens (none in the prompts file, no --max-tokens): a server stops their rollouts at its own default (vLLM 16 tokens on /v1/completions, SGLang 128); execute sends ${DEFAULT_MAX_TOKENS}\n`);
   } else if (unlimited > 0) {
     io.stderr(`rollout-budget: warning: ${defaultLimitWarning(unlimited, exportOptions)}\n`);
   }

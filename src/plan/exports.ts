@@ -1,4 +1,4 @@
-import { badInput, badOption, quote } from '../errors.js';
+import { badInput, badOption, counted, quote } from '../errors.js';
 import { groupId, groupSeed } from './groups.js';
 import { joinChunks, type PlanChunk } from './byte-chunk.js';
 import { countWithoutLimit, planJsonBytes, planJsonlChunks } from './serialize.js';
@@ -140,7 +140,7 @@ function groupLines(plan: Plan): string[] {
 
 /** The warning a request export gives when it fills max_tokens. */
 export function defaultLimitWarning(groups: number, options: ExportOptions = {}): string {
-  return `${groups} groups have no max_tokens (their prompts give none): the export uses ${options.maxTokens ?? DEFAULT_MAX_TOKENS} (--max-tokens)`;
+  return `${counted(groups, 'planned prompt')} no max_tokens (none in the prompts file): the export uses ${options.maxTokens ?? DEFAULT_MAX_TOKENS} (--max-tokens)`;
 }
 
 function candidateOf(options: ExportOptions, id: string): Candidate {

@@ -1,4 +1,4 @@
-import { RolloutBudgetError, badInput, quote } from '../errors.js';
+import { RolloutBudgetError, badInput, counted, quote } from '../errors.js';
 import { fnv1a } from '../math/hash.js';
 import { behindWarning, forgetFactor } from '../posterior/decay.js';
 import { expectedTokens } from '../posterior/length.js';
@@ -381,7 +381,7 @@ function assumedLengthsWarning(assumed: { total: number; withoutMaxTokens: numbe
     ...(withMax > 0 ? [`${withMax} at their max_tokens`] : []),
     ...(assumed.withoutMaxTokens > 0 ? [`${assumed.withoutMaxTokens} without max_tokens at ${defaultTokens}`] : []),
   ];
-  return `${assumed.total} prompts have no length data (their own, their group's or any prompt's): expected tokens per rollout assumed, ${how.join(', ')}`;
+  return `${counted(assumed.total, 'prompt')} no length data (their own, their group's or any prompt's): expected tokens per rollout assumed, ${how.join(', ')}`;
 }
 
 /**

@@ -111,6 +111,20 @@ export function fitHints(states: readonly PromptState[], pool: HintPool, min: nu
     x[i] = hintLogit(s.priorPassRate!, s.priorSamples, pool);
     rate += r[i]!;
   }
+  // Complete separation (every rate 0 or 1, a hint threshold splitting them): the logistic fit
+  // has no maximum, its weights vanish and the slope's variance blows up, so the best hint there
+  // is (0/8 hints all 0/8, 8/8 hints all 8/8) got trust 0 and was ignored, where one stray
+  // success gave trust 0.98. Such rates are fitted as (s + 1/N)/(n + 2/N) for N prompts: one
+  // success and one failure in all, spread evenly, as Firth's (1993) penalty adds for a fit of two
+  // parameters (halves of the leverages, which sum to 2), which keeps the fit finite and steep.
+  // Any other data is fitted as it is.
+  if (separated(x, r)) {
+    rate = 0;
+    for (let i = 0; i < size; i++) {
+      r[i] = (states[i]!.successes + 1 / size) / (n[i]! + 2 / size);
+      rate += r[i]!;
+    }
+  }
   // Round 1: the spread of the rates around their mean; round 2: around the fitted means.
   const m0 = Math.min(0.99, Math.max(0.01, rate / size));
   let resid = 0;
@@ -135,6 +149,28 @@ export function fitHints(states: readonly PromptState[], pool: HintPool, min: nu
     if (round === 0) fit = irls(x, r, n, strength);
   }
   return { ...fit, prompts: size, strength };
+}
+
+/**
+ * Whether the rates are all 0 or 1, both occur, and the hints split them: every hint of a 1
+ * above every hint of a 0, or below. O(N).
+ */
+function separated(x: Float64Array, r: Float64Array): boolean {
+  let lo0 = Infinity;
+  let hi0 = -Infinity;
+  let lo1 = Infinity;
+  let hi1 = -Infinity;
+  for (let i = 0; i < x.length; i++) {
+    if (r[i] === 0) {
+      lo0 = Math.min(lo0, x[i]!);
+      hi0 = Math.max(hi0, x[i]!);
+    } else if (r[i] === 1) {
+      lo1 = Math.min(lo1, x[i]!);
+      hi1 = Math.max(hi1, x[i]!);
+    } else return false;
+  }
+  if (lo0 === Infinity || lo1 === Infinity) return false;
+  return hi0 < lo1 || hi1 < lo0;
 }
 
 /**
