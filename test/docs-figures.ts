@@ -339,8 +339,11 @@ export const figureRuns: readonly FigureRun[] = [
       const readme = text('README.md');
       if (name === 'long-cot-competition') {
         expect(quoted(readme, /million tokens reaches \*\*([\d.]+)×\*\* `uniform`/, 'long-CoT informative / Mtok')).toBe(r('bayes', 'informative / Mtok'));
-        expect(quoted(readme, /(with [\d.]+× informative groups and [\d.]+× hard positives\. The planner with the true pass rates \(`oracle`\) reaches [\d.]+×)/, 'long-CoT figures'))
-          .toBe(`with ${r('bayes', 'informative groups')}× informative groups and ${r('bayes', 'hard positives')}× hard positives. The planner with the true pass rates (\`oracle\`) reaches ${r('oracle', 'informative / Mtok')}×`);
+        const tokens = (p: string) => Number(printed.get(p)!.get('tokens'));
+        expect(quoted(readme, /(with [\d.]+× informative groups and [\d.]+× hard positives, spending [\d.]+× `uniform`'s tokens)/, 'long-CoT figures'))
+          .toBe(`with ${r('bayes', 'informative groups')}× informative groups and ${r('bayes', 'hard positives')}× hard positives, spending ${(tokens('bayes') / tokens('uniform')).toFixed(2)}× \`uniform\`'s tokens`);
+        expect(quoted(readme, /over the token budget\s+at (\d+)% of steps/, 'long-CoT steps over the token budget')).toBe(String(Math.round((1 - Number(printed.get('bayes')!.get('within budget'))) * 100)));
+        expect(quoted(readme, /The planner with the true pass rates \(`oracle`\) reaches ([\d.]+)×/, 'long-CoT oracle')).toBe(r('oracle', 'informative / Mtok'));
       } else if (name === 'rl-math-pool') {
         expect(quoted(readme, /\*\*RL math pool:\*\* ([\d.]+× ratio, [\d.]+× informative, [\d.]+× hard)/, 'RL math pool figures'))
           .toBe(`${r('bayes', 'effective ratio')}× ratio, ${r('bayes', 'informative groups')}× informative, ${r('bayes', 'hard positives')}× hard`);
