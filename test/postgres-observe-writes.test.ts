@@ -142,3 +142,37 @@ describe.skipIf(url === undefined)('observe into PostgreSQL: claims sent while t
 });
 
 const drop = (schemaUrl: string) => dropPgSchema(url!, schemaUrl);
+
+describe.skipIf(url === undefined)('a plan recording a new prompt while an observe inserts it', () => {
+  it('counts the prompt once in the pooled rows (it was counted twice: 2,024 prompts of 1,600 under two services)', async () => {
+    // The observe inserts X, then waits for the pooled rows another session holds; the plan's
+    // record of X's group starts then. Its lock could not see the uncommitted insert, its upsert
+    // waited for it and returned X with the observe's evidence, and that evidence was added to
+    // the pooled rows again.
+    const schemaUrl = freshPgUrl(url!);
+    const schema = new URL(schemaUrl).searchParams.get('schema')!;
+    const store = await PostgresStore.connect(schemaUrl);
+    const other = new pg.Client({ connectionString: url! });
+    await other.connect();
+    try {
+      await store.apply(batchOf([{ prompt_id: 'seed', step: 1, reward: 1, rollout_id: 's1', group: 'g' }]), decay);
+      await other.query('BEGIN');
+      await other.query(`SELECT scope FROM "${schema}".pooled FOR UPDATE`);
+      const observe = store.apply(batchOf([{ prompt_id: 'X', step: 2, rewards: [1, 0, 1, 1], group: 'g' }]), decay);
+      await new Promise((r) => setTimeout(r, 500));
+      const record = store.recordPrompts([{ id: 'X', group: 'g' }]);
+      await new Promise((r) => setTimeout(r, 500));
+      await other.query('COMMIT');
+      await Promise.all([observe, record]);
+      const pooled = await other.query<{ scope: string; count: number }>(`SELECT scope, count FROM "${schema}".pooled ORDER BY scope`);
+      expect(pooled.rows.map((r) => [r.scope, Number(r.count)])).toEqual([['all', 2], ['group:g', 2]]);
+      expect(await store.count()).toBe(2);
+      expect((await store.get('X'))!.rollouts).toBe(4);
+    } finally {
+      await other.query('ROLLBACK').catch(() => undefined);
+      await other.end();
+      await store.close();
+      await drop(schemaUrl);
+    }
+  });
+});

@@ -42,13 +42,16 @@ ALTER TABLE ${s}.prompts ADD COLUMN IF NOT EXISTS prior_samples BIGINT;
 CREATE TABLE IF NOT EXISTS ${s}.seen (rollout_id TEXT COLLATE "C" PRIMARY KEY);
 ${pooledTableSql(s)}`;
 
-/** store/meta.ts's metadata upsert: a new prompt gets zero evidence and last_step −1; evidence is never touched. */
-const recordSql = (s: string) => `
+/**
+ * store/meta.ts's metadata upsert: a new prompt gets zero evidence and last_step −1; evidence is
+ * never touched. `insertOnly`: rows not there yet only (ON CONFLICT DO NOTHING).
+ */
+const recordSql = (s: string, insertOnly = false) => `
 INSERT INTO ${s}.prompts AS p (id, grp, successes, failures, last_step, rollouts, reward_sum, correct_count, correct_tokens, wrong_count, wrong_tokens,
   prior_pass_rate, prior_samples)
 SELECT t.id, t.grp, 0, 0, ${NO_STEP}, 0, 0, 0, 0, 0, 0, t.rate, t.samples
 FROM unnest($1::text[], $2::text[], $3::float8[], $4::bigint[]) AS t(id, grp, rate, samples) ORDER BY t.id COLLATE "C"
-ON CONFLICT (id) DO UPDATE SET grp = COALESCE(excluded.grp, p.grp), ${HINT_SET}`;
+ON CONFLICT (id) ${insertOnly ? 'DO NOTHING' : `DO UPDATE SET grp = COALESCE(excluded.grp, p.grp), ${HINT_SET}`}`;
 
 /** Ids sorted (neighbouring lookups share index pages) and each once (the join repeats a repeated id). O(n log n). */
 function sortedUnique(ids: readonly string[]): string[] {
@@ -277,9 +280,14 @@ export class PostgresStore implements AsyncStore {
   }
 
   /**
-   * Records prompts' group and hint (store/meta.ts) in one statement: evidence untouched,
-   * idempotent. The rows are locked first (id order, as apply locks them), so an observed
-   * prompt whose group changes moves its share of the pooled rows in the same transaction.
+   * Records prompts' group and hint (store/meta.ts): evidence untouched, idempotent. Prompts not
+   * there yet are inserted first with no evidence (ON CONFLICT DO NOTHING, which waits for another
+   * writer's insert of the same id), then every row is locked (id order, as apply locks them) and
+   * read, then updated: an observed prompt whose group changes moves its share of the pooled rows
+   * in the same transaction. Locking first missed a prompt an observe inserted meanwhile (a lock
+   * cannot see an uncommitted insert; the upsert then waited for it and returned its evidence),
+   * and its whole evidence was added to the pooled rows a second time: two services planning
+   * and observing the same new prompts counted 2,024 prompts of 1,600.
    */
   async recordPrompts(meta: readonly PromptMeta[]): Promise<void> {
     if (meta.length === 0) return;
@@ -287,13 +295,15 @@ export class PostgresStore implements AsyncStore {
     const s = this.schema;
     await this.transaction(async (c) => {
       const ids = last.map((m) => m.id);
+      const values = [
+        ids, last.map((m) => m.group ?? null), last.map((m) => m.priorPassRate ?? null),
+        last.map((m) => (m.priorPassRate === undefined ? null : m.priorSamples ?? null)),
+      ];
+      await c.query(recordSql(s, true), values);
       const old = new Map<string, PromptState>();
       const locked = await c.query<Row>(`SELECT ${COLUMNS} ${promptsOf(s)} ORDER BY id COLLATE "C" FOR UPDATE OF p`, [ids]);
       for (const row of locked.rows) old.set(row.id, fromRow(row));
-      const { rows } = await c.query<Row>(`${recordSql(s)} RETURNING ${COLUMNS}`, [
-        ids, last.map((m) => m.group ?? null), last.map((m) => m.priorPassRate ?? null),
-        last.map((m) => (m.priorPassRate === undefined ? null : m.priorSamples ?? null)),
-      ]);
+      const { rows } = await c.query<Row>(`${recordSql(s)} RETURNING ${COLUMNS}`, values);
       const deltas = new PooledDeltas();
       for (const row of rows) deltas.change(old.get(row.id), fromRow(row));
       await addPooled(c, s, deltas.entries().filter(([, d]) => d.some((v) => v !== 0)));
