@@ -112,6 +112,32 @@ describe("a loop step that fails in a later round", () => {
 });
 
 describe("loop's token budget over rounds with over-provisioning", () => {
+  it('a budget that gives min_n at 1× but not at (1 + r)× is planned at 1× with a warning, not refused', async () => {
+    // 10 prompts × min_n 2 × 1,000 tokens = 20,000 fit 30,000 tokens, not 30,000 / 2: pricing
+    // alone made this step BUDGET_INFEASIBLE, quoting "15000 tokens" (a review's repro; it ran before).
+    const dir = tempDir('rb-loop-priced-');
+    const state = join(dir, 'state.db');
+    const partials = new PartialStore(state);
+    const allocator = new Allocator({ state });
+    const ten: Candidate[] = Array.from({ length: 10 }, (_, i) => ({ id: `p${i}`, max_tokens: 1000 }));
+    const executor: PlanExecutor = async (plan) => ({
+      results: plan.allocations.flatMap((a) => Array.from({ length: a.n }, (_, j) => ({
+        prompt_id: a.prompt_id, step: plan.step, rollout_id: `${plan.step}/${a.prompt_id}#${j}`, reward: j % 2, tokens: 10, finish_reason: 'stop' as const, seed: j,
+      }))),
+      summary: { tokens: 0, tokens_unknown: 1 } as ExecuteReport['summary'],
+      partials: { consumed: [], keep: [] },
+      too_long: [],
+    });
+    try {
+      const rows = await runLoop(allocator, ten, { tokens: 30_000 }, { minN: 2, maxN: 8 }, { ...options(partials), overProvision: 1 }, 1, undefined, 2, executor);
+      expect(rows[0]!.plans[0]!.totals.rollouts).toBeGreaterThanOrEqual(20);
+      expect(rows[0]!.plans[0]!.warnings.some((w) => /^the 30000 tokens left cannot give the prompts their min_n at \(1 \+ 1\) × their expected tokens/.test(w))).toBe(true);
+    } finally {
+      allocator.close();
+      partials.close();
+    }
+  });
+
   it("charges a round's aborted rollouts' tokens, so the step's generated tokens stay within the token budget", async () => {
     // Found by a user: --budget-tokens 30000 --rounds 3 --over-provision 1 generated 32,434 to
     // 53,418 tokens a step: each round was charged the finished rollouts' tokens only, and the

@@ -135,8 +135,29 @@ describe('the budget chart\'s caption', () => {
     const caption = (svg: string) => /<figcaption>(.*?)<\/figcaption>/s.exec(svg)![1]!;
     const run = (name: string) => ({ name, steps: [step(0, 8, 4, null), step(1, 8, 6, null)] }) as never;
     expect(caption(budgetChart([run('uniform'), run('bayes')]))).not.toContain('dapo');
-    expect(caption(budgetChart([run('uniform'), run('bayes')]))).toContain('Above 100%: overspent; below: budget left unused.');
+    expect(caption(budgetChart([run('uniform'), run('bayes')]))).toContain('Above 100%: overspent; below: budget left unused (0%: nothing generated).');
     expect(caption(budgetChart([run('uniform'), run('dapo')]))).toContain('Above 100%: overspent (dapo over-samples by design); below');
+  });
+
+  it('draws each step as a dot and keeps every mark in its panel: a policy at 6× its budget sits on the 400% top edge', async () => {
+    // The axis stops at 400%; the moving average of a policy above it ran out of its panel
+    // (y −17 against a frame from 38), as dapo can generate up to 10 batches a step.
+    const { budgetChart } = await import('../src/report/charts-steps.js');
+    const run = (name: string, rollouts: number) => ({ name, steps: Array.from({ length: 20 }, (_, i) => step(i, rollouts, 0, 64)) }) as never;
+    const svg = budgetChart([run('uniform', 64), run('dapo', 6 * 64)], 5);
+    for (const panel of svg.split('<g class="panel"').slice(1)) {
+      const top = Math.min(...[...panel.matchAll(/<line[^>]*\by1="([\d.]+)"[^>]*\by2="([\d.]+)"/g)].flatMap((m) => [Number(m[1]), Number(m[2])]));
+      const dots = [...panel.matchAll(/<path data-mark="1"[^>]*d="([^"]+)"/g)].map((m) => m[1]!);
+      expect(dots).toHaveLength(1); // one path of dots: the rollouts kind
+      expect(dots[0]!.match(/h0/g)).toHaveLength(20); // a dot a step
+      const ys = [
+        ...dots.flatMap((d) => [...d.matchAll(/M[\d.]+,([\d.-]+)/g)].map((m) => Number(m[1]))),
+        ...[...panel.matchAll(/points="([^"]+)"/g)].flatMap((m) => m[1]!.trim().split(/\s+/).map((p) => Number(p.split(',')[1]))),
+      ];
+      expect(ys.length).toBeGreaterThan(20);
+      expect(Math.min(...ys), 'a mark above its panel').toBeGreaterThanOrEqual(top - 0.5);
+    }
+    expect(svg).toMatch(/>400%</);
   });
 });
 

@@ -43,9 +43,16 @@ describe("the SQLite store's count of prompts with evidence", () => {
       // prompts: test/store-pooled.test.ts checks that).
       db.prepare("UPDATE pooled SET count = 1000 WHERE scope = 'all'").run();
       expect(store()).toBe(1000);
-      // A state whose pooled rows are not marked built is counted row by row. (Opening a
-      // writable one builds them: the marker is removed under a read-only open here.)
-      db.prepare("DELETE FROM meta WHERE key = 'pooled_version'").run();
+      // A state whose pooled rows are not marked built is counted row by row: the marker is
+      // removed under an open store here (opening a writable state builds the rows and marks them).
+      const open = new SqliteStore(state);
+      try {
+        expect(open.count()).toBe(1000);
+        db.prepare("DELETE FROM meta WHERE key = 'pooled_version'").run();
+        expect(open.count()).toBe(3); // the rows, not the pooled row's 1000
+      } finally {
+        open.close();
+      }
       db.close();
       const s = new SqliteStore(state);
       try {

@@ -3,7 +3,7 @@ import type { Allocator } from '../allocator.js';
 import { batchOf } from '../io/formats.js';
 import { defaultRounds, type PlanOptionsInput } from '../plan/options.js';
 import { groupId } from '../plan/exports.js';
-import { runStepRoundsAsync, type RoundRollout } from '../plan/round-loop.js';
+import { runStepRoundsAsync, type RoundRequest, type RoundRollout } from '../plan/round-loop.js';
 import type { Budget, Candidate, Plan } from '../plan/types.js';
 import type { ObserveSummary } from '../store/types.js';
 import { commitPartials, executePlan } from './execute.js';
@@ -74,7 +74,7 @@ export async function runLoop(
         stopped: () => execute.stop?.aborted === true || failed !== undefined,
         plan: (r) => {
           tokensLeft = r.budget.tokens;
-          return allocator.plan(r.candidates, pricedBudget(r.budget, execute.overProvision), { ...planOptions, roundsLeft: r.roundsLeft, ...(r.step === undefined ? {} : { step: r.step }) });
+          return planRound(allocator, r, { ...planOptions, roundsLeft: r.roundsLeft, ...(r.step === undefined ? {} : { step: r.step }) }, execute.overProvision);
         },
       },
       async (plan) => {
@@ -116,6 +116,25 @@ export async function runLoop(
     if (execute.stop?.aborted === true) break;
   }
   return rows;
+}
+
+/**
+ * A round's plan under its priced budget (pricedBudget). Where that cannot give the prompts
+ * their min_n and the budget left can, the round is planned on the budget left (priced at 1×,
+ * as before) with a warning: the surplus may then spend what the plan's groups need. Pricing
+ * alone refused, with a halved figure in its message, budgets that had run.
+ */
+function planRound(allocator: Allocator, r: RoundRequest, options: PlanOptionsInput, overProvision: number): Plan {
+  const priced = pricedBudget(r.budget, overProvision);
+  if (priced === r.budget) return allocator.plan(r.candidates, r.budget, options);
+  try {
+    return allocator.plan(r.candidates, priced, options);
+  } catch (error) {
+    if (!(error instanceof RolloutBudgetError) || error.code !== 'BUDGET_INFEASIBLE') throw error;
+  }
+  const plan = allocator.plan(r.candidates, r.budget, options);
+  plan.warnings.push(`the ${r.budget.tokens} tokens left cannot give the prompts their min_n at (1 + ${overProvision}) × their expected tokens (over-provisioning's surplus), so this round is planned at 1×: the surplus may spend what its groups need, and the step stop below their n; raise --budget-tokens or lower --over-provision`);
+  return plan;
 }
 
 /**

@@ -125,7 +125,8 @@ export function budgetChart(input: ChartInput, window?: number): string {
     const full = `<line class="ref" x1="${fx(f.left)}" y1="${fx(f.sy(1))}" x2="${fx(f.right)}" y2="${fx(f.sy(1))}"/>`;
     const dots = kinds.map((k) => stepDots(f, xs, view.of(name)[0]?.steps ?? [], k, top, style.color));
     const marks = kinds.map((k) => {
-      const per = view.of(name).map((r) => share(r.steps, k));
+      // On the top edge above the axis, as the dots are (a line above 400% ran out of its panel).
+      const per = view.of(name).map((r) => share(r.steps, k).map((v) => Math.min(v, top)));
       return per.every((p) => !p.some(Number.isFinite)) ? '' : curve(f, xs, per, k === 'tokens' ? { ...style, dash: '5 3' } : style, true);
     });
     return `<g class="panel" data-panel="${esc(name)}">${axes(f, { ticks: xTicks, format: (v) => tickLabel(v, 1), labels: g.isBottom(i) }, { ticks: yTicks, format: (v) => percent(v, 0.25), labels: g.isLeft(i) })}`
@@ -135,7 +136,7 @@ export function budgetChart(input: ChartInput, window?: number): string {
   return figure(
     'chart-budget',
     'Budget use per step',
-    `What each policy spent as a share of the budget: faint dots, each step${seed}, on the top edge when above ${percent(top, 0.25)}; line, trailing ${w}-step moving average. Above 100%: overspent${view.names.includes('dapo') ? ' (dapo over-samples by design)' : ''}; below: budget left unused (0%: nothing generated).${seedsNote(view)}`,
+    `What each policy spent as a share of the budget: faint dots, each step${seed}; line, trailing ${w}-step moving average; either on the top edge when above ${percent(top, 0.25)}. Above 100%: overspent${view.names.includes('dapo') ? ' (dapo over-samples by design)' : ''}; below: budget left unused (0%: nothing generated).${seedsNote(view)}`,
     WIDTH, g.height, legend.svg + panels.join('') + (kinds.length === 0 ? '' : g.titles('step', 'share of the budget')),
   );
 }
