@@ -132,6 +132,43 @@ describe('item 2: a path of "//" killed the stdio service and leaked the HTTP in
     }
   }, 90_000);
 
+  it.skipIf(PG === undefined)('SIGTERM while an observe waits for a PostgreSQL lock another session holds: its statement is cancelled at the grace, nothing applied, exit 0', async () => {
+    // The process stayed up as long as the lock was held (no lock_timeout), then applied the
+    // batch whose client had been cut (a review: still running 20 s after SIGTERM).
+    const state = freshPgUrl(PG!);
+    const schema = new URL(state).searchParams.get('schema')!;
+    const child = await startService(['--state', state, '--plan-timeout-s', '1']);
+    const pg = (await import('pg')).default;
+    const other = new pg.Client({ connectionString: PG! });
+    await other.connect();
+    try {
+      await other.query('BEGIN');
+      await other.query(`LOCK TABLE "${schema}".prompts IN ACCESS EXCLUSIVE MODE`);
+      const observe = call(child.port, 'POST', '/v1/observe', [{ prompt_id: 'late', step: 0, reward: 1, rollout_id: 'late#0' }]).then(
+        (r) => `answered ${r.status}`,
+        (error: Error) => `cut: ${error.message}`,
+      );
+      await sleep(500);
+      const sent = performance.now();
+      const exit = await stopService(child, 60_000);
+      const seconds = (performance.now() - sent) / 1000;
+      expect(exit.code).toBe(0);
+      expect(seconds, `exited ${seconds.toFixed(1)} s after SIGTERM`).toBeLessThan(10); // grace: 1 s + 2 s
+      expect(await observe).toMatch(/^cut: /);
+      expect(child.stderr()).toContain('the service is stopping: its statement was cancelled');
+    } finally {
+      await other.query('ROLLBACK').catch(() => undefined);
+      await other.end();
+      await stopService(child, 1_000);
+    }
+    const store = await openAsyncStore(state);
+    try {
+      expect(await store.get('late')).toBeUndefined(); // the cut batch was not applied
+    } finally {
+      await store.close();
+    }
+  }, 90_000);
+
   it('HTTP: "//" is a 404, not a 500; SIGTERM afterwards closes the store and exits 0', async () => {
     const child = await startService(['--state', db()]);
     try {

@@ -100,7 +100,12 @@ export function registerServeCommands(program: Command, io: CliIo): void {
           const done = serveStdio(service, process.stdin, process.stdout, opts.bodyLimit);
           const why = await Promise.race([done, signal.stopped]);
           if (why !== 'end of input' && why !== 'output closed') process.stdin.destroy();
+          // Stopped by a signal: the request in hand gets the HTTP grace, then a wait for a lock
+          // another process holds ends, nothing applied (it waited for the lock without bound).
+          const grace = why === 'end of input' || why === 'output closed' ? undefined
+            : setTimeout(() => void store.stopWaiting?.('the service is stopping'), opts.planTimeoutS * 1000 + 2_000);
           await done;
+          clearTimeout(grace);
           log(`stopping (${why})`);
         } else {
           const http = await startHttpService(service, {
@@ -121,7 +126,7 @@ export function registerServeCommands(program: Command, io: CliIo): void {
           // Every connection is answered or was cut: a batch still waiting for another
           // process's write lock has no client left, so it is not applied (else the process
           // stayed up until the lock freed, up to the lock wait limit, then applied it).
-          store.stopWaiting?.('the service is stopping');
+          await store.stopWaiting?.('the service is stopping');
           await service.idle();
         }
       } finally {

@@ -26,8 +26,8 @@ export interface AsyncStore {
   recordPrompts(meta: readonly PromptMeta[]): Promise<void>;
   /** Prompts with evidence. */
   count(): Promise<number>;
-  /** Store.stopWaiting, where the store has it. */
-  stopWaiting?(reason: string): void;
+  /** Store.stopWaiting, where the store has it (PostgresStore: cancels the statements in flight). */
+  stopWaiting?(reason: string): void | Promise<void>;
   close(): Promise<void>;
 }
 

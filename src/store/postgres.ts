@@ -126,6 +126,9 @@ async function collationNotes(c: pg.Pool, schema: string): Promise<string[]> {
 /** Retry on deadlock (40P01) and serialisation failure (40001): the batch is idempotent. */
 const RETRYABLE = new Set(['40P01', '40001']);
 
+/** SQLSTATE of a statement cancelled (pg_cancel_backend). */
+const QUERY_CANCELED = '57014';
+
 export { redactUrl } from './url.js';
 
 /** The schema a state URL names (`?schema=`, default rollout_budget; checked) and the server's URL without it. */
@@ -165,7 +168,11 @@ export class PostgresStore implements AsyncStore {
   notes: readonly string[] = [];
   private closed = false;
 
-  private constructor(private readonly pool: pg.Pool, private readonly schema: string, readonly url: string) {}
+  private constructor(private readonly pool: pg.Pool, private readonly schema: string, readonly url: string, private readonly server: string) {}
+
+  /** Connections in a transaction now (stopWaiting cancels their statements). */
+  private readonly busy = new Set<pg.PoolClient>();
+  private stopped: string | undefined;
 
   static async connect(url: string, options: { maxConnections?: number } = {}): Promise<PostgresStore> {
     const { schema, connectionString } = serverOf(url);
@@ -177,7 +184,7 @@ export class PostgresStore implements AsyncStore {
     // restart or pg_terminate_backend under load does) reached no listener and ended the
     // process. The query it breaks rejects with it (transaction() below).
     pool.on('connect', (client) => client.on('error', () => undefined));
-    const store = new PostgresStore(pool, `"${schema}"`, url);
+    const store = new PostgresStore(pool, `"${schema}"`, url, connectionString);
     try {
       await store.transaction(async (c) => {
         await c.query('SELECT pg_advisory_xact_lock(724019)'); // concurrent CREATE ... IF NOT EXISTS can race
@@ -234,8 +241,10 @@ export class PostgresStore implements AsyncStore {
 
   private async transaction<T>(work: (c: pg.PoolClient) => Promise<T>, mode = 'BEGIN'): Promise<T> {
     for (let attempt = 1; ; attempt++) {
+      if (this.stopped !== undefined) throw this.stoppedError();
       const client = await this.pool.connect().catch(this.rethrow);
       let lost: RolloutBudgetError | undefined;
+      this.busy.add(client);
       try {
         await client.query(mode);
         const result = await work(client);
@@ -245,13 +254,42 @@ export class PostgresStore implements AsyncStore {
         lost = stateUnreachable(error);
         if (lost !== undefined) throw lost; // the server rolls back what the connection held
         await client.query('ROLLBACK').catch(() => undefined);
+        if (this.stopped !== undefined && (error as { code?: string }).code === QUERY_CANCELED) throw this.stoppedError();
         const denied = permissionDenied(error) ?? keyTooLong(error);
         if (denied !== undefined) throw denied;
         const code = (error as { code?: string }).code;
         if (attempt >= 5 || code === undefined || !RETRYABLE.has(code)) throw error;
       } finally {
+        this.busy.delete(client);
         client.release(lost); // a lost connection is dropped, not given to the next request
       }
+    }
+  }
+
+  private stoppedError(): RolloutBudgetError {
+    return new RolloutBudgetError('STATE_ERROR', `${redactUrl(this.url)}: ${this.stopped}: its statement was cancelled (waiting for a lock another session holds, or still running); nothing was applied`);
+  }
+
+  /**
+   * Ends the transactions in flight, nothing of them applied, and refuses new ones (SqliteStore.stopWaiting):
+   * a stopping service whose clients were cut does not wait, without bound, for a lock another
+   * session holds (`LOCK TABLE`, a migration, a stuck transaction), then apply a batch no client
+   * will hear of. Cancels their statements (pg_cancel_backend, on a connection of its own: the
+   * pool's may all be waiting); best effort.
+   */
+  async stopWaiting(reason: string): Promise<void> {
+    this.stopped = reason;
+    const pids = [...this.busy].map((c) => (c as unknown as { processID?: number }).processID).filter((p): p is number => typeof p === 'number');
+    if (pids.length === 0) return;
+    const client = new pg.Client({ connectionString: this.server, connectionTimeoutMillis: CONNECT_TIMEOUT_MS });
+    client.on('error', () => undefined);
+    try {
+      await client.connect();
+      await client.query('SELECT pg_cancel_backend(pid) FROM unnest($1::int[]) AS pid', [pids]);
+    } catch {
+      // The server is gone or refuses: its connections end with it, nothing applied.
+    } finally {
+      await client.end().catch(() => undefined);
     }
   }
 

@@ -61,6 +61,6 @@ export interface Store {
   /** Number of prompts with evidence (prompts only planned are not counted). */
   count(): number;
   /** Ends waits for another process's write lock with STATE_ERROR, nothing applied (SqliteStore.stopWaiting); optional. */
-  stopWaiting?(reason: string): void;
+  stopWaiting?(reason: string): void | Promise<void>;
   close(): void;
 }
