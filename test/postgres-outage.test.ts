@@ -124,6 +124,27 @@ describe.skipIf(base === undefined)('a PostgreSQL state that goes away under a r
     }
   }, 60_000);
 
+  it('a planning thread that cannot open its store while the database is gone answers a retryable 503 (with Retry-After), as an observe does', async () => {
+    // A thread opens its own store on its first plan (and after a plan stopped at its deadline):
+    // its open failure was a 503 without "retryable", so the Python clients gave up at once on a
+    // restart they ride out for an observe.
+    const { relay, direct, child } = await serviceBehindRelay();
+    try {
+      await relay.cut(); // before the first plan: the thread's store is not open yet
+      const r = await call(child.port, 'POST', '/v1/plan', { candidates: [{ id: 'a' }], budget: { rollouts: 4 } });
+      expect(r.status, r.text).toBe(503);
+      expect(r.json.error).toMatchObject({ code: 'STATE_ERROR', retryable: true });
+      expect(r.json.error.message).toMatch(/cannot open the state database \(connect ECONNREFUSED /);
+      expect(r.headers.get('retry-after')).toBe('1');
+      await relay.open();
+      expect((await call(child.port, 'POST', '/v1/plan', { candidates: [{ id: 'a' }], budget: { rollouts: 4 } })).status).toBe(200);
+    } finally {
+      expect((await stopService(child)).code).toBe(0);
+      await relay.cut();
+      await dropPgSchema(base!, direct);
+    }
+  }, 60_000);
+
   it('keeps serving when PostgreSQL ends its connections while requests are in flight (a restart or failover under load)', async () => {
     // Found under 16 clients: pg-pool takes its 'error' listener off a client it hands out, so a
     // connection the server dropped during a transaction emitted an 'error' nobody heard and the

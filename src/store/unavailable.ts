@@ -105,7 +105,12 @@ export function cannotOpen(where: string, error: unknown): RolloutBudgetError {
       : /unable to open database file|directory does not exist/.test(message) && dirname(where) !== where
         ? folderMissing(message, dirname(where))
         : message;
-  return new RolloutBudgetError('STATE_ERROR', `${where}: cannot open the state database (${why})`);
+  const failed = new RolloutBudgetError('STATE_ERROR', `${where}: cannot open the state database (${why})`);
+  // A database down, restarting or out of connections may be back shortly: retryable, as a
+  // request on an open store says then (a service's planning thread opens its own store on its
+  // first plan, and its 503 had no Retry-After, so clients gave up on a restart they ride out).
+  if (stateUnreachable(cause) !== undefined) failed.retryable = true;
+  return failed;
 }
 
 /**
