@@ -143,6 +143,45 @@ describe.skipIf(url === undefined)('observe into PostgreSQL: claims sent while t
 
 const drop = (schemaUrl: string) => dropPgSchema(url!, schemaUrl);
 
+describe.skipIf(url === undefined)('plans and observes of the same prompts at once, from two stores (two services)', () => {
+  it('never deadlock (the record locked in another order than observe: 48 deadlocks in 100 rounds), and the pooled rows match the prompts', async () => {
+    const schemaUrl = freshPgUrl(url!);
+    const schema = new URL(schemaUrl).searchParams.get('schema')!;
+    const admin = new pg.Client({ connectionString: url! });
+    await admin.connect();
+    const deadlocks = async () => Number((await admin.query('SELECT deadlocks FROM pg_stat_database WHERE datname = current_database()')).rows[0].deadlocks);
+    const before = await deadlocks();
+    const a = await PostgresStore.connect(schemaUrl);
+    const b = await PostgresStore.connect(schemaUrl);
+    try {
+      let step = 0;
+      for (let r = 0; r < 30; r++) {
+        // Half the prompts there already, half new, so each side's lock and insert phases interleave.
+        const ids = Array.from({ length: 40 }, (_, i) => `r${r}_${String(i).padStart(2, '0')}`);
+        await a.apply(batchOf(ids.filter((_, i) => i % 2 === 0).map((id) => ({ prompt_id: id, step, reward: 1, rollout_id: `${id}#pre`, group: 'g' }))), decay);
+        step++;
+        await Promise.all([
+          b.recordPrompts(ids.map((id) => ({ id, group: 'g', priorPassRate: 0.5 }))),
+          a.apply(batchOf(ids.map((id) => ({ prompt_id: id, step, reward: 0, rollout_id: `${id}#obs`, group: 'g' }))), decay),
+        ]);
+        step++;
+      }
+    } finally {
+      await a.close(); // a backend's statistics are flushed when it ends
+      await b.close();
+    }
+    try {
+      await new Promise((r) => setTimeout(r, 300));
+      expect(await deadlocks() - before).toBe(0);
+      const pooled = await admin.query<{ scope: string; count: number }>(`SELECT scope, count::float8 AS count FROM "${schema}".pooled ORDER BY scope`);
+      expect(pooled.rows.map((r) => [r.scope, r.count])).toEqual([['all', 1200], ['group:g', 1200]]);
+    } finally {
+      await admin.end();
+      await drop(schemaUrl);
+    }
+  }, 120_000);
+});
+
 describe.skipIf(url === undefined)('a plan recording a new prompt while an observe inserts it', () => {
   it('counts the prompt once in the pooled rows (it was counted twice: 2,024 prompts of 1,600 under two services)', async () => {
     // The observe inserts X, then waits for the pooled rows another session holds; the plan's

@@ -53,6 +53,14 @@ SELECT t.id, t.grp, 0, 0, ${NO_STEP}, 0, 0, 0, 0, 0, 0, t.rate, t.samples
 FROM unnest($1::text[], $2::text[], $3::float8[], $4::bigint[]) AS t(id, grp, rate, samples) ORDER BY t.id COLLATE "C"
 ON CONFLICT (id) ${insertOnly ? 'DO NOTHING' : `DO UPDATE SET grp = COALESCE(excluded.grp, p.grp), ${HINT_SET}`}`;
 
+/** recordSql's four array parameters: ids, groups, hints, hint samples. */
+function metaColumns(meta: readonly PromptMeta[]): unknown[] {
+  return [
+    meta.map((m) => m.id), meta.map((m) => m.group ?? null), meta.map((m) => m.priorPassRate ?? null),
+    meta.map((m) => (m.priorPassRate === undefined ? null : m.priorSamples ?? null)),
+  ];
+}
+
 /** Ids sorted (neighbouring lookups share index pages) and each once (the join repeats a repeated id). O(n log n). */
 function sortedUnique(ids: readonly string[]): string[] {
   const sorted = [...ids].sort();
@@ -318,14 +326,16 @@ export class PostgresStore implements AsyncStore {
   }
 
   /**
-   * Records prompts' group and hint (store/meta.ts): evidence untouched, idempotent. Prompts not
-   * there yet are inserted first with no evidence (ON CONFLICT DO NOTHING, which waits for another
-   * writer's insert of the same id), then every row is locked (id order, as apply locks them) and
-   * read, then updated: an observed prompt whose group changes moves its share of the pooled rows
-   * in the same transaction. Locking first missed a prompt an observe inserted meanwhile (a lock
-   * cannot see an uncommitted insert; the upsert then waited for it and returned its evidence),
-   * and its whole evidence was added to the pooled rows a second time: two services planning
-   * and observing the same new prompts counted 2,024 prompts of 1,600.
+   * Records prompts' group and hint (store/meta.ts): evidence untouched, idempotent. In the order
+   * observe takes its rows (postgres-apply.ts applyIn), so the two never deadlock: the rows there
+   * are locked (id order) and read; those not there are inserted with no evidence (ON CONFLICT DO
+   * NOTHING, which waits for another writer's insert of the same id), and any another writer
+   * inserted meanwhile are locked and read too; then all are updated, and an observed prompt
+   * whose group changes moves its share of the pooled rows in the same transaction. Before, a
+   * prompt an observe inserted between the lock and the update (a lock cannot see an uncommitted
+   * insert; the upsert waited for it and returned its evidence) had its whole evidence added to
+   * the pooled rows a second time: two services planning and observing the same new prompts
+   * counted 2,024 prompts of 1,600.
    */
   async recordPrompts(meta: readonly PromptMeta[]): Promise<void> {
     if (meta.length === 0) return;
@@ -333,14 +343,20 @@ export class PostgresStore implements AsyncStore {
     const s = this.schema;
     await this.transaction(async (c) => {
       const ids = last.map((m) => m.id);
-      const values = [
-        ids, last.map((m) => m.group ?? null), last.map((m) => m.priorPassRate ?? null),
-        last.map((m) => (m.priorPassRate === undefined ? null : m.priorSamples ?? null)),
-      ];
-      await c.query(recordSql(s, true), values);
+      const values = metaColumns(last);
       const old = new Map<string, PromptState>();
-      const locked = await c.query<Row>(`SELECT ${COLUMNS} ${promptsOf(s)} ORDER BY id COLLATE "C" FOR UPDATE OF p`, [ids]);
-      for (const row of locked.rows) old.set(row.id, fromRow(row));
+      const lock = async (keys: readonly string[]) => {
+        const locked = await c.query<Row>(`SELECT ${COLUMNS} ${promptsOf(s)} ORDER BY id COLLATE "C" FOR UPDATE OF p`, [keys]);
+        for (const row of locked.rows) old.set(row.id, fromRow(row));
+      };
+      await lock(ids);
+      const missing = last.filter((m) => !old.has(m.id));
+      if (missing.length > 0) {
+        const { rows: inserted } = await c.query<{ id: string }>(`${recordSql(s, true)} RETURNING id`, metaColumns(missing));
+        const made = new Set(inserted.map((r) => r.id));
+        const raced = missing.filter((m) => !made.has(m.id)).map((m) => m.id);
+        if (raced.length > 0) await lock(raced);
+      }
       const { rows } = await c.query<Row>(`${recordSql(s)} RETURNING ${COLUMNS}`, values);
       const deltas = new PooledDeltas();
       for (const row of rows) deltas.change(old.get(row.id), fromRow(row));
