@@ -88,6 +88,17 @@ describe('hint calibration (posterior/hint-fit.ts)', () => {
     const mean = (p: { alpha: number; beta: number }) => p.alpha / (p.alpha + p.beta);
     expect(mean(hp.prior('G', 0, 8, learned))).toBeLessThan(0.05);
     expect(mean(hp.prior('G', 1, 8, learned))).toBeGreaterThan(0.95);
+    // Not separated, still no maximum: every hint of 1 right 8 of 8, one hint-0 prompt 1 of 8 (a
+    // review found trust 0 again there); and a hint-0 prompt all right.
+    for (const [name, data] of [
+      ['a stray success on one side', states.map((st) => (st.id === 'z0' ? observed('z0', 1, 8, 0, 8, 'G') : st))],
+      ['a hint-0 prompt right 8 of 8', [...states, observed('t', 8, 8, 0, 8, 'G')]],
+    ] as const) {
+      const near = hintPriors(snapshotOf([...data]), defaultPriorOptions);
+      expect(near.calibration('G').trust, name).toBeGreaterThan(0.5);
+      const prior = priorFor(snapshotOf([...data]), 'G', defaultPriorOptions);
+      expect(mean(near.prior('G', 0, 8, prior)), name).toBeLessThan(mean(near.prior('G', 1, 8, prior)) - 0.5);
+    }
   });
 
   it('a constant hint (no variation) fits a zero slope with no trust', () => {

@@ -103,28 +103,32 @@ export function fitHints(states: readonly PromptState[], pool: HintPool, min: nu
   const x = new Float64Array(size);
   const r = new Float64Array(size);
   const n = new Float64Array(size);
-  let rate = 0;
   for (let i = 0; i < size; i++) {
     const s = states[i]!;
     n[i] = s.successes + s.failures;
     r[i] = s.successes / n[i]!;
     x[i] = hintLogit(s.priorPassRate!, s.priorSamples, pool);
-    rate += r[i]!;
   }
-  // Complete separation (every rate 0 or 1, a hint threshold splitting them): the logistic fit
+  // Separation (every rate 0 or 1 and a hint threshold splitting them; or data whose fit runs
+  // off to a clamp without converging, as one level of hints all right does): the logistic fit
   // has no maximum, its weights vanish and the slope's variance blows up, so the best hint there
   // is (0/8 hints all 0/8, 8/8 hints all 8/8) got trust 0 and was ignored, where one stray
-  // success gave trust 0.98. Such rates are fitted as (s + 1/N)/(n + 2/N) for N prompts: one
-  // success and one failure in all, spread evenly, as Firth's (1993) penalty adds for a fit of two
-  // parameters (halves of the leverages, which sum to 2), which keeps the fit finite and steep.
-  // Any other data is fitted as it is.
-  if (separated(x, r)) {
-    rate = 0;
-    for (let i = 0; i < size; i++) {
-      r[i] = (states[i]!.successes + 1 / size) / (n[i]! + 2 / size);
-      rate += r[i]!;
-    }
-  }
+  // success on each side gave trust 0.96. Such rates are fitted as (s + 1/N)/(n + 2/N) for N
+  // prompts: one success and one failure in all, spread evenly, as Firth's (1993) penalty adds
+  // for a fit of two parameters (halves of the leverages, which sum to 2), which keeps the fit
+  // finite and steep. Any other data is fitted as it is.
+  const plain = separated(x, r) ? undefined : roundsOf(x, r, n);
+  if (plain !== undefined && plain.converged) return { ...plain.fit, prompts: size, strength: plain.strength };
+  for (let i = 0; i < size; i++) r[i] = (states[i]!.successes + 1 / size) / (n[i]! + 2 / size);
+  const adjusted = roundsOf(x, r, n);
+  return { ...adjusted.fit, prompts: size, strength: adjusted.strength };
+}
+
+/** The two rounds of fitHints on rates r: the fit, the residual strength, and whether the last IRLS converged within its clamps. */
+function roundsOf(x: Float64Array, r: Float64Array, n: Float64Array): { fit: IrlsFit; strength: number; converged: boolean } {
+  const size = x.length;
+  let rate = 0;
+  for (let i = 0; i < size; i++) rate += r[i]!;
   // Round 1: the spread of the rates around their mean; round 2: around the fitted means.
   const m0 = Math.min(0.99, Math.max(0.01, rate / size));
   let resid = 0;
@@ -148,7 +152,7 @@ export function fitHints(states: readonly PromptState[], pool: HintPool, min: nu
     strength = strengthOf(resid, spread, noise);
     if (round === 0) fit = irls(x, r, n, strength);
   }
-  return { ...fit, prompts: size, strength };
+  return { fit, strength, converged: fit.converged };
 }
 
 /**
@@ -178,7 +182,9 @@ function separated(x: Float64Array, r: Float64Array): boolean {
  * with x centred at its weighted mean. A tiny ridge keeps a constant x (every hint the same)
  * solvable: b = 0 with a huge variance. O(N) a pass, at most 25 passes.
  */
-function irls(x: Float64Array, r: Float64Array, n: Float64Array, strength: number): Omit<HintFit, 'prompts' | 'strength'> {
+type IrlsFit = Omit<HintFit, 'prompts' | 'strength'> & { readonly converged: boolean };
+
+function irls(x: Float64Array, r: Float64Array, n: Float64Array, strength: number): IrlsFit {
   const size = x.length;
   const w = Float64Array.from(n, (ni) => (strength >= MAX_STRENGTH ? ni : (ni * (1 + strength)) / (ni + strength)));
   let sw = 0;
@@ -196,6 +202,7 @@ function irls(x: Float64Array, r: Float64Array, n: Float64Array, strength: numbe
   let s00 = 0;
   let s01 = 0;
   let s11 = 0;
+  let converged = false;
   for (let iter = 0; iter < 25; iter++) {
     let t0 = 0;
     let t1 = 0;
@@ -222,7 +229,10 @@ function irls(x: Float64Array, r: Float64Array, n: Float64Array, strength: numbe
     const done = Math.abs(na - a) + Math.abs(nb - b) < 1e-9;
     a = na;
     b = nb;
-    if (done) break;
+    if (done) {
+      converged = Math.abs(a) < 12 && Math.abs(b) < 20;
+      break;
+    }
   }
   // Pearson dispersion of the final fit, floored at 1 (quasi-likelihood).
   let chi2 = 0;
@@ -232,5 +242,5 @@ function irls(x: Float64Array, r: Float64Array, n: Float64Array, strength: numbe
   }
   const phi = Math.max(1, size > 2 ? chi2 / (size - 2) : 1);
   const det = s00 * s11 - s01 * s01;
-  return { center, a, b, varA: (phi * s11) / det, varB: (phi * s00) / det, covAB: (-phi * s01) / det };
+  return { center, a, b, varA: (phi * s11) / det, varB: (phi * s00) / det, covAB: (-phi * s01) / det, converged };
 }
