@@ -249,7 +249,7 @@ export class PostgresStore implements AsyncStore {
 
   private async transaction<T>(work: (c: pg.PoolClient) => Promise<T>, mode = 'BEGIN'): Promise<T> {
     for (let attempt = 1; ; attempt++) {
-      if (this.stopped !== undefined) throw this.stoppedError();
+      if (this.stopped !== undefined) throw new RolloutBudgetError('STATE_ERROR', `${redactUrl(this.url)}: ${this.stopped}: not started; nothing was applied`);
       const client = await this.pool.connect().catch(this.rethrow);
       let lost: RolloutBudgetError | undefined;
       this.busy.add(client);
