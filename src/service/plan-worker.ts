@@ -129,16 +129,24 @@ export class PlanWorkers implements PlanRunner {
   }
 
   /**
-   * Takes the queued job with the shortest body (a plan's cost grows with its candidates), the
-   * earliest of equal ones. In arrival order, a trainer's 16-candidate plan waited behind another
-   * client's 8 queued plans of 250,000 candidates: 9.5 s, at its 10 s deadline. Now it waits for
-   * at most the plans running; large plans wait while smaller ones are queued, up to their own
-   * deadline (PLAN_TIMEOUT). O(queue).
+   * Takes the earliest queued job of the smallest size class (a plan's cost grows with its
+   * candidates; a class is a power of 2 of body bytes). In arrival order, a trainer's
+   * 16-candidate plan waited behind another client's 8 queued plans of 250,000 candidates:
+   * 9.5 s, at its 10 s deadline. Now it waits for at most the plans running; large plans wait
+   * while much smaller ones are queued, up to their own deadline (PLAN_TIMEOUT). Plans within a
+   * factor of 2 keep their arrival order: ordered by exact size, 16 clients' plans of 256
+   * candidates, a few bytes apart, had their p99 go from 53 to 160 ms (the longest bodies waited
+   * behind the shorter ones). O(queue).
    */
   private next(): Job | undefined {
     let best = -1;
+    let bestClass = Infinity;
     for (let k = 0; k < this.queue.length; k++) {
-      if (best < 0 || this.queue[k]!.body.length < this.queue[best]!.body.length) best = k;
+      const size = Math.floor(Math.log2(this.queue[k]!.body.length + 1));
+      if (size < bestClass) {
+        best = k;
+        bestClass = size;
+      }
     }
     return best < 0 ? undefined : this.queue.splice(best, 1)[0];
   }
