@@ -144,10 +144,13 @@ describe('item 2: a path of "//" killed the stdio service and leaked the HTTP in
     try {
       await other.query('BEGIN');
       await other.query(`LOCK TABLE "${schema}".prompts IN ACCESS EXCLUSIVE MODE`);
+      await other.query(`LOCK TABLE "${schema}".pooled IN ACCESS EXCLUSIVE MODE`);
       const observe = call(child.port, 'POST', '/v1/observe', [{ prompt_id: 'late', step: 0, reward: 1, rollout_id: 'late#0' }]).then(
         (r) => `answered ${r.status}`,
         (error: Error) => `cut: ${error.message}`,
       );
+      // A read outside a transaction blocks too (its count, behind the lock): it ends as well.
+      const health = call(child.port, 'GET', '/healthz').then((r) => `answered ${r.status}`, (error: Error) => `cut: ${error.message}`);
       await sleep(500);
       const sent = performance.now();
       const exit = await stopService(child, 60_000);
@@ -155,6 +158,7 @@ describe('item 2: a path of "//" killed the stdio service and leaked the HTTP in
       expect(exit.code).toBe(0);
       expect(seconds, `exited ${seconds.toFixed(1)} s after SIGTERM`).toBeLessThan(10); // grace: 1 s + 2 s
       expect(await observe).toMatch(/^cut: /);
+      expect(await health).toMatch(/^cut: /);
       expect(child.stderr()).toContain('the service is stopping: its statement was cancelled');
     } finally {
       await other.query('ROLLBACK').catch(() => undefined);

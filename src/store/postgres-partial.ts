@@ -48,10 +48,10 @@ UNION ALL SELECT ${LAST_STEP}, NULL, NULL, value::float8, ${pad(NUMBERS.length -
  * from its values after `kind`. O(ids + scopes).
  */
 export async function readPartial(
-  pool: pg.Pool, s: string, columns: string, from: string, ids: readonly string[], scopes: readonly string[],
+  query: (config: pg.QueryArrayConfig) => Promise<{ rows: unknown[][] }>, s: string, columns: string, from: string, ids: readonly string[], scopes: readonly string[],
   stateOf: (row: readonly unknown[], at: number) => PromptState,
 ): Promise<PartialRows> {
-  const { rows } = await pool.query<unknown[]>({ text: partialSql(s, columns, from), values: [ids, scopes], rowMode: 'array' });
+  const { rows } = await query({ text: partialSql(s, columns, from), values: [ids, scopes], rowMode: 'array' });
   const prompts: PromptState[] = [];
   const pooled = new Map<string, GroupStats>();
   let lastStep: number | null = null;

@@ -274,6 +274,30 @@ export class PostgresStore implements AsyncStore {
     }
   }
 
+  /**
+   * One statement outside a transaction, as pool.query runs it, on a connection stopWaiting can
+   * cancel: a read another session's lock blocked (`/healthz` behind `LOCK TABLE`) kept a
+   * stopping service up as long as the lock was held.
+   */
+  private async read<R extends pg.QueryResultRow>(config: pg.QueryConfig): Promise<pg.QueryResult<R>>;
+  private async read(config: pg.QueryArrayConfig): Promise<pg.QueryArrayResult>;
+  private async read(config: pg.QueryConfig | pg.QueryArrayConfig): Promise<pg.QueryResult | pg.QueryArrayResult> {
+    if (this.stopped !== undefined) throw new RolloutBudgetError('STATE_ERROR', `${redactUrl(this.url)}: ${this.stopped}: not started; nothing was applied`);
+    const client = await this.pool.connect().catch(this.rethrow);
+    this.busy.add(client);
+    let lost: Error | undefined;
+    try {
+      return await client.query(config as pg.QueryConfig);
+    } catch (error) {
+      lost = stateUnreachable(error);
+      if (this.stopped !== undefined && (error as { code?: string }).code === QUERY_CANCELED) throw this.stoppedError();
+      throw error;
+    } finally {
+      this.busy.delete(client);
+      client.release(lost); // a lost connection is dropped, as pool.query drops it
+    }
+  }
+
   private stoppedError(): RolloutBudgetError {
     return new RolloutBudgetError('STATE_ERROR', `${redactUrl(this.url)}: ${this.stopped}: its statement was cancelled (waiting for a lock another session holds, or still running); nothing was applied`);
   }
@@ -302,12 +326,12 @@ export class PostgresStore implements AsyncStore {
   }
 
   async get(id: string): Promise<PromptState | undefined> {
-    const { rows } = await this.pool.query<Row>(`SELECT ${COLUMNS} FROM ${this.schema}.prompts WHERE id = $1`, [id]).catch(this.rethrow);
+    const { rows } = await this.read<Row>({ text: `SELECT ${COLUMNS} FROM ${this.schema}.prompts WHERE id = $1`, values: [id] }).catch(this.rethrow);
     return rows[0] === undefined ? undefined : fromRow(rows[0]);
   }
 
   async lastStep(): Promise<number | null> {
-    const { rows } = await this.pool.query<{ v: number }>(`SELECT value::float8 AS v FROM ${this.schema}.meta WHERE key = 'last_step'`).catch(this.rethrow);
+    const { rows } = await this.read<{ v: number }>({ text: `SELECT value::float8 AS v FROM ${this.schema}.meta WHERE key = 'last_step'` }).catch(this.rethrow);
     return rows[0]?.v ?? null;
   }
 
@@ -318,10 +342,10 @@ export class PostgresStore implements AsyncStore {
    */
   async count(): Promise<number> {
     const s = this.schema;
-    const { rows } = await this.pool.query<{ n: number }>(
-      `SELECT CASE WHEN EXISTS (SELECT 1 FROM ${s}.meta WHERE key = $1) THEN (SELECT coalesce(sum(count), 0) FROM ${s}.pooled WHERE scope = $2) ELSE (SELECT COUNT(*) FROM ${s}.prompts WHERE rollouts > 0) END::float8 AS n`,
-      [POOLED_META_KEY, ALL_SCOPE],
-    ).catch(this.rethrow);
+    const { rows } = await this.read<{ n: number }>({
+      text: `SELECT CASE WHEN EXISTS (SELECT 1 FROM ${s}.meta WHERE key = $1) THEN (SELECT coalesce(sum(count), 0) FROM ${s}.pooled WHERE scope = $2) ELSE (SELECT COUNT(*) FROM ${s}.prompts WHERE rollouts > 0) END::float8 AS n`,
+      values: [POOLED_META_KEY, ALL_SCOPE],
+    }).catch(this.rethrow);
     return Math.round(rows[0]!.n);
   }
 
@@ -372,7 +396,7 @@ export class PostgresStore implements AsyncStore {
    */
   async snapshot(ids?: readonly string[], groups: readonly string[] = [], hinted = false): Promise<StateSnapshot> {
     if (ids !== undefined && !hinted) {
-      const read = await readPartial(this.pool, this.schema, COLUMNS, promptsOf(this.schema), sortedUnique(ids), [ALL_SCOPE, ...groups.map(groupScope)], fromValues)
+      const read = await readPartial((config) => this.read(config), this.schema, COLUMNS, promptsOf(this.schema), sortedUnique(ids), [ALL_SCOPE, ...groups.map(groupScope)], fromValues)
         .catch(this.rethrow);
       const states = read.prompts;
       if (!states.some((st) => st.priorPassRate !== undefined)) return partialSnapshot(states, read.pooled, read.lastStep);
