@@ -107,29 +107,14 @@ describe('item 2: a path of "//" killed the stdio service and leaked the HTTP in
     const other = new Database(state);
     try {
       other.exec('BEGIN IMMEDIATE'); // another process's writer holds the lock
-      const observe = call(child.port, 'POST', '/v1/observe', [{ prompt_id: 'late', step: 0, reward: 1, rollout_id: 'late#0' }]).then(
-        (r) => `answered ${r.status}`,
-        (error: Error) => `cut: ${error.message}`,
-      );
-      await sleep(500);
-      const sent = performance.now();
-      const exit = await stopService(child, 60_000);
-      const seconds = (performance.now() - sent) / 1000;
-      expect(exit.code).toBe(0);
-      expect(seconds, `exited ${seconds.toFixed(1)} s after SIGTERM`).toBeLessThan(10); // grace: 1 s + 2 s
-      expect(await observe).toMatch(/^cut: /);
+      await stopWhileLocked(child, ['/v1/observe']);
       expect(child.stderr()).toContain('store closed');
     } finally {
       if (other.inTransaction) other.exec('ROLLBACK');
       other.close();
       await stopService(child, 1_000);
     }
-    const store = await openAsyncStore(state);
-    try {
-      expect(await store.get('late')).toBeUndefined(); // the cut batch was not applied
-    } finally {
-      await store.close();
-    }
+    await notApplied(state);
   }, 90_000);
 
   it.skipIf(PG === undefined)('SIGTERM while an observe waits for a PostgreSQL lock another session holds: its statement is cancelled at the grace, nothing applied, exit 0', async () => {
@@ -145,32 +130,15 @@ describe('item 2: a path of "//" killed the stdio service and leaked the HTTP in
       await other.query('BEGIN');
       await other.query(`LOCK TABLE "${schema}".prompts IN ACCESS EXCLUSIVE MODE`);
       await other.query(`LOCK TABLE "${schema}".pooled IN ACCESS EXCLUSIVE MODE`);
-      const observe = call(child.port, 'POST', '/v1/observe', [{ prompt_id: 'late', step: 0, reward: 1, rollout_id: 'late#0' }]).then(
-        (r) => `answered ${r.status}`,
-        (error: Error) => `cut: ${error.message}`,
-      );
       // A read outside a transaction blocks too (its count, behind the lock): it ends as well.
-      const health = call(child.port, 'GET', '/healthz').then((r) => `answered ${r.status}`, (error: Error) => `cut: ${error.message}`);
-      await sleep(500);
-      const sent = performance.now();
-      const exit = await stopService(child, 60_000);
-      const seconds = (performance.now() - sent) / 1000;
-      expect(exit.code).toBe(0);
-      expect(seconds, `exited ${seconds.toFixed(1)} s after SIGTERM`).toBeLessThan(10); // grace: 1 s + 2 s
-      expect(await observe).toMatch(/^cut: /);
-      expect(await health).toMatch(/^cut: /);
+      await stopWhileLocked(child, ['/v1/observe', '/healthz']);
       expect(child.stderr()).toContain('the service is stopping: its statement was cancelled');
     } finally {
       await other.query('ROLLBACK').catch(() => undefined);
       await other.end();
       await stopService(child, 1_000);
     }
-    const store = await openAsyncStore(state);
-    try {
-      expect(await store.get('late')).toBeUndefined(); // the cut batch was not applied
-    } finally {
-      await store.close();
-    }
+    await notApplied(state);
   }, 90_000);
 
   it('HTTP: "//" is a 404, not a 500; SIGTERM afterwards closes the store and exits 0', async () => {
@@ -191,6 +159,33 @@ describe('item 2: a path of "//" killed the stdio service and leaked the HTTP in
     expect(child.stderr()).not.toContain('internal error');
   }, 60_000);
 });
+
+/**
+ * Sends requests a lock holds (an observe of prompt "late", `/healthz`), then SIGTERM 0.5 s
+ * later: the service (started with --plan-timeout-s 1) exits 0 within its grace, 1 s + 2 s, not
+ * when the lock frees, and every request was cut.
+ */
+async function stopWhileLocked(child: Awaited<ReturnType<typeof startService>>, paths: readonly ('/v1/observe' | '/healthz')[]): Promise<void> {
+  const sent = paths.map((path) => (path === '/healthz' ? call(child.port, 'GET', path) : call(child.port, 'POST', path, [{ prompt_id: 'late', step: 0, reward: 1, rollout_id: 'late#0' }]))
+    .then((r) => `${path} answered ${r.status}`, (error: Error) => `cut: ${error.message}`));
+  await sleep(500);
+  const signalled = performance.now();
+  const exit = await stopService(child, 60_000);
+  const seconds = (performance.now() - signalled) / 1000;
+  expect(exit.code).toBe(0);
+  expect(seconds, `exited ${seconds.toFixed(1)} s after SIGTERM`).toBeLessThan(10);
+  for (const answer of await Promise.all(sent)) expect(answer).toMatch(/^cut: /);
+}
+
+/** The observe stopWhileLocked sent was not applied. */
+async function notApplied(state: string): Promise<void> {
+  const store = await openAsyncStore(state);
+  try {
+    expect(await store.get('late')).toBeUndefined();
+  } finally {
+    await store.close();
+  }
+}
 
 /** Both store backends, as the service runs them. */
 const backends: [string, () => string][] = [['sqlite', db], ...(PG === undefined ? [] : [['postgres', () => freshPgUrl(PG)] as [string, () => string]])];

@@ -7,7 +7,7 @@ import { ALL_CLAIMED, BatchClaims } from './claims.js';
 import { dollarQuoted, pgArray } from './pg-array.js';
 import { PooledDeltas } from './pooled.js';
 import { addPooled } from './postgres-pooled.js';
-import { COLUMNS, fromRow, promptsOf, type Row } from './postgres-rows.js';
+import { COLUMNS, fromRow, lockPrompts, type Row } from './postgres-rows.js';
 import type { ObserveSummary } from './types.js';
 
 /** withMeta's hint rule in SQL: a given hint replaces the stored one with its samples; none keeps it. */
@@ -160,10 +160,7 @@ export async function applyIn(c: pg.PoolClient, s: string, source: ResultSource,
   const old = new Map<string, PromptState>();
   const after = new Map<string, PromptState>();
   const byRound = rounds(evidence);
-  const lock = async (keys: readonly string[]) => {
-    const { rows } = await c.query<Row>(`SELECT ${COLUMNS} ${promptsOf(s)} ORDER BY id COLLATE "C" FOR UPDATE OF p`, [keys]);
-    for (const row of rows) old.set(row.id, fromRow(row));
-  };
+  const lock = (keys: readonly string[]) => lockPrompts(c, s, keys, old);
   if (ids.length > 0) {
     await lock(ids);
     const fresh = byRound[0]!.filter((e) => !old.has(e.prompt_id));

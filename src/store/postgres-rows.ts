@@ -1,5 +1,6 @@
+import type pg from 'pg';
 import type { PromptState } from '../posterior/state.js';
-import { stateOfValues } from './state-values.js';
+import { fromRow, stateOfValues, type Row } from './state-values.js';
 
 /** The prompts table's columns as read into a Row (counts as float8: JavaScript numbers, not strings). */
 export const COLUMNS = `id, grp, successes, failures, last_step::float8 AS last_step, rollouts::float8 AS rollouts, reward_sum,
@@ -17,6 +18,16 @@ export const COLUMNS = `id, grp, successes, failures, last_step::float8 AS last_
 export const promptsOf = (s: string) => `FROM unnest($1::text[]) AS k(id) JOIN ${s}.prompts AS p USING (id)`;
 
 export { fromRow, type Row } from './state-values.js';
+
+/**
+ * Locks the prompts of `keys` that have a row (id order, FOR UPDATE) and puts their states in
+ * `into`: how observe (postgres-apply.ts applyIn) and a plan's record (PostgresStore.recordPrompts)
+ * take their rows, in one order, so the two never deadlock.
+ */
+export async function lockPrompts(c: pg.PoolClient, s: string, keys: readonly string[], into: Map<string, PromptState>): Promise<void> {
+  const { rows } = await c.query<Row>(`SELECT ${COLUMNS} ${promptsOf(s)} ORDER BY id COLLATE "C" FOR UPDATE OF p`, [keys]);
+  for (const row of rows) into.set(row.id, fromRow(row));
+}
 
 /** A prompt's state from a row read in COLUMNS order as an array (pg's rowMode 'array'), its id at `at`. */
 export const fromValues = (v: readonly unknown[], at: number): PromptState =>

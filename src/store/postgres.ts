@@ -7,7 +7,7 @@ import { ALL_SCOPE, groupScope, partialSnapshot, POOLED_META_KEY, PooledDeltas }
 import { addPooled, buildPooled, pooledTableSql, readPooled } from './postgres-pooled.js';
 import { applyIn, HINT_SET } from './postgres-apply.js';
 import { readPartial } from './postgres-partial.js';
-import { COLUMNS, fromRow, fromValues, promptsOf, type Row } from './postgres-rows.js';
+import { COLUMNS, fromRow, fromValues, lockPrompts, promptsOf, type Row } from './postgres-rows.js';
 import type { AsyncStore } from './async.js';
 import { mergeMeta, NO_STEP, type PromptMeta } from './meta.js';
 import type { ObserveSummary } from './types.js';
@@ -178,7 +178,7 @@ export class PostgresStore implements AsyncStore {
 
   private constructor(private readonly pool: pg.Pool, private readonly schema: string, readonly url: string, private readonly server: string) {}
 
-  /** Connections in a transaction now (stopWaiting cancels their statements). */
+  /** Connections in use now (onClient; stopWaiting cancels their statements). */
   private readonly busy = new Set<pg.PoolClient>();
   private stopped: string | undefined;
 
@@ -249,57 +249,60 @@ export class PostgresStore implements AsyncStore {
 
   private async transaction<T>(work: (c: pg.PoolClient) => Promise<T>, mode = 'BEGIN'): Promise<T> {
     for (let attempt = 1; ; attempt++) {
-      if (this.stopped !== undefined) throw new RolloutBudgetError('STATE_ERROR', `${redactUrl(this.url)}: ${this.stopped}: not started; nothing was applied`);
-      const client = await this.pool.connect().catch(this.rethrow);
-      let lost: RolloutBudgetError | undefined;
-      this.busy.add(client);
       try {
-        await client.query(mode);
-        const result = await work(client);
-        await client.query('COMMIT');
-        return result;
+        return await this.onClient(async (client) => {
+          await client.query(mode);
+          try {
+            const result = await work(client);
+            await client.query('COMMIT');
+            return result;
+          } catch (error) {
+            // A lost connection's transaction the server rolls back itself.
+            if (stateUnreachable(error) === undefined) await client.query('ROLLBACK').catch(() => undefined);
+            throw error;
+          }
+        });
       } catch (error) {
-        lost = stateUnreachable(error);
-        if (lost !== undefined) throw lost; // the server rolls back what the connection held
-        await client.query('ROLLBACK').catch(() => undefined);
-        if (this.stopped !== undefined && (error as { code?: string }).code === QUERY_CANCELED) throw this.stoppedError();
         const denied = permissionDenied(error) ?? keyTooLong(error);
         if (denied !== undefined) throw denied;
         const code = (error as { code?: string }).code;
         if (attempt >= 5 || code === undefined || !RETRYABLE.has(code)) throw error;
-      } finally {
-        this.busy.delete(client);
-        client.release(lost); // a lost connection is dropped, not given to the next request
       }
     }
   }
 
+  /** One statement outside a transaction, as pool.query runs it, on a connection stopWaiting can cancel (onClient). */
+  private read<R extends pg.QueryResultRow>(config: pg.QueryConfig): Promise<pg.QueryResult<R>>;
+  private read(config: pg.QueryArrayConfig): Promise<pg.QueryArrayResult>;
+  private read(config: pg.QueryConfig | pg.QueryArrayConfig): Promise<pg.QueryResult | pg.QueryArrayResult> {
+    return this.onClient((client) => client.query(config as pg.QueryConfig));
+  }
+
   /**
-   * One statement outside a transaction, as pool.query runs it, on a connection stopWaiting can
-   * cancel: a read another session's lock blocked (`/healthz` behind `LOCK TABLE`) kept a
-   * stopping service up as long as the lock was held.
+   * Runs `work` on a connection of the pool that stopWaiting can cancel (every transaction and
+   * read: a `/healthz` blocked behind another session's `LOCK TABLE` kept a stopping service up
+   * as long as the lock was held), refused once it was called. A lost connection is dropped
+   * (not given to the next request) and said as STATE_ERROR; a statement cancelled by the stop
+   * says so.
    */
-  private async read<R extends pg.QueryResultRow>(config: pg.QueryConfig): Promise<pg.QueryResult<R>>;
-  private async read(config: pg.QueryArrayConfig): Promise<pg.QueryArrayResult>;
-  private async read(config: pg.QueryConfig | pg.QueryArrayConfig): Promise<pg.QueryResult | pg.QueryArrayResult> {
+  private async onClient<T>(work: (c: pg.PoolClient) => Promise<T>): Promise<T> {
     if (this.stopped !== undefined) throw new RolloutBudgetError('STATE_ERROR', `${redactUrl(this.url)}: ${this.stopped}: not started; nothing was applied`);
     const client = await this.pool.connect().catch(this.rethrow);
     this.busy.add(client);
-    let lost: Error | undefined;
+    let lost: RolloutBudgetError | undefined;
     try {
-      return await client.query(config as pg.QueryConfig);
+      return await work(client);
     } catch (error) {
       lost = stateUnreachable(error);
-      if (this.stopped !== undefined && (error as { code?: string }).code === QUERY_CANCELED) throw this.stoppedError();
+      if (lost !== undefined) throw lost;
+      if (this.stopped !== undefined && (error as { code?: string }).code === QUERY_CANCELED) {
+        throw new RolloutBudgetError('STATE_ERROR', `${redactUrl(this.url)}: ${this.stopped}: its statement was cancelled (waiting for a lock another session holds, or still running); nothing was applied`);
+      }
       throw error;
     } finally {
       this.busy.delete(client);
-      client.release(lost); // a lost connection is dropped, as pool.query drops it
+      client.release(lost);
     }
-  }
-
-  private stoppedError(): RolloutBudgetError {
-    return new RolloutBudgetError('STATE_ERROR', `${redactUrl(this.url)}: ${this.stopped}: its statement was cancelled (waiting for a lock another session holds, or still running); nothing was applied`);
   }
 
   /**
@@ -369,10 +372,7 @@ export class PostgresStore implements AsyncStore {
       const ids = last.map((m) => m.id);
       const values = metaColumns(last);
       const old = new Map<string, PromptState>();
-      const lock = async (keys: readonly string[]) => {
-        const locked = await c.query<Row>(`SELECT ${COLUMNS} ${promptsOf(s)} ORDER BY id COLLATE "C" FOR UPDATE OF p`, [keys]);
-        for (const row of locked.rows) old.set(row.id, fromRow(row));
-      };
+      const lock = (keys: readonly string[]) => lockPrompts(c, s, keys, old);
       await lock(ids);
       const missing = last.filter((m) => !old.has(m.id));
       if (missing.length > 0) {
