@@ -94,16 +94,18 @@ export function registerServeCommands(program: Command, io: CliIo): void {
           planner = new PlanWorkers({ state: opts.state, defaults, timeoutMs: opts.planTimeoutS * 1000, threads: opts.planThreads, log, ...(file === undefined ? {} : { file }) });
         }
         const service = new Service(new AsyncAllocator(store, defaults), log, planner);
+        // After a stop, what is still in flight this long after it (a plan's deadline, and 2 s) is
+        // cut, and a wait for a lock another process holds ends with nothing applied.
+        const graceMs = opts.planTimeoutS * 1000 + 2_000;
+        const stopWaiting = () => store.stopWaiting?.('the service is stopping');
         if (opts.stdio) {
           started = true;
           log(`reading NDJSON requests on stdin (state: ${store.kind} ${where})`);
           const done = serveStdio(service, process.stdin, process.stdout, opts.bodyLimit);
           const why = await Promise.race([done, signal.stopped]);
           if (why !== 'end of input' && why !== 'output closed') process.stdin.destroy();
-          // Stopped by a signal: the request in hand gets the HTTP grace, then a wait for a lock
-          // another process holds ends, nothing applied (it waited for the lock without bound).
-          const grace = why === 'end of input' || why === 'output closed' ? undefined
-            : setTimeout(() => void store.stopWaiting?.('the service is stopping'), opts.planTimeoutS * 1000 + 2_000);
+          // Stopped by a signal: the requests in hand get the HTTP grace (it waited for a lock without bound).
+          const grace = why === 'end of input' || why === 'output closed' ? undefined : setTimeout(() => void stopWaiting(), graceMs);
           await done;
           clearTimeout(grace);
           log(`stopping (${why})`);
@@ -112,7 +114,7 @@ export function registerServeCommands(program: Command, io: CliIo): void {
             host: opts.host,
             port: opts.port,
             bodyLimit: opts.bodyLimit,
-            closeGraceMs: opts.planTimeoutS * 1000 + 2_000,
+            closeGraceMs: graceMs,
             ...(token === undefined ? {} : { token }),
             ...(opts.allowedHosts === undefined ? {} : { allowedHosts: opts.allowedHosts.split(',') }),
           });
@@ -123,10 +125,10 @@ export function registerServeCommands(program: Command, io: CliIo): void {
           const why = await signal.stopped;
           log(`stopping (${why}): finishing in-flight requests`);
           await http.close();
-          // Every connection is answered or was cut: a batch still waiting for another
-          // process's write lock has no client left, so it is not applied (else the process
-          // stayed up until the lock freed, up to the lock wait limit, then applied it).
-          await store.stopWaiting?.('the service is stopping');
+          // Every connection is answered or was cut: a batch still waiting for a lock has no
+          // client left, so it is not applied (else the process stayed up until the lock freed,
+          // then applied it).
+          await stopWaiting();
           await service.idle();
         }
       } finally {

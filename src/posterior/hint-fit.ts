@@ -125,7 +125,7 @@ export function fitHints(states: readonly PromptState[], pool: HintPool, min: nu
 }
 
 /** The two rounds of fitHints on rates r: the fit, the residual strength, and whether the last IRLS converged within its clamps. */
-function roundsOf(x: Float64Array, r: Float64Array, n: Float64Array): { fit: IrlsFit; strength: number; converged: boolean } {
+function roundsOf(x: Float64Array, r: Float64Array, n: Float64Array): { fit: Omit<HintFit, 'prompts' | 'strength'>; strength: number; converged: boolean } {
   const size = x.length;
   let rate = 0;
   for (let i = 0; i < size; i++) rate += r[i]!;
@@ -152,7 +152,8 @@ function roundsOf(x: Float64Array, r: Float64Array, n: Float64Array): { fit: Irl
     strength = strengthOf(resid, spread, noise);
     if (round === 0) fit = irls(x, r, n, strength);
   }
-  return { fit, strength, converged: fit.converged };
+  const { converged, ...rest } = fit;
+  return { fit: rest, strength, converged };
 }
 
 /**
