@@ -104,10 +104,15 @@ export const processIo: CliIo = {
  * remove the folder (the path's parent) when done. The folder is removed here if the copy fails.
  */
 async function spool(source: NodeJS.ReadableStream, prefix: string, what: string): Promise<string> {
-  const dir = tempFolder(prefix, what);
+  // Removed by the caller's done(), or by a Ctrl-C before it (the one registration a spool
+  // makes). The handler is in place before the folder is made: a Ctrl-C in between met Node's
+  // default action and left the folder (a quarter of the signals sent right after it appeared).
+  let dir: string | undefined;
+  onEndingSignal(() => {
+    if (dir !== undefined) rmSync(dir, { recursive: true, force: true });
+  });
+  dir = tempFolder(prefix, what);
   const path = join(dir, 'input.jsonl');
-  // Removed by the caller's done(), or by a Ctrl-C before it (the one registration a spool makes).
-  onEndingSignal(() => rmSync(dir, { recursive: true, force: true }));
   const target = createWriteStream(path);
   let writeError: unknown;
   target.once('error', (error) => (writeError = error));

@@ -254,14 +254,16 @@ export async function backupCommand(io: CliIo, opts: { state: string; out: strin
   const tmp = `${target}.tmp-${process.pid}`;
   rmSync(tmp, { force: true });
   removeStaleTemps(target);
+  // In place before the copy's file is made: a Ctrl-C right after it met Node's default action.
+  const forget = onEndingSignal(() => rmSync(tmp, { force: true }));
   try {
     closeSync(openSync(tmp, 'wx')); // VACUUM INTO takes an empty file; made first, so a folder it cannot write is named as such
   } catch (error) {
     const code = (error as NodeJS.ErrnoException).code ?? String(error);
     const why = code === 'EACCES' || code === 'EPERM' ? `: this user (uid ${process.getuid?.() ?? '?'}) cannot write the folder ${dirname(resolve(tmp))}` : code === 'EROFS' ? `: the folder ${dirname(resolve(tmp))} is on a read-only file system` : '';
+    forget();
     throw new RolloutBudgetError('IO_ERROR', `--out ${out}: cannot write the copy there (${code}${why}); the state is as it was`);
   }
-  const forget = onEndingSignal(() => rmSync(tmp, { force: true }));
   let store: SqliteStore | undefined;
   try {
     store = new SqliteStore(state);
