@@ -584,8 +584,8 @@ describe('library: the in-thread Service keeps planning as before', () => {
   }, 60_000);
 });
 
-describe('an HTTP/1.1 request without Host', () => {
-  it('gets a JSON 400 naming the header (Node answered 400 with no body); HTTP/1.0 without Host is served', async () => {
+describe('an HTTP/1.1 request without Host, or with two', () => {
+  it('gets a JSON 400 naming the header (Node answered 400 with no body, or served two); HTTP/1.0 without Host is served', async () => {
     const { connect } = await import('node:net');
     const raw = (port: number, text: string) =>
       new Promise<string>((resolve, reject) => {
@@ -602,6 +602,10 @@ describe('an HTTP/1.1 request without Host', () => {
       expect(JSON.parse(missing.slice(missing.indexOf('\r\n\r\n') + 4))).toEqual({
         error: { code: 'BAD_REQUEST', message: 'an HTTP/1.1 request needs a Host header (RFC 9112 §3.2): send "Host: 127.0.0.1:<port>", or the name you reach the service by' },
       });
+      // Before: two Host lines were served (Node kept the first), which RFC 9112 §3.2 also answers 400.
+      const twice = await raw(child.port, 'GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nHost: evil.example\r\nConnection: close\r\n\r\n');
+      expect(twice).toMatch(/^HTTP\/1\.1 400 Bad Request\r\n/);
+      expect(JSON.parse(twice.slice(twice.indexOf('\r\n\r\n') + 4))).toEqual({ error: { code: 'BAD_REQUEST', message: 'a request has one Host header (RFC 9112 §3.2), got 2' } });
       const old = await raw(child.port, 'GET /healthz HTTP/1.0\r\n\r\n');
       expect(old).toMatch(/^HTTP\/1\.1 200 OK\r\n/);
       expect((await call(child.port, 'GET', '/healthz')).json).toMatchObject({ status: 'ok' });

@@ -37,6 +37,8 @@ export interface RequestHead {
   readonly headers: Readonly<Record<string, string | string[] | undefined>>;
   /** `1.1` or `1.0` (absent: not checked). */
   readonly httpVersion?: string;
+  /** How many Host header lines came (Node's `headers` keeps the first only; absent: not checked). */
+  readonly hostLines?: number;
 }
 
 const JSON_TYPES = ['application/json'];
@@ -83,6 +85,10 @@ export class RequestGuard {
     // RFC 9112 §3.2: a server answers 400 to an HTTP/1.1 request without Host (Node's own 400 had no body).
     if (host === undefined && head.httpVersion === '1.1') {
       return { status: 400, code: 'BAD_REQUEST', message: 'an HTTP/1.1 request needs a Host header (RFC 9112 §3.2): send "Host: 127.0.0.1:<port>", or the name you reach the service by' };
+    }
+    // The same section: more than one Host line is a 400 too (Node kept the first and served it).
+    if ((head.hostLines ?? 0) > 1) {
+      return { status: 400, code: 'BAD_REQUEST', message: `a request has one Host header (RFC 9112 §3.2), got ${head.hostLines}` };
     }
     if (!this.anyHost && host !== undefined && !this.hostAllowed(hostName(host))) {
       return {

@@ -129,7 +129,7 @@ export async function startHttpService(service: Service, options: HttpOptions): 
    */
   const headRefusal = (req: IncomingMessage): { answer: () => ServiceResponse } | undefined => {
     const path = req.url ?? '/';
-    const refusal = guard.check({ method: req.method ?? 'GET', path, headers: req.headers, httpVersion: req.httpVersion });
+    const refusal = guard.check({ method: req.method ?? 'GET', path, headers: req.headers, httpVersion: req.httpVersion, hostLines: req.headersDistinct.host?.length ?? 0 });
     if (refusal !== undefined) return { answer: () => service.refuse(path, refusal.status, refusal.code, refusal.message, refusal.headers) };
     const declared = Number(req.headers['content-length'] ?? 0);
     if (declared > options.bodyLimit) return { answer: () => service.fail(tooLarge(options.bodyLimit, `${declared}`), 413) };
