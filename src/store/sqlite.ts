@@ -6,7 +6,7 @@ import type { DecayOptions } from '../posterior/decay.js';
 import { snapshotOf, type PromptState, type StateSnapshot } from '../posterior/state.js';
 import { ATTEMPT_MS, LOCK_WAIT_ENV, lockWaitMs, retryAsync, retrySync } from './busy.js';
 import { cannotOpen, sqliteUnavailable } from './unavailable.js';
-import { checkSameFile, fileIdentity, type FileIdentity } from './file-identity.js';
+import { checkSameFile, fileIdentity, linkedStateNote, type FileIdentity } from './file-identity.js';
 import type { PromptMeta } from './meta.js';
 import { ALL_SCOPE, POOLED_COLUMNS, POOLED_META_KEY, pooledOf, pooledValues } from './pooled.js';
 import { ClaimConflict, SqliteWriter } from './sqlite-apply.js';
@@ -351,11 +351,11 @@ export class SqliteStore implements Store {
 
   /**
    * What an operator should know about this state file: that it is on a network file system
-   * (store/network-fs.ts). Read when asked (a statfs), not by the commands that never print it.
+   * (store/network-fs.ts), that it has other names (file-identity.ts linkedStateNote). Read when
+   * asked (a statfs, a stat), not by the commands that never print it.
    */
   get notes(): readonly string[] {
-    const network = networkStateNote(this.path);
-    return network === undefined ? [] : [network];
+    return [networkStateNote(this.path), linkedStateNote(this.path)].filter((note) => note !== undefined);
   }
 
   /**
