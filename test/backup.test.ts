@@ -70,6 +70,52 @@ describe('backup', () => {
     expect(crashed).not.toEqual(expected);
   });
 
+  it('a checkpoint\'s copy put back is left byte for byte (it was switched to WAL, its mtime changed); the restored state works', async () => {
+    // Found by an operator's review: restoring from a checkpoint changed the checkpoint's copy.
+    const dir = tempDir();
+    const state = join(dir, 'state.db');
+    await ok(['observe', '--results', results(dir, 0, [[1, 0, 1], [0, 0]]), '--state', state]);
+    const checkpoint = join(dir, 'global_step_0.db');
+    await ok(['backup', '--state', state, '--out', checkpoint]);
+    const bytes = readFileSync(checkpoint);
+    const mtime = lstatSync(checkpoint).mtimeMs;
+    expect(bytes[18]).toBe(1); // a rollback-journal file, as VACUUM INTO writes it
+    const restored = join(dir, 'restored.db');
+    const r = await ok(['backup', '--state', checkpoint, '--out', restored]);
+    expect(JSON.parse(r.stdout)).toMatchObject({ prompts: 2, last_step: 0 });
+    expect(readFileSync(checkpoint).equals(bytes)).toBe(true);
+    expect(lstatSync(checkpoint).mtimeMs).toBe(mtime);
+    expect(readdirSync(dir).filter((f) => f.startsWith('global_step_0'))).toEqual(['global_step_0.db']);
+    expect(dump(restored)).toBe(dump(state));
+    await ok(['observe', '--results', results(dir, 1, [[1], [1], [0]]), '--state', restored]);
+    expect(JSON.parse((await ok(['inspect', '--state', restored])).stdout)).toMatchObject({ prompts: 3, last_step: 1 });
+  });
+
+  it('counts the prompts observed, as inspect does, not those only planned (a group recorded)', async () => {
+    const dir = tempDir();
+    const state = join(dir, 'state.db');
+    await ok(['observe', '--results', results(dir, 0, [[1, 0], [0, 1]]), '--state', state]);
+    const prompts = join(dir, 'prompts.jsonl');
+    writeFileSync(prompts, ['p0', 'p1', 'new'].map((id) => JSON.stringify({ id, group: 'aime' })).join('\n') + '\n');
+    await ok(['plan', '--prompts', prompts, '--state', state, '--budget-rollouts', '12', '--step', '1']);
+    const inspected = JSON.parse((await ok(['inspect', '--state', state])).stdout).prompts;
+    const copied = JSON.parse((await ok(['backup', '--state', state, '--out', join(dir, 'copy.db')])).stdout).prompts;
+    // Before: backup said 3 (the planned-only prompt "new" too), inspect 2.
+    expect([inspected, copied]).toEqual([2, 2]);
+  });
+
+  it('a full disk under the copy is said to be the copy\'s, not the state\'s', async () => {
+    const { vacuumInto } = await import('../src/store/sqlite.js');
+    const db = new Database(':memory:');
+    try {
+      db.exec('CREATE TABLE t (x); INSERT INTO t VALUES (randomblob(100000))');
+      // /dev/full: every write fails with ENOSPC, which SQLite reports as SQLITE_FULL.
+      expect(() => vacuumInto(db, '/dev/full', 'copy.db')).toThrow('copy.db: the disk holding the copy is full (SQLITE_FULL); the state is as it was');
+    } finally {
+      db.close();
+    }
+  });
+
   it('--out a symlink to a state: the file it leads to is replaced, the link stays a link', async () => {
     const dir = tempDir();
     const state = join(dir, 'state.db');

@@ -1,9 +1,7 @@
-import type Database from 'better-sqlite3';
-import { closeSync, existsSync, fsyncSync, openSync, readSync, renameSync, rmSync, statSync } from 'node:fs';
-import { dirname, resolve } from 'node:path';
+import { rmSync } from 'node:fs';
+import { dirname } from 'node:path';
 import { Allocator } from '../allocator.js';
 import { RolloutBudgetError, counted } from '../errors.js';
-import { isSqliteStart, SQLITE_MAGIC } from '../io/file-kind.js';
 import type { ResultSource } from '../io/results.js';
 import { carryIdCheck } from '../plan/checked-ids.js';
 import { DEFAULT_MAX_TOKENS, defaultLimitWarning, groupsWithoutLimit, planChunks, type ExportOptions, type PlanFormat } from '../plan/exports.js';
@@ -15,14 +13,11 @@ import type { DecayOptions } from '../posterior/decay.js';
 import type { StateSnapshot } from '../posterior/state.js';
 import { readStateAhead } from '../store/scan-ahead.js';
 import { MMAP_BYTES, SqliteStore } from '../store/sqlite.js';
-import { sqliteDriver } from '../store/sqlite-driver.js';
-import { lastStepReader } from '../store/sqlite-last-step.js';
-import { foreignTables } from '../store/state-kind.js';
 import { isPostgresUrl, redactUrl } from '../store/url.js';
 import type { ObserveSummary, Store } from '../store/types.js';
 import type { AsyncAllocator } from '../service/async-allocator.js';
 import type { AsyncStore } from '../store/async.js';
-import { checkOutput, onEndingSignal, outputTarget, removeStaleTemps, rereadable, writeChunks, type CliIo } from './io.js';
+import { checkOutput, rereadable, writeChunks, type CliIo } from './io.js';
 import { isNewStateFile, openCreated, removeStateFile, stillEmpty } from './new-state.js';
 import { readPrompts } from './prompts-input.js';
 import { budgetFrom, planOptionsFrom, type SharedFlags } from './options.js';
@@ -220,120 +215,11 @@ export async function inspectCommand(io: CliIo, opts: { state: string; prompt?: 
   }
 }
 
-/**
- * `backup`: a consistent copy of a SQLite state at `--out` (SqliteStore.copyTo), written to a
- * temp file beside it, synced, then renamed over it: `--out` is the old file or the whole new
- * one. It replaces only a SQLite file with no -wal or -shm beside it (one no process has
- * open): not a results file given by mistake, not a state in use. Prints what the copy holds.
- */
-export async function backupCommand(io: CliIo, opts: { state: string; out: string }): Promise<void> {
-  const { state, out } = opts;
-  if (isPostgresUrl(state)) {
-    throw new RolloutBudgetError('BAD_OPTION', `--state ${redactUrl(state)}: backup copies a SQLite state file; copy a PostgreSQL state's schema with pg_dump --schema <schema>`);
-  }
-  if (state === ':memory:' || isNewStateFile(state)) throw new RolloutBudgetError('BAD_OPTION', `--state ${state}: no state file there to copy (nothing was created)`);
-  if (isEmptyFile(state)) throw new RolloutBudgetError('BAD_OPTION', `--state ${state}: the file is empty (0 bytes), not a state: nothing to copy (a copy cut at its start?)`);
-  if (out === '-') throw new RolloutBudgetError('BAD_OPTION', '--out -: a state is a SQLite file, not text for stdout: give a file path');
-  checkOutput(out);
-  const there = statIfThere(out);
-  // As plan's --out: a symlink stays one, the file it leads to is replaced (its -wal and -shm are beside that file).
-  const { path: target, atomic } = outputTarget(out);
-  if (there !== undefined) {
-    const source = statSync(state);
-    if (there.dev === source.dev && there.ino === source.ino) throw new RolloutBudgetError('BAD_OPTION', `--out ${out} is the state file itself: give another path`);
-    if (!atomic || !isSqliteFile(target)) throw new RolloutBudgetError('BAD_OPTION', `--out ${out}: there is a file there that is not a SQLite state; backup replaces only a state file: give another path`);
-    const open = ['-wal', '-shm'].filter((suffix) => existsSync(`${target}${suffix}`));
-    if (open.length > 0) {
-      throw new RolloutBudgetError('STATE_ERROR', `--out ${out}: a state with ${open.map((s) => `${target}${s}`).join(' and ')} beside it, so a process may have it open: stop what uses it (and remove those files) before replacing it, or give another path`);
-    }
-    const foreign = foreignDatabase(target);
-    if (foreign !== undefined) {
-      throw new RolloutBudgetError('BAD_OPTION', `--out ${out}: a SQLite database of another program (its tables: ${foreign}), not a rollout-budget state; backup replaces only a state file: give another path`);
-    }
-  }
-  const tmp = `${target}.tmp-${process.pid}`;
-  rmSync(tmp, { force: true });
-  removeStaleTemps(target);
-  // In place before the copy's file is made: a Ctrl-C right after it met Node's default action.
-  const forget = onEndingSignal(() => rmSync(tmp, { force: true }));
-  try {
-    closeSync(openSync(tmp, 'wx')); // VACUUM INTO takes an empty file; made first, so a folder it cannot write is named as such
-  } catch (error) {
-    const code = (error as NodeJS.ErrnoException).code ?? String(error);
-    const why = code === 'EACCES' || code === 'EPERM' ? `: this user (uid ${process.getuid?.() ?? '?'}) cannot write the folder ${dirname(resolve(tmp))}` : code === 'EROFS' ? `: the folder ${dirname(resolve(tmp))} is on a read-only file system` : '';
-    forget();
-    throw new RolloutBudgetError('IO_ERROR', `--out ${out}: cannot write the copy there (${code}${why}); the state is as it was`);
-  }
-  let store: SqliteStore | undefined;
-  try {
-    store = new SqliteStore(state);
-    printNotes(io, store);
-    store.copyTo(tmp);
-    const fd = openSync(tmp, 'r+');
-    try {
-      fsyncSync(fd);
-    } finally {
-      closeSync(fd);
-    }
-    const held = copySummary(tmp);
-    renameSync(tmp, target);
-    io.stdout(`${JSON.stringify({ out, ...held, bytes: statSync(out).size })}\n`);
-  } catch (error) {
-    rmSync(tmp, { force: true });
-    if (error instanceof RolloutBudgetError) throw error;
-    throw new RolloutBudgetError('IO_ERROR', `${out}: cannot write the copy (${(error as NodeJS.ErrnoException).code ?? String(error)})`);
-  } finally {
-    store?.close();
-    forget();
-  }
-}
-
-/** The store's notes (a state on a network file system), each a line on stderr. */
-function printNotes(io: CliIo, store: Store): void {
+/** The store's notes (a state on a network file system, with other names), each a line on stderr. */
+export function printNotes(io: CliIo, store: Store): void {
   for (const note of store.notes ?? []) io.stderr(`rollout-budget: note: ${note}\n`);
 }
 
-function isSqliteFile(path: string): boolean {
-  const fd = openSync(path, 'r');
-  try {
-    const head = Buffer.alloc(SQLITE_MAGIC.length);
-    return isSqliteStart(head.subarray(0, readSync(fd, head, 0, head.length, 0)));
-  } finally {
-    closeSync(fd);
-  }
-}
-
-/**
- * The tables of another program's SQLite database at `path` (state-kind.ts foreignTables, as
- * observe refuses such a file as a state: backup replaced it whole); undefined for a state, an
- * empty database, or one that cannot be read (then the copy's own checks decide).
- */
-function foreignDatabase(path: string): string | undefined {
-  let db: Database.Database | undefined;
-  try {
-    const driver = sqliteDriver();
-    // Read-write, so that closing the only connection removes the -wal and -shm a state in WAL
-    // mode gets on open (none were there: checked above); a read-only one would leave them.
-    db = new driver.Database(path, { fileMustExist: true, ...driver.options }) as Database.Database;
-    return foreignTables(db);
-  } catch {
-    return undefined;
-  } finally {
-    db?.close();
-  }
-}
-
-/** The prompts and last step a copy holds, read from the copy (read-only: a copy in rollback-journal mode gets no file beside it). */
-function copySummary(path: string): { prompts: number; last_step: number | null } {
-  const driver = sqliteDriver();
-  const db = new driver.Database(path, { readonly: true, fileMustExist: true, ...driver.options });
-  try {
-    const prompts = db.prepare('SELECT count(*) FROM prompts').pluck().get() as number;
-    return { prompts, last_step: lastStepReader(db)() };
-  } finally {
-    db.close();
-  }
-}
 
 /** `inspect` without `--prompt`: what the state holds, and the prior a new prompt would get. */
 function stateSummary(prompts: number, snapshot: StateSnapshot): string {
@@ -383,7 +269,7 @@ export async function readResultSource(io: CliIo, path: string): Promise<{ sourc
 }
 
 /** Whether `path` is a file of 0 bytes (not a state, nor a new one: see inspectCommand). */
-function isEmptyFile(path: string): boolean {
+export function isEmptyFile(path: string): boolean {
   if (path === ':memory:') return false;
   const stat = statIfThere(path);
   return stat !== undefined && stat.isFile() && stat.size === 0;

@@ -47,7 +47,7 @@ export function registerStateCommands(program: Command, io: CliIo): void {
 
   stateFlag(program.command('backup').description(describe('backup')), 'the SQLite state file to copy', '<path>')
     .requiredOption('--out <path>', 'the copy: a new SQLite state file (replaced if it is one no process has open)')
-    .action(async (opts) => (await import('./state-commands.js')).backupCommand(io, opts));
+    .action(async (opts) => (await import('./backup.js')).backupCommand(io, opts));
 }
 
 /** `inspect --prompt`: an id as results and prompts files give them, so never empty (it answered for a prompt "" no file can name). */

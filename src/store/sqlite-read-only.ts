@@ -1,4 +1,4 @@
-import { accessSync, constants, readFileSync, realpathSync, statSync, type Stats } from 'node:fs';
+import { accessSync, closeSync, constants, openSync, readFileSync, readSync, realpathSync, statSync, type Stats } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import type Database from 'better-sqlite3';
 import { RolloutBudgetError } from '../errors.js';
@@ -129,4 +129,27 @@ export function requireWritable(path: string, writes: string): void {
   const reason = unwritableReason(path);
   if (reason === undefined) return;
   throw new RolloutBudgetError('STATE_ERROR', `${path}: ${reason}; ${writes}, so it must be writable, and nothing was opened. ${ADVICE}`);
+}
+
+/**
+ * Opens the SQLite state at `path` read-only when it is in rollback-journal mode with no
+ * `-wal` or `-journal` beside it (a copy `backup` made: a checkpoint's state), else undefined.
+ * Such a file is read under a shared lock and nothing is made beside it or changed in it: the
+ * usual open would switch it to WAL, and upgrade an older format, changing a checkpoint's bytes
+ * when a run is restored from it. The caller checks its kind (state-kind.ts) and closes it.
+ */
+export function openRollbackReadOnly(driver: SqliteDriver, path: string, timeoutMs: number): Database.Database | undefined {
+  if (path === ':memory:') return undefined;
+  const real = realpathSync(path);
+  if (statIfThere(`${real}-wal`) !== undefined || statIfThere(`${real}-journal`) !== undefined) return undefined;
+  const head = Buffer.alloc(20);
+  const fd = openSync(real, 'r');
+  try {
+    if (readSync(fd, head, 0, 20, 0) < 20) return undefined;
+  } finally {
+    closeSync(fd);
+  }
+  // Bytes 18 and 19 of the header: the file format's write and read versions, 1 for a rollback journal.
+  if (head[18] !== 1 || head[19] !== 1) return undefined;
+  return new driver.Database(path, { readonly: true, fileMustExist: true, timeout: timeoutMs, ...driver.options });
 }

@@ -355,7 +355,7 @@ export class SqliteStore implements Store {
    * asked (a statfs, a stat), not by the commands that never print it.
    */
   get notes(): readonly string[] {
-    return [networkStateNote(this.path), linkedStateNote(this.path)].filter((note) => note !== undefined);
+    return sqliteStateNotes(this.path);
   }
 
   /**
@@ -363,12 +363,12 @@ export class SqliteStore implements Store {
    * one read transaction (writers go on meanwhile; what they commit after it starts is not in the
    * copy), compacted. O(state size), without holding the state in memory.
    */
-  copyTo(file: string): void {
+  copyTo(file: string, name = file): void {
     this.sync(() => {
       // A read-only state's query_only stops VACUUM INTO too, which writes only the new file.
       if (this.readOnly !== undefined) this.db.exec('PRAGMA query_only = OFF');
       try {
-        this.db.prepare('VACUUM INTO ?').run(file);
+        vacuumInto(this.db, file, name);
       } finally {
         if (this.readOnly !== undefined) this.db.exec('PRAGMA query_only = ON');
       }
@@ -382,5 +382,24 @@ export class SqliteStore implements Store {
     if (this.file !== undefined && fileIdentity(this.path) === undefined) {
       for (const suffix of ['-wal', '-shm']) rmSync(`${this.path}${suffix}`, { force: true });
     }
+  }
+}
+
+/** What an operator should know about the SQLite state file at `path` (SqliteStore.notes). */
+export function sqliteStateNotes(path: string): string[] {
+  return [networkStateNote(path), linkedStateNote(path)].filter((note) => note !== undefined);
+}
+
+/**
+ * SQLite's VACUUM INTO `file` (`name`: the path the user gave for it). A full disk there is the
+ * copy's (only the new file is written): said as such, where the state's store would say the
+ * state's disk is full.
+ */
+export function vacuumInto(db: Database.Database, file: string, name = file): void {
+  try {
+    db.prepare('VACUUM INTO ?').run(file);
+  } catch (error) {
+    if (!String((error as { code?: unknown }).code ?? '').startsWith('SQLITE_FULL')) throw error;
+    throw new RolloutBudgetError('IO_ERROR', `${name}: the disk holding the copy is full (SQLITE_FULL); the state is as it was`);
   }
 }
