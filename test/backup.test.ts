@@ -154,6 +154,8 @@ describe('backup', () => {
       [['--state', state, '--out', appDb], `--out ${appDb}: a SQLite database of another program (its tables: users), not a rollout-budget state; backup replaces only a state file: give another path`],
       [['--state', state, '--out', inUse], `--out ${inUse}: a state with ${inUse}-wal beside it, so a process may have it open: stop what uses it (and remove those files) before replacing it, or give another path`],
       [['--state', state, '--out', join(dir, 'no-folder', 'x.db')], `${join(dir, 'no-folder', 'x.db')}: cannot write (ENOENT): there is no folder ${join(dir, 'no-folder')}`],
+      // Before: taken for a path, its password printed in "there is no folder postgres://rb:hunter2@...".
+      [['--state', state, '--out', 'postgres://rb:hunter2@db.example:5432/rl?schema=run7'], 'postgres://rb:***@db.example:5432/rl?schema=run7: a PostgreSQL URL, where a file path is expected (a state\'s URL goes to --state)'],
     ];
     for (const [args, message] of cases) {
       const r = await cli(['backup', ...args]);

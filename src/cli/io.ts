@@ -8,6 +8,7 @@ import { refuseDevice } from '../io/chunks.js';
 import { tempFolder, tempWriteFailed } from '../io/temp-folder.js';
 import { chunkText, decodeUtf8 } from '../io/utf8.js';
 import { statIfThere } from '../io/paths.js';
+import { isPostgresUrl, redactUrl } from '../store/url.js';
 
 /**
  * node:stream/promises, for spooling stdin only. A require, not `import()`: the bin runs the
@@ -170,6 +171,8 @@ export async function readInput(io: CliIo, path: string): Promise<{ text: string
  */
 export function checkOutput(path: string, inputs: Readonly<Record<string, string | undefined>> = {}): void {
   if (path === '-') return;
+  // A state's URL given where a file goes: was taken for a path, its password printed in the error.
+  if (isPostgresUrl(path)) throw new RolloutBudgetError('BAD_OPTION', `${redactUrl(path)}: a PostgreSQL URL, where a file path is expected (a state's URL goes to --state)`);
   sameFileAsInput(path, inputs);
   const parent = dirname(path);
   const folder = statIfThere(parent);
