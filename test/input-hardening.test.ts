@@ -310,3 +310,52 @@ describe('a file of another kind given in its place', () => {
     expect(() => parseJson('SQLite format 3\u0000', 'plan.json')).toThrow('plan.json: this is a SQLite database (a state file?)');
   });
 });
+
+describe('a path stat(2) cannot follow', () => {
+  it('a loop of symbolic links or a name too long is named with its errno, exit 2, for every reader and writer (it was an internal error with a stack trace)', async () => {
+    // Found by a hostile review: observe --results, replay --log, --state and every --out crashed with exit 1.
+    const { symlinkSync } = await import('node:fs');
+    const dir = tempDir();
+    const loop = join(dir, 'loop1');
+    symlinkSync(join(dir, 'loop2'), loop);
+    symlinkSync(loop, join(dir, 'loop2'));
+    const long = join(dir, 'a'.repeat(300));
+    const state = join(dir, 'state.db');
+    const results = join(dir, 'r.jsonl');
+    writeFileSync(results, '{"prompt_id":"a","reward":1}\n');
+    expect((await cli(['observe', '--results', results, '--state', state])).code).toBe(0);
+    const prompts = join(dir, 'p.jsonl');
+    writeFileSync(prompts, '{"id":"a"}\n');
+    let ran = 0;
+    for (const [path, why] of [[loop, 'ELOOP: a loop of symbolic links'], [long, 'ENAMETOOLONG: a name in it is longer than the file system takes']] as const) {
+      for (const args of [
+        ['observe', '--results', path, '--state', state],
+        ['replay', '--log', path, '--quiet'],
+        ['inspect', '--state', path],
+        ['plan', '--prompts', prompts, '--state', state, '--out', path],
+        ['backup', '--state', state, '--out', path],
+      ]) {
+        const r = await cli(args);
+        expect(r.code, `${args.join(' ')}: ${r.stderr}`).toBe(2);
+        expect(r.stderr, args[0]).toContain(`${path}: cannot `);
+        expect(r.stderr, args[0]).toContain(why.split(':')[0]!);
+        expect(r.stderr, args[0]).not.toContain('internal error');
+        ran++;
+      }
+    }
+    expect(ran).toBe(10);
+  });
+
+  it('a FIFO named like a step file in a log folder is refused, naming it (replay waited on it forever)', async () => {
+    const dir = tempDir();
+    const folder = join(dir, 'verl');
+    const { mkdirSync } = await import('node:fs');
+    mkdirSync(folder);
+    for (const step of [1, 2]) writeFileSync(join(folder, `${step}.jsonl`), `{"input":"p","output":"x","score":1,"step":${step}}\n`);
+    expect(spawnSync('mkfifo', [join(folder, '3.jsonl')]).status).toBe(0);
+    // A process of its own, with a time limit: the code before waited in a blocking open(2).
+    const r = spawnSync(process.execPath, [CLI, 'replay', '--log', folder, '--quiet', '--policies', 'uniform'], { encoding: 'utf8', timeout: 20_000 });
+    expect(r.status).toBe(2);
+    expect(r.stderr).toContain(`${join(folder, '3.jsonl')}: a FIFO (named pipe), not a file, in the log folder ${folder}: move it out of the folder`);
+  }, 30_000);
+});

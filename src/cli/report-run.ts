@@ -1,4 +1,5 @@
 import { statSync } from 'node:fs';
+import { unreachable } from '../io/paths.js';
 import { InvalidArgumentError, type Command } from 'commander';
 import { RolloutBudgetError, badOption } from '../errors.js';
 import type { PolicyResult } from '../replay/engine.js';
@@ -83,8 +84,10 @@ export function checkReportFolder(out: string | undefined): void {
   try {
     there = statSync(out, { throwIfNoEntry: false });
   } catch (error) {
-    // ENOTDIR: a file where the path needs a folder (--out results.jsonl/report).
-    throw new RolloutBudgetError('IO_ERROR', `${out}: cannot write the report (${(error as NodeJS.ErrnoException).code}: a part of the path is a file, not a folder)`);
+    // ENOTDIR: a file where the path needs a folder (--out results.jsonl/report); else EACCES, ELOOP, ...
+    const code = (error as NodeJS.ErrnoException).code;
+    if (code !== 'ENOTDIR') throw unreachable(out, error);
+    throw new RolloutBudgetError('IO_ERROR', `${out}: cannot write the report (${code}: a part of the path is a file, not a folder)`);
   }
   if (there?.isDirectory() === false) throw new RolloutBudgetError('IO_ERROR', `${out}: cannot write the report (a file is there; --out names a folder)`);
 }

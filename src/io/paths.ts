@@ -1,6 +1,7 @@
 import { existsSync, mkdirSync, statSync, type Stats } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { RolloutBudgetError } from '../errors.js';
 
 /** The package's root (the folder holding package.json), from src/ or dist/src/ alike. */
 export function packageRoot(): string {
@@ -37,13 +38,27 @@ export function makeFolders(dir: string): void {
 /**
  * `statSync(path)`, or undefined when nothing is there: no entry (ENOENT), or a file where a
  * folder of the path should be (ENOTDIR: `--state afile/x.db` crashed with a stack trace).
- * Other errors (EACCES) are thrown.
+ * A path that cannot be followed (a folder on its way this user cannot search, a loop of
+ * symbolic links, a name too long) throws IO_ERROR naming it and why (unreachable): it was an
+ * internal error with a stack trace.
  */
 export function statIfThere(path: string): Stats | undefined {
   try {
     return statSync(path, { throwIfNoEntry: false });
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code === 'ENOTDIR') return undefined;
-    throw error;
+    throw unreachable(path, error);
   }
+}
+
+/** The IO_ERROR of a path stat(2) cannot follow: `<path>: cannot reach it (EACCES: ...)`. */
+export function unreachable(path: string, error: unknown): Error {
+  const code = (error as NodeJS.ErrnoException).code;
+  if (code === undefined) return error instanceof Error ? error : new Error(String(error));
+  const why: Readonly<Record<string, string>> = {
+    EACCES: `this user (uid ${process.getuid?.() ?? '?'}) cannot search a folder on its way`,
+    ELOOP: 'a loop of symbolic links',
+    ENAMETOOLONG: 'a name in it is longer than the file system takes',
+  };
+  return new RolloutBudgetError('IO_ERROR', `${path}: cannot reach it (${code}${why[code] === undefined ? '' : `: ${why[code]}`})`);
 }

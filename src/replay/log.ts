@@ -3,6 +3,7 @@ import { basename, join } from 'node:path';
 import { RolloutBudgetError, badInput, badOption, cannotRead, quote } from '../errors.js';
 import { lineChunks } from '../io/chunks.js';
 import { eachJsonl, field } from '../io/jsonl.js';
+import { statIfThere } from '../io/paths.js';
 import { SeenRollouts, addLogLine, requireStep, type VerlIds } from './log-lines.js';
 import { RolloutStore } from './log-store.js';
 import { LogIndexer, NotInStepOrder } from './step-index.js';
@@ -72,7 +73,13 @@ export function logFolder(path: string): { files: string[]; skipped: string[] } 
   const key = (n: string) => (STEP_FILE.test(n) ? Number.parseInt(n, 10) : Infinity);
   read.sort((a, b) => key(a) - key(b) || (a < b ? -1 : a > b ? 1 : 0));
   const skipped = names.filter((n) => !read.includes(n)).sort();
-  return { files: read.map((n) => join(path, n)), skipped: skipped.map((n) => join(path, n)) };
+  const files = read.map((n) => join(path, n));
+  // Each is read by path, twice: a FIFO named <N>.jsonl (a pipe someone left there) was waited on forever.
+  for (const file of files) {
+    const kind = statIfThere(file);
+    if (kind !== undefined && !kind.isFile()) throw new RolloutBudgetError('IO_ERROR', `${file}: ${kind.isDirectory() ? 'a folder' : kind.isFIFO() ? 'a FIFO (named pipe)' : 'a device or socket'}, not a file, in the log folder ${path}: move it out of the folder`);
+  }
+  return { files, skipped: skipped.map((n) => join(path, n)) };
 }
 
 /** A count-only visit (visits format) while the log is read. */
@@ -150,7 +157,7 @@ async function eachLogLine(
   each: (obj: Record<string, unknown>, where: string) => void,
   misnamed?: Misnamed[],
 ): Promise<void> {
-  const total = files.reduce((s, f) => s + statSync(f).size, 0);
+  const total = files.reduce((s, f) => s + (statIfThere(f)?.size ?? 0), 0);
   let read = 0;
   let lastReport = 0;
   for (const file of files) {
