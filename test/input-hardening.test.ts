@@ -183,6 +183,42 @@ describe('numbers a double cannot hold', () => {
   });
 });
 
+describe('token counts beyond any context', () => {
+  it('a rollout\'s tokens (a line, a group\'s), a prompt\'s prompt_tokens or max_tokens above 10⁷ are refused naming file, line, field and value; the state as it was', async () => {
+    // Found by a hostile review: one results line with "tokens": 2^53 − 1 was taken (exit 0), the
+    // pooled mean length became 1.6e13, and a later token-budget plan kept 5 of 18 prompts.
+    const { readFileSync } = await import('node:fs');
+    const dir = tempDir();
+    const state = join(dir, 'state.db');
+    const ok = join(dir, 'ok.jsonl');
+    writeFileSync(ok, '{"prompt_id":"a","step":0,"reward":1,"tokens":10000000,"rollout_id":"a0"}\n');
+    expect((await cli(['observe', '--results', ok, '--state', state])).code).toBe(0); // the largest taken
+    const before = readFileSync(state);
+    const at = '(10⁷ tokens, longer than any model\'s context)';
+    const cases: [string, string][] = [
+      ['{"prompt_id":"u","step":5,"reward":1,"tokens":9007199254740991,"rollout_id":"x1"}', `"tokens" must be at most 10000000 ${at}, got 9007199254740991`],
+      ['{"prompt_id":"u","step":5,"rewards":[1,0],"tokens":[10,10000001]}', `"tokens[1]" must be at most 10000000 ${at}, got 10000001`],
+      // The slow path's check too (a key the fast scanner leaves to it: an escaped one).
+      ['{"prompt_id":"u","step":5,"reward":1,"tok\\u0065ns":10000001}', `"tokens" must be at most 10000000 ${at}, got 10000001`],
+    ];
+    for (const [line, message] of cases) {
+      const file = join(dir, 'bad.jsonl');
+      writeFileSync(file, `{"prompt_id":"b","step":5,"reward":0}\n${line}\n`);
+      const r = await cli(['observe', '--results', file, '--state', state]);
+      expect(r.code, line).toBe(2);
+      expect(r.stderr, line).toBe(`rollout-budget: ${file}:2: ${message}\n`);
+    }
+    expect(readFileSync(state).equals(before)).toBe(true);
+    for (const [key, value] of [['prompt_tokens', 10000001], ['max_tokens', 9007199254740991]] as const) {
+      const prompts = join(dir, 'p.jsonl');
+      writeFileSync(prompts, `{"id":"a"}\n{"id":"b","${key}":${value}}\n`);
+      const p = await cli(['plan', '--prompts', prompts, '--state', ':memory:', '--budget-rollouts', '16']);
+      expect(p.code, key).toBe(2);
+      expect(p.stderr, key).toBe(`rollout-budget: ${prompts}:2: "${key}" must be at most 10000000 ${at}, got ${value}\n`);
+    }
+  });
+});
+
 describe('a file of another kind given in its place', () => {
   const fixture = join(import.meta.dirname, '..', 'fixtures', 'qwen-math100-k8');
   const plan = join(fixture, 'plan.json');

@@ -15,6 +15,7 @@ import { DEFAULT_VERIFIER_TIMEOUT_S } from '../executor/verify/command.js';
 import { verifierFrom } from '../executor/verify/verifiers.js';
 import { parsePrompts } from '../io/formats.js';
 import { DEFAULT_MAX_TOKENS } from '../plan/exports.js';
+import { MAX_TOKEN_COUNT } from '../posterior/length.js';
 import { SimModel, SHORT_COT } from '../simserver/model.js';
 import { parseSimPrompts } from '../simserver/prompts.js';
 import { SIM_REASONING_FIELDS } from '../simserver/stream.js';
@@ -66,7 +67,7 @@ function executorOptions(cmd: Command): Command {
     .addOption(new Option('--over-provision <ratio>', 'launch up to (1 + r)·n rollouts per group, keep the first n').default(0).argParser(numberArg(0, 10)))
     .addOption(new Option('--timeout-s <s>', 'a request that gets nothing from the server for this many seconds is aborted and retried (a streamed answer that keeps coming is never cut)').default(600).argParser(numberArg(0.001, 86_400)))
     .addOption(new Option('--retries <int>', 'retries per request on 5xx, connection errors and timeouts').default(4).argParser(intArg(0)))
-    .addOption(new Option('--max-tokens <int>', 'max_tokens for prompts the plan gives none (servers default to 16 or 128)').default(DEFAULT_MAX_TOKENS).argParser(intArg(1)))
+    .addOption(new Option('--max-tokens <int>', 'max_tokens for prompts the plan gives none (servers default to 16 or 128)').default(DEFAULT_MAX_TOKENS).argParser(intArg(1, MAX_TOKEN_COUNT)))
     .addOption(new Option('--extra-body <json>', 'JSON object merged into every request body (top_p, stop, return_token_ids: false, ...)').argParser(extraBodyArg))
     .addOption(new Option('--temperature <t>', 'sampling temperature sent to the server').argParser(numberArg(0, 10)))
     .option('--api-key <key>', `sent as "Authorization: Bearer <key>" to servers started with --api-key (vLLM, SGLang) (default: $${API_KEY_ENV})`);

@@ -1,6 +1,7 @@
 import { InvalidArgumentError, Option, type Command } from 'commander';
 import { DEFAULT_MAX_TOKENS, PLAN_FORMATS } from '../plan/exports.js';
 import { defaultPlanOptions, MAX_PREFILL_WEIGHT } from '../plan/options.js';
+import { MAX_TOKEN_COUNT } from '../posterior/length.js';
 import { describe } from './catalog.js';
 import type { CliIo } from './io.js';
 import { boundFlags, budgetFlags, decayFlags, multipleOfFlag, policyFlags, roundsLeftFlag, seedFlag, skipFlag, stateFlag } from './options.js';
@@ -26,7 +27,7 @@ export function registerStateCommands(program: Command, io: CliIo): void {
     .addOption(new Option('--format <format>', 'plan output format').choices(PLAN_FORMATS).default('json'))
     .option('--model <name>', 'model name for --format vllm-batch request bodies')
     // issue 11: a generation limit for prompts without max_tokens, and the field holding the text.
-    .addOption(new Option('--max-tokens <int>', `max_tokens of prompts that give none (the plan knows it); exports use ${DEFAULT_MAX_TOKENS} when not given`).argParser(intArg(1)))
+    .addOption(new Option('--max-tokens <int>', `max_tokens of prompts that give none (the plan knows it); exports use ${DEFAULT_MAX_TOKENS} when not given`).argParser(intArg(1, MAX_TOKEN_COUNT)))
     .option('--prompt-field <name>', 'prompts field holding the text, for --format vllm-batch and sglang', 'prompt');
   decayFlags(plan);
   roundsLeftFlag(plan);

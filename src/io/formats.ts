@@ -5,6 +5,7 @@ import { noteIdCheck } from '../plan/checked-ids.js';
 import { CHUNK_BYTES, lineChunks } from './chunks.js';
 import { eachFlatJsonl, eachFlatJsonlText, NUMBER, STRING, valueOf, type FlatFields } from './flat-scan.js';
 import { field, MAX_STORED_TEXT } from './jsonl.js';
+import { MAX_TOKEN_COUNT } from '../posterior/length.js';
 
 /**
  * Checks one candidate's fields (a prompts line, a service request's candidate) and returns
@@ -12,8 +13,8 @@ import { field, MAX_STORED_TEXT } from './jsonl.js';
  */
 export function checkCandidate(where: string, value: Record<string, unknown>): string {
   const id = field.string(where, value, 'id', true)!;
-  field.int(where, value, 'prompt_tokens', 0);
-  field.int(where, value, 'max_tokens', 1);
+  field.tokens(where, value, 'prompt_tokens', 0);
+  field.tokens(where, value, 'max_tokens', 1);
   field.string(where, value, 'group', false);
   field.rewards(where, value, 'partial_rewards');
   field.hint(where, value);
@@ -139,7 +140,7 @@ function plainCandidate(f: FlatFields): Candidate | undefined {
       if (kind !== STRING || f.strings[k] === '' || f.strings[k]!.length > MAX_STORED_TEXT) return undefined;
       if (key === 'id') id = true;
     } else if (key === 'prompt_tokens' || key === 'max_tokens') {
-      if (kind !== NUMBER || !Number.isSafeInteger(number) || number < (key === 'max_tokens' ? 1 : 0)) return undefined;
+      if (kind !== NUMBER || !Number.isSafeInteger(number) || number < (key === 'max_tokens' ? 1 : 0) || number > MAX_TOKEN_COUNT) return undefined;
     } else if (key === 'partial_rewards' || key === 'prior_pass_rate' || key === 'prior_samples') return undefined;
   }
   if (!id) return undefined;

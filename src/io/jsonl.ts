@@ -6,6 +6,7 @@ import { refuseDevice } from './chunks.js';
 import { decodeUtf8 } from './utf8.js';
 import { binaryKind } from './file-kind.js';
 import { statIfThere } from './paths.js';
+import { MAX_TOKEN_COUNT } from '../posterior/length.js';
 
 /** One parsed JSONL line with where it came from. */
 export interface Located<T> {
@@ -164,6 +165,10 @@ export function parseJsonl(text: string, name: string): Located<Record<string, u
   return out;
 }
 
+function tooManyTokens(key: string, v: number): string {
+  return `"${key}" must be at most ${MAX_TOKEN_COUNT} (10⁷ tokens, longer than any model's context), got ${v}`;
+}
+
 /** Field checks shared by the input formats; each names the place, field and bad value. */
 export const field = {
   string(where: string, obj: Record<string, unknown>, key: string, required: boolean, max = MAX_STORED_TEXT): string | undefined {
@@ -180,6 +185,12 @@ export const field = {
     if (typeof v !== 'number' || !Number.isSafeInteger(v) || v < min) {
       throw badInput(where, `"${key}" must be ${min > 0 ? 'a positive' : 'a non-negative'} integer, got ${quote(v)}`);
     }
+    return v;
+  },
+  /** A token count (a rollout's `tokens`, a prompt's `prompt_tokens` or `max_tokens`): an integer in [min, MAX_TOKEN_COUNT]. */
+  tokens(where: string, obj: Record<string, unknown>, key: string, min: number): number | undefined {
+    const v = field.int(where, obj, key, min);
+    if (v !== undefined && v > MAX_TOKEN_COUNT) throw badInput(where, tooManyTokens(key, v));
     return v;
   },
   /** An optional step: an integer in [0, MAX_STEP]. */
@@ -220,6 +231,9 @@ export const field = {
       const t: unknown = tokens === undefined ? undefined : tokens[j];
       if (t !== undefined && (typeof t !== 'number' || !Number.isSafeInteger(t) || t < 0)) {
         throw badInput(where, `"tokens[${j}]" must be a non-negative integer, got ${quote(t)}`);
+      }
+      if (typeof t === 'number' && t > MAX_TOKEN_COUNT) {
+        throw badInput(where, tooManyTokens(`tokens[${j}]`, t));
       }
       each(reward, t as number | undefined, j);
     }

@@ -4,6 +4,7 @@ import { MAX_STEP } from '../posterior/decay.js';
 import { checkReadable, fileDigest, lineChunks, sha256 } from './chunks.js';
 import { compact, eachFlatJsonl, eachFlatJsonlText, FALSE, NUMBER, STRING, TRUE, type FlatFields } from './flat-scan.js';
 import { field, MAX_ROLLOUT_ID, MAX_STORED_TEXT } from './jsonl.js';
+import { MAX_TOKEN_COUNT } from '../posterior/length.js';
 
 /** One rollout outcome, as `observe` applies it. */
 export interface RolloutResult {
@@ -208,7 +209,7 @@ function plainResult(f: FlatFields, line: number, sink: Sink): boolean {
         break;
       case 'step':
       case 'tokens':
-        if (kind !== NUMBER || !Number.isSafeInteger(number) || number < 0 || (key === 'step' && number > MAX_STEP)) return false;
+        if (kind !== NUMBER || !Number.isSafeInteger(number) || number < 0 || number > (key === 'step' ? MAX_STEP : MAX_TOKEN_COUNT)) return false;
         if (key === 'step') step = compact(number);
         else tokens = compact(number);
         break;
@@ -291,7 +292,7 @@ function validateResult(where: string, line: number, value: Record<string, unkno
   }
   if (value.reward === undefined) throw badInput(where, '"reward" is required (or "rewards" for a group), got nothing');
   const reward = field.reward(where, 'reward', value.reward);
-  const tokens = field.int(where, value, 'tokens', 0);
+  const tokens = field.tokens(where, value, 'tokens', 0);
   const finish = value.finish_reason;
   if (finish !== undefined && (typeof finish !== 'string' || !FINISH.has(finish))) {
     throw badInput(where, `"finish_reason" must be "stop", "length" or "abort", got ${quote(finish)}`);

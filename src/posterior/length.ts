@@ -1,6 +1,13 @@
 import type { GroupStats, PromptState } from './state.js';
 
 /**
+ * The most tokens a count may say (10⁷): a rollout, a prompt or a limit longer than the longest
+ * context any model serves. One results line saying 2⁵³ − 1 tokens was taken, and the pooled
+ * mean length (1.6·10¹³) cut every later token-budget plan to a quarter of its prompts.
+ */
+export const MAX_TOKEN_COUNT = 10_000_000;
+
+/**
  * Expected generated tokens of one rollout of a prompt.
  *
  * L_correct and L_wrong are the prompt's mean token counts for correct (reward ≥ 0.5) and

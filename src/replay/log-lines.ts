@@ -86,5 +86,5 @@ function addResultLine(store: RolloutSink, where: string, obj: Record<string, un
     return;
   }
   if (obj.reward === undefined) throw badInput(where, '"reward" is required (or "rewards" for a group), got nothing');
-  store.add(step, prompt_id, field.reward(where, 'reward', obj.reward), field.int(where, obj, 'tokens', 0));
+  store.add(step, prompt_id, field.reward(where, 'reward', obj.reward), field.tokens(where, obj, 'tokens', 0));
 }

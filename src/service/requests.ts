@@ -1,6 +1,7 @@
 import { RolloutBudgetError, badInput, quote, withFieldNames } from '../errors.js';
 import { batchOf, checkCandidate, parseResults, type ResultBatch } from '../io/formats.js';
 import { MAX_JSON_DEPTH, nestedDeeperThan, parseJson, storedTextProblem } from '../io/jsonl.js';
+import { MAX_TOKEN_COUNT } from '../posterior/length.js';
 import { MAX_N_LIMIT } from '../plan/limits.js';
 import { MAX_STEP } from '../posterior/decay.js';
 import { resolvePlanOptions, type PlanOptionsInput } from '../plan/options.js';
@@ -210,7 +211,7 @@ export function promptQueryOf(query: URLSearchParams): { candidate: Partial<Cand
   };
   const group = query.get('group');
   if (group !== null) candidate.group = str('query.group', group);
-  const maxTokens = intParam('max_tokens', 1);
+  const maxTokens = intParam('max_tokens', 1, MAX_TOKEN_COUNT);
   if (maxTokens !== undefined) candidate.max_tokens = maxTokens;
   // The planner's largest step (its decay counts steps): above it was a 400 naming options.step, a field never sent.
   const step = intParam('step', 0, MAX_STEP);
