@@ -395,3 +395,24 @@ describe('a path stat(2) cannot follow', () => {
     expect(r.stderr).toContain(`${join(folder, '3.jsonl')}: a FIFO (named pipe), not a file, in the log folder ${folder}: move it out of the folder`);
   }, 30_000);
 });
+
+describe('the last step a state may hold', () => {
+  it('a plan or an observe without a step takes that step again, not one past it that observe and --step refuse', async () => {
+    // A statistician's review: at last step 2^31 − 1 the plan's default step was 2^31, and
+    // observing that plan's results with the step it named was exit 2.
+    const dir = tempDir();
+    const state = join(dir, 'state.db');
+    const results = join(dir, 'r.jsonl');
+    writeFileSync(results, '{"prompt_id":"a","step":2147483647,"reward":1}\n');
+    expect((await cli(['observe', '--results', results, '--state', state])).code).toBe(0);
+    const prompts = join(dir, 'p.jsonl');
+    writeFileSync(prompts, '{"id":"a"}\n');
+    const plan = await cli(['plan', '--prompts', prompts, '--state', state, '--budget-rollouts', '4']);
+    expect(plan.code, plan.stderr).toBe(0);
+    expect(JSON.parse(plan.stdout).step).toBe(2147483647);
+    writeFileSync(results, '{"prompt_id":"a","reward":0}\n');
+    const o = await cli(['observe', '--results', results, '--state', state]);
+    expect(o.code, o.stderr).toBe(0);
+    expect(JSON.parse(o.stdout)).toMatchObject({ applied: 1, last_step: 2147483647 });
+  });
+});

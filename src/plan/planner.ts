@@ -1,6 +1,6 @@
 import { RolloutBudgetError, badInput, counted, quote } from '../errors.js';
 import { fnv1a } from '../math/hash.js';
-import { behindWarning, forgetFactor } from '../posterior/decay.js';
+import { behindWarning, forgetFactor, nextStep } from '../posterior/decay.js';
 import { expectedTokens } from '../posterior/length.js';
 import { checkHint, hintPriors, type HintPriors } from '../posterior/hints.js';
 import { flatPrior, priorFor, type Prior } from '../posterior/prior.js';
@@ -120,7 +120,7 @@ export function planStep(
   const value = named('value', registries.values, options.value);
   const surplusValue = registries.values.get(options.surplusValue);
   const solver = registries.solvers.get(options.solver);
-  const step = options.step ?? (snapshot.lastStep === null ? 0 : snapshot.lastStep + 1);
+  const step = options.step ?? nextStep(snapshot.lastStep);
   const size = candidates.length;
   const warnings: string[] = [];
   // A step given far before the state's last: most often a new run on an old run's state.

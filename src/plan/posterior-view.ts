@@ -1,5 +1,6 @@
 import { betaQuantile } from '../math/beta.js';
 import { expectedTokens } from '../posterior/length.js';
+import { nextStep } from '../posterior/decay.js';
 import type { StateSnapshot } from '../posterior/state.js';
 import { posteriors } from './planner.js';
 import type { Candidate, PlanOptions } from './types.js';
@@ -30,7 +31,7 @@ export interface PosteriorView {
  * by the synchronous Allocator and the service. `candidate` may carry group and max_tokens.
  */
 export function posteriorView(snapshot: StateSnapshot, id: string, candidate: Partial<Candidate>, resolved: PlanOptions): PosteriorView {
-  const step = resolved.step ?? (snapshot.lastStep === null ? 0 : snapshot.lastStep + 1);
+  const step = resolved.step ?? nextStep(snapshot.lastStep);
   const state = snapshot.get(id);
   const c: Candidate = { ...candidate, id, ...(state?.group ? { group: candidate.group ?? state.group } : {}) };
   const { alpha, beta } = posteriors(snapshot, [c], step, resolved);

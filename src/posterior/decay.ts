@@ -36,6 +36,15 @@ export function stepTooLarge(step: number): string | undefined {
   return step > MAX_STEP ? `must be at most ${MAX_STEP} (2^31 − 1), got ${step}` : undefined;
 }
 
+/**
+ * The step a plan or an observe takes when none is given: the state's last + 1 (0 for a new
+ * state), at most MAX_STEP. At the last step a state may hold, that step again: last + 1 was a
+ * step that observe and --step then refused.
+ */
+export function nextStep(lastStep: number | null): number {
+  return lastStep === null ? 0 : Math.min(lastStep + 1, MAX_STEP);
+}
+
 /** λ^(step − lastStep), 1 when step ≤ lastStep. */
 export function forgetFactor(decay: DecayOptions, lastStep: number, step: number): number {
   return step > lastStep ? Math.pow(decay.forgetPerStep, step - lastStep) : 1;

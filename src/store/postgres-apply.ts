@@ -1,6 +1,6 @@
 import type pg from 'pg';
 import type { ResultSource } from '../io/results.js';
-import { LN_EVIDENCE_FLOOR, LN_GUARD, type DecayOptions } from '../posterior/decay.js';
+import { LN_EVIDENCE_FLOOR, LN_GUARD, nextStep, type DecayOptions } from '../posterior/decay.js';
 import type { PromptState } from '../posterior/state.js';
 import { applyEvidence, EvidenceAccumulator, summaryOf, type StepEvidence } from './accumulate.js';
 import { ALL_CLAIMED, BatchClaims } from './claims.js';
@@ -132,7 +132,7 @@ async function claimKeys(c: pg.PoolClient, s: string, keys: readonly string[]): 
 export async function applyIn(c: pg.PoolClient, s: string, source: ResultSource, decay: DecayOptions): Promise<ObserveSummary> {
   const meta = await c.query<{ v: number }>(`SELECT value::float8 AS v FROM ${s}.meta WHERE key = 'last_step'`);
   const before = meta.rows[0]?.v ?? null;
-  const acc = new EvidenceAccumulator(before === null ? 0 : before + 1);
+  const acc = new EvidenceAccumulator(nextStep(before));
   const claims = new BatchClaims(source);
   // A chunk's claim goes out, then the next chunk is read while the database works on it.
   const chunks = source.chunks()[Symbol.iterator]();

@@ -1,6 +1,6 @@
 import type Database from 'better-sqlite3';
 import type { ResultSource } from '../io/results.js';
-import type { DecayOptions } from '../posterior/decay.js';
+import { nextStep, type DecayOptions } from '../posterior/decay.js';
 import type { PromptState } from '../posterior/state.js';
 import { applyEvidence, EvidenceAccumulator, summaryOf } from './accumulate.js';
 import { ALL_CLAIMED, BatchClaims } from './claims.js';
@@ -123,7 +123,7 @@ export class SqliteWriter {
    */
   apply(source: ResultSource, decay: DecayOptions, hopeful = false): ObserveSummary {
     const before = this.lastStep();
-    const acc = new EvidenceAccumulator(before === null ? 0 : before + 1);
+    const acc = new EvidenceAccumulator(nextStep(before));
     const claims = new BatchClaims(source);
     for (const chunk of source.chunks(claims.taker(acc))) {
       const request = claims.request(chunk);
