@@ -416,3 +416,32 @@ describe('the last step a state may hold', () => {
     expect(JSON.parse(o.stdout)).toMatchObject({ applied: 1, last_step: 2147483647 });
   });
 });
+
+describe('a report that cannot be written whole', () => {
+  it('a folder where one of its files goes is named before anything is replaced: the last report stays whole, no temp file is left', async () => {
+    // Found by a hostile review: summary.md a folder, and metrics.json was already this run's
+    // beside the last run's summary and report, with two temp files left.
+    const { mkdirSync, readdirSync, readFileSync } = await import('node:fs');
+    const dir = tempDir();
+    const log = join(dir, 'r.jsonl');
+    writeFileSync(log, [0, 1, 2].flatMap((step) => ['a', 'b'].map((p) => JSON.stringify({ prompt_id: p, step, rewards: [1, 0, 1, 0] }))).join('\n') + '\n');
+    const out = join(dir, 'rep');
+    mkdirSync(out);
+    writeFileSync(join(out, 'metrics.json'), 'the last run\n');
+    mkdirSync(join(out, 'summary.md'));
+    const r = await cli(['replay', '--log', log, '--quiet', '--policies', 'uniform', '--out', out]);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain(`${out}: cannot write the report (summary.md there is a folder): move it away`);
+    expect(readFileSync(join(out, 'metrics.json'), 'utf8')).toBe('the last run\n');
+    expect(readdirSync(out).sort()).toEqual(['metrics.json', 'summary.md']);
+    // A write failing after two temp files were written (here: the third's temp name is taken
+    // by a folder; a full disk does the same) removes them. cli() runs in this process: its pid.
+    rmSync(join(out, 'summary.md'), { recursive: true });
+    mkdirSync(join(out, `.report.html.tmp-${process.pid}`));
+    const cut = await cli(['replay', '--log', log, '--quiet', '--policies', 'uniform', '--out', out]);
+    expect(cut.code).toBe(2);
+    expect(cut.stderr).toContain(`${out}: cannot write the report (EISDIR)`);
+    expect(readdirSync(out).sort()).toEqual([`.report.html.tmp-${process.pid}`, 'metrics.json']);
+    expect(readFileSync(join(out, 'metrics.json'), 'utf8')).toBe('the last run\n');
+  });
+});

@@ -1,7 +1,7 @@
-import { renameSync, writeFileSync } from 'node:fs';
+import { renameSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { RolloutBudgetError } from '../errors.js';
-import { makeFolders } from '../io/paths.js';
+import { makeFolders, statIfThere } from '../io/paths.js';
 import type { PolicyResult } from '../replay/engine.js';
 import { VERSION } from '../version.js';
 import { ahead, headline, ratioSummaries, settingsFromOptions } from './headline.js';
@@ -101,8 +101,8 @@ export function summaryDocument(report: ReportInput): string {
 
 /**
  * Writes metrics.json, summary.md and report.html into `dir` (created if missing). Each file
- * goes to a temporary name first and is renamed only when all three are written, so a
- * failure leaves no partial report.
+ * goes to a temporary name first and is renamed only when all three are written (and none of
+ * the names is a folder), so a failure leaves no partial report and no temp file.
  */
 export function writeReport(dir: string, report: ReportInput): string[] {
   const view = viewOf(report);
@@ -121,15 +121,30 @@ export function writeReport(dir: string, report: ReportInput): string[] {
       warnings: report.warnings ?? [],
     })],
   ];
+  const written: string[] = [];
   try {
     makeFolders(dir);
-    const tmp = files.map(([name, text]) => {
+    // A folder where a file goes is named before anything is replaced: a rename failing after
+    // the first left metrics.json of this run beside the last run's summary and report.
+    const folder = files.find(([name]) => statIfThere(join(dir, name))?.isDirectory() === true);
+    if (folder !== undefined) throw new RolloutBudgetError('IO_ERROR', `${dir}: cannot write the report (${folder[0]} there is a folder): move it away`);
+    for (const [name, text] of files) {
       const path = join(dir, `.${name}.tmp-${process.pid}`);
+      written.push(path);
       writeFileSync(path, text);
-      return path;
-    });
-    files.forEach(([name], k) => renameSync(tmp[k]!, join(dir, name)));
+    }
+    files.forEach(([name], k) => renameSync(written[k]!, join(dir, name)));
+    written.length = 0;
   } catch (error) {
+    // The temp files go too (a full disk left all three, the last cut short).
+    for (const path of written) {
+      try {
+        rmSync(path, { force: true });
+      } catch {
+        // not a file (the reason the write failed): left as it was
+      }
+    }
+    if (error instanceof RolloutBudgetError) throw error;
     throw new RolloutBudgetError('IO_ERROR', `${dir}: cannot write the report (${(error as NodeJS.ErrnoException).code ?? String(error)})`);
   }
   return files.map(([name]) => join(dir, name));
