@@ -122,3 +122,35 @@ describe('temp files a killed writer left', () => {
     }
   });
 });
+
+describe('copies of stdin a killed observe left in the temp folder', () => {
+  it('are removed by the next copy, when their process is gone and they are 10 minutes old; a running one\'s and a fresh one stay', async () => {
+    // Found by a hostile review: each kill -9 during observe --results - left its whole copy (46 MB at 600,000 rollouts) for good.
+    const { spawnSync } = await import('node:child_process');
+    const dir = tempDir('rb-spools-');
+    const ended = spawn(process.execPath, ['-e', '0']);
+    await new Promise((resolve) => ended.on('exit', resolve));
+    const dead = ended.pid!;
+    const alive = spawn(process.execPath, ['-e', 'setTimeout(() => {}, 60000)']);
+    try {
+      const hourAgo = new Date(Date.now() - 3_600_000);
+      const made = (name: string, old: boolean) => {
+        mkdirSync(join(dir, name));
+        writeFileSync(join(dir, name, 'input.jsonl'), '{"prompt_id":"a","reward":1}\n');
+        if (old) {
+          utimesSync(join(dir, name, 'input.jsonl'), hourAgo, hourAgo);
+          utimesSync(join(dir, name), hourAgo, hourAgo);
+        }
+      };
+      made(`rollout-budget-stdin-${dead}-aB3xYz`, true);
+      made(`rollout-budget-stdin-${alive.pid}-cD4wVu`, true);
+      made(`rollout-budget-stdin-${dead}-eF5tSr`, false);
+      made('rollout-budget-stdin-old-style', true); // a name without a pid (made before): not ours to judge
+      const r = spawnSync(process.execPath, [CLI, 'observe', '--results', '-', '--state', ':memory:'], { input: '{"prompt_id":"a","reward":1}\n', encoding: 'utf8', env: { ...process.env, TMPDIR: dir } });
+      expect(r.status, r.stderr).toBe(0);
+      expect(readdirSync(dir).sort()).toEqual([`rollout-budget-stdin-${alive.pid}-cD4wVu`, `rollout-budget-stdin-${dead}-eF5tSr`, 'rollout-budget-stdin-old-style'].sort());
+    } finally {
+      alive.kill();
+    }
+  });
+});

@@ -1,4 +1,5 @@
 import { closeSync, createReadStream, createWriteStream, lstatSync, openSync, readdirSync, realpathSync, renameSync, rmSync, writeSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { basename, dirname, join, resolve } from 'node:path';
 import { cannotRead, RolloutBudgetError } from '../errors.js';
 import { lazyRequire } from '../lazy.js';
@@ -112,7 +113,8 @@ async function spool(source: NodeJS.ReadableStream, prefix: string, what: string
   onEndingSignal(() => {
     if (dir !== undefined) rmSync(dir, { recursive: true, force: true });
   });
-  dir = tempFolder(prefix, what);
+  removeStaleSpools(prefix);
+  dir = tempFolder(`${prefix}${process.pid}-`, what);
   const path = join(dir, 'input.jsonl');
   const target = createWriteStream(path);
   let writeError: unknown;
@@ -298,6 +300,37 @@ export function removeStaleTemps(target: string): void {
       // the folder (NFS), whose process this host cannot see, keeps writing its own.
       if (!stat.isFile() || (process.getuid !== undefined && stat.uid !== process.getuid()) || now - stat.mtimeMs < STALE_MS) continue;
       rmSync(path, { force: true });
+    } catch {
+      // best effort: what cannot be removed stays, and the command goes on
+    }
+  }
+}
+
+/**
+ * Removes the copies (`<prefix><pid>-XXXXXX/`, spool) in the temp folder that a killed process
+ * left: a `kill -9` during `observe --results -` left the whole copy of stdin for good (46 MB
+ * a kill at 600,000 rollouts). As removeStaleTemps: this user's folders, of processes no longer
+ * running here, untouched for 10 minutes. Best effort.
+ */
+function removeStaleSpools(prefix: string): void {
+  const dir = tmpdir();
+  let names: string[];
+  try {
+    names = readdirSync(dir).filter((n) => n.startsWith(prefix));
+  } catch {
+    return;
+  }
+  const now = Date.now();
+  for (const name of names) {
+    const pid = Number(/^(\d+)-[^/]+$/.exec(name.slice(prefix.length))?.[1]);
+    if (!Number.isSafeInteger(pid) || pid <= 0 || pid === process.pid || isRunning(pid)) continue;
+    try {
+      const path = join(dir, name);
+      const stat = lstatSync(path);
+      if (!stat.isDirectory() || (process.getuid !== undefined && stat.uid !== process.getuid())) continue;
+      const copy = statIfThere(join(path, 'input.jsonl'));
+      if (now - Math.max(stat.mtimeMs, copy?.mtimeMs ?? 0) < STALE_MS) continue;
+      rmSync(path, { recursive: true, force: true });
     } catch {
       // best effort: what cannot be removed stays, and the command goes on
     }
