@@ -57,6 +57,18 @@ describe('--out that is a pipe, a device or a symlink', () => {
     expect(readdirSync(w.dir).sort()).toEqual(['latest.json', 'prompts.jsonl', 'step-12.json']);
   });
 
+  it('a symlink to a file not there yet stays a symlink: the file is made where it leads, as the shell\'s > does', async () => {
+    // Found by a hostile review: the rename put a regular file where the link was.
+    const w = workdir();
+    const link = join(w.dir, 'latest.json');
+    symlinkSync('step-13.json', link);
+    const run = await plan(w.prompts, link);
+    expect(run.code, run.stderr).toBe(0);
+    expect(lstatSync(link).isSymbolicLink()).toBe(true);
+    expect((JSON.parse(readFileSync(join(w.dir, 'step-13.json'), 'utf8')) as { totals: { rollouts: number } }).totals.rollouts).toBe(8);
+    expect(readdirSync(w.dir).sort()).toEqual(['latest.json', 'prompts.jsonl', 'step-13.json']);
+  });
+
   // As root, a writer that renames would replace the machine's /dev/null: run where it cannot.
   it.runIf(process.getuid?.() !== 0)('/dev/null takes the plan (a user other than root could not make the temp file in /dev)', async () => {
     const w = workdir();

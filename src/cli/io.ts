@@ -1,4 +1,4 @@
-import { closeSync, createReadStream, createWriteStream, lstatSync, openSync, readdirSync, realpathSync, renameSync, rmSync, writeSync } from 'node:fs';
+import { closeSync, createReadStream, createWriteStream, lstatSync, openSync, readdirSync, readlinkSync, realpathSync, renameSync, rmSync, writeSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { basename, dirname, join, resolve } from 'node:path';
 import { cannotRead, RolloutBudgetError } from '../errors.js';
@@ -221,9 +221,29 @@ function placeOf(path: string): string {
  */
 export function outputTarget(path: string): { path: string; atomic: boolean } {
   const stat = statIfThere(path);
-  if (stat === undefined) return { path, atomic: true };
+  if (stat === undefined) return { path: danglingTarget(path), atomic: true };
   if (!stat.isFile()) return { path, atomic: false };
   return { path: realpathSync(path), atomic: true };
+}
+
+/**
+ * The file a symlink at `path` leads to when that file is not there yet (a link made before
+ * the first plan), followed link by link as the shell's `>` does; `path` itself when it is
+ * no link. The rename put a regular file where the link was.
+ */
+function danglingTarget(path: string): string {
+  let at = path;
+  for (let hops = 0; hops < 40; hops++) {
+    let link: string;
+    try {
+      if (!lstatSync(at).isSymbolicLink()) return at;
+      link = readlinkSync(at);
+    } catch {
+      return at;
+    }
+    at = resolve(dirname(at), link);
+  }
+  return at;
 }
 
 /** The signals that end a command which has no handler of its own for them. */
