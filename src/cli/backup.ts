@@ -21,6 +21,8 @@ import { isEmptyFile, printNotes } from './state-commands.js';
  * temp file beside it, synced, then renamed over it: `--out` is the old file or the whole new
  * one. It replaces only a SQLite file with no -wal or -shm beside it (one no process has
  * open): not a results file given by mistake, not a state in use. Prints what the copy holds.
+ * An `--out` that is a postgres:// URL copies the state into that schema instead
+ * (cli/backup-postgres.ts).
  */
 export async function backupCommand(io: CliIo, opts: { state: string; out: string }): Promise<void> {
   const { state, out } = opts;
@@ -29,6 +31,8 @@ export async function backupCommand(io: CliIo, opts: { state: string; out: strin
   }
   if (state === ':memory:' || isNewStateFile(state)) throw new RolloutBudgetError('BAD_OPTION', `--state ${state}: no state file there to copy (nothing was created)`);
   if (isEmptyFile(state)) throw new RolloutBudgetError('BAD_OPTION', `--state ${state}: the file is empty (0 bytes), not a state: nothing to copy (a copy cut at its start?)`);
+  // Into PostgreSQL: checkOutput refuses a URL as a file path (other commands' --out); backup takes it.
+  if (isPostgresUrl(out)) return (await import('./backup-postgres.js')).backupToPostgres(io, state, out);
   if (out === '-') throw new RolloutBudgetError('BAD_OPTION', '--out -: a state is a SQLite file, not text for stdout: give a file path');
   checkOutput(out);
   const there = statIfThere(out);

@@ -11,7 +11,7 @@ export const COMMANDS: readonly { readonly name: string; readonly group: Command
   { name: 'plan', group: 'state', description: 'write an allocation plan for candidate prompts (one round of a step)' },
   { name: 'observe', group: 'state', description: 'apply rollout results to the state (one transaction, idempotent)' },
   { name: 'inspect', group: 'state', description: 'show the state, or one prompt\'s posterior' },
-  { name: 'backup', group: 'state', description: 'copy a SQLite state, consistent while others write it (with each trainer checkpoint)' },
+  { name: 'backup', group: 'state', description: 'copy a SQLite state, consistent while others write it (with each trainer checkpoint), or into a PostgreSQL schema' },
   { name: 'demo', group: 'demo', description: 'plan (in rounds) and observe the first steps of the embedded real run (One-Shot-RLVR), against its logged uniform-8 groups' },
   { name: 'serve', group: 'serve', description: 'serve plan/observe over HTTP (JSON) or stdio (NDJSON) on a SQLite or PostgreSQL state' },
   { name: 'execute', group: 'executor', description: 'generate a plan\'s rollouts on OpenAI-compatible servers, grade them, write results JSONL' },

@@ -47,7 +47,7 @@ export function registerStateCommands(program: Command, io: CliIo): void {
     .action(async (opts) => (await import('./state-commands.js')).inspectCommand(io, opts));
 
   stateFlag(program.command('backup').description(describe('backup')), 'the SQLite state file to copy', '<path>')
-    .requiredOption('--out <path>', 'the copy: a new SQLite state file (replaced if it is one no process has open)')
+    .requiredOption('--out <path|url>', 'the copy: a new SQLite state file (replaced if it is one no process has open), or a postgres:// URL whose ?schema= holds no state yet (made if missing; one transaction)')
     .action(async (opts) => (await import('./backup.js')).backupCommand(io, opts));
 }
 
