@@ -179,6 +179,41 @@ describe.skipIf(base === undefined)('backup --out postgres://...?schema=<name>',
     }
   });
 
+  it('copies the file as it was when the copy began: an observe that commits meanwhile is not in it, and did not wait', async () => {
+    const dir = tempDir('rb-pgmove-');
+    const files = runFiles(dir);
+    const state = join(dir, 'state.db');
+    await run(state, { ...files, results: files.results.slice(0, 1) });
+    const url = `${freshPgUrl(base!)}&application_name=rb_pgmove_moment`;
+    await ok(['observe', '--state', url, '--results', '-']); // the tables, no state
+    const blocker = new pg.Client({ connectionString: base });
+    await blocker.connect();
+    try {
+      // A write lock on the schema's meta table holds the copy at its LOCK TABLE, after it began reading the file.
+      await blocker.query(`BEGIN; LOCK TABLE "${schemaOf(url)}".meta IN ROW EXCLUSIVE MODE`);
+      const copying = cli(['backup', '--state', state, '--out', url]);
+      let waiting = false;
+      for (let k = 0; k < 400 && !waiting; k++) {
+        // Asked outside the blocker's transaction, which sees one snapshot of pg_stat_activity.
+        waiting = await withPg(async (c) => (await c.query("SELECT 1 FROM pg_stat_activity WHERE application_name = 'rb_pgmove_moment' AND wait_event_type = 'Lock'")).rowCount! > 0);
+        if (!waiting) await new Promise((r) => setTimeout(r, 10));
+      }
+      expect(waiting, 'the copy waited for the lock').toBe(true);
+      const later = await ok(['observe', '--state', state, '--results', files.results[1]!]);
+      expect(JSON.parse(later.stdout)).toMatchObject({ applied: 160, last_step: 1 });
+      await blocker.query('COMMIT');
+      const copy = await copying;
+      expect(copy.code, copy.stderr).toBe(0);
+      expect(JSON.parse(copy.stdout)).toMatchObject({ prompts: 40, last_step: 0, rollout_ids: 160 });
+      const onPg = await pgState(url);
+      expect(onPg.seen.filter((k) => k.startsWith('1/'))).toEqual([]);
+      expect(onPg.meta).toEqual([{ key: 'last_step', value: 0 }, { key: 'pooled_version', value: 1 }]);
+    } finally {
+      await blocker.end();
+      await dropPgSchema(base!, url);
+    }
+  });
+
   it('refuses a schema that holds a state, naming it, and changes nothing; takes one with an empty state', async () => {
     const dir = tempDir('rb-pgmove-');
     const files = runFiles(dir);
