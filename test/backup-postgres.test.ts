@@ -284,6 +284,30 @@ describe.skipIf(base === undefined)('backup --out postgres://...?schema=<name>',
     }
   });
 
+  it('a row PostgreSQL refuses after a whole batch went in rolls the copy back: the schema holds nothing of it', async () => {
+    const dir = tempDir('rb-pgmove-');
+    const state = join(dir, 'state.db');
+    await ok(['observe', '--state', state, '--results', '-'], '{"prompt_id":"seed","reward":1,"rollout_id":"seed#0","step":0}\n');
+    const db = new Database(state);
+    // 12,000 prompts (two batches); the last one's rollouts 2.5, which SQLite keeps and a bigint column refuses.
+    db.exec(`WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 12000)
+      INSERT INTO prompts (id, grp, successes, failures, last_step, rollouts, reward_sum, correct_count, correct_tokens, wrong_count, wrong_tokens)
+      SELECT 'p-' || i, NULL, 1, 1, 0, CASE WHEN i = 12000 THEN 2.5 ELSE 2 END, 1, 1, 10, 1, 10 FROM n`);
+    db.close();
+    const url = freshPgUrl(base!);
+    try {
+      await ok(['observe', '--state', url, '--results', '-']); // the tables, no state
+      const before = await pgState(url);
+      const r = await cli(['backup', '--state', state, '--out', url]);
+      expect(r.code).toBe(2);
+      expect(r.stderr).toBe(`rollout-budget: ${url}: the copy failed (invalid input syntax for type bigint: "2.5"); nothing was written, the schema is as it was\n`);
+      expect(await pgState(url)).toEqual(before);
+      expect(before.prompts).toEqual([]);
+    } finally {
+      await dropPgSchema(base!, url);
+    }
+  });
+
   it('streams a state larger than its batches (12,000 prompts, 60,000 claimed keys); a kill -9 mid-copy leaves no schema', async () => {
     const dir = tempDir('rb-pgmove-');
     const state = join(dir, 'state.db');

@@ -4,7 +4,7 @@ import { pgArray } from './pg-array.js';
 import { POOLED_COLUMNS, POOLED_META_KEY, pooledOf, pooledValues } from './pooled.js';
 import { CONNECT_TIMEOUT_MS, ensureSchema, SCHEMA_LOCK, serverOf } from './postgres-schema.js';
 import { fromRawRow, type RawRow } from './sqlite-rows.js';
-import { cannotOpen, rethrowUnreachable, stateUnreachable } from './unavailable.js';
+import { cannotOpen, keyTooLong, permissionDenied, stateUnreachable } from './unavailable.js';
 import { redactUrl } from './url.js';
 
 /**
@@ -103,7 +103,13 @@ export async function importIntoPostgres(url: string, rows: StateRows): Promise<
     return { prompts, promptRows, rolloutIds, lastStep };
   } catch (error) {
     if (stateUnreachable(error) === undefined) await client.query('ROLLBACK').catch(() => undefined);
-    return rethrowUnreachable(error);
+    if (error instanceof RolloutBudgetError) throw error;
+    const known = stateUnreachable(error) ?? permissionDenied(error) ?? keyTooLong(error);
+    if (known !== undefined) throw known;
+    // Any other refusal of the server's (a value a column cannot take, a statement too large): said as the copy's.
+    const failed = new RolloutBudgetError('STATE_ERROR', `${where}: the copy failed (${error instanceof Error ? error.message : String(error)}); nothing was written, the schema is as it was`);
+    failed.cause = error;
+    throw failed;
   } finally {
     await client.end().catch(() => undefined);
   }
