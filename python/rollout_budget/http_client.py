@@ -12,6 +12,7 @@ import time
 import urllib.parse
 
 from .client_common import CONNECT_RETRIES, STATE_RETRIES, RolloutBudgetError, _Client, _close_inherited, _LIVE, to_json
+from .http_continue import CONTINUE_WAIT_S, EXPECT_CONTINUE_BYTES, send_head_expecting
 
 
 class HttpClient(_Client):
@@ -107,11 +108,23 @@ class HttpClient(_Client):
                 if self._conn is None:
                     self._conn = self._connection()
                 connecting = self._conn.sock is None
+                sending = None  # the size of a large body while it is being sent
                 try:
                     if connecting:
                         self._conn.connect()
                         connecting = False
-                    self._conn.request(method, self._prefix + path, body=data, headers=headers)
+                    if data is not None and len(data) > EXPECT_CONTINUE_BYTES:
+                        _time_left(self._conn.sock, deadline)
+                        wait = CONTINUE_WAIT_S if deadline is None else max(0.0, min(CONTINUE_WAIT_S, deadline - time.monotonic()))
+                        early = send_head_expecting(self._conn, method, self._prefix + path, headers, len(data), wait)
+                        if early is not None:  # refused from its head: the connection waits for a body never sent
+                            self._drop()
+                            return early[0], early[1], early[2].decode("utf-8", errors="replace")
+                        sending = len(data)
+                        self._conn.send(data)
+                        sending = None
+                    else:
+                        self._conn.request(method, self._prefix + path, body=data, headers=headers)
                     _time_left(self._conn.sock, deadline)
                     res = self._conn.getresponse()
                     status, location = res.status, res.getheader("location")
@@ -128,7 +141,7 @@ class HttpClient(_Client):
                 except (ConnectionError, http.client.HTTPException, OSError) as error:
                     self._drop()
                     if attempt == 2:
-                        raise _unreachable(error, self.base_url) from error
+                        raise _unreachable(error, self.base_url, sending) from error
 
     def metrics(self):
         """The Prometheus text of /metrics; errors as any request's (RolloutBudgetError, the
@@ -275,10 +288,11 @@ def _no_connection(error, base_url, timeout):
     return TimeoutError(error.errno, message) if getattr(error, "errno", None) is not None else TimeoutError(message)
 
 
-def _unreachable(error, base_url):
+def _unreachable(error, base_url, sending=None):
     """``error`` (a failed request, after the retry) as the same exception class where it can
     be made, its message naming the service and what to check: a trainer's traceback then says
-    which address it could not reach, not only ``[Errno 111] Connection refused``."""
+    which address it could not reach, not only ``[Errno 111] Connection refused``. `sending`: the
+    size of the body it cut while it was being sent (None: it did not), which may be too large."""
     detail = getattr(error, "strerror", None) or getattr(error, "reason", None) or str(error) or type(error).__name__
     if isinstance(error, ssl.SSLCertVerificationError):
         hint = "the server's certificate is not one this machine trusts: set SSL_CERT_FILE to the file of the CA " \
@@ -291,6 +305,14 @@ def _unreachable(error, base_url):
     else:
         hint = "is `rollout-budget serve` running there?"
     message = "cannot reach the rollout-budget service at %s (%s); %s" % (base_url, detail, hint)
+    if sending is not None and not isinstance(error, ssl.SSLError):
+        # Sent after no "100 Continue" came within CONTINUE_WAIT_S (a busy server, a proxy that
+        # does not pass the header on): a body the service then refused is cut as it comes.
+        message = ("the rollout-budget service at %s cut the connection (%s) while the request's %d-byte body was being "
+                   "sent: the service cuts a body over its --body-limit (8 MiB by default) after reading 64 MiB more of it "
+                   "(or for 10 s), so the body may be too large: raise serve --body-limit, or send less in one request "
+                   "(observe sends results in parts when each has a rollout_id and a step); else it stopped or restarted "
+                   "meanwhile" % (base_url, detail, sending))
     if isinstance(error, OSError):
         try:
             return type(error)(error.errno, message) if error.errno is not None else type(error)(message)
