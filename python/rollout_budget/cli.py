@@ -16,7 +16,7 @@ import tempfile
 
 from .client_common import PLAN_OPTIONS, RolloutBudgetError, to_json
 from .plan import plain
-from .command import cli_command
+from .command import child_env, cli_command, password_out_of_args
 
 __all__ = ["Cli"]
 
@@ -32,8 +32,12 @@ class Cli:
         self.timeout = timeout
 
     def run(self, args, stdin=None):
-        """Runs the CLI with `args`; returns stdout, raises RolloutBudgetError on a non-zero exit."""
-        done = subprocess.run(self.command + list(args), input=stdin, capture_output=True, text=True, encoding="utf-8", timeout=self.timeout)
+        """Runs the CLI with `args`; returns stdout, raises RolloutBudgetError on a non-zero exit.
+        A ``postgres://`` URL's password among `args` goes to the CLI as PGPASSWORD, not on its
+        command line (rollout_budget.command.password_out_of_args)."""
+        args, password = password_out_of_args(list(args))
+        done = subprocess.run(self.command + args, input=stdin, capture_output=True, text=True, encoding="utf-8",
+                              timeout=self.timeout, env=child_env(password))
         if done.returncode != 0:
             message = done.stderr.strip().replace("rollout-budget: ", "", 1)
             raise RolloutBudgetError(done.returncode, {"code": "BAD_INPUT" if done.returncode == 2 else "CLI_FAILED", "message": message})

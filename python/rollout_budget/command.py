@@ -13,10 +13,12 @@ Node is $ROLLOUT_BUDGET_NODE, else `node` on PATH.
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import shutil
+import urllib.parse
 
-__all__ = ["cli_command"]
+__all__ = ["cli_command", "password_out_of_args", "child_env"]
 
 
 def _node():
@@ -56,3 +58,59 @@ def cli_command(command=None):
         "cannot find the rollout-budget CLI: set ROLLOUT_BUDGET_CLI to /path/to/rollout-budget/bin/rollout-budget.js "
         "(after `npm run build` in the clone), pass command=..., or run `npm link` in the clone to put rollout-budget on PATH"
     )
+
+
+_POSTGRES = re.compile(r"^postgres(ql)?://", re.IGNORECASE)
+
+
+def password_out_of_args(args):
+    """`args` (a CLI's arguments after its command) with the password of each ``postgres://``
+    URL among them taken out, and that password: ``(args, password or None)``. The child gets it
+    in its environment instead (`child_env`), as ``PGPASSWORD``, which the state's PostgreSQL
+    driver (node-postgres) reads for a URL without one, in every connection it opens (its
+    planning threads' too): on a command line a password is readable by every local user (``ps``,
+    ``/proc/<pid>/cmdline``) for as long as the child runs. The password of ``user:password@``
+    (percent-decoded, as the driver decodes it) and of a ``password=`` query parameter (which the
+    driver takes before it) are both taken out; two URLs with different passwords are a
+    ValueError, never naming them (one child has one ``PGPASSWORD``)."""
+    out, found = [], None
+    for arg in args:
+        if isinstance(arg, str) and _POSTGRES.match(arg):
+            arg, password = _without_password(arg)
+            if password is not None:
+                if found is not None and password != found:
+                    raise ValueError("two postgres:// URLs with different passwords in one command: the password goes to "
+                                     "the child as PGPASSWORD, which holds one")
+                found = password
+        out.append(arg)
+    return out, found
+
+
+def child_env(password):
+    """The environment of a child given `password` as ``PGPASSWORD`` (this process's, with it),
+    or None (it inherits this process's as it is) when there is none."""
+    return None if password is None else dict(os.environ, PGPASSWORD=password)
+
+
+def _without_password(url):
+    """(`url` without its password, the password or None); the rest of `url` kept as written."""
+    prefix = url[:url.index("//") + 2]
+    parts = urllib.parse.urlsplit(url)
+    netloc, password = parts.netloc, None
+    user, at, host = netloc.rpartition("@")
+    if at and ":" in user:
+        name, _, raw = user.partition(":")
+        netloc = "%s@%s" % (name, host)
+        password = urllib.parse.unquote(raw) or None  # empty: the driver takes PGPASSWORD, as it would
+    rest = url[len(prefix) + len(parts.netloc):]
+    path, mark, query = rest.partition("?")
+    if mark:
+        query, hash_mark, fragment = query.partition("#")
+        kept = []
+        for pair in query.split("&"):
+            if urllib.parse.unquote_plus(pair.partition("=")[0]) == "password":
+                password = urllib.parse.unquote_plus(pair.partition("=")[2]) or password  # the driver takes it first
+            else:
+                kept.append(pair)
+        rest = path + ("?" + "&".join(kept) if kept else "") + hash_mark + fragment
+    return prefix + netloc + rest, password

@@ -8,7 +8,7 @@ import subprocess
 import threading
 
 from .client_common import STATE_RETRIES, RolloutBudgetError, _Client, _close_inherited, _LIVE, _log, to_json
-from .command import cli_command
+from .command import child_env, cli_command, password_out_of_args
 
 
 class StdioClient(_Client):
@@ -32,7 +32,9 @@ class StdioClient(_Client):
         #: Seconds a request waits for its answer (None: no limit); past it the process is stopped and
         #: TimeoutError raised (not retried: the next request starts the process again).
         self.timeout = timeout
-        self._argv = cli_command(command) + ["serve", "--stdio", "--state", state] + list(args)
+        # A postgres:// state's password goes to the child as PGPASSWORD, never on its command line (ps).
+        args, self._password = password_out_of_args(["serve", "--stdio", "--state", state] + list(args))
+        self._argv = cli_command(command) + args
         self._proc = None
         self._closed = False
         self._lock = threading.Lock()
@@ -41,7 +43,7 @@ class StdioClient(_Client):
 
     def _start(self):
         self._proc = subprocess.Popen(self._argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                      text=True, encoding="utf-8", errors="replace", bufsize=1)
+                                      text=True, encoding="utf-8", errors="replace", bufsize=1, env=child_env(self._password))
         self._said = collections.deque(maxlen=STDERR_LINES_KEPT)
         self._drain = threading.Thread(target=_drain_stderr, args=(self._proc.stderr, self._said), daemon=True,
                                        name="rollout-budget serve --stdio stderr")
