@@ -14,7 +14,7 @@ import os
 import subprocess
 import tempfile
 
-from .client_common import PLAN_OPTIONS, RolloutBudgetError, to_json
+from .client_common import PLAN_OPTIONS, RolloutBudgetError, check_prompt_id, to_json
 from .plan import plain
 from .command import child_env, cli_command, password_out_of_args
 
@@ -83,7 +83,7 @@ class Cli:
 
     def prompt(self, prompt_id):
         """`inspect --prompt`: the prompt's posterior as the next plan sees it."""
-        return json.loads(self.run(["inspect", "--state", self.state, "--prompt", str(prompt_id)]))
+        return json.loads(self.run(["inspect", "--state", self.state, "--prompt", check_prompt_id(prompt_id)]))
 
     def backup(self, out):
         """`backup --out <out>`: a consistent copy of the state file (taken while others write it),

@@ -162,8 +162,26 @@ def _merge_summaries(parts):
     return merged
 
 
+def check_prompt_id(prompt_id):
+    """`prompt_id` when it can name a prompt, else a TypeError (not a string) or ValueError (a lone
+    surrogate, which UTF-8 cannot carry) naming it, as plan and observe refuse such ids. It was
+    str()-ed: ``prompt(None)`` returned the prior of a prompt named "None", as if it were one not
+    seen yet; a surrogate was a bare UnicodeEncodeError. The service names the rest (empty, NUL)."""
+    if not isinstance(prompt_id, str):
+        shown = repr(prompt_id)
+        raise TypeError("prompt id must be a string (a prompt's \"id\", as plan and observe take it), got %s (%s.%s)" % (
+            shown if len(shown) <= 200 else shown[:200] + "...", type(prompt_id).__module__, type(prompt_id).__name__))
+    try:
+        prompt_id.encode("utf-8")
+    except UnicodeEncodeError as error:
+        shown = repr(prompt_id)
+        raise ValueError("prompt id %s must be well-formed Unicode (a lone surrogate \\ud800-\\udfff cannot be stored), "
+                         "got one at position %d" % (shown if len(shown) <= 200 else shown[:200] + "...", error.start + 1)) from None
+    return prompt_id
+
+
 def _prompt_path(prompt_id, query):
-    path = "/v1/prompts/" + urllib.parse.quote(str(prompt_id), safe="")
+    path = "/v1/prompts/" + urllib.parse.quote(check_prompt_id(prompt_id), safe="")
     if query:
         path += "?" + urllib.parse.urlencode(query)
     return path
@@ -297,7 +315,8 @@ class _Client:
         self._observe_parts(results[half:], options, summaries)
 
     def prompt(self, prompt_id, **query):
-        """One prompt's posterior, counts and expected tokens (query: group, max_tokens, step)."""
+        """One prompt's posterior, counts and expected tokens (query: group, max_tokens, step). An id
+        that is not a string, or holds a lone surrogate, is a TypeError or ValueError naming it."""
         return self._call("GET", _prompt_path(prompt_id, query))
 
     def health(self):

@@ -72,6 +72,20 @@ class ClientTest(support.ServiceCase):
         self.assertAlmostEqual(view["expected_tokens"], p * lc + (1 - p) * lw, delta=1e-6)
         self.assertFalse(self.http.prompt("never seen")["seen"])
 
+    def test_prompt_with_an_id_that_is_not_a_string_or_not_utf8_is_an_error_naming_it(self):
+        # prompt(None) returned the prior of a prompt named "None" (seen False, as for an unseen
+        # prompt); a lone surrogate was a bare UnicodeEncodeError. plan and observe refuse both.
+        with rb.StdioClient(self.state, command=support.COMMAND) as stdio:
+            for client in (self.http, stdio, rb.Cli(state=self.state, command=support.COMMAND)):
+                for bad, kind, said in ((None, TypeError, "got None (builtins.NoneType)"), (5, TypeError, "got 5 (builtins.int)"),
+                                        (["mid"], TypeError, "got ['mid'] (builtins.list)"),
+                                        ("a\ud800", ValueError, "prompt id 'a\\ud800' must be well-formed Unicode")):
+                    with self.subTest(client=type(client).__name__, id=bad):
+                        with self.assertRaises(kind) as caught:
+                            client.prompt(bad)
+                        self.assertIn(said, str(caught.exception))
+            self.assertEqual(stdio.prompt("mid")["rollouts"], 8)
+
     def test_http_observe_is_idempotent(self):
         batch = [{"prompt_id": "idem", "step": 0, "reward": 1, "rollout_id": "idem-1"}]
         self.assertEqual(self.http.observe(batch)["applied"], 1)
