@@ -31,7 +31,7 @@ import sys
 import tempfile
 
 from .media import holds
-from .plan import _as_plain, stable_prompt_id
+from .plan import _as_plain, _no_nan, stable_prompt_id
 
 __all__ = ["DatasetError", "candidates_of", "read_rows", "main"]
 
@@ -50,18 +50,6 @@ def _is_parquet(path):
     except OSError:
         pass
     return path.lower().endswith((".parquet", ".pq"))
-
-
-def _no_nan(value):
-    """`value` with pandas' NaN for a missing value (a null `data_source` in a string column) as
-    None, the None verl reads for it: "nan" was taken for its group and its id's source."""
-    if isinstance(value, float) and value != value:
-        return None
-    if isinstance(value, dict):
-        return {k: _no_nan(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_no_nan(v) for v in value]
-    return value
 
 
 def read_rows(path):

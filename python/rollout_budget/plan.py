@@ -166,6 +166,20 @@ def _as_plain(value):
     return value
 
 
+def _no_nan(value):
+    """`value` with NaN for a missing value as None (lists and dicts walked): pandas' NaN in a
+    column with nulls (a null `data_source` in a string column; an integer `index` column made
+    float by a row without one), the None verl reads for it. "nan" was taken for a group, and
+    for an id's index or source (every such row one id "<source>/nan", one posterior for all)."""
+    if isinstance(value, float) and value != value:
+        return None
+    if isinstance(value, dict):
+        return {k: _no_nan(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_no_nan(v) for v in value]
+    return value
+
+
 def stable_prompt_id(prompt=None, index=None, data_source=None, extra_info=None):
     """An id for a prompt that is the same at every step, so its posterior carries over.
 
@@ -176,14 +190,16 @@ def stable_prompt_id(prompt=None, index=None, data_source=None, extra_info=None)
          (a string as is; chat messages as compact JSON with sorted keys, an image in them as
          the digest of its content).
     Never a per-step id such as verl's ``uid`` (a fresh uuid4 for every row at every step).
-    Raises ValueError when neither an index nor a prompt is given.
+    NaN (float or numpy: pandas' missing value) counts as missing, as None does, for the index and
+    the data source. Raises ValueError when neither an index nor a prompt is given.
     """
+    index = _no_nan(_as_plain(index))
+    data_source = _no_nan(_as_plain(data_source))
     if index is None and extra_info is not None:
         info = _as_plain(extra_info)
         if isinstance(info, dict):
-            index = info.get("index")
+            index = _no_nan(info.get("index"))
     if index is not None:
-        index = _as_plain(index)
         if isinstance(index, float) and index.is_integer():
             index = int(index)
         return "%s/%s" % (data_source, index) if data_source is not None else str(index)

@@ -197,6 +197,29 @@ class StablePromptIdTest(unittest.TestCase):
         text = json.dumps(messages(media), sort_keys=True, ensure_ascii=False, separators=(",", ":"))
         self.assertEqual(red, "h:" + hashlib.sha256(text.encode("utf-8")).hexdigest()[:16])
 
+    def test_a_nan_index_or_source_counts_as_missing_as_none_does(self):
+        # A pandas row whose integer index column became float (some rows lack it) holds NaN: every
+        # such row got the id "gsm8k/nan", one posterior for different prompts.
+        class Scalar:  # numpy's float64 NaN as _as_plain reads it (numpy itself below, where installed)
+            def item(self):
+                return float("nan")
+
+        nans = [float("nan"), Scalar()]
+        try:
+            import numpy
+            nans += [numpy.nan, numpy.float64("nan"), numpy.float32("nan")]
+        except ImportError:
+            pass
+        for nan in nans:
+            with self.subTest(nan=nan):
+                self.assertEqual(stable_prompt_id("What is 2+2?", index=nan, data_source="gsm8k"), stable_prompt_id("What is 2+2?"))
+                self.assertNotEqual(stable_prompt_id("a", index=nan, data_source="gsm8k"), stable_prompt_id("b", index=nan, data_source="gsm8k"))
+                self.assertEqual(stable_prompt_id("a", extra_info={"index": nan}, data_source="gsm8k"), stable_prompt_id("a"))
+                self.assertEqual(stable_prompt_id("a", index=nan, extra_info={"index": 4}, data_source="gsm8k"), "gsm8k/4")
+                self.assertEqual(stable_prompt_id("a", index=3, data_source=nan), "3")
+                with self.assertRaises(ValueError):
+                    stable_prompt_id(None, index=nan)
+
     def test_nothing_to_identify_is_an_error(self):
         with self.assertRaisesRegex(ValueError, "dataset index"):
             stable_prompt_id(None, extra_info={"split": "train"})
