@@ -275,7 +275,8 @@ class _Client:
         ids a part would be keyed apart from the whole (README, observe), and without steps each
         part would take the state's last step + 1 after the part before, so such results get the
         413, saying so. A part that fails after others were applied raises its error saying how
-        many were."""
+        many were. Over HTTP a body over 1 MiB goes with ``Expect: 100-continue``, so the 413 comes
+        before the body is sent, whatever its size (rollout_budget/http_continue.py)."""
         results = list(results)
         try:
             return self._call("POST", "/v1/observe", _observe_body(results, options))
