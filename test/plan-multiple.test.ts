@@ -115,6 +115,25 @@ describe('plan --multiple-of', () => {
     expect(total(JSON.parse(two.stdout) as Plan)).toBe(258);
   });
 
+  it('with --skip and a non-concave value, plans 2 + 2 where it planned nothing, the same prompts in any order of the file', async () => {
+    // A statistician's review: 3 new prompts, min_n 2, max_n 3, 4 rollouts, a multiple of 4 planned
+    // nothing (balanced); the exact DP that now answers there broke ties by the file's order.
+    const planned = async (ids: string[]) => {
+      const file = join(dir, `order-${ids.join('')}.jsonl`);
+      writeFileSync(file, ids.map((id) => JSON.stringify({ id })).join('\n') + '\n');
+      const r = await cli(['plan', '--prompts', file, '--state', ':memory:', '--skip', '--min-n', '2', '--max-n', '3', '--budget-rollouts', '4', '--multiple-of', '4']);
+      expect(r.code, r.stderr).toBe(0);
+      const plan = JSON.parse(r.stdout) as Plan;
+      expect(plan.warnings.filter((w) => w.startsWith('nothing planned'))).toEqual([]);
+      return plan.allocations.filter((a) => a.n > 0).map((a) => `${a.prompt_id}:${a.n}`).sort();
+    };
+    const forward = await planned(['a', 'b', 'c']);
+    expect(forward).toHaveLength(2);
+    expect(forward.every((x) => x.endsWith(':2'))).toBe(true);
+    expect(await planned(['c', 'b', 'a'])).toEqual(forward);
+    expect(await planned(['b', 'c', 'a'])).toEqual(forward);
+  });
+
   it('each round of a step is a multiple (library, partial_rewards in round 2)', () => {
     const allocator = new Allocator({ state });
     try {

@@ -81,8 +81,8 @@ export function solveMultipleOf(input: SolverInput, solve: Solver): SolverResult
   return { ...best, upperBound: Math.max(base.upperBound, best.objective) };
 }
 
-/** The largest instance smallExact solves: prompts × (rollouts + 1) cells of the DP. */
-const SMALL_CELLS = 100_000;
+/** The most work smallExact takes on: the DP's cells × options, and the values it computes. */
+const SMALL_WORK = 2_000_000;
 
 /**
  * The exact DP restricted to multiples of k, up to `above` rollouts (reference.ts exactDp), on
@@ -91,11 +91,16 @@ const SMALL_CELLS = 100_000;
  * hull jumps 0 → max_n) could leave them short. `--skip --min-n 2 --max-n 3 --multiple-of 4`
  * with 4 rollouts on 3 prompts planned nothing, where 2 + 2 fit (a statistician's review:
  * 8 empty plans and 24 more than 25% below the DP in 3,000 small instances). O(N·B·max_n)
- * for at most SMALL_CELLS cells: a few milliseconds.
+ * for at most SMALL_WORK steps: a few milliseconds.
  */
 function smallExact(input: SolverInput, k: number, above: number): SolverResult | undefined {
-  if (!Number.isFinite(above) || input.curves.size * (above + 1) > SMALL_CELLS) return undefined;
-  const exact = exactDp({ ...input, rollouts: above, multipleOf: k });
+  const size = input.curves.size;
+  const options = Math.min(input.maxN, above) + 1;
+  // The DP's steps (cells × options) and its values (each O(n): Σ n ≤ options²/2 a prompt).
+  if (!Number.isFinite(above) || size * (above + 1) * options > SMALL_WORK || (size * options * options) / 2 > SMALL_WORK) return undefined;
+  // Ties between prompts go by their tie-break (a hash of the id), so the candidates' order never matters.
+  const order = Array.from({ length: size }, (_, i) => i).sort((a, b) => input.tieBreak[a]! - input.tieBreak[b]! || a - b);
+  const exact = exactDp({ ...input, rollouts: above, multipleOf: k }, SMALL_WORK, order);
   return exact.status === 'optimal' && exact.usedTokens <= input.tokens ? exact : undefined;
 }
 

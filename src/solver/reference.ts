@@ -18,12 +18,14 @@ function infeasible(size: number, input: SolverInput): SolverResult {
 /**
  * Exact dynamic program over the rollout budget (token budget ignored: a reference for unit
  * costs). best[i][b] = max_n best[i−1][b − n] + v_i(n), the best value using exactly b
- * rollouts; the answer is the best b ≤ B (a multiple of `multipleOf` when given).
+ * rollouts; the answer is the best b ≤ B (a multiple of `multipleOf` when given). `order`: the
+ * prompts' order (a permutation of 0..N−1; default their own), which decides among plans of
+ * equal value.
  * O(N · B · (max_n − min_n + 1)) time, O(N · B) memory for the traceback. Returns `truncated`
  * (every n = 0) when N·B exceeds `limit` cells: a caller must check the status (see
  * `solvedOrThrow`).
  */
-export function exactDp(input: SolverInput, limit = 5e7): SolverResult {
+export function exactDp(input: SolverInput, limit = 5e7, order?: readonly number[]): SolverResult {
   const size = input.curves.size;
   const budget = Math.floor(input.rollouts);
   if (!Number.isFinite(input.rollouts) || size * (budget + 1) > limit) {
@@ -34,8 +36,10 @@ export function exactDp(input: SolverInput, limit = 5e7): SolverResult {
   let prev = new Float64Array(budget + 1).fill(-Infinity);
   prev[0] = 0;
   const choice = new Int32Array(size * (budget + 1));
-  for (let i = 0; i < size; i++) {
-    const opts = optionsOf(input, i);
+  for (let j = 0; j < size; j++) {
+    const i = order?.[j] ?? j;
+    // Options past the budget never fit: their values (each O(n)) are not computed.
+    const opts = optionsOf(input, i).filter((n) => n <= budget);
     const values = opts.map((n) => input.curves.value(i, n));
     const next = new Float64Array(budget + 1).fill(-Infinity);
     for (let b = 0; b <= budget; b++) {
@@ -45,7 +49,7 @@ export function exactDp(input: SolverInput, limit = 5e7): SolverResult {
         const cand = prev[b - n]! + values[k]!;
         if (cand > next[b]!) {
           next[b] = cand;
-          choice[i * (budget + 1) + b] = n;
+          choice[j * (budget + 1) + b] = n;
         }
       }
     }
@@ -56,8 +60,9 @@ export function exactDp(input: SolverInput, limit = 5e7): SolverResult {
   if (prev[bestB]! === -Infinity) return infeasible(size, input);
   const n = new Int32Array(size);
   let b = bestB;
-  for (let i = size - 1; i >= 0; i--) {
-    n[i] = choice[i * (budget + 1) + b]!;
+  for (let j = size - 1; j >= 0; j--) {
+    const i = order?.[j] ?? j;
+    n[i] = choice[j * (budget + 1) + b]!;
     b -= n[i]!;
   }
   let tokens = 0;
