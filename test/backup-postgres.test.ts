@@ -358,4 +358,52 @@ describe.skipIf(base === undefined)('backup --out postgres://...?schema=<name>',
       await dropPgSchema(base!, killed);
     }
   }, 60_000);
+
+  it('a command that opens the schema while a copy makes it waits for the copy, then works; one on another schema is not held up', async () => {
+    // Found by a review of the change: the copy made its schema, then let the one database-wide
+    // lock go; a plan on that schema meanwhile failed ("duplicate key ... pg_namespace"), holding
+    // that lock while it waited, so every command's connect on any schema waited too.
+    const dir = tempDir('rb-pgmove-');
+    const state = join(dir, 'state.db');
+    await ok(['observe', '--state', state, '--results', '-'], '{"prompt_id":"seed","reward":1,"rollout_id":"seed#0","step":0}\n');
+    const db = new Database(state);
+    db.exec(`WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 400000) INSERT INTO seen (rollout_id) SELECT 'x-' || i FROM n`);
+    db.close();
+    const url = `${freshPgUrl(base!)}&application_name=rb_pgmove_race`;
+    const other = freshPgUrl(base!);
+    const prompts = join(dir, 'p.jsonl');
+    writeFileSync(prompts, '{"id":"seed"}\n{"id":"new"}\n');
+    const spawned = (args: string[]) => {
+      const child = spawn(process.execPath, [CLI, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+      let out = '';
+      let err = '';
+      child.stdout.on('data', (d: Buffer) => (out += d.toString()));
+      child.stderr.on('data', (d: Buffer) => (err += d.toString()));
+      return new Promise<{ code: number | null; out: string; err: string; at: number }>((done) => child.on('exit', (code) => done({ code, out, err, at: Date.now() })));
+    };
+    const watch = new pg.Client({ connectionString: base });
+    await watch.connect();
+    try {
+      const copying = spawned(['backup', '--state', state, '--out', url]);
+      let writing = false;
+      for (let k = 0; k < 20_000 && !writing; k++) {
+        writing = (await watch.query("SELECT 1 FROM pg_stat_activity WHERE application_name = 'rb_pgmove_race' AND backend_xid IS NOT NULL")).rowCount! > 0;
+      }
+      expect(writing, 'the copy was seen inside its transaction').toBe(true);
+      const same = spawned(['plan', '--state', url, '--prompts', prompts, '--budget-rollouts', '8']);
+      const elsewhere = await spawned(['plan', '--state', other, '--prompts', prompts, '--budget-rollouts', '8']);
+      const [copy, planned] = await Promise.all([copying, same]);
+      expect(copy.code, copy.err).toBe(0);
+      expect(elsewhere.code, elsewhere.err).toBe(0);
+      expect(elsewhere.at, 'the other schema\'s plan ended before the copy').toBeLessThan(copy.at);
+      expect(planned.code, planned.err).toBe(0);
+      // It planned on the copy: the seed prompt's evidence is there.
+      const seed = (JSON.parse(planned.out) as { allocations: { prompt_id: string; p_mean: number }[] }).allocations.find((a) => a.prompt_id === 'seed')!;
+      expect(seed.p_mean).toBeGreaterThan(0.5);
+    } finally {
+      await watch.end();
+      await dropPgSchema(base!, url);
+      await dropPgSchema(base!, other);
+    }
+  }, 60_000);
 });

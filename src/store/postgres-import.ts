@@ -55,8 +55,8 @@ const insertPooled = (s: string) =>
  * nothing written: a copy never merges two states. The state's tables are locked against writes
  * (EXCLUSIVE, in observe's order: seen, prompts, pooled, meta) before that check, so no writer
  * adds rows between the check and the commit; readers go on. The advisory lock under which
- * stores make their tables (SCHEMA_LOCK) is held only while this one makes them, not for the
- * copy: it is one lock for the whole database, and every command's connect takes it.
+ * stores make a schema's tables (SCHEMA_LOCK, one a schema) is held to the commit: a command
+ * opening this schema waits for the copy; one on another schema does not.
  */
 export async function importIntoPostgres(url: string, rows: StateRows): Promise<ImportSummary> {
   const { schema, connectionString } = serverOf(url);
@@ -73,9 +73,10 @@ export async function importIntoPostgres(url: string, rows: StateRows): Promise<
   try {
     await client.query('BEGIN');
     try {
-      await client.query(`SELECT pg_advisory_lock(${SCHEMA_LOCK})`);
-      await ensureSchema(client, schema); // on a failure the connection's end below releases the lock
-      await client.query(`SELECT pg_advisory_unlock(${SCHEMA_LOCK})`);
+      // The schema's own lock, held until the commit: a command that opens it meanwhile waits
+      // for the whole copy (it failed on the half-made schema, holding every connect up).
+      await client.query(`SELECT pg_advisory_xact_lock(${SCHEMA_LOCK}, hashtext($1))`, [schema]);
+      await ensureSchema(client, schema);
     } catch (error) {
       throw stateUnreachable(error) ?? (error instanceof RolloutBudgetError ? error : cannotOpen(where, error));
     }

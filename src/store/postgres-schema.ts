@@ -41,8 +41,11 @@ ${pooledTableSql(s)}`;
 export const CONNECT_TIMEOUT_MS = 10_000;
 
 /**
- * The advisory lock (a transaction's, or a session's) under which a state's tables are made:
- * concurrent `CREATE ... IF NOT EXISTS` can race.
+ * The advisory lock under which a state's tables are made (concurrent `CREATE ... IF NOT
+ * EXISTS` can race), one a schema: `pg_advisory_xact_lock(SCHEMA_LOCK, hashtext(schema))`. A
+ * copy into a new schema (postgres-import.ts) holds its schema's until it commits, so a command
+ * on that schema waits for the copy, and commands on other schemas never do (one lock for the
+ * whole database held them all up behind a copy's 87 s at 10⁶ prompts).
  */
 export const SCHEMA_LOCK = 724019;
 

@@ -119,7 +119,7 @@ export class PostgresStore implements AsyncStore {
     const store = new PostgresStore(pool, `"${schema}"`, url, connectionString);
     try {
       await store.transaction(async (c) => {
-        await c.query(`SELECT pg_advisory_xact_lock(${SCHEMA_LOCK})`); // concurrent CREATE ... IF NOT EXISTS can race
+        await c.query(`SELECT pg_advisory_xact_lock(${SCHEMA_LOCK}, hashtext($1))`, [schema]); // concurrent CREATE ... IF NOT EXISTS can race
         await ensureSchema(c, schema);
         await buildPooled(c, store.schema, async () => (await c.query<Row>(`SELECT ${COLUMNS} FROM ${store.schema}.prompts`)).rows.map(fromRow));
       });
