@@ -109,6 +109,9 @@ describe('backup --out postgres:// (no server needed)', () => {
     const r = await cli(['plan', '--state', join(dir, 's.db'), '--prompts', files.prompts, '--budget-rollouts', '8', '--out', 'postgres://rb:hunter2@127.0.0.1:1/x?schema=a']);
     expect(r.code).toBe(2);
     expect(r.stderr).toBe("rollout-budget: postgres://rb:***@127.0.0.1:1/x?schema=a: a PostgreSQL URL, where a file path is expected (a state's URL goes to --state)\n");
+    // The password as a parameter, which node-postgres takes too: hidden as well (it was printed).
+    const param = await cli(['plan', '--state', join(dir, 's.db'), '--prompts', files.prompts, '--budget-rollouts', '8', '--out', 'postgres://rb@127.0.0.1:1/x?schema=a&password=hunter2']);
+    expect(param.stderr).toBe("rollout-budget: postgres://rb@127.0.0.1:1/x?schema=a&password=***: a PostgreSQL URL, where a file path is expected (a state's URL goes to --state)\n");
   });
 });
 

@@ -1,6 +1,7 @@
 /** `postgres://user@host:port/db?schema=name`: the password is never echoed. */
 export function redactUrl(url: string): string {
-  return url.replace(/\/\/([^:@/]+):[^@/]*@/, '//$1:***@');
+  // user:password@, and a ?password= (or &password=) parameter, which node-postgres takes too.
+  return url.replace(/\/\/([^:@/]+):[^@/]*@/, '//$1:***@').replace(/([?&]password=)[^&#]*/gi, '$1***');
 }
 
 /** Whether a `--state` value is a PostgreSQL URL (`postgres://` or `postgresql://`), not a SQLite path. */
