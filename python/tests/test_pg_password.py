@@ -41,7 +41,7 @@ def _recording_cli(folder):
         f.write("import json, os, sys\n"
                 "with open(%r, 'a') as out:\n"
                 "    out.write(json.dumps({'argv': sys.argv[1:], 'PGPASSWORD': os.environ.get('PGPASSWORD')}) + '\\n')\n"
-                "os.execv(%r, [%r, %r] + sys.argv[1:])\n" % (os.path.join(folder, "calls.jsonl"), support.NODE, support.NODE, support.CLI))
+                "os.execvp(%r, [%r, %r] + sys.argv[1:])\n" % (os.path.join(folder, "calls.jsonl"), support.NODE, support.NODE, support.CLI))
     return [sys.executable, script], os.path.join(folder, "calls.jsonl")
 
 
