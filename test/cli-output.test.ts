@@ -67,6 +67,18 @@ describe('--out that is a pipe, a device or a symlink', () => {
     expect(lstatSync(link).isSymbolicLink()).toBe(true);
     expect((JSON.parse(readFileSync(join(w.dir, 'step-13.json'), 'utf8')) as { totals: { rollouts: number } }).totals.rollouts).toBe(8);
     expect(readdirSync(w.dir).sort()).toEqual(['latest.json', 'prompts.jsonl', 'step-13.json']);
+    // A link whose target climbs `..` from a folder reached through another link: from its real
+    // folder, as the kernel follows it (the first fix resolved `..` by text: the plan went elsewhere).
+    const { mkdirSync } = await import('node:fs');
+    mkdirSync(join(w.dir, 'real', 'runs', 'run1'), { recursive: true });
+    mkdirSync(join(w.dir, 'real', 'plans'));
+    mkdirSync(join(w.dir, 'work', 'plans'), { recursive: true });
+    symlinkSync(join(w.dir, 'real', 'runs', 'run1'), join(w.dir, 'work', 'run1'));
+    symlinkSync('../../plans/next.json', join(w.dir, 'real', 'runs', 'run1', 'plan.json'));
+    const through = await plan(w.prompts, join(w.dir, 'work', 'run1', 'plan.json'));
+    expect(through.code, through.stderr).toBe(0);
+    expect(readdirSync(join(w.dir, 'real', 'plans'))).toEqual(['next.json']);
+    expect(readdirSync(join(w.dir, 'work', 'plans'))).toEqual([]);
   });
 
   // As root, a writer that renames would replace the machine's /dev/null: run where it cannot.

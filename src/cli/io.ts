@@ -241,7 +241,8 @@ function danglingTarget(path: string): string {
     } catch {
       return at;
     }
-    at = resolve(dirname(at), link);
+    // From the link's real folder, as the kernel follows it: `..` after a folder reached through a link is that folder's parent.
+    at = resolve(realpathSync(dirname(at)), link);
   }
   return at;
 }
