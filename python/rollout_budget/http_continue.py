@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import http.client
 import select
+import socket
+import time
 
 #: Bodies larger than this (bytes) are sent with ``Expect: 100-continue``: a round trip more for
 #: each, spent only where a body is large (curl's threshold, 1 MiB).
@@ -37,9 +39,22 @@ def send_head_expecting(conn, method, url, headers, length, wait):
     conn.putheader("Content-Length", str(length))
     conn.putheader("Expect", "100-continue")
     conn.endheaders()
-    if not select.select([conn.sock], [], [], wait)[0]:
+    sock = conn.sock
+    deadline = time.monotonic() + wait
+    # A TLS socket may hold what select() cannot see (bytes the TLS layer already read), and be
+    # readable with no HTTP byte in it (TLS 1.3's session tickets after the handshake): the
+    # answer is read with the wait left as the socket's timeout, and none by then sends the body.
+    pending = getattr(sock, "pending", None)
+    if not (pending is not None and pending() > 0) and not select.select([sock], [], [], wait)[0]:
         return None
-    return _early_answer(conn.sock)
+    before = sock.gettimeout()
+    sock.settimeout(max(0.001, deadline - time.monotonic()))
+    try:
+        return _early_answer(sock)
+    except (socket.timeout, TimeoutError):
+        return None  # no answer in the wait (a server that ignores the header): the body goes now
+    finally:
+        sock.settimeout(before)
 
 
 def _early_answer(sock):

@@ -144,3 +144,71 @@ class ExpectContinueTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class ExpectIgnoredOverTlsTest(unittest.TestCase):
+    """A server (or TLS proxy) that ignores ``Expect: 100-continue`` and waits for the body gets it
+    after CONTINUE_WAIT_S, over TLS 1.3 too: its session tickets, sent after the handshake, made
+    the socket readable with no HTTP byte in it, and the client waited for an answer until its
+    whole timeout, the body never sent (a review of the change). The server here is a TEST DOUBLE
+    of such a proxy: it reads a request's head and body as any HTTP/1.1 server that does not know
+    the header, and answers 200."""
+
+    def test_tls13_and_tls12_send_the_body_after_the_wait(self):
+        import os
+        import shutil
+        import ssl
+        import subprocess
+        import tempfile
+        if shutil.which("openssl") is None:
+            self.skipTest("no openssl to make the test server's certificate")
+        folder = tempfile.mkdtemp(prefix="rb-expect-tls-")
+        self.addCleanup(shutil.rmtree, folder, True)
+        key, crt = os.path.join(folder, "k.pem"), os.path.join(folder, "c.pem")
+        subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", crt, "-days", "1",
+                        "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"], check=True, capture_output=True)
+        for version in (ssl.TLSVersion.TLSv1_3, ssl.TLSVersion.TLSv1_2):
+            with self.subTest(version=version.name):
+                server = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+                server.load_cert_chain(crt, key)
+                server.maximum_version = version
+                listener = socket.socket()
+                listener.bind(("127.0.0.1", 0))
+                listener.listen(4)
+                got = []
+
+                def serve():
+                    raw, _ = listener.accept()
+                    conn = server.wrap_socket(raw, server_side=True)
+                    data = b""
+                    while b"\r\n\r\n" not in data:
+                        data += conn.recv(65536)
+                    head, _, rest = data.partition(b"\r\n\r\n")
+                    length = int([l.split(b":", 1)[1] for l in head.split(b"\r\n") if l.lower().startswith(b"content-length:")][0])
+                    while len(rest) < length:
+                        chunk = conn.recv(1 << 20)
+                        if not chunk:
+                            break
+                        rest += chunk
+                    got.append(len(rest))
+                    body = json.dumps({"applied": 40, "duplicates": 0, "aborted": 0, "prompts": 1, "last_step": 1}).encode()
+                    conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s" % (len(body), body))
+                    conn.close()
+
+                thread = threading.Thread(target=serve, daemon=True)
+                thread.start()
+                rows = [{"prompt_id": "p", "step": 1, "reward": 1, "rollout_id": "1/p#%d" % i, "note": "x" * 40000} for i in range(40)]
+                client = rb.HttpClient("https://127.0.0.1:%d" % listener.getsockname()[1], timeout=20, connect_retries=0,
+                                       ssl_context=ssl.create_default_context(cafile=crt))
+                started = time.monotonic()
+                try:
+                    answer = client.observe(rows)
+                finally:
+                    client.close()
+                    listener.close()
+                took = time.monotonic() - started
+                thread.join(5)
+                self.assertEqual(answer["applied"], 40)
+                self.assertEqual(len(got), 1)
+                self.assertGreater(got[0], 1 << 20)  # the whole body, sent after the wait
+                self.assertLess(took, 10, "the body waited for the client's timeout")
