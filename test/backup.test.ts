@@ -105,7 +105,7 @@ describe('backup', () => {
   });
 
   it('a full disk under the copy is said to be the copy\'s, not the state\'s', async () => {
-    const { vacuumInto } = await import('../src/store/sqlite.js');
+    const { vacuumInto } = await import('../src/store/sqlite-copy.js');
     const db = new Database(':memory:');
     try {
       db.exec('CREATE TABLE t (x); INSERT INTO t VALUES (randomblob(100000))');

@@ -92,6 +92,13 @@ describe('Ctrl-C while observe copies its results from a pipe', () => {
   }, 120_000);
 });
 
+/** A pid no process has now (one that ran and ended), and a process that runs (kill it when done). */
+async function deadAndAlive(): Promise<{ dead: number; alive: ReturnType<typeof spawn> }> {
+  const ended = spawn(process.execPath, ['-e', '0']);
+  await new Promise((resolve) => ended.on('exit', resolve));
+  return { dead: ended.pid!, alive: spawn(process.execPath, ['-e', 'setTimeout(() => {}, 60000)']) };
+}
+
 describe('temp files a killed writer left', () => {
   it('are removed by the next plan or backup of the same file, when their process is gone; a running one keeps its own', async () => {
     const { cli } = await import('./cli-helpers.js');
@@ -100,11 +107,7 @@ describe('temp files a killed writer left', () => {
     writeFileSync(prompts, '{"id":"a"}\n{"id":"b"}\n');
     const out = join(dir, 'plan.json');
     const copy = join(dir, 'copy.db');
-    // A pid no process has now: one that ran and ended.
-    const ended = spawn(process.execPath, ['-e', '0']);
-    await new Promise((resolve) => ended.on('exit', resolve));
-    const dead = ended.pid!;
-    const alive = spawn(process.execPath, ['-e', 'setTimeout(() => {}, 60000)']);
+    const { dead, alive } = await deadAndAlive();
     try {
       const hourAgo = new Date(Date.now() - 3_600_000);
       for (const name of [`plan.json.tmp-${dead}`, `plan.json.tmp-${alive.pid}`, `copy.db.tmp-${dead}`, `copy.db.tmp-${dead}-journal`]) {
@@ -128,10 +131,7 @@ describe('copies of stdin a killed observe left in the temp folder', () => {
     // Found by a hostile review: each kill -9 during observe --results - left its whole copy (46 MB at 600,000 rollouts) for good.
     const { spawnSync } = await import('node:child_process');
     const dir = tempDir('rb-spools-');
-    const ended = spawn(process.execPath, ['-e', '0']);
-    await new Promise((resolve) => ended.on('exit', resolve));
-    const dead = ended.pid!;
-    const alive = spawn(process.execPath, ['-e', 'setTimeout(() => {}, 60000)']);
+    const { dead, alive } = await deadAndAlive();
     try {
       const hourAgo = new Date(Date.now() - 3_600_000);
       const made = (name: string, old: boolean) => {

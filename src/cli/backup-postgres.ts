@@ -1,5 +1,5 @@
 import { importIntoPostgres } from '../store/postgres-import.js';
-import { sqliteStateNotes } from '../store/sqlite.js';
+import { sqliteStateNotes } from '../store/file-identity.js';
 import { SqliteSource } from '../store/sqlite-source.js';
 import { redactUrl } from '../store/url.js';
 import type { CliIo } from './io.js';

@@ -1,5 +1,4 @@
-import { closeSync, createReadStream, createWriteStream, lstatSync, openSync, readdirSync, readlinkSync, realpathSync, renameSync, rmSync, writeSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { closeSync, createReadStream, createWriteStream, lstatSync, openSync, readlinkSync, realpathSync, renameSync, rmSync, writeSync } from 'node:fs';
 import { basename, dirname, join, resolve } from 'node:path';
 import { cannotRead, RolloutBudgetError } from '../errors.js';
 import { lazyRequire } from '../lazy.js';
@@ -9,6 +8,7 @@ import { refuseDevice } from '../io/chunks.js';
 import { tempFolder, tempWriteFailed } from '../io/temp-folder.js';
 import { chunkText, decodeUtf8 } from '../io/utf8.js';
 import { statIfThere } from '../io/paths.js';
+import { removeStaleSpools, removeStaleTemps } from './stale-temps.js';
 import { isPostgresUrl, redactUrl } from '../store/url.js';
 
 /**
@@ -291,82 +291,6 @@ function relaySignals(): void {
       if (process.listenerCount(name) === 0) process.kill(process.pid, name);
     };
     process.on(name, relay);
-  }
-}
-
-/**
- * Removes the temp files a killed writer of `target` left beside it (`<target>.tmp-<pid>`, and a
- * SQLite copy's `-journal`): this user's plain files, of processes no longer running here,
- * untouched for 10 minutes. A `kill -9` during a plan or a backup left them for good (a
- * 10⁶-prompt plan's is 100 to 260 MB). A process still running (another writer of the same
- * file) keeps its own. Best effort: what cannot be removed stays.
- */
-export function removeStaleTemps(target: string): void {
-  const dir = dirname(target);
-  const prefix = `${basename(target)}.tmp-`;
-  let names: string[];
-  try {
-    names = readdirSync(dir).filter((n) => n.startsWith(prefix));
-  } catch {
-    return;
-  }
-  const now = Date.now();
-  for (const name of names) {
-    const pid = Number(/^(\d+)(?:-journal)?$/.exec(name.slice(prefix.length))?.[1]);
-    if (!Number.isSafeInteger(pid) || pid <= 0 || pid === process.pid || isRunning(pid)) continue;
-    try {
-      const path = join(dir, name);
-      const stat = lstatSync(path);
-      // A plain file of this user's, untouched for STALE_MS: a writer on another host sharing
-      // the folder (NFS), whose process this host cannot see, keeps writing its own.
-      if (!stat.isFile() || (process.getuid !== undefined && stat.uid !== process.getuid()) || now - stat.mtimeMs < STALE_MS) continue;
-      rmSync(path, { force: true });
-    } catch {
-      // best effort: what cannot be removed stays, and the command goes on
-    }
-  }
-}
-
-/**
- * Removes the copies (`<prefix><pid>-XXXXXX/`, spool) in the temp folder that a killed process
- * left: a `kill -9` during `observe --results -` left the whole copy of stdin for good (46 MB
- * a kill at 600,000 rollouts). As removeStaleTemps: this user's folders, of processes no longer
- * running here, untouched for 10 minutes. Best effort.
- */
-function removeStaleSpools(prefix: string): void {
-  const dir = tmpdir();
-  let names: string[];
-  try {
-    names = readdirSync(dir).filter((n) => n.startsWith(prefix));
-  } catch {
-    return;
-  }
-  const now = Date.now();
-  for (const name of names) {
-    const pid = Number(/^(\d+)-[^/]+$/.exec(name.slice(prefix.length))?.[1]);
-    if (!Number.isSafeInteger(pid) || pid <= 0 || pid === process.pid || isRunning(pid)) continue;
-    try {
-      const path = join(dir, name);
-      const stat = lstatSync(path);
-      if (!stat.isDirectory() || (process.getuid !== undefined && stat.uid !== process.getuid())) continue;
-      const copy = statIfThere(join(path, 'input.jsonl'));
-      if (now - Math.max(stat.mtimeMs, copy?.mtimeMs ?? 0) < STALE_MS) continue;
-      rmSync(path, { recursive: true, force: true });
-    } catch {
-      // best effort: what cannot be removed stays, and the command goes on
-    }
-  }
-}
-
-/** How long a temp file must have been left untouched before removeStaleTemps takes it for a dead writer's. */
-const STALE_MS = 10 * 60_000;
-
-function isRunning(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (error) {
-    return (error as NodeJS.ErrnoException).code === 'EPERM'; // there, another user's
   }
 }
 

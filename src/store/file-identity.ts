@@ -1,5 +1,6 @@
 import { RolloutBudgetError } from '../errors.js';
 import { statIfThere } from '../io/paths.js';
+import { networkStateNote } from './network-fs.js';
 
 /** A file's device and inode: which file a path named when a state was opened. */
 export interface FileIdentity {
@@ -41,4 +42,9 @@ export function linkedStateNote(path: string): string | undefined {
   const links = statIfThere(path)?.nlink ?? 1;
   if (links < 2) return undefined;
   return `${path} has ${links} hard links (other names for the same file, e.g. a snapshot of its folder made with cp -al): SQLite keeps its -wal and -shm beside each name, so writers through two names lose each other's updates without an error; write the state through one name only, and take copies with backup`;
+}
+
+/** What an operator should know about the SQLite state file at `path` (SqliteStore.notes). */
+export function sqliteStateNotes(path: string): string[] {
+  return [networkStateNote(path), linkedStateNote(path)].filter((note) => note !== undefined);
 }

@@ -6,12 +6,12 @@ import type { DecayOptions } from '../posterior/decay.js';
 import { snapshotOf, type PromptState, type StateSnapshot } from '../posterior/state.js';
 import { ATTEMPT_MS, LOCK_WAIT_ENV, lockWaitMs, retryAsync, retrySync } from './busy.js';
 import { cannotOpen, sqliteUnavailable } from './unavailable.js';
-import { checkSameFile, fileIdentity, linkedStateNote, type FileIdentity } from './file-identity.js';
+import { checkSameFile, fileIdentity, sqliteStateNotes, type FileIdentity } from './file-identity.js';
 import type { PromptMeta } from './meta.js';
 import { ALL_SCOPE, POOLED_COLUMNS, POOLED_META_KEY, pooledOf, pooledValues } from './pooled.js';
 import { ClaimConflict, SqliteWriter } from './sqlite-apply.js';
 import { installedSqlite, sqliteDriver } from './sqlite-driver.js';
-import { networkStateNote } from './network-fs.js';
+import { vacuumInto } from './sqlite-copy.js';
 import { openReadOnly, readOnlyError, requireCreatable, unwritableReason } from './sqlite-read-only.js';
 import { PartialRead } from './sqlite-partial.js';
 import type { ScannedState } from './scan-ahead.js';
@@ -382,24 +382,5 @@ export class SqliteStore implements Store {
     if (this.file !== undefined && fileIdentity(this.path) === undefined) {
       for (const suffix of ['-wal', '-shm']) rmSync(`${this.path}${suffix}`, { force: true });
     }
-  }
-}
-
-/** What an operator should know about the SQLite state file at `path` (SqliteStore.notes). */
-export function sqliteStateNotes(path: string): string[] {
-  return [networkStateNote(path), linkedStateNote(path)].filter((note) => note !== undefined);
-}
-
-/**
- * SQLite's VACUUM INTO `file` (`name`: the path the user gave for it). A full disk there is the
- * copy's (only the new file is written): said as such, where the state's store would say the
- * state's disk is full.
- */
-export function vacuumInto(db: Database.Database, file: string, name = file): void {
-  try {
-    db.prepare('VACUUM INTO ?').run(file);
-  } catch (error) {
-    if (!String((error as { code?: unknown }).code ?? '').startsWith('SQLITE_FULL')) throw error;
-    throw new RolloutBudgetError('IO_ERROR', `${name}: the disk holding the copy is full (SQLITE_FULL); the state is as it was`);
   }
 }
