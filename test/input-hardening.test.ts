@@ -445,3 +445,36 @@ describe('a report that cannot be written whole', () => {
     expect(readFileSync(join(out, 'metrics.json'), 'utf8')).toBe('the last run\n');
   });
 });
+
+describe('a state on a full disk', () => {
+  // Needs a small file system to fill: a tmpfs, which only root may mount (CI runs as root).
+  const mountable = (() => {
+    if (process.getuid?.() !== 0) return false;
+    const probe = tempDir();
+    const ok = spawnSync('mount', ['-t', 'tmpfs', '-o', 'size=1m', 'tmpfs', probe]).status === 0;
+    if (ok) spawnSync('umount', [probe]);
+    return ok;
+  })();
+  it.runIf(mountable)('is named as such, even by inspect (it said "disk I/O error" alone)', async () => {
+    const { copyFileSync } = await import('node:fs');
+    const dir = tempDir();
+    const state = join(dir, 'st.db');
+    const results = join(dir, 'r.jsonl');
+    writeFileSync(results, '{"prompt_id":"a","reward":1}\n');
+    expect((await cli(['observe', '--results', results, '--state', state])).code).toBe(0);
+    const full = join(dir, 'full');
+    const { mkdirSync } = await import('node:fs');
+    mkdirSync(full);
+    expect(spawnSync('mount', ['-t', 'tmpfs', '-o', 'size=1m', 'tmpfs', full]).status).toBe(0);
+    try {
+      copyFileSync(state, join(full, 'st.db'));
+      spawnSync('sh', ['-c', `head -c 2000000 /dev/zero > ${join(full, 'fill')}`]);
+      const r = spawnSync(process.execPath, [CLI, 'inspect', '--state', join(full, 'st.db')], { encoding: 'utf8' });
+      expect(r.status).toBe(2);
+      expect(r.stderr).toContain(`${join(full, 'st.db')}: cannot open the state database (`);
+      expect(r.stderr).toContain('the disk holding it is full (no bytes free): free space there; the state is as it was');
+    } finally {
+      spawnSync('umount', [full]);
+    }
+  });
+});

@@ -1,7 +1,9 @@
+import { statfsSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { RolloutBudgetError } from '../errors.js';
 import { shellWord } from '../io/shell-word.js';
 import { statIfThere } from '../io/paths.js';
+import { isPostgresUrl } from './url.js';
 
 /**
  * A state that cannot be used for a reason outside the program (PostgreSQL stopped, restarted,
@@ -104,13 +106,28 @@ export function cannotOpen(where: string, error: unknown): RolloutBudgetError {
       ? `${message}: it is a folder; give the path of a state file, e.g. ${join(where, 'rollout-budget.db')}`
       : /unable to open database file|directory does not exist/.test(message) && dirname(where) !== where
         ? folderMissing(message, dirname(where))
-        : message;
+        : /disk I\/O error|database or disk is full/.test(message) && diskFull(where)
+          ? `${message}: the disk holding it is full (no bytes free): free space there; the state is as it was`
+          : message;
   const failed = new RolloutBudgetError('STATE_ERROR', `${where}: cannot open the state database (${why})`);
   // A database down, restarting or out of connections may be back shortly: retryable, as a
   // request on an open store says then (a service's planning thread opens its own store on its
   // first plan, and its 503 had no Retry-After, so clients gave up on a restart they ride out).
   if (stateUnreachable(cause) !== undefined) failed.retryable = true;
   return failed;
+}
+
+/** Whether the file system holding the SQLite state at `path` (or its folder) has no byte free for this user. */
+function diskFull(path: string): boolean {
+  if (isPostgresUrl(path)) return false;
+  for (const at of [path, dirname(path)]) {
+    try {
+      return statfsSync(at).bavail === 0;
+    } catch {
+      // not there: its folder
+    }
+  }
+  return false;
 }
 
 /**
