@@ -190,3 +190,18 @@ describe('a policy\'s colour in the report', () => {
     expect(new Set(['thompson', 'mean', 'dapo', 'greso', 'knapsack-rl', 'mopps', 'xrpo'].map(keyOf)).size).toBe(7);
   });
 });
+
+describe('a visits line with a group past any step', () => {
+  it('is refused naming the file, line and n (a step\'s sum past 2^53 was refused as a --budget-rollouts never given)', async () => {
+    const dir = tempDir('rb-quirks-');
+    const log = join(dir, 'v.jsonl');
+    writeFileSync(log, '{"step":0,"prompt_id":"a","n":9007199254740991,"correct":5}\n{"step":0,"prompt_id":"b","n":8,"correct":3}\n{"step":1,"prompt_id":"a","n":8,"correct":5}\n');
+    const r = await cli(['replay', '--log', log, '--quiet', '--policies', 'uniform,bayes']);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toBe(`rollout-budget: ${log}:1: "n" must be at most 1000000 (rollouts of one prompt at one step), got 9007199254740991\n`);
+    // The largest taken.
+    writeFileSync(log, '{"step":0,"prompt_id":"a","n":1000000,"correct":5}\n{"step":0,"prompt_id":"b","n":8,"correct":3}\n{"step":1,"prompt_id":"a","n":8,"correct":5}\n');
+    const ok = await cli(['replay', '--log', log, '--quiet', '--policies', 'uniform']);
+    expect(ok.code, ok.stderr).toBe(0);
+  });
+});

@@ -2,13 +2,13 @@ import { readdirSync, statSync } from 'node:fs';
 import { basename, join } from 'node:path';
 import { RolloutBudgetError, badInput, badOption, cannotRead, quote } from '../errors.js';
 import { lineChunks } from '../io/chunks.js';
-import { eachJsonl, field } from '../io/jsonl.js';
+import { eachJsonl } from '../io/jsonl.js';
 import { statIfThere } from '../io/paths.js';
 import { SeenRollouts, addLogLine, requireStep, type VerlIds } from './log-lines.js';
 import { RolloutStore } from './log-store.js';
 import { LogIndexer, NotInStepOrder } from './step-index.js';
 import { StreamedRun } from './streamed-run.js';
-import { LoggedRun, type ReplayRun, type Visit } from './visits.js';
+import { groupCounts, LoggedRun, type ReplayRun, type Visit } from './visits.js';
 
 /**
  * The three log formats `replay` reads:
@@ -242,10 +242,7 @@ function addVisitLine(counts: Map<string, Counts>, where: string, obj: Record<st
   const step = requireStep(where, obj);
   const prompt_id = obj.prompt_id === undefined ? undefined : String(obj.prompt_id);
   if (prompt_id === undefined || prompt_id === '') throw badInput(where, `"prompt_id" must be a non-empty string, got ${quote(obj.prompt_id)}`);
-  const n = field.int(where, obj, 'n', 1);
-  if (n === undefined) throw badInput(where, '"n" is required, got nothing');
-  const correct = field.int(where, obj, 'correct', 0);
-  if (correct === undefined || correct > n) throw badInput(where, `"correct" must be an integer in [0, n=${n}], got ${quote(obj.correct)}`);
+  const { n, correct } = groupCounts(where, obj);
   const key = `${step}\u0000${prompt_id}`;
   if (counts.has(key)) throw badInput(where, `prompt ${quote(prompt_id)} already has a group at step ${step}`);
   counts.set(key, { step, prompt_id, n, correct });

@@ -21,13 +21,9 @@ export function parseVisits(text: string, name: string): Visit[] {
   return parseJsonl(text, name).map(({ where, value }) => {
     const step = field.int(where, value, 'step', 0);
     const prompt_id = value.prompt_id === undefined ? undefined : String(value.prompt_id);
-    const n = field.int(where, value, 'n', 1);
-    const correct = field.int(where, value, 'correct', 0);
     if (step === undefined) throw badInput(where, '"step" is required, got nothing');
     if (prompt_id === undefined || prompt_id === '') throw badInput(where, `"prompt_id" must be a non-empty string, got ${quote(value.prompt_id)}`);
-    if (n === undefined) throw badInput(where, '"n" is required, got nothing');
-    if (correct === undefined || correct > n) throw badInput(where, `"correct" must be an integer in [0, n=${n}], got ${quote(value.correct)}`);
-    return { step, prompt_id, n, correct };
+    return { step, prompt_id, ...groupCounts(where, value) };
   });
 }
 
@@ -143,4 +139,21 @@ export function drawOutcomes(visit: Visit, pooledRate: number, n: number, random
     }
   }
   return out;
+}
+
+/** The most rollouts a visits line may give one prompt at one step. */
+export const MAX_LOGGED_N = 1_000_000;
+
+/**
+ * A visits line's group: `n` rollouts (1..MAX_LOGGED_N) of which `correct` (0..n) were right;
+ * BAD_INPUT naming the line otherwise. An n past any group (a step's sum beyond 2^53) was
+ * refused as a --budget-rollouts the user never gave.
+ */
+export function groupCounts(where: string, value: Record<string, unknown>): { n: number; correct: number } {
+  const n = field.int(where, value, 'n', 1);
+  if (n === undefined) throw badInput(where, '"n" is required, got nothing');
+  if (n > MAX_LOGGED_N) throw badInput(where, `"n" must be at most ${MAX_LOGGED_N} (rollouts of one prompt at one step), got ${n}`);
+  const correct = field.int(where, value, 'correct', 0);
+  if (correct === undefined || correct > n) throw badInput(where, `"correct" must be an integer in [0, n=${n}], got ${quote(value.correct)}`);
+  return { n, correct };
 }
