@@ -75,8 +75,11 @@ def password_out_of_args(args):
     ValueError, never naming them (one child has one ``PGPASSWORD``)."""
     out, found = [], None
     for arg in args:
-        if isinstance(arg, str) and _POSTGRES.match(arg):
-            arg, password = _without_password(arg)
+        # A URL as an argument of its own, or as a flag's value in one argument (--state=postgres://...).
+        flag, _, value = arg.partition("=") if isinstance(arg, str) and arg.startswith("--") else ("", "", arg)
+        if isinstance(value, str) and _POSTGRES.match(value):
+            value, password = _without_password(value)
+            arg = "%s=%s" % (flag, value) if flag else value
             if password is not None:
                 if found is not None and password != found:
                     raise ValueError("two postgres:// URLs with different passwords in one command: the password goes to "

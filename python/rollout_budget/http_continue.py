@@ -42,29 +42,33 @@ def send_head_expecting(conn, method, url, headers, length, wait):
     sock = conn.sock
     deadline = time.monotonic() + wait
     # A TLS socket may hold what select() cannot see (bytes the TLS layer already read), and be
-    # readable with no HTTP byte in it (TLS 1.3's session tickets after the handshake): the
-    # answer is read with the wait left as the socket's timeout, and none by then sends the body.
+    # readable with no HTTP byte in it (TLS 1.3's session tickets after the handshake): the wait
+    # is for the answer's first byte, read with what is left of it as the socket's timeout; none
+    # by then sends the body. The rest of an answer begun is read under the client's own timeout.
     pending = getattr(sock, "pending", None)
     if not (pending is not None and pending() > 0) and not select.select([sock], [], [], wait)[0]:
         return None
     before = sock.gettimeout()
     sock.settimeout(max(0.001, deadline - time.monotonic()))
     try:
-        return _early_answer(sock)
+        first = sock.recv(1)
     except (socket.timeout, TimeoutError):
         return None  # no answer in the wait (a server that ignores the header): the body goes now
     finally:
         sock.settimeout(before)
+    if not first:
+        raise http.client.RemoteDisconnected("the server closed the connection without an answer")
+    return _early_answer(sock, first)
 
 
-def _early_answer(sock):
-    """The answer waiting on `sock` before the body: None for an interim one (1xx: "100
-    Continue"), else (status, Location, body bytes). An answer read from a buffered file over
+def _early_answer(sock, first):
+    """The answer waiting on `sock` before the body, whose `first` byte was read already: None for
+    an interim one (1xx: "100 Continue"), else (status, Location, body bytes). An answer read from a buffered file over
     `sock`: after "100 Continue" the server sends nothing until it has the body, so nothing past
     it is read here and lost to the answer http.client reads later."""
     fp = sock.makefile("rb")
     try:
-        line = fp.readline(65537)
+        line = first + (b"" if first == b"\n" else fp.readline(65536))
         if not line:
             raise http.client.RemoteDisconnected("the server closed the connection without an answer")
         try:

@@ -212,3 +212,46 @@ class ExpectIgnoredOverTlsTest(unittest.TestCase):
                 self.assertEqual(len(got), 1)
                 self.assertGreater(got[0], 1 << 20)  # the whole body, sent after the wait
                 self.assertLess(took, 10, "the body waited for the client's timeout")
+
+
+class EarlyAnswerSplitTest(unittest.TestCase):
+    """An early answer whose head comes just before the wait ends and whose body a little later is
+    read whole: the wait was the timeout of the whole read, so the head's bytes were dropped, the
+    body sent, and the client waited its whole timeout for an answer it had already consumed (a
+    review of the change). The server is a TEST DOUBLE of a slow refusal: a 413 head at 0.95 s,
+    its body 0.3 s later."""
+
+    def test_a_413_that_straddles_the_wait_is_the_413(self):
+        answer = json.dumps({"error": {"code": "BODY_TOO_LARGE", "message": "body: larger than the limit"}}).encode()
+        listener = socket.socket()
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(1)
+
+        def serve():
+            conn, _ = listener.accept()
+            with conn:
+                data = b""
+                while b"\r\n\r\n" not in data:
+                    data += conn.recv(65536)
+                time.sleep(0.95)
+                conn.sendall(b"HTTP/1.1 413 Payload Too Large\r\nContent-Type: application/json\r\nContent-Length: %d\r\nConnection: close\r\n\r\n" % len(answer))
+                time.sleep(0.3)
+                conn.sendall(answer)
+                conn.settimeout(3)
+                with contextlib.suppress(OSError):
+                    while conn.recv(1 << 20):
+                        pass
+
+        thread = threading.Thread(target=serve, daemon=True)
+        thread.start()
+        client = rb.HttpClient("http://127.0.0.1:%d" % listener.getsockname()[1], timeout=10, connect_retries=0)
+        started = time.monotonic()
+        try:
+            with self.assertRaises(rb.RolloutBudgetError) as caught:
+                client.plan([{"id": "p", "note": "y" * (2 << 20)}], budget_rollouts=8)
+        finally:
+            client.close()
+            listener.close()
+        self.assertEqual(caught.exception.status, 413)
+        self.assertLess(time.monotonic() - started, 5, "the client waited its timeout for an answer it had read")
+

@@ -56,6 +56,9 @@ class PasswordOutOfArgsTest(unittest.TestCase):
         for url, kept, password in cases:
             with self.subTest(url=url):
                 self.assertEqual(password_out_of_args(["--state", url]), (["--state", kept], password))
+        # A flag and its URL in one argument, as the CLI takes them (a review found the password left there).
+        self.assertEqual(password_out_of_args(["--state=postgres://rb:pw@h/db", "--out=x.json"]), (["--state=postgres://rb@h/db", "--out=x.json"], "pw"))
+        self.assertEqual(password_out_of_args(["--out=postgres://rb@h/db?schema=c&password=pw"]), (["--out=postgres://rb@h/db?schema=c"], "pw"))
         with self.assertRaises(ValueError) as caught:
             password_out_of_args(["postgres://a:pwA1@h/db", "postgres://a:pwB2@h/db"])
         self.assertNotRegex(str(caught.exception), "pwA1|pwB2")
