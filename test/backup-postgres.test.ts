@@ -230,11 +230,24 @@ describe.skipIf(base === undefined)('backup --out postgres://...?schema=<name>',
       const r = await cli(['backup', '--state', state, '--out', url.replace('postgres://rb@', 'postgres://rb:s3cret-pw@')]);
       expect(r.code).toBe(2);
       expect(r.stderr).toBe(
-        `rollout-budget: ${url.replace('postgres://rb@', 'postgres://rb:***@')}: schema ${schemaOf(url)} already holds a state (40 prompts, claimed rollout ids, last step 1); ` +
+        `rollout-budget: ${url.replace('postgres://rb@', 'postgres://rb:***@')}: schema ${schemaOf(url)} already holds a state (40 prompts, 40 of them observed, claimed rollout ids, last step 1); ` +
           'a copy goes into a new schema or one with no state in it, never merged into another: nothing was written. Give another ?schema=\n',
       );
       expect(r.stdout).toBe('');
       expect(await pgState(url)).toEqual(before);
+
+      // Prompts only planned (a plan recorded their group) are a state too; the message says none was observed (inspect: 0 prompts).
+      const planned = freshPgUrl(base!);
+      try {
+        const grouped = join(dir, 'grouped.jsonl');
+        writeFileSync(grouped, '{"id":"a","group":"g"}\n{"id":"b","group":"g"}\n');
+        await ok(['plan', '--state', planned, '--prompts', grouped, '--budget-rollouts', '8', '--out', '/dev/null']);
+        const refused = await cli(['backup', '--state', state, '--out', planned]);
+        expect(refused.code).toBe(2);
+        expect(refused.stderr).toContain(`schema ${schemaOf(planned)} already holds a state (2 prompts, 0 of them observed, no claimed rollout ids, no last step)`);
+      } finally {
+        await dropPgSchema(base!, planned);
+      }
 
       // A schema with the tables but no state (an observe of nothing made it): the copy goes in.
       await ok(['observe', '--state', empty, '--results', '-']);

@@ -87,7 +87,9 @@ class Cli:
 
     def backup(self, out):
         """`backup --out <out>`: a consistent copy of the state file (taken while others write it),
-        e.g. beside each trainer checkpoint; returns ``{"out", "prompts", "last_step", "bytes"}``.
+        e.g. beside each trainer checkpoint; returns ``{"out", "prompts", "last_step", "bytes"}``,
+        or, for an `out` that is a ``postgres://...?schema=`` URL (the state copied into that
+        schema), ``{"out", "prompts", "last_step", "rollout_ids"}``.
         Putting a copy back: ``Cli(state=copy).backup(state_path)`` while nothing has the state open."""
         return json.loads(self.run(["backup", "--state", self.state, "--out", str(out)]))
 

@@ -118,12 +118,13 @@ export async function importIntoPostgres(url: string, rows: StateRows): Promise<
 
 /** Throws BAD_OPTION naming the schema when it holds prompts, claimed keys or a last step. */
 async function refuseHeldState(c: pg.Client, s: string, where: string, schema: string): Promise<void> {
-  const { rows } = await c.query<{ prompts: number; keys: boolean; last: number | null }>(
-    `SELECT (SELECT count(*) FROM ${s}.prompts)::float8 AS prompts, EXISTS (SELECT 1 FROM ${s}.seen) AS keys,
-       (SELECT value::float8 FROM ${s}.meta WHERE key = 'last_step') AS last`);
-  const { prompts, keys, last } = rows[0]!;
+  const { rows } = await c.query<{ prompts: number; observed: number; keys: boolean; last: number | null }>(
+    `SELECT (SELECT count(*) FROM ${s}.prompts)::float8 AS prompts, (SELECT count(*) FROM ${s}.prompts WHERE rollouts > 0)::float8 AS observed,
+       EXISTS (SELECT 1 FROM ${s}.seen) AS keys, (SELECT value::float8 FROM ${s}.meta WHERE key = 'last_step') AS last`);
+  const { prompts, observed, keys, last } = rows[0]!;
   if (prompts === 0 && !keys && last === null) return;
-  const held = [`${prompts} prompt${prompts === 1 ? '' : 's'}`, keys ? 'claimed rollout ids' : 'no claimed rollout ids', last === null ? 'no last step' : `last step ${last}`];
+  // Prompts only planned (a plan records its candidates' group and hint) count: inspect says 0 of them.
+  const held = [`${prompts} prompt${prompts === 1 ? '' : 's'}, ${observed} of them observed`, keys ? 'claimed rollout ids' : 'no claimed rollout ids', last === null ? 'no last step' : `last step ${last}`];
   throw new RolloutBudgetError(
     'BAD_OPTION',
     `${where}: schema ${schema} already holds a state (${held.join(', ')}); a copy goes into a new schema or one with no state in it, never merged into another: nothing was written. Give another ?schema=`,
