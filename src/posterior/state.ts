@@ -145,15 +145,18 @@ export function stateOfValues(
 export function pooledSums(states: Iterable<PromptState>): { all: Sums; groups: Map<string, Sums>; latest: number | null } {
   const groups = new Map<string, Sums>();
   const sums: RunningSums = { all: { ...emptyGroupStats }, latest: null };
-  for (const s of states) {
-    let group: Sums | undefined;
-    if (s.group !== null) {
-      group = groups.get(s.group);
-      if (group === undefined) groups.set(s.group, (group = { ...emptyGroupStats }));
-    }
-    addState(sums, s, group);
-  }
+  for (const s of states) addToSums(sums, groups, s);
   return { all: sums.all, groups, latest: sums.latest };
+}
+
+/** pooledSums's step: one state added to `sums` and to its group's in `groups` (made at its group's first state). O(1). */
+export function addToSums(sums: RunningSums, groups: Map<string, Sums>, s: PromptState): void {
+  let group: Sums | undefined;
+  if (s.group !== null) {
+    group = groups.get(s.group);
+    if (group === undefined) groups.set(s.group, (group = { ...emptyGroupStats }));
+  }
+  addState(sums, s, group);
 }
 
 /** Pooled figures summed a state at a time (addState): over all states, and the latest step with evidence. Plain data (it crosses threads). */

@@ -38,6 +38,11 @@ export function statsOfValues(v: readonly number[]): GroupStats {
 /** Every scope's figures over `states`, summed in their order (posterior/state.ts pooledSums, as snapshotOf sums them). O(N). */
 export function pooledOf(states: Iterable<PromptState>): Map<string, GroupStats> {
   const { all, groups } = pooledSums(states);
+  return scopesOf(all, groups);
+}
+
+/** The pooled rows by scope of pooledSums's sums: `all`, then each group's. */
+export function scopesOf(all: GroupStats, groups: ReadonlyMap<string, GroupStats>): Map<string, GroupStats> {
   const out = new Map<string, GroupStats>([[ALL_SCOPE, all]]);
   for (const [group, sum] of groups) out.set(groupScope(group), sum);
   return out;

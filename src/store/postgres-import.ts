@@ -1,7 +1,8 @@
 import pg from 'pg';
 import { RolloutBudgetError } from '../errors.js';
 import { pgArray } from './pg-array.js';
-import { POOLED_COLUMNS, POOLED_META_KEY, pooledOf, pooledValues } from './pooled.js';
+import { addToSums, emptyGroupStats, type GroupStats, type RunningSums, type Sums } from '../posterior/state.js';
+import { POOLED_COLUMNS, POOLED_META_KEY, pooledValues, scopesOf } from './pooled.js';
 import { CONNECT_TIMEOUT_MS, ensureSchema, SCHEMA_LOCK, serverOf } from './postgres-schema.js';
 import { fromRawRow, type RawRow } from './sqlite-rows.js';
 import { cannotOpen, keyTooLong, permissionDenied, stateUnreachable } from './unavailable.js';
@@ -9,7 +10,7 @@ import { redactUrl } from './url.js';
 
 /**
  * A state's rows as a copy reads them (store/sqlite-source.ts SqliteSource), each call a read
- * of the same moment: `prompts()` is read twice (the rows, then their pooled sums).
+ * of the same moment.
  */
 export interface StateRows {
   prompts(): Iterable<RawRow[]>;
@@ -85,9 +86,15 @@ export async function importIntoPostgres(url: string, rows: StateRows): Promise<
     await client.query(`DELETE FROM ${s}.pooled`); // an empty state's rows (none, or zeros)
     let prompts = 0;
     let promptRows = 0;
+    // The pooled rows summed as the prompts go by, in their order (pooledOf's sums, one read of the file).
+    const sums: RunningSums = { all: { ...emptyGroupStats }, latest: null };
+    const groups = new Map<string, Sums>();
     await pipelined(rows.prompts(), (batch) => {
       promptRows += batch.length;
-      for (const r of batch) if (r[5] > 0) prompts++;
+      for (const r of batch) {
+        if (r[5] > 0) prompts++;
+        addToSums(sums, groups, fromRawRow(r));
+      }
       return client.query(insertPrompts(s), PROMPT_TYPES.map((_, k) => pgArray(batch.map((r) => r[k]))));
     });
     let rolloutIds = 0;
@@ -97,7 +104,7 @@ export async function importIntoPostgres(url: string, rows: StateRows): Promise<
     });
     const lastStep = rows.lastStep();
     if (lastStep !== null) await client.query(`INSERT INTO ${s}.meta (key, value) VALUES ('last_step', $1)`, [lastStep]);
-    const pooled = builtPooled(rows);
+    const pooled = promptRows === 0 ? [] : pooledRows(sums.all, groups);
     if (pooled.length > 0) await client.query(insertPooled(s), [pooled.map(([scope]) => scope), ...POOLED_COLUMNS.map((_, k) => pooled.map(([, v]) => v[k]!))]);
     await client.query(`INSERT INTO ${s}.meta (key, value) VALUES ($1, 1) ON CONFLICT (key) DO NOTHING`, [POOLED_META_KEY]);
     await client.query('COMMIT');
@@ -142,15 +149,8 @@ async function pipelined<T>(batches: Iterable<T>, send: (batch: T) => Promise<un
   }
 }
 
-/** The pooled rows summed from the prompts in their order (pooledOf, as buildPooled sums them), scope order; none for no prompt (as buildPooled). */
-function builtPooled(rows: StateRows): [string, number[]][] {
-  let read = 0;
-  function* states() {
-    for (const batch of rows.prompts()) {
-      read += batch.length;
-      for (const r of batch) yield fromRawRow(r);
-    }
-  }
-  const sums = [...pooledOf(states())].map(([scope, stats]): [string, number[]] => [scope, pooledValues(stats)]);
-  return read === 0 ? [] : sums.sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0));
+/** The pooled rows of the sums (scopesOf), in scope order, as the insert takes them. */
+function pooledRows(all: GroupStats, groups: ReadonlyMap<string, GroupStats>): [string, number[]][] {
+  const rows = [...scopesOf(all, groups)].map(([scope, stats]): [string, number[]] => [scope, pooledValues(stats)]);
+  return rows.sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0));
 }
