@@ -223,35 +223,22 @@ class EarlyAnswerSplitTest(unittest.TestCase):
 
     def test_a_413_that_straddles_the_wait_is_the_413(self):
         answer = json.dumps({"error": {"code": "BODY_TOO_LARGE", "message": "body: larger than the limit"}}).encode()
-        listener = socket.socket()
-        listener.bind(("127.0.0.1", 0))
-        listener.listen(1)
 
-        def serve():
-            conn, _ = listener.accept()
-            with conn:
-                data = b""
-                while b"\r\n\r\n" not in data:
-                    data += conn.recv(65536)
-                time.sleep(0.95)
-                conn.sendall(b"HTTP/1.1 413 Payload Too Large\r\nContent-Type: application/json\r\nContent-Length: %d\r\nConnection: close\r\n\r\n" % len(answer))
-                time.sleep(0.3)
-                conn.sendall(answer)
-                conn.settimeout(3)
-                with contextlib.suppress(OSError):
-                    while conn.recv(1 << 20):
-                        pass
+        def handle(conn):
+            _head(conn)
+            time.sleep(0.95)
+            conn.sendall(b"HTTP/1.1 413 Payload Too Large\r\nContent-Type: application/json\r\nContent-Length: %d\r\nConnection: close\r\n\r\n" % len(answer))
+            time.sleep(0.3)
+            conn.sendall(answer)
+            conn.settimeout(3)
+            with contextlib.suppress(OSError):
+                while conn.recv(1 << 20):
+                    pass
 
-        thread = threading.Thread(target=serve, daemon=True)
-        thread.start()
-        client = rb.HttpClient("http://127.0.0.1:%d" % listener.getsockname()[1], timeout=10, connect_retries=0)
-        started = time.monotonic()
-        try:
+        with _raw_server(handle) as url, rb.HttpClient(url, timeout=10, connect_retries=0) as client:
+            started = time.monotonic()
             with self.assertRaises(rb.RolloutBudgetError) as caught:
                 client.plan([{"id": "p", "note": "y" * (2 << 20)}], budget_rollouts=8)
-        finally:
-            client.close()
-            listener.close()
+            took = time.monotonic() - started
         self.assertEqual(caught.exception.status, 413)
-        self.assertLess(time.monotonic() - started, 5, "the client waited its timeout for an answer it had read")
-
+        self.assertLess(took, 5, "the client waited its timeout for an answer it had read")
