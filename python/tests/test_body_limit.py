@@ -180,11 +180,8 @@ class ExpectIgnoredOverTlsTest(unittest.TestCase):
                 def serve():
                     raw, _ = listener.accept()
                     conn = server.wrap_socket(raw, server_side=True)
-                    data = b""
-                    while b"\r\n\r\n" not in data:
-                        data += conn.recv(65536)
-                    head, _, rest = data.partition(b"\r\n\r\n")
-                    length = int([l.split(b":", 1)[1] for l in head.split(b"\r\n") if l.lower().startswith(b"content-length:")][0])
+                    head, rest = _head(conn)
+                    length = int(next(l.split(":", 1)[1] for l in head.split("\r\n") if l.lower().startswith("content-length:")))
                     while len(rest) < length:
                         chunk = conn.recv(1 << 20)
                         if not chunk:
