@@ -16,6 +16,7 @@ import hashlib
 import json
 import logging
 import math
+import sys
 
 from .media import digest
 
@@ -166,12 +167,23 @@ def _as_plain(value):
     return value
 
 
+def _is_missing(value):
+    """Whether `value` is pandas' mark for a missing value: a float NaN, or pandas' own `NA` (its
+    nullable dtypes: `Int64`, `string`) and `NaT` when pandas is loaded (it is never imported
+    here: a caller holding its values has loaded it)."""
+    if isinstance(value, float):
+        return value != value
+    pandas = sys.modules.get("pandas")
+    return pandas is not None and (value is getattr(pandas, "NA", None) or value is getattr(pandas, "NaT", None))
+
+
 def _no_nan(value):
     """`value` with NaN for a missing value as None (lists and dicts walked): pandas' NaN in a
     column with nulls (a null `data_source` in a string column; an integer `index` column made
-    float by a row without one), the None verl reads for it. "nan" was taken for a group, and
-    for an id's index or source (every such row one id "<source>/nan", one posterior for all)."""
-    if isinstance(value, float) and value != value:
+    float by a row without one), and pandas' `NA` in its nullable columns, the None verl reads
+    for it. "nan" was taken for a group, and for an id's index or source (every such row one id
+    "<source>/nan", one posterior for all; with `NA`, "<NA>/<NA>")."""
+    if _is_missing(value):
         return None
     if isinstance(value, dict):
         return {k: _no_nan(v) for k, v in value.items()}
@@ -190,8 +202,8 @@ def stable_prompt_id(prompt=None, index=None, data_source=None, extra_info=None)
          (a string as is; chat messages as compact JSON with sorted keys, an image in them as
          the digest of its content).
     Never a per-step id such as verl's ``uid`` (a fresh uuid4 for every row at every step).
-    NaN (float or numpy: pandas' missing value) counts as missing, as None does, for the index and
-    the data source. Raises ValueError when neither an index nor a prompt is given.
+    NaN (float or numpy) and pandas' `NA` and `NaT` (pandas' missing values) count as missing, as
+    None does, for the index and the data source. Raises ValueError when neither an index nor a prompt is given.
     """
     index = _no_nan(_as_plain(index))
     data_source = _no_nan(_as_plain(data_source))
@@ -236,26 +248,44 @@ def check_repeat(prompt_id, first, again, where):
         % (where, prompt_id))
 
 
+def _one(value):
+    """A one-element list (a ``(1,)`` array or tensor, as `_as_plain` gives it) as its element;
+    any other value as it is (a longer list is then refused as not a number, showing it)."""
+    if isinstance(value, list) and len(value) == 1 and not isinstance(value[0], list):
+        return value[0]
+    return value
+
+
 _FINISH = ("stop", "length", "abort")
 #: How far outside [0, 1] a reward may be and still be taken, clamped: float32 sums of shaped
 #: rewards (ten 0.1s sum to 1.0000001).
 REWARD_SLACK = 1e-6
 
 
-def results_rows(rows, rewards, tokens=None, finish_reasons=None):
+def results_rows(rows, rewards, tokens=None, finish_reasons=None, pass_threshold=None):
     """The results `observe` takes, one per rollout of `rows` (from expand_plan), in order.
 
     `rewards[k]` is rollout k's reward in [0, 1] (or a bool; within REWARD_SLACK of [0, 1] it is
-    clamped); `tokens[k]` its generated tokens (optional; an integral float is taken); `finish_reasons[k]` "stop", "length" or "abort" (optional; aborted rollouts do
-    not update pass rates). Each result keeps the row's ``rollout_id`` (observe is idempotent),
-    ``step``, and ``group``, ``prior_pass_rate``, ``prior_samples`` when the row has them (so the
-    state learns the prompt's group and hint). Raises ValueError naming the rollout.
+    clamped); with `pass_threshold` (a finite number) any finite reward, 1 above the threshold and
+    0 at or below it (shaped rewards: DAPO's ±1 with 0; a score on 0–10 with 5), as the verl
+    and slime integrations' ``pass_threshold`` do. `tokens[k]` its generated tokens (optional; an
+    integral float is taken); `finish_reasons[k]` "stop", "length" or "abort" (optional; aborted
+    rollouts do not update pass rates). A reward or token count held in a one-element list,
+    array or tensor (OpenRLHF's per-sample ``(1,)`` tensors) is taken as its number. Each result
+    keeps the row's ``rollout_id`` (observe is idempotent), ``step``, and ``group``,
+    ``prior_pass_rate``, ``prior_samples`` when the row has them (so the state learns the
+    prompt's group and hint). Raises ValueError naming the rollout.
     """
+    if pass_threshold is not None:
+        if isinstance(pass_threshold, bool) or not isinstance(_as_plain(pass_threshold), (int, float)) \
+                or not math.isfinite(_as_plain(pass_threshold)):
+            raise ValueError("results_rows: pass_threshold must be a finite number (rewards above it pass), got %r" % (pass_threshold,))
+        pass_threshold = float(_as_plain(pass_threshold))
     rows = list(rows)
-    rewards = list(_as_plain(rewards))
+    rewards = [_one(r) for r in _as_plain(rewards)]
     if len(rewards) != len(rows):
         raise ValueError("results_rows: %d rewards for %d rollouts" % (len(rewards), len(rows)))
-    tokens = None if tokens is None else list(_as_plain(tokens))
+    tokens = None if tokens is None else [_one(t) for t in _as_plain(tokens)]
     finish_reasons = None if finish_reasons is None else list(finish_reasons)
     for name, column in (("tokens", tokens), ("finish_reasons", finish_reasons)):
         if column is not None and len(column) != len(rows):
@@ -265,8 +295,14 @@ def results_rows(rows, rewards, tokens=None, finish_reasons=None):
         r = rewards[k]
         if isinstance(r, bool):
             r = 1.0 if r else 0.0
+        if pass_threshold is not None and isinstance(r, (int, float)) and math.isfinite(r):
+            r = 1.0 if r > pass_threshold else 0.0
         if not isinstance(r, (int, float)) or not (-REWARD_SLACK <= r <= 1.0 + REWARD_SLACK) or math.isnan(r):
-            raise ValueError("results_rows: reward of rollout %s must be a number in [0, 1], got %r" % (row.get("rollout_id", k), rewards[k]))
+            if pass_threshold is not None:
+                raise ValueError("results_rows: reward of rollout %s must be a finite number, got %r" % (row.get("rollout_id", k), rewards[k]))
+            raise ValueError("results_rows: reward of rollout %s must be a number in [0, 1], got %r; a shaped reward (DAPO's ±1, "
+                             "a penalty below 0): set pass_threshold to count rewards above it as a pass"
+                             % (row.get("rollout_id", k), rewards[k]))
         result = {"prompt_id": row["prompt_id"], "step": row["step"], "reward": min(1.0, max(0.0, float(r))), "rollout_id": row["rollout_id"]}
         if tokens is not None and tokens[k] is not None:
             t = tokens[k]

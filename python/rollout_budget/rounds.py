@@ -53,7 +53,7 @@ def _outcome(value):
 
 
 def run_rounds(client, prompts, generate, budget_rollouts=None, budget_tokens=None, rounds=2, observe=True, refill_aborted=0,
-               **options):
+               pass_threshold=None, **options):
     """Plans, generates and observes one step in `rounds` rounds; returns a RoundsResult.
 
     `client` has the service client's ``plan``/``observe`` (HttpClient, StdioClient or Cli).
@@ -65,7 +65,8 @@ def run_rounds(client, prompts, generate, budget_rollouts=None, budget_tokens=No
     `refill_aborted`: up to that many more rounds (default 0) after the last, each planned
     with what rollouts aborted in the round before left unspent (an aborted rollout is not
     charged), for a step that must be whole (slime's global batch); 0 keeps them unspent, as
-    APRIL's over-provisioning means them to be.
+    APRIL's over-provisioning means them to be. `pass_threshold`: as in `results_rows`, rewards
+    above it count as a pass (1), the others as a fail (0).
 
     Give ``step`` (the trainer's own step): a step run again after a crash then repeats its
     rollout ids, and its results apply once; without it the step is the state's last observed
@@ -87,7 +88,8 @@ def run_rounds(client, prompts, generate, budget_rollouts=None, budget_tokens=No
     plans, results = [], []
     options = dict(options)
     try:
-        summary = _rounds(client, prompts, generate, left_r, left_t, rounds, observe, options, plans, results, refill_aborted)
+        summary = _rounds(client, prompts, generate, left_r, left_t, rounds, observe, options, plans, results, refill_aborted,
+                          pass_threshold)
     except Exception as error:
         # What was generated before the error (a reward refused, a 413, the service gone):
         # the caller can observe it once the cause is fixed instead of losing the step.
@@ -100,7 +102,8 @@ def run_rounds(client, prompts, generate, budget_rollouts=None, budget_tokens=No
     return RoundsResult(plans, results, summary)
 
 
-def _rounds(client, prompts, generate, left_r, left_t, rounds, observe, options, plans, results, refill_aborted):
+def _rounds(client, prompts, generate, left_r, left_t, rounds, observe, options, plans, results, refill_aborted,
+            pass_threshold=None):
     """run_rounds' rounds and observe, filling `plans` and `results`; returns the observe's summary."""
     partial = {}
     launched = {}  # prompt id → the index after the last rollout launched this step (aborted ones too)
@@ -120,7 +123,7 @@ def _rounds(client, prompts, generate, left_r, left_t, rounds, observe, options,
         if len(outcomes) != len(rows):
             raise ValueError("generate returned %d outcomes for %d rollouts" % (len(outcomes), len(rows)))
         rewards, tokens, finish = zip(*(_outcome(o) for o in outcomes))
-        batch = results_rows(rows, rewards, tokens, finish)
+        batch = results_rows(rows, rewards, tokens, finish, pass_threshold=pass_threshold)
         planned = [a for a in plan["allocations"] if a["n"] > 0]
         per_rollout = {a["prompt_id"]: a["expected_tokens"] / a["n"] for a in planned}
         # Prefill: expected tokens beyond Σ n × tokens per rollout (within rounding: none).

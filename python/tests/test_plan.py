@@ -157,6 +157,47 @@ class ResultsRowsTest(unittest.TestCase):
         with self.assertRaisesRegex(ValueError, r'finish_reason of rollout 1/a#0 must be "stop", "length" or "abort", got \'done\''):
             results_rows(self.ROWS, [1, 1, 1], finish_reasons=["done", None, None])
 
+    def test_a_shaped_reward_with_pass_threshold_is_a_pass_or_a_fail(self):
+        # OpenRLHF's rewards can be shaped below 0 (ProRL's stop_properly_penalty_coef, a remote
+        # reward model's score): refused before, with no way to count them as the verl and slime
+        # integrations' pass_threshold does.
+        out = results_rows(self.ROWS, [1.0, -0.5, 0.0], pass_threshold=0)
+        self.assertEqual([r["reward"] for r in out], [1.0, 0.0, 0.0])
+        out = results_rows(self.ROWS, [7, 5, 5.5], pass_threshold=5)
+        self.assertEqual([r["reward"] for r in out], [1.0, 0.0, 1.0])
+        with self.assertRaisesRegex(ValueError, r"reward of rollout 1/a#0 must be a number in \[0, 1\], got -0.5; a shaped reward .*set pass_threshold"):
+            results_rows(self.ROWS, [-0.5, 0, 0])
+        with self.assertRaisesRegex(ValueError, r"reward of rollout 1/a#1 must be a finite number, got nan"):
+            results_rows(self.ROWS, [1, float("nan"), 0], pass_threshold=0)
+        for bad in (float("nan"), float("inf"), True, "0"):
+            with self.subTest(threshold=bad), self.assertRaisesRegex(ValueError, "pass_threshold must be a finite number"):
+                results_rows(self.ROWS, [1, 0, 0], pass_threshold=bad)
+
+    def test_one_element_tensors_are_taken_as_their_number(self):
+        # OpenRLHF keeps each sample's reward and length as a (1,) tensor: results_rows refused
+        # them ("got [1.0]") while group_advantages took them.
+        class OneElement:  # what _as_plain reads of a (1,) numpy array or tensor: tolist() gives a list
+            def __init__(self, value):
+                self.value = value
+
+            def tolist(self):
+                return [self.value]
+
+        out = results_rows(self.ROWS, [OneElement(1.0), OneElement(0.0), [1]], tokens=[OneElement(12), [7], None])
+        self.assertEqual([(r["reward"], r.get("tokens")) for r in out], [(1.0, 12), (0.0, 7), (1.0, None)])
+        with self.assertRaisesRegex(ValueError, r"reward of rollout 1/a#0 must be a number in \[0, 1\], got \[1.0, 0.0\]"):
+            results_rows(self.ROWS, [[1.0, 0.0], 0, 0])
+        try:
+            import torch
+        except ImportError:
+            return  # the torch case runs under /usr/bin/python3 (bash .ci/setup-python.sh)
+        rewards = [torch.tensor([1.0]), torch.tensor([0.0]), torch.tensor([1.0])]
+        lengths = [torch.tensor([12]), torch.tensor([7]), torch.tensor([3])]
+        out = results_rows(self.ROWS, rewards, tokens=lengths)
+        self.assertEqual([(r["reward"], r["tokens"]) for r in out], [(1.0, 12), (0.0, 7), (1.0, 3)])
+        out = results_rows(self.ROWS, [torch.tensor([-1.0]), torch.tensor([1.0]), torch.tensor([1.0])], pass_threshold=0)
+        self.assertEqual([r["reward"] for r in out], [0.0, 1.0, 1.0])
+
 
 class StablePromptIdTest(unittest.TestCase):
     def test_a_dataset_index_wins_with_its_data_source(self):
@@ -219,6 +260,23 @@ class StablePromptIdTest(unittest.TestCase):
                 self.assertEqual(stable_prompt_id("a", index=3, data_source=nan), "3")
                 with self.assertRaises(ValueError):
                     stable_prompt_id(None, index=nan)
+
+    def test_pandas_na_counts_as_missing_as_none_does(self):
+        # pandas' nullable columns (Int64, string: a Parquet file written from them reads back so)
+        # hold pandas.NA for a null: every such row got the id "<NA>/<NA>", one posterior for all.
+        try:
+            import pandas
+        except ImportError:
+            self.skipTest("pandas is not installed for this python (bash .ci/setup-python.sh installs it for /usr/bin/python3)")
+        frame = pandas.DataFrame({"index": pandas.array([7, None, None], dtype="Int64"),
+                                  "data_source": pandas.array(["gsm8k", "gsm8k", None], dtype="string")})
+        rows = frame.to_dict("records")
+        self.assertIs(rows[1]["index"], pandas.NA)  # the premise: pandas hands NA, not NaN, to the caller
+        ids = [stable_prompt_id("prompt %d" % k, index=row["index"], data_source=row["data_source"]) for k, row in enumerate(rows)]
+        self.assertEqual(ids, ["gsm8k/7", stable_prompt_id("prompt 1"), stable_prompt_id("prompt 2")])
+        self.assertEqual(stable_prompt_id("a", extra_info={"index": pandas.NA}, data_source="gsm8k"), stable_prompt_id("a"))
+        self.assertEqual(stable_prompt_id("a", index=pandas.NaT), stable_prompt_id("a"))
+        self.assertEqual(stable_prompt_id("a", index=3, data_source=pandas.NA), "3")
 
     def test_nothing_to_identify_is_an_error(self):
         with self.assertRaisesRegex(ValueError, "dataset index"):

@@ -236,6 +236,24 @@ class RunRoundsErrorTest(support.ServiceCase):
             summary = client.observe(done.results)
             self.assertEqual(summary["applied"], sum(round1))
 
+    def test_shaped_rewards_with_pass_threshold_observe_as_passes_and_fails(self):
+        # DAPO's ±1 (or OpenRLHF's penalties below 0) were refused by run_rounds, which had no
+        # pass_threshold as the verl and slime integrations do.
+        def generate(rows):
+            return [dict(o, reward=1.0 if o["reward"] else -1.0) for o in simulated_generate(rows)]
+
+        with rb.HttpClient(self.url) as client:
+            before = sum(client.prompt(p["id"])["reward_sum"] for p in PROMPTS)  # the class's tests share a state
+            done = rb.run_rounds(client, PROMPTS, generate, budget_rollouts=24, rounds=2, min_n=2, step=50, pass_threshold=0)
+            passes = [r["reward"] for r in done.results]
+            self.assertEqual(set(passes) | {0.0, 1.0}, {0.0, 1.0})
+            expected = [1.0 if o["reward"] else 0.0 for o in simulated_generate(rb.expand_plan(done.plans[0], PROMPTS))]
+            self.assertEqual(passes[:len(expected)], expected, "round 1's results are the simulated passes, in order")
+            self.assertEqual(done.summary["applied"], len(done.results))
+            self.assertIn(1.0, passes)
+            self.assertIn(0.0, passes)
+            self.assertEqual(sum(client.prompt(p["id"])["reward_sum"] for p in PROMPTS) - before, sum(passes))
+
     def test_an_observe_that_fails_keeps_every_round(self):
         class FailingObserve:
             def __init__(self, client):
