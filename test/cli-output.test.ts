@@ -192,6 +192,20 @@ describe('an --out that is an input, and an empty --state', () => {
     expect(made.code).toBe(2);
     expect(made.stderr).toBe(`rollout-budget: --out ${join(dir, '.', 'new.db')} is the --state file ${fresh}: writing it would replace that input; give another path (nothing was written)\n`);
     expect(existsSync(fresh)).toBe(false);
+    // A symlink made before the state, as --out or as --state: the writer follows it to the new state's
+    // place, so the plan was written over the state the plan had just made (and its -wal then over the plan).
+    symlinkSync('new.db', join(dir, 'new-link.db'));
+    for (const [stateArg, outArg] of [[fresh, join(dir, 'new-link.db')], [join(dir, 'new-link.db'), fresh]] as const) {
+      const linked = await cli(['plan', '--prompts', prompts, '--state', stateArg, '--budget-rollouts', '8', '--out', outArg]);
+      expect(linked.code, `${stateArg} ${outArg}`).toBe(2);
+      expect(linked.stderr).toBe(`rollout-budget: --out ${outArg} is the --state file ${stateArg}: writing it would replace that input; give another path (nothing was written)\n`);
+      expect(existsSync(fresh)).toBe(false);
+    }
+    const linkedResults = await cli(['execute', '--plan', planFile, '--prompts', fixture('prompts.jsonl'), '--endpoint', 'http://127.0.0.1:9/v1', '--model', 'm', '--state', fresh, '--out', join(dir, 'new-link.db')]);
+    expect(linkedResults.code).toBe(2);
+    expect(linkedResults.stderr).toBe(`rollout-budget: --out ${join(dir, 'new-link.db')} is the --state file ${fresh}: writing it would replace that input; give another path (nothing was written)\n`);
+    expect(existsSync(fresh)).toBe(false);
+    expect(lstatSync(join(dir, 'new-link.db')).isSymbolicLink()).toBe(true);
     // Another file is written as before.
     const other = await cli(['plan', '--prompts', prompts, '--state', state, '--budget-rollouts', '8', '--out', join(dir, 'other.json')]);
     expect(other.code, other.stderr).toBe(0);

@@ -187,8 +187,9 @@ export function checkOutput(path: string, inputs: Readonly<Record<string, string
  * Refuses an output that is one of the command's inputs (`inputs`: flag → path; '-', ':memory:'
  * and URLs are skipped): the same file by device and inode, so through links and other
  * spellings too, or, when neither is there yet, the same place (a new state the plan makes,
- * which its file then replaced). Writing it would replace the input with the output, a state
- * file with a plan.
+ * which its file then replaced), a symlink to a file not there yet followed to where it leads
+ * (the writer follows it so: a plan was written through such a link over the new state).
+ * Writing it would replace the input with the output, a state file with a plan.
  */
 function sameFileAsInput(path: string, inputs: Readonly<Record<string, string | undefined>>): void {
   const out = statIfThere(path);
@@ -197,7 +198,7 @@ function sameFileAsInput(path: string, inputs: Readonly<Record<string, string | 
     if (input === undefined || input === '-' || input === ':memory:' || input.includes('://')) continue;
     const there = statIfThere(input);
     // Neither there yet (a new state the command makes, then the plan renamed over it): compare where they would be.
-    const same = out !== undefined && there !== undefined ? there.dev === out.dev && there.ino === out.ino : out === undefined && there === undefined && placeOf(input) === placeOf(path);
+    const same = out !== undefined && there !== undefined ? there.dev === out.dev && there.ino === out.ino : out === undefined && there === undefined && placeOf(danglingTarget(input)) === placeOf(danglingTarget(path));
     if (same) {
       throw new RolloutBudgetError('BAD_OPTION', `--out ${path} is the ${flag} file ${input}: writing it would replace that input; give another path (nothing was written)`);
     }
