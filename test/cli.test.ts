@@ -29,6 +29,7 @@ describe('CLI bad input: exit 2, one message with file:line, field and value, st
     ['negative tokens', '{"prompt_id":"a","reward":1}\n{"prompt_id":"a","reward":0,"tokens":-3}\n', /results\.jsonl:2: "tokens" must be a non-negative integer, got -3/],
     ['reward outside [0,1]', '{"prompt_id":"a","reward":1.5}\n', /results\.jsonl:1: "reward" must be a number in \[0, 1\], got 1\.5/],
     ['bad finish_reason', '{"prompt_id":"a","reward":1,"finish_reason":"done"}\n', /"finish_reason" must be "stop", "length" or "abort", got "done"/],
+    ['bad finish_reason on a group line', '{"prompt_id":"a","rewards":[1,0],"finish_reason":"eos"}\n', /results\.jsonl:1: "finish_reason" must be "stop", "length" or "abort", got "eos"/],
     ['group tokens mismatch', '{"prompt_id":"a","rewards":[1,0],"tokens":[3]}\n', /results\.jsonl:1: "tokens" must be an array as long as "rewards" \(2\), got \[3\]/],
     ['empty prompt id', '{"prompt_id":"","reward":1}\n', /results\.jsonl:1: "prompt_id" must be a non-empty string, got ""/],
   ];

@@ -130,7 +130,7 @@ export function digestOf(text: string): string {
 /**
  * Parses a results JSONL file: one rollout per line ({prompt_id, step?, reward, tokens?,
  * finish_reason?, rollout_id?}) or one group per line ({prompt_id, step?, rewards: [..],
- * tokens?: [..]}).
+ * tokens?: [..], finish_reason?}: every rollout's).
  */
 export function parseResults(text: string, name: string): ResultBatch {
   const digest = digestOf(text);
@@ -262,12 +262,10 @@ export function checkResultExtras(where: string, value: Record<string, unknown>)
   if (value.prior_pass_rate !== undefined || value.prior_samples !== undefined) field.hint(where, value);
   if (value.rewards !== undefined) {
     if (value.rollout_id !== undefined) checkResultLine(where, value); // its message
+    if (finishReason(where, value) === 'abort') checkResultLine(where, value); // replay skips it: its rewards checked here
     return;
   }
-  const finish = value.finish_reason;
-  if (finish !== undefined && (typeof finish !== 'string' || !FINISH.has(finish))) {
-    throw badInput(where, `"finish_reason" must be "stop", "length" or "abort", got ${quote(finish)}`);
-  }
+  const finish = finishReason(where, value);
   if (value.rollout_id !== undefined) field.string(where, value, 'rollout_id', false, MAX_ROLLOUT_ID);
   if (finish === 'abort') checkResultLine(where, value); // replay skips it: every field checked here
 }
@@ -287,18 +285,26 @@ function validateResult(where: string, line: number, value: Record<string, unkno
     if (value.rollout_id !== undefined) {
       throw badInput(where, `"rollout_id" ${quote(value.rollout_id)} on a group line ("rewards"), which has no single rollout to name: give one line a rollout, each with its own rollout_id, or leave it out (then the group is known by the file's digest)`);
     }
-    field.group(where, value, (reward, tokens, j) => sink(result(prompt_id, step, group, reward, tokens, undefined, undefined, hint), line, j));
+    // Its finish_reason is every rollout's: "abort" on a group line was applied as evidence (replay skipped it), "eos" taken.
+    const groupFinish = finishReason(where, value);
+    field.group(where, value, (reward, tokens, j) => sink(result(prompt_id, step, group, reward, tokens, groupFinish, undefined, hint), line, j));
     return;
   }
   if (value.reward === undefined) throw badInput(where, '"reward" is required (or "rewards" for a group), got nothing');
   const reward = field.reward(where, 'reward', value.reward);
   const tokens = field.tokens(where, value, 'tokens', 0);
+  const finish = finishReason(where, value);
+  const rollout_id = field.string(where, value, 'rollout_id', false, MAX_ROLLOUT_ID);
+  sink(result(prompt_id, step, group, reward, tokens, finish, rollout_id, hint), line, 0);
+}
+
+/** A line's `finish_reason`: "stop", "length", "abort" or absent; else BAD_INPUT naming it. */
+function finishReason(where: string, value: Record<string, unknown>): RolloutResult['finish_reason'] {
   const finish = value.finish_reason;
   if (finish !== undefined && (typeof finish !== 'string' || !FINISH.has(finish))) {
     throw badInput(where, `"finish_reason" must be "stop", "length" or "abort", got ${quote(finish)}`);
   }
-  const rollout_id = field.string(where, value, 'rollout_id', false, MAX_ROLLOUT_ID);
-  sink(result(prompt_id, step, group, reward, tokens, finish as RolloutResult['finish_reason'], rollout_id, hint), line, 0);
+  return finish as RolloutResult['finish_reason'];
 }
 
 /**
