@@ -41,7 +41,15 @@ function mayExitNow(resources) {
   return resources.every((name) => IDLE.has(name));
 }
 
-const cli = bundleIsCurrent() ? Promise.resolve(require('./load-bundle.js').loadBundle(bundle).exports) : import(pathToFileURL(modules).href);
+/** A clone not built yet: one line saying what to run, not Node's module-not-found stack. */
+function notBuilt(error) {
+  if (error?.code !== 'ERR_MODULE_NOT_FOUND' || error.url !== pathToFileURL(modules).href) throw error;
+  process.stderr.write(`rollout-budget: not built yet (no ${modules}): run \`npm run build\` (or \`npm start\`) in ${join(__dirname, '..')} first\n`);
+  process.exitCode = 2;
+  return new Promise(() => undefined);
+}
+
+const cli = bundleIsCurrent() ? Promise.resolve(require('./load-bundle.js').loadBundle(bundle).exports) : import(pathToFileURL(modules).href).catch(notBuilt);
 cli.then(({ runCli }) => runCli(process.argv.slice(2))).then((code) => {
   process.exitCode = code;
   if (mayExitNow(process.getActiveResourcesInfo())) process.exit(code);

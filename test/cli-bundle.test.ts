@@ -94,6 +94,21 @@ describe('the CLI bundle', () => {
     expect(run(bin, ['z'], root)).toMatchObject({ code: 3, stdout: 'modules z\n' });
   });
 
+  it('the bin of a clone not built yet says what to run, not Node\'s module-not-found stack', () => {
+    const root = tempDir('rb-bundle-');
+    mkdirSync(join(root, 'bin'));
+    for (const f of ['rollout-budget.js', 'load-bundle.js', 'package.json']) copyFileSync(join(ROOT, 'bin', f), join(root, 'bin', f));
+    const r = run(join(root, 'bin', 'rollout-budget.js'), ['--help'], root);
+    expect(r).toMatchObject({ code: 2, stdout: '' });
+    expect(r.stderr).toBe(`rollout-budget: not built yet (no ${join(root, 'dist', 'src', 'cli', 'main.js')}): run \`npm run build\` (or \`npm start\`) in ${root} first\n`);
+    // A module missing inside a build (not the entry itself) is still Node's own error.
+    mkdirSync(join(root, 'dist', 'src', 'cli'), { recursive: true });
+    writeFileSync(join(root, 'dist', 'src', 'cli', 'main.js'), "export { runCli } from './gone.js';\n");
+    const broken = run(join(root, 'bin', 'rollout-budget.js'), ['--help'], root);
+    expect(broken.code).not.toBe(0);
+    expect(broken.stderr).toContain('ERR_MODULE_NOT_FOUND');
+  });
+
   it('the bin ends the process once the command returns, but not before a reader behind on stdout has it all', async () => {
     const dir = tempDir('rb-bundle-');
     writeFileSync(join(dir, 'p.jsonl'), Array.from({ length: 20_000 }, (_, i) => `{"id":"p${i}","prompt_tokens":${10 + (i % 90)},"max_tokens":2048}`).join('\n'));

@@ -247,7 +247,7 @@ describe.each(backends)('a rollout_id given to two prompts in one observe (%s)',
       expect((await call(child.port, 'POST', '/v1/observe', keyless)).json.warnings).toBeUndefined();
       const repeat = await call(child.port, 'POST', '/v1/observe', keyless);
       expect(repeat.json).toMatchObject({ applied: 0, duplicates: 4 });
-      expect(repeat.json.warnings).toEqual(['4 results without a rollout_id are a batch observed before (the same content: known by it), so they were not applied again; if they are new results, give each a rollout_id (or its step)']);
+      expect(repeat.json.warnings).toEqual(['4 results without a rollout_id are a batch observed before (the same content: known by it), so they were not applied again; if they are new results, give each a rollout_id (or, where it has none, its step)']);
     } finally {
       expect((await stopService(child)).code).toBe(0);
     }

@@ -139,11 +139,13 @@ export async function observeCommand(io: CliIo, opts: SharedFlags & { results: s
   const decay = resolvePlanOptions(planOptionsFrom(opts)).decay;
   const input = await readResultSource(io, opts.results);
   try {
-    const summary = await observeInto(opts.state, input.source, decay);
-    // A generator that wrote nothing (or a mistyped path to an empty file): said, and no new
-    // state file is left behind for it (observeInto removes one it created for no result).
+    let summary = await observeInto(opts.state, input.source, decay);
+    // A generator that wrote nothing (or a mistyped path to an empty file): said, in the
+    // summary's warnings too (a program reads stdout), and no new state file is left behind
+    // for it (observeInto removes one it created for no result).
     if (summary.applied + summary.duplicates + summary.aborted === 0) {
-      io.stderr(`rollout-budget: warning: ${opts.results === '-' ? 'stdin' : opts.results} holds no results: nothing was applied\n`);
+      const empty = `${opts.results === '-' ? 'stdin' : opts.results} holds no results: nothing was applied`;
+      summary = { ...summary, warnings: [empty, ...(summary.warnings ?? [])] };
     }
     for (const warning of summary.warnings ?? []) io.stderr(`rollout-budget: warning: ${warning}\n`);
     io.stdout(`${JSON.stringify(summary)}\n`);

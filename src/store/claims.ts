@@ -188,5 +188,5 @@ export function crossPromptWarning(count: number, first: string): string {
  * the answer only said "duplicates".
  */
 export function keylessRepeatWarning(count: number): string {
-  return `${count} results without a rollout_id are a batch observed before (the same content: known by it), so they were not applied again; if they are new results, give each a rollout_id (or its step)`;
+  return `${count} results without a rollout_id are a batch observed before (the same content: known by it), so they were not applied again; if they are new results, give each a rollout_id (or, where it has none, its step)`;
 }
