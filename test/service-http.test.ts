@@ -81,6 +81,14 @@ describe('HTTP service on SQLite', () => {
       expect(r.json.error.field).toBe(fieldPath);
       expect(r.json.error.value).toBe(value);
     }
+    // An unknown query parameter and a repeated candidate id had a message and no field.
+    const query = await call(port, 'GET', '/v1/prompts/easy?foo=1');
+    expect(query.status).toBe(400);
+    expect(query.json.error).toMatchObject({ code: 'BAD_INPUT', field: 'query.foo', value: '"foo"' });
+    const repeated = await call(port, 'POST', '/v1/plan', { candidates: [{ id: 'a' }, { id: 'b' }, { id: 'a' }], budget: { rollouts: 8 } });
+    expect(repeated.status).toBe(400);
+    expect(repeated.json.error).toMatchObject({ code: 'BAD_INPUT', field: 'body.candidates[2].id', value: '"a"' });
+    expect(repeated.json.error.message).toBe('body.candidates[2]: "id" "a" repeats body.candidates[0]');
     // {"options": ...} without results named "body:1.prompt_id" (read as one NDJSON result).
     const noResults = await call(port, 'POST', '/v1/observe', { options: { decay: 0.9 } });
     expect(noResults.status).toBe(400);

@@ -230,9 +230,13 @@ export function errorBody(thrown: RolloutBudgetError): { error: { code: string; 
   const error = withFieldNames(thrown, bodyFieldOf);
   const unknown = /^unknown (\w+) ("[^"]*")/.exec(error.message);
   if (unknown !== null) return { error: { code: error.code, message: error.message, field: unknown[1]!, value: unknown[2]! } };
-  // "body.options.polcy: unknown field "polcy"; ...", "options.policy: unknown name "foo"; ...": the place and the name.
-  const named = /^(\S+): unknown (?:field|name) ("(?:[^"\\]|\\.)*")/.exec(error.message);
+  // "body.options.polcy: unknown field "polcy"; ...", "options.policy: unknown name "foo"; ...",
+  // "query.foo: unknown parameter "foo"; ...": the place and the name.
+  const named = /^(\S+): unknown (?:field|name|parameter) ("(?:[^"\\]|\\.)*")/.exec(error.message);
   if (named !== null) return { error: { code: error.code, message: error.message, field: named[1]!, value: named[2]! } };
+  // 'body.candidates[2]: "id" "a" repeats body.candidates[0]': the repeating field and its value.
+  const repeats = /^(\S+): "([^"]+)" ("(?:[^"\\]|\\.)*") repeats /.exec(error.message);
+  if (repeats !== null) return { error: { code: error.code, message: error.message, field: `${repeats[1]!}.${repeats[2]!}`, value: repeats[3]! } };
   const m = /^(?:(\S+): )?(?:"([^"]+)" )?.*?got (.*?)(?:\. .*)?$/s.exec(error.message);
   const where = m?.[1];
   const key = m?.[2];
