@@ -28,10 +28,11 @@ describe('Python package (python/) with the standard-library python3', () => {
     // batch: test/executor-python.test.ts runs them), only these may skip, with their reason: the
     // options other issues add to the service, rounds_left (issue 9) and --token (issue 12), and
     // the TLS proxy tests where nginx is not installed (.ci/setup-nginx.sh; CI is off here), and
-    // the PostgreSQL password tests without RB_PG_URL (.ci/setup-postgres.sh; .ci/run sets it).
+    // the PostgreSQL password tests without RB_PG_URL (.ci/setup-postgres.sh; .ci/run sets it), and
+    // pandas' missing values where pandas is not installed (test/executor-python.test.ts runs it).
     const torchOnly = /tests\.test_(verl|slime|numpy_values)|test_the_ids_are_those_verl_adapter_gives_the_same_rows_in_a_batch .*torch and numpy/;
     const skipped = out.split('\n').filter((l) => /\.\.\. skipped/.test(l) && !torchOnly.test(l));
-    for (const line of skipped) expect(line).toMatch(/test_rounds_left_on_the_service .*does not take rounds_left yet \(issue 9\)|test_the_service_accepts_the_token_and_refuses_without_it .*no --token yet \(issue 12\)|tests\.test_tls_proxy\.\w+\) \.\.\. skipped ["']nginx and openssl for the TLS proxy tests|tests\.test_pg_password\.[\w.]+\) \.\.\. skipped ["']RB_PG_URL/);
+    for (const line of skipped) expect(line).toMatch(/test_rounds_left_on_the_service .*does not take rounds_left yet \(issue 9\)|test_the_service_accepts_the_token_and_refuses_without_it .*no --token yet \(issue 12\)|tests\.test_tls_proxy\.\w+\) \.\.\. skipped ["']nginx and openssl for the TLS proxy tests|tests\.test_pg_password\.[\w.]+\) \.\.\. skipped ["']RB_PG_URL|test_pandas_na_counts_as_missing_as_none_does .*skipped ["']pandas is not installed for this python/);
     for (const name of ['test_http_plan_with_multiple_of', 'test_rows_follow_the_cli_export_group_ids_and_seeds', 'test_pip_installs_offline_into_a_target_and_the_package_imports_from_there', 'test_never_npx_a_clear_error_when_nothing_is_configured', 'test_two_rounds_share_the_budget_top_up_groups_and_observe_once', 'test_parent_and_child_each_get_their_own_plans', 'test_the_child_starts_its_own_process_on_the_same_state_and_the_parent_closes_at_once', 'test_a_spawned_worker_plans_with_the_client_it_was_sent']) {
       expect(out).toMatch(new RegExp(`^${name} .* \\.\\.\\. ok$`, 'm'));
     }
