@@ -85,7 +85,10 @@ describe('Ctrl-C while generating', () => {
     const store = new PartialStore(state);
     const kept = store.count();
     store.close();
-    expect(kept).toBe(steps[0]!.aborted);
+    // An aborted rollout whose server had sent no text yet has nothing to resume and is not kept
+    // (execute.ts `continuable`): with many groups in flight at the signal, some may be such.
+    expect(kept).toBeGreaterThan(0);
+    expect(kept).toBeLessThanOrEqual(steps[0]!.aborted);
     expect(r.stderr).toContain(`rollout-budget: interrupted (${name}) in step 0, whose finished rollouts are observed; ${kept} partial rollouts are kept in ${state} and resumed first by the next run\n`);
   }, 60_000);
 });
