@@ -56,6 +56,7 @@ export { MAX_N_LIMIT, planLimits } from './plan/limits.js';
 export type { PlanLimits } from './plan/limits.js';
 export type { Registries } from './plan/planner.js';
 export { grownShareWarning, roundShare } from './plan/rounds.js';
+export { freshUpperBounds } from './plan/fresh-cap.js';
 export type { RoundNeeds, RoundShare } from './plan/rounds.js';
 export { runStepRounds, runStepRoundsAsync, stepRounds } from './plan/round-loop.js';
 export type { AsyncStepRoundsInput, RoundAnswer, RoundOutcome, RoundRequest, RoundRollout, StepRounds, StepRoundsInput } from './plan/round-loop.js';

@@ -53,10 +53,12 @@ describe('cold start: the one-epoch pool (fixtures/scenarios/one-epoch-pool.json
     const hard = parseScenario(readFileSync(hardFile, 'utf8'), hardFile);
     const all = [0, 1, 2].map((seed) => run(hard, seed));
     console.log(`mostly-hard-once, default, seeds 0–2: ${all.map(show).join('; ')}`);
-    // Before: 0.96×, 0.97×, 0.95× informative groups (every seed below uniform); the ratio far above either way.
+    // Before: 0.96×, 0.97×, 0.95× informative groups (every seed below uniform). The ratio was 1.6–1.8×
+    // until the first round's bound on new prompts (plan/fresh-cap.ts), which trades it for informative
+    // groups and hard positives here: 1.13–1.18× over seeds 0–9.
     for (const r of all) {
-      expect(r.inf).toBeGreaterThanOrEqual(1.0);
-      expect(r.eff).toBeGreaterThan(1.3);
+      expect(r.inf).toBeGreaterThanOrEqual(1.03);
+      expect(r.eff).toBeGreaterThan(1.1);
     }
   });
 

@@ -15,7 +15,7 @@ from .plan import plain
 
 #: Plan options the service takes (body.options), as keyword arguments of ``plan``.
 PLAN_OPTIONS = ("min_n", "max_n", "skip", "policy", "value", "seed", "step", "prefill_weight", "decay",
-                "reobserve_discount", "rounds_left", "multiple_of", "fresh_share")
+                "reobserve_discount", "rounds_left", "multiple_of", "fresh_share", "fresh_cap")
 
 
 class RolloutBudgetError(Exception):

@@ -17,6 +17,7 @@ export const flagOfField: Readonly<Record<string, string>> = {
   reobserve_discount: '--reobserve-discount',
   rounds_left: '--rounds-left',
   fresh_share: '--fresh-share',
+  fresh_cap: '--fresh-cap',
   rounds: '--rounds',
   steps: '--steps',
   multiple_of: '--multiple-of',

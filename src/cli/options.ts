@@ -3,7 +3,7 @@ import { defaultPlanOptions, defaultRounds, type PlanOptionsInput } from '../pla
 import { createPosteriorPolicyRegistry } from '../plan/policies.js';
 import type { Budget } from '../plan/types.js';
 import { createValueRegistry } from '../value/functions.js';
-import { intArg, numberArg, stateArg } from './parse.js';
+import { freshCapArg, intArg, numberArg, stateArg } from './parse.js';
 
 /**
  * The flags several commands share, declared once here with their defaults read from the
@@ -27,6 +27,7 @@ export interface SharedFlags {
   reobserveDiscount?: number;
   roundsLeft?: number;
   freshShare?: number;
+  freshCap?: number;
   multipleOf?: number;
 }
 
@@ -93,6 +94,10 @@ export function roundsLeftFlag(cmd: Command): Command {
     new Option('--fresh-share <φ>', 'with rounds left: the part of the later rounds\' budget a round takes on top of its even share when its prompts are new to the state (× their share; 0: an even share)')
       .default(defaultPlanOptions.freshShare)
       .argParser(numberArg(0, 1)),
+  ).addOption(
+    new Option('--fresh-cap <c>', 'with rounds left and a rollout budget: a prompt new to the state gets at most ⌈c × this round\'s rollouts ÷ the prompts⌉ this round (at least --min-n); 0: no cap')
+      .default(defaultPlanOptions.freshCap)
+      .argParser(freshCapArg),
   );
 }
 
@@ -135,6 +140,7 @@ export function planOptionsFrom(opts: SharedFlags): PlanOptionsInput {
     ...(opts.seed === undefined ? {} : { seed: opts.seed }),
     ...(opts.roundsLeft === undefined ? {} : { roundsLeft: opts.roundsLeft }),
     ...(opts.freshShare === undefined ? {} : { freshShare: opts.freshShare }),
+    ...(opts.freshCap === undefined ? {} : { freshCap: opts.freshCap }),
     ...(opts.multipleOf === undefined ? {} : { multipleOf: opts.multipleOf }),
     ...(Object.keys(decay).length === 0 ? {} : { decay }),
   };

@@ -25,6 +25,15 @@ export function numberArg(min: number, max: number): (value: string) => number {
   };
 }
 
+/** `--fresh-cap`: 0 (no cap) or a finite number ≥ 1 (plan/fresh-cap.ts). */
+export function freshCapArg(value: string): number {
+  const n = Number(value);
+  if (value.trim() === '' || !Number.isFinite(n) || !(n === 0 || n >= 1)) {
+    throw new InvalidArgumentError(`must be 0 (no cap) or a number ≥ 1, got "${value}"`);
+  }
+  return n;
+}
+
 /** `--state`: a SQLite file's path or a PostgreSQL URL, as given; another URL is refused (store/url.ts notAStateUrl). */
 export function stateArg(value: string): string {
   const reason = notAStateUrl(value);

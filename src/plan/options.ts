@@ -20,6 +20,7 @@ export const defaultPlanOptions: PlanOptions = {
   length: defaultLengthOptions,
   roundsLeft: 1,
   freshShare: 0.7,
+  freshCap: 1.2,
   solver: 'greedy',
 };
 
@@ -80,6 +81,7 @@ export function resolvePlanOptions(input: PlanOptionsInput = {}): PlanOptions {
     },
     roundsLeft: input.roundsLeft ?? d.roundsLeft,
     freshShare: input.freshShare ?? d.freshShare,
+    freshCap: input.freshCap ?? d.freshCap,
     solver: input.solver ?? d.solver,
     ...(input.step === undefined ? {} : { step: input.step }),
     ...(input.multipleOf === undefined ? {} : { multipleOf: input.multipleOf }),
@@ -105,6 +107,9 @@ export function resolvePlanOptions(input: PlanOptionsInput = {}): PlanOptions {
   requireRange('reobserve_discount', options.decay.reobserveDiscount, 0, 1, true);
   requireInt('rounds_left', options.roundsLeft, 1);
   requireRange('fresh_share', options.freshShare, 0, 1, true);
+  if (!(options.freshCap === 0 || (Number.isFinite(options.freshCap) && options.freshCap >= 1))) {
+    throw badOption(`fresh_cap must be 0 (no cap) or a number ≥ 1, got ${quote(options.freshCap)}`, ['fresh_cap']);
+  }
   requireInt('prior.hint_min_prompts', options.prior.hintMinPrompts, 3);
   requireRange('prior.hint_max_strength', options.prior.hintMaxStrength, options.prior.minStrength, Infinity);
   requireRange('prior.hint_default_strength', options.prior.hintDefaultStrength, 0, Infinity);

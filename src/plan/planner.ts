@@ -14,6 +14,7 @@ import { resolvePlanOptions, validateBudget, type PlanOptionsInput } from './opt
 import { firstRepeatedId } from './checked-ids.js';
 import { buildPartialCurves, cheapestMixed, mixedOnly, partialBounds, readPartials, type Partials } from './partial.js';
 import type { PosteriorPolicy } from './policies.js';
+import { freshUpperBounds } from './fresh-cap.js';
 import { grownShareWarning, roundShare } from './rounds.js';
 import { columnarPlan } from './columns.js';
 import type { Budget, Candidate, Plan, PlanColumns } from './types.js';
@@ -139,10 +140,14 @@ export function planStep(
   const assumedLengths = { total: 0, withoutMaxTokens: 0 };
   let missingPromptTokens = 0;
   let fresh = 0; // candidates new to the state: no evidence, no partial rewards (the round share's u)
+  const isFresh = new Uint8Array(size); // which they are (plan/fresh-cap.ts)
   const estimate = { tokens: 0, assumed: false }; // each prompt's length estimate, in turn
   const { alpha, beta } = posteriors(snapshot, candidates, step, options, tieBreak, (i, s, a, b) => {
     const c = candidates[i]!;
-    if ((s === undefined || s.rollouts === 0) && (partials === undefined || partials.groups[i]!.rollouts === 0)) fresh++;
+    if ((s === undefined || s.rollouts === 0) && (partials === undefined || partials.groups[i]!.rollouts === 0)) {
+      fresh++;
+      isFresh[i] = 1;
+    }
     const named = c.group ?? s?.group ?? null;
     const group = named === null ? undefined : snapshot.group(named);
     const pa = partials === undefined ? a : a + partials.successes[i]!;
@@ -173,7 +178,7 @@ export function planStep(
   const policyInput = { candidates, alpha, beta, snapshot, value, surplusValue, seed: options.seed, step };
   const built = partials === undefined ? policy.build(policyInput) : buildPartialCurves(policy, policyInput, partials.groups);
   const bounds = partials === undefined ? undefined : partialBounds(partials.groups, options.minN, limits.maxN);
-  const input: SolverInput = {
+  let input: SolverInput = {
     ...(bounds === undefined ? {} : { promptMinN: bounds.promptMinN, promptMaxN: bounds.promptMaxN }),
     curves: built.curves,
     ...(built.surplus === undefined ? {} : { surplus: built.surplus }),
@@ -203,6 +208,9 @@ export function planStep(
   // The solver spends at most what the candidates can use (plan/limits.ts: a lone budget over
   // N·max_n is clamped, which changes no allocation and bounds the work).
   const budgets = { rollouts: Math.min(spend.rollouts ?? Infinity, limits.rollouts), tokens: Math.min(spend.tokens ?? Infinity, limits.tokens) };
+  // With rounds left after this one, a prompt new to the state gets at most a little over the round's even share (plan/fresh-cap.ts).
+  const freshUpper = freshUpperBounds(isFresh, input.promptMaxN, limits.maxN, options.minN, options.roundsLeft, spend.rollouts, options.freshCap);
+  if (freshUpper !== undefined) input = { ...input, promptMaxN: freshUpper };
   let result = solver({ ...input, ...budgets });
   // Groups that already vary get no more this round (plan/partial.ts), unless the budget would
   // go unspent: then a second solve keeps every group of the first as it is and gives the mixed

@@ -66,6 +66,13 @@ export interface PlanOptions {
    * the state takes this part of the later rounds' budget on top of its even share (0: even).
    */
   readonly freshShare: number;
+  /**
+   * With rounds left after this one (`roundsLeft` > 1) and a rollout budget: a prompt new to the
+   * state (no evidence, no partial rewards) gets at most ⌈freshCap × this round's rollouts ÷ the
+   * candidates⌉ rollouts (at least min_n) this round; later rounds may top it up once its first
+   * outcomes are known. 0: no cap (plan/fresh-cap.ts).
+   */
+  readonly freshCap: number;
   /** The solver, by name in the solver registry (`greedy`; `dp` and `milp` are exact references). */
   readonly solver: string;
 }

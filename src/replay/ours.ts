@@ -117,7 +117,8 @@ export function ourPolicy(name: string, description: string, overrides: PlanOpti
 /**
  * `oracle`: our planner with the true pass rates in place of the posteriors (simulation only):
  * the same value (default `balanced`), rounds, solver and length model, so it shows what a
- * perfect estimate of p would add.
+ * perfect estimate of p would add (without the first round's bound on new prompts, which only
+ * stands in for what their priors cannot tell apart).
  */
 export const oraclePolicy: ReplayPolicy = {
   description: 'our planner at the true pass rates (simulation only): what a perfect estimate adds',
@@ -134,7 +135,8 @@ export const oraclePolicy: ReplayPolicy = {
       },
     };
     registries.policies.register('oracle', oracle);
-    const options: ReplayPlanOptions = { ...(config.plan as ReplayPlanOptions | undefined), policy: 'oracle' };
+    // No first-round bound on new prompts (plan/fresh-cap.ts): it stands in for what a prior cannot tell apart, which the true pass rates do.
+    const options: ReplayPlanOptions = { ...(config.plan as ReplayPlanOptions | undefined), policy: 'oracle', freshCap: 0 };
     const state = new MemoryState(options.decay);
     return {
       decide(ctx) {

@@ -76,7 +76,7 @@ export function promptIdOf(encoded: string): string {
   return id;
 }
 
-const OPTION_KEYS = ['min_n', 'max_n', 'skip', 'policy', 'value', 'seed', 'step', 'prefill_weight', 'decay', 'reobserve_discount', 'multiple_of', 'rounds_left', 'fresh_share'] as const;
+const OPTION_KEYS = ['min_n', 'max_n', 'skip', 'policy', 'value', 'seed', 'step', 'prefill_weight', 'decay', 'reobserve_discount', 'multiple_of', 'rounds_left', 'fresh_share', 'fresh_cap'] as const;
 const DECAY_KEYS = ['decay', 'reobserve_discount'] as const;
 
 /** Options object → PlanOptionsInput; ranges are checked later by resolvePlanOptions. */
@@ -103,6 +103,7 @@ export function optionsOf(v: unknown, where = 'body.options', allowed: readonly 
   if (o.prefill_weight !== undefined) out.prefillWeight = num(at('prefill_weight'), o.prefill_weight);
   if (o.rounds_left !== undefined) out.roundsLeft = int(at('rounds_left'), o.rounds_left, 1);
   if (o.fresh_share !== undefined) out.freshShare = num(at('fresh_share'), o.fresh_share);
+  if (o.fresh_cap !== undefined) out.freshCap = num(at('fresh_cap'), o.fresh_cap);
   const decay: { forgetPerStep?: number; reobserveDiscount?: number } = {};
   if (o.decay !== undefined) decay.forgetPerStep = num(at('decay'), o.decay);
   if (o.reobserve_discount !== undefined) decay.reobserveDiscount = num(at('reobserve_discount'), o.reobserve_discount);
