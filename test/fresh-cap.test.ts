@@ -67,6 +67,27 @@ describe('a first round\'s bound on prompts new to the state (--fresh-cap, fresh
     expect(Math.max(...last.n)).toBeGreaterThan(17);
   });
 
+  it('a later round (candidates with partial_rewards) is not bound: a multiple_of it reaches without the bound is not BUDGET_INFEASIBLE, and no mixed group takes the rest', async () => {
+    // Found in review: round 2 of 3, the bound over all eight candidates (⌈1.2 · 16 / 8⌉ = 3) left the one
+    // new prompt below the multiple of 16 while the mixed groups waited at 0 (exit 2); with five new
+    // prompts and five mixed groups, the new ones stopped at 17 and one mixed group took 50.
+    const dir = tempDir('rb-fresh-cap-');
+    const mixed = (k: number) => Array.from({ length: k }, (_, i) => JSON.stringify({ id: `m${i}`, partial_rewards: [1, 0] }));
+    writeFileSync(join(dir, 'multiple.jsonl'), [JSON.stringify({ id: 'new' }), ...mixed(7)].join('\n') + '\n');
+    writeFileSync(join(dir, 'pile.jsonl'), [...Array.from({ length: 5 }, (_, i) => JSON.stringify({ id: `new${i}` })), ...mixed(5)].join('\n') + '\n');
+    const plan = async (file: string, extra: string[]) => {
+      const r = await cli(['plan', '--prompts', join(dir, file), '--state', ':memory:', '--rounds-left', '2', ...extra]);
+      expect(r.code, r.stderr).toBe(0);
+      return (JSON.parse(r.stdout) as { allocations: { prompt_id: string; n: number }[] }).allocations.map((a) => `${a.prompt_id}=${a.n}`).join(' ');
+    };
+    const multiple = ['--budget-rollouts', '16', '--multiple-of', '16', '--min-n', '1'];
+    expect(await plan('multiple.jsonl', multiple)).toBe('new=16');
+    expect(await plan('multiple.jsonl', [...multiple, '--fresh-cap', '0'])).toBe('new=16');
+    const pile = await plan('pile.jsonl', ['--budget-rollouts', '200']);
+    expect(pile).toBe(await plan('pile.jsonl', ['--budget-rollouts', '200', '--fresh-cap', '0']));
+    expect(pile).toBe('new0=27 new1=27 new2=27 new3=27 new4=27');
+  });
+
   it('a bad --fresh-cap (and fresh_cap) is refused, naming it', async () => {
     const dir = tempDir('rb-fresh-cap-');
     const { state, prompts } = groupedState(dir);

@@ -7,7 +7,12 @@
  * 16-a-prompt budget, and often 64 by the step's end, taken from the hard source's (4 a prompt):
  * informative groups 0.99× `uniform`'s (fixtures/scenarios/stress/groups-once-16.json). A bound
  * of a little over the round's even share keeps the first round close to even on what it cannot
- * yet tell apart; the last round, which sees every prompt's rewards so far, is not bound.
+ * yet tell apart; the last round, which sees every prompt's rewards so far, is not bound, nor
+ * is a round whose candidates carry partial rewards (a later round of three or more: its mixed
+ * groups wait at 0 in the first solve, so a bound over all candidates left the new prompts too
+ * little, and the rest went to one mixed group). The bound is soft: where it alone would leave
+ * the round's rollouts unspent or the round infeasible (a multiple_of the bounded prompts cannot
+ * reach), the planner solves again without it (plan/planner.ts).
  * 1.2 was chosen over 1.3, 1.5 and 2 on every shipped scenario, stress scenario and a review's
  * ten pools at seeds 0–9: the columns below `uniform` at their worst seed went from 22 to 10
  * (1.3: 15; 2: no change), the replay, the long-CoT and the multi-epoch pools unchanged

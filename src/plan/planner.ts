@@ -178,7 +178,7 @@ export function planStep(
   const policyInput = { candidates, alpha, beta, snapshot, value, surplusValue, seed: options.seed, step };
   const built = partials === undefined ? policy.build(policyInput) : buildPartialCurves(policy, policyInput, partials.groups);
   const bounds = partials === undefined ? undefined : partialBounds(partials.groups, options.minN, limits.maxN);
-  let input: SolverInput = {
+  const input: SolverInput = {
     ...(bounds === undefined ? {} : { promptMinN: bounds.promptMinN, promptMaxN: bounds.promptMaxN }),
     curves: built.curves,
     ...(built.surplus === undefined ? {} : { surplus: built.surplus }),
@@ -208,10 +208,17 @@ export function planStep(
   // The solver spends at most what the candidates can use (plan/limits.ts: a lone budget over
   // N·max_n is clamped, which changes no allocation and bounds the work).
   const budgets = { rollouts: Math.min(spend.rollouts ?? Infinity, limits.rollouts), tokens: Math.min(spend.tokens ?? Infinity, limits.tokens) };
-  // With rounds left after this one, a prompt new to the state gets at most a little over the round's even share (plan/fresh-cap.ts).
-  const freshUpper = freshUpperBounds(isFresh, input.promptMaxN, limits.maxN, options.minN, options.roundsLeft, spend.rollouts, options.freshCap);
-  if (freshUpper !== undefined) input = { ...input, promptMaxN: freshUpper };
-  let result = solver({ ...input, ...budgets });
+  // A first round with rounds after it: a prompt new to the state gets at most a little over the
+  // round's share a prompt (plan/fresh-cap.ts), a soft bound: lifted where it alone would leave the
+  // round's budget unspent or the round infeasible (a multiple_of the bounded prompts cannot reach).
+  const freshUpper = partials === undefined
+    ? freshUpperBounds(isFresh, input.promptMaxN, limits.maxN, options.minN, options.roundsLeft, spend.rollouts, options.freshCap)
+    : undefined;
+  let result = solver({ ...input, ...(freshUpper === undefined ? {} : { promptMaxN: freshUpper }), ...budgets });
+  if (freshUpper !== undefined && (result.status !== 'optimal' || result.usedRollouts + multiple <= budgets.rollouts)) {
+    const unbound = solver({ ...input, ...budgets });
+    if (unbound.status === 'optimal' && (result.status !== 'optimal' || unbound.usedRollouts > result.usedRollouts)) result = unbound;
+  }
   // Groups that already vary get no more this round (plan/partial.ts), unless the budget would
   // go unspent: then a second solve keeps every group of the first as it is and gives the mixed
   // groups what is left (the first's surplus rollouts counted with the second's).

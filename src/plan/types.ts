@@ -67,10 +67,11 @@ export interface PlanOptions {
    */
   readonly freshShare: number;
   /**
-   * With rounds left after this one (`roundsLeft` > 1) and a rollout budget: a prompt new to the
-   * state (no evidence, no partial rewards) gets at most ⌈freshCap × this round's rollouts ÷ the
-   * candidates⌉ rollouts (at least min_n) this round; later rounds may top it up once its first
-   * outcomes are known. 0: no cap (plan/fresh-cap.ts).
+   * With rounds left after this one (`roundsLeft` > 1), a rollout budget and no candidate with
+   * partial rewards (a step's first round): a prompt new to the state gets at most ⌈freshCap ×
+   * this round's rollouts ÷ the candidates⌉ rollouts (at least min_n) this round, unless that
+   * alone would leave the round's rollouts unspent or the round infeasible; later rounds may top
+   * it up once its first outcomes are known. 0: no cap (plan/fresh-cap.ts).
    */
   readonly freshCap: number;
   /** The solver, by name in the solver registry (`greedy`; `dp` and `milp` are exact references). */
