@@ -85,6 +85,8 @@ describe('HTTP service on SQLite', () => {
     const query = await call(port, 'GET', '/v1/prompts/easy?foo=1');
     expect(query.status).toBe(400);
     expect(query.json.error).toMatchObject({ code: 'BAD_INPUT', field: 'query.foo', value: '"foo"' });
+    const spaced = await call(port, 'GET', '/v1/prompts/easy?foo%20bar=1');
+    expect(spaced.json.error).toMatchObject({ code: 'BAD_INPUT', field: 'query.foo bar', value: '"foo bar"' });
     const repeated = await call(port, 'POST', '/v1/plan', { candidates: [{ id: 'a' }, { id: 'b' }, { id: 'a' }], budget: { rollouts: 8 } });
     expect(repeated.status).toBe(400);
     expect(repeated.json.error).toMatchObject({ code: 'BAD_INPUT', field: 'body.candidates[2].id', value: '"a"' });

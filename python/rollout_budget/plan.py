@@ -266,8 +266,8 @@ def results_rows(rows, rewards, tokens=None, finish_reasons=None, pass_threshold
     """The results `observe` takes, one per rollout of `rows` (from expand_plan), in order.
 
     `rewards[k]` is rollout k's reward in [0, 1] (or a bool; within REWARD_SLACK of [0, 1] it is
-    clamped); with `pass_threshold` (a finite number) any finite reward, 1 above the threshold and
-    0 at or below it (shaped rewards: DAPO's ±1 with 0; a score on 0–10 with 5), as the verl
+    clamped); with `pass_threshold` (a finite number) any reward but NaN, 1 above the threshold
+    and 0 at or below it (shaped rewards: DAPO's ±1 with 0; a score on 0–10 with 5), as the verl
     and slime integrations' ``pass_threshold`` do. `tokens[k]` its generated tokens (optional; an
     integral float is taken); `finish_reasons[k]` "stop", "length" or "abort" (optional; aborted
     rollouts do not update pass rates). A reward or token count held in a one-element list,
@@ -295,11 +295,11 @@ def results_rows(rows, rewards, tokens=None, finish_reasons=None, pass_threshold
         r = rewards[k]
         if isinstance(r, bool):
             r = 1.0 if r else 0.0
-        if pass_threshold is not None and isinstance(r, (int, float)) and math.isfinite(r):
-            r = 1.0 if r > pass_threshold else 0.0
+        if pass_threshold is not None and isinstance(r, (int, float)) and not math.isnan(r):
+            r = 1.0 if r > pass_threshold else 0.0  # ±inf too, as the integrations' Config.reward_of counts them
         if not isinstance(r, (int, float)) or not (-REWARD_SLACK <= r <= 1.0 + REWARD_SLACK) or math.isnan(r):
             if pass_threshold is not None:
-                raise ValueError("results_rows: reward of rollout %s must be a finite number, got %r" % (row.get("rollout_id", k), rewards[k]))
+                raise ValueError("results_rows: reward of rollout %s must be a number (not NaN), got %r" % (row.get("rollout_id", k), rewards[k]))
             raise ValueError("results_rows: reward of rollout %s must be a number in [0, 1], got %r; a shaped reward (DAPO's ±1, "
                              "a penalty below 0): set pass_threshold to count rewards above it as a pass"
                              % (row.get("rollout_id", k), rewards[k]))

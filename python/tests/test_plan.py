@@ -167,8 +167,10 @@ class ResultsRowsTest(unittest.TestCase):
         self.assertEqual([r["reward"] for r in out], [1.0, 0.0, 1.0])
         with self.assertRaisesRegex(ValueError, r"reward of rollout 1/a#0 must be a number in \[0, 1\], got -0.5; a shaped reward .*set pass_threshold"):
             results_rows(self.ROWS, [-0.5, 0, 0])
-        with self.assertRaisesRegex(ValueError, r"reward of rollout 1/a#1 must be a finite number, got nan"):
+        with self.assertRaisesRegex(ValueError, r"reward of rollout 1/a#1 must be a number \(not NaN\), got nan"):
             results_rows(self.ROWS, [1, float("nan"), 0], pass_threshold=0)
+        # ±inf as the integrations' Config.reward_of counts them: a pass above the threshold, a fail below.
+        self.assertEqual([r["reward"] for r in results_rows(self.ROWS, [float("inf"), float("-inf"), 0.5], pass_threshold=0)], [1.0, 0.0, 1.0])
         for bad in (float("nan"), float("inf"), True, "0"):
             with self.subTest(threshold=bad), self.assertRaisesRegex(ValueError, "pass_threshold must be a finite number"):
                 results_rows(self.ROWS, [1, 0, 0], pass_threshold=bad)

@@ -233,7 +233,7 @@ export function errorBody(thrown: RolloutBudgetError): { error: { code: string; 
   if (unknown !== null) return { error: { code: error.code, message: error.message, field: unknown[1]!, value: unknown[2]! } };
   // "body.options.polcy: unknown field "polcy"; ...", "options.policy: unknown name "foo"; ...",
   // "query.foo: unknown parameter "foo"; ...": the place and the name.
-  const named = /^(\S+): unknown (?:field|name|parameter) ("(?:[^"\\]|\\.)*")/.exec(error.message);
+  const named = /^(\S+|query\.[^:]+): unknown (?:field|name|parameter) ("(?:[^"\\]|\\.)*")/.exec(error.message);
   if (named !== null) return { error: { code: error.code, message: error.message, field: named[1]!, value: named[2]! } };
   // 'body.candidates[2]: "id" "a" repeats body.candidates[0]': the repeating field and its value.
   const repeats = /^(\S+): "([^"]+)" ("(?:[^"\\]|\\.)*") repeats /.exec(error.message);
