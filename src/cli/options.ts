@@ -95,7 +95,7 @@ export function roundsLeftFlag(cmd: Command): Command {
       .default(defaultPlanOptions.freshShare)
       .argParser(numberArg(0, 1)),
   ).addOption(
-    new Option('--fresh-cap <c>', 'with rounds left and a rollout budget: a prompt new to the state gets at most ⌈c × this round\'s rollouts ÷ the prompts⌉ this round (at least --min-n); 0: no cap')
+    new Option('--fresh-cap <c>', 'with rounds left, a rollout budget and no candidate with partial_rewards (a step\'s first round): a prompt new to the state gets at most ⌈c × this round\'s rollouts ÷ the prompts⌉ this round (at least --min-n), unless that alone leaves the round\'s rollouts unspent; 0: no cap')
       .default(defaultPlanOptions.freshCap)
       .argParser(freshCapArg),
   );
