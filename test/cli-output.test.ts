@@ -206,6 +206,12 @@ describe('an --out that is an input, and an empty --state', () => {
     expect(linkedResults.stderr).toBe(`rollout-budget: --out ${join(dir, 'new-link.db')} is the --state file ${fresh}: writing it would replace that input; give another path (nothing was written)\n`);
     expect(existsSync(fresh)).toBe(false);
     expect(lstatSync(join(dir, 'new-link.db')).isSymbolicLink()).toBe(true);
+    // A symlink into a folder that is not there: named before any work, as the plain path is (it was
+    // refused with a bare ENOENT after the plan was made).
+    symlinkSync(join('no-such-folder', 'plan.json'), join(dir, 'to-nowhere.json'));
+    const nowhere = await cli(['plan', '--prompts', prompts, '--state', state, '--budget-rollouts', '8', '--out', join(dir, 'to-nowhere.json')]);
+    expect(nowhere.code).toBe(2);
+    expect(nowhere.stderr).toBe(`rollout-budget: ${join(dir, 'to-nowhere.json')}: cannot write (ENOENT): there is no folder ${join(dir, 'no-such-folder')}\n`);
     // Another file is written as before.
     const other = await cli(['plan', '--prompts', prompts, '--state', state, '--budget-rollouts', '8', '--out', join(dir, 'other.json')]);
     expect(other.code, other.stderr).toBe(0);

@@ -176,7 +176,8 @@ export function checkOutput(path: string, inputs: Readonly<Record<string, string
   // A state's URL given where a file goes: was taken for a path, its password printed in the error.
   if (isPostgresUrl(path)) throw new RolloutBudgetError('BAD_OPTION', `${redactUrl(path)}: a PostgreSQL URL, where a file path is expected (a state's URL goes to --state)`);
   sameFileAsInput(path, inputs);
-  const parent = dirname(path);
+  // The folder the writer will write in: a symlink to a file not there yet is followed, as the writer follows it.
+  const parent = dirname(statIfThere(path) === undefined ? danglingTarget(path) : path);
   const folder = statIfThere(parent);
   const why =
     folder === undefined ? `ENOENT): there is no folder ${parent}` : !folder.isDirectory() ? `ENOTDIR): ${parent} is not a folder` : statIfThere(path)?.isDirectory() ? 'EISDIR): it is a folder' : undefined;
