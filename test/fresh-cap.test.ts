@@ -111,6 +111,26 @@ describe('a first round\'s bound on prompts new to the state (--fresh-cap, fresh
     }
   });
 
+  it('simulate and replay take --fresh-cap (0: the plans before the bound), record it in metrics.json and show it in the report\'s settings', async () => {
+    const dir = tempDir('rb-fresh-cap-');
+    const scenario = join(import.meta.dirname, '..', 'fixtures', 'scenarios', 'stress', 'groups-once-16.json');
+    const runs: Record<string, { informative: number; fresh_cap: unknown; settings: string }> = {};
+    for (const cap of ['0', '1.2']) {
+      const out = join(dir, `sim-${cap}`);
+      const r = await cli(['simulate', '--scenario', scenario, '--policies', 'uniform,bayes', '--steps', '12', '--fresh-cap', cap, '--out', out, '--quiet']);
+      expect(r.code, r.stderr).toBe(0);
+      const metrics = JSON.parse(readFileSync(join(out, 'metrics.json'), 'utf8')) as { options: { fresh_cap: unknown }; policies: { name: string; totals: { informative_groups: number } }[] };
+      runs[cap] = { informative: metrics.policies.find((p) => p.name === 'bayes')!.totals.informative_groups, fresh_cap: metrics.options.fresh_cap, settings: readFileSync(join(out, 'report.html'), 'utf8') };
+    }
+    expect(runs['0']!.fresh_cap).toBe(0);
+    expect(runs['1.2']!.fresh_cap).toBe(1.2);
+    expect(runs['0']!.informative).not.toBe(runs['1.2']!.informative);
+    expect(runs['0']!.settings).toContain('no bound');
+    expect(runs['1.2']!.settings).toContain('at most ⌈1.2 × its rollouts ÷ its prompts⌉');
+    const replay = await cli(['replay', '--log', join(import.meta.dirname, '..', 'fixtures', 'oneshot-rlvr-dsr-sub', 'visits.jsonl'), '--policies', 'uniform,bayes', '--steps', '0:4', '--fresh-cap', '0', '--quiet']);
+    expect(replay.code, replay.stderr).toBe(0);
+  }, 60_000);
+
   it('prompts seen once with their source as group (stress/groups-once-16.json): informative groups at or above uniform\'s at every seed 0–9', () => {
     const file = join(import.meta.dirname, '..', 'fixtures', 'scenarios', 'stress', 'groups-once-16.json');
     const scenario = parseScenario(readFileSync(file, 'utf8'), file);

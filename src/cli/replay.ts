@@ -12,7 +12,7 @@ import { simulatedEnvironment } from '../simulate/world.js';
 import { describe } from './catalog.js';
 import { rereadable, type CliIo } from './io.js';
 import { boundFlags, budgetFlags, budgetFrom, roundsFlag, seedFlag, stepsFlag } from './options.js';
-import { intArg } from './parse.js';
+import { freshCapArg, intArg } from './parse.js';
 import { createProgress } from './progress.js';
 import { checkReportFolder, checkTokenBudget, commandLine, emitReport, runSeeds, seedRange, seedsOf } from './report-run.js';
 import type { SeedRun } from '../report/series.js';
@@ -48,16 +48,20 @@ function selectSteps(all: readonly number[], steps: number | [number, number] | 
 
 const ourRoundsHelp = 'our policies plan and generate each step in this many rounds (later rounds top up groups by what they showed)';
 
-/** `--skip` / `--no-skip` of replay and simulate: whether our policies may give a prompt 0 rollouts. */
+/**
+ * `--skip` / `--no-skip` of replay and simulate: whether our policies may give a prompt 0
+ * rollouts; and `--fresh-cap`, the first round's bound on new prompts (plan/fresh-cap.ts).
+ */
 function ourSkipFlags(cmd: Command): Command {
   return cmd
     .option('--skip', 'our policies may give a prompt 0 rollouts (default: on under a token budget, off otherwise)')
-    .option('--no-skip', 'our policies give every prompt at least --min-n, also under a token budget');
+    .option('--no-skip', 'our policies give every prompt at least --min-n, also under a token budget')
+    .addOption(new Option('--fresh-cap <c>', 'our policies\' bound on a prompt new to the state in a step\'s first round: ⌈c × the round\'s rollouts ÷ its prompts⌉ (plan --fresh-cap; 0: none)').default(defaultPlanOptions.freshCap).argParser(freshCapArg));
 }
 
 /** Options for our planner's policies (EngineOptions.plan). */
-function ourPlanOptions(opts: { rounds: number; skip?: boolean }): Record<string, unknown> {
-  return { rounds: opts.rounds, ...(opts.skip === undefined ? {} : { skip: opts.skip }) };
+function ourPlanOptions(opts: { rounds: number; skip?: boolean; freshCap: number }): Record<string, unknown> {
+  return { rounds: opts.rounds, ...(opts.skip === undefined ? {} : { skip: opts.skip }), freshCap: opts.freshCap };
 }
 
 function policyList(value: string): string[] {
@@ -184,7 +188,7 @@ export function registerReplayCommands(program: Command, io: CliIo): void {
         kind: 'replay',
         title: `Replay of ${opts.log}`,
         source: opts.log,
-        options: { format, seed: seeds[0], ...(seeds.length > 1 ? { seeds } : {}), min_n: opts.minN, max_n: opts.maxN, budget_rollouts: opts.budgetRollouts ?? 'logged rollouts of each step', budget_tokens: opts.budgetTokens ?? null, steps: [steps[0], steps.at(-1)], policies: opts.policies, default_policy: defaultPlanOptions.policy, default_value: defaultPlanOptions.value, rounds: opts.rounds, skip: opts.skip ?? 'under a token budget', stream: opts.stream },
+        options: { format, seed: seeds[0], ...(seeds.length > 1 ? { seeds } : {}), min_n: opts.minN, max_n: opts.maxN, budget_rollouts: opts.budgetRollouts ?? 'logged rollouts of each step', budget_tokens: opts.budgetTokens ?? null, steps: [steps[0], steps.at(-1)], policies: opts.policies, default_policy: defaultPlanOptions.policy, default_value: defaultPlanOptions.value, rounds: opts.rounds, skip: opts.skip ?? 'under a token budget', fresh_cap: opts.freshCap, stream: opts.stream },
         notes: replayNotes,
         results: runs[0]!.results,
         ...(runs.length > 1 ? { seeds: runs } : {}),
@@ -227,7 +231,7 @@ export function registerReplayCommands(program: Command, io: CliIo): void {
         kind: 'simulate',
         title: `Simulation: ${scenario.name}`,
         source: opts.scenario,
-        options: { scenario, seed: seeds[0], ...(seeds.length > 1 ? { seeds } : {}), min_n: opts.minN, max_n: opts.maxN, rounds: opts.rounds, skip: opts.skip ?? 'under a token budget', stream: opts.stream, policies: opts.policies, baselines: baselineNames },
+        options: { scenario, seed: seeds[0], ...(seeds.length > 1 ? { seeds } : {}), min_n: opts.minN, max_n: opts.maxN, rounds: opts.rounds, skip: opts.skip ?? 'under a token budget', fresh_cap: opts.freshCap, stream: opts.stream, policies: opts.policies, baselines: baselineNames },
         notes: [
           scenario.description,
           'A closed-loop model (src/simulate/world.ts), not data: difficulty, drift and lengths follow the measured figures in CALIBRATION.md; each policy trains its own copy of the pool.',

@@ -14,7 +14,7 @@ export function defaultDetail(rounds: number): string {
 }
 
 interface Common {
-  readonly opts: { minN: number; maxN: number; rounds: number; policies: string[]; stream?: string };
+  readonly opts: { minN: number; maxN: number; rounds: number; freshCap: number; policies: string[]; stream?: string };
   readonly seeds: readonly number[];
   readonly command: string;
 }
@@ -24,6 +24,7 @@ function common(c: Common): Rows {
   return [
     ['min n, max n', `${c.opts.minN}, ${c.opts.maxN}`],
     ['rounds a step (ours, oracle)', String(c.opts.rounds)],
+    ['new prompts in a first round (ours)', c.opts.freshCap === 0 ? 'no bound' : `at most ⌈${c.opts.freshCap} × its rollouts ÷ its prompts⌉`],
     ['data stream (refills, pools)', c.opts.stream ?? 'consumed'],
     [c.seeds.length > 1 ? 'seeds' : 'seed', `${seedLabel(c.seeds)}${c.seeds.length > 1 ? ` (${c.seeds.length} runs)` : ''}`],
     ['our default', `${d.policy} × ${d.value}, decay ${d.decay.forgetPerStep} / ${d.decay.reobserveDiscount}, saturation ${d.saturation}`],
