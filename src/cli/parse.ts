@@ -1,5 +1,6 @@
 import { InvalidArgumentError } from 'commander';
 import { badOption } from '../errors.js';
+import { isFreshCap } from '../plan/fresh-cap.js';
 import { notAStateUrl } from '../store/url.js';
 
 /** Commander argument parsers that reject rather than repair. */
@@ -28,7 +29,7 @@ export function numberArg(min: number, max: number): (value: string) => number {
 /** `--fresh-cap`: 0 (no cap) or a finite number ≥ 1 (plan/fresh-cap.ts). */
 export function freshCapArg(value: string): number {
   const n = Number(value);
-  if (value.trim() === '' || !Number.isFinite(n) || !(n === 0 || n >= 1)) {
+  if (value.trim() === '' || !isFreshCap(n)) {
     throw new InvalidArgumentError(`must be 0 (no cap) or a number ≥ 1, got "${value}"`);
   }
   return n;

@@ -52,7 +52,7 @@ const ourRoundsHelp = 'our policies plan and generate each step in this many rou
  * `--skip` / `--no-skip` of replay and simulate: whether our policies may give a prompt 0
  * rollouts; and `--fresh-cap`, the first round's bound on new prompts (plan/fresh-cap.ts).
  */
-function ourSkipFlags(cmd: Command): Command {
+function ourPlanFlags(cmd: Command): Command {
   return cmd
     .option('--skip', 'our policies may give a prompt 0 rollouts (default: on under a token budget, off otherwise)')
     .option('--no-skip', 'our policies give every prompt at least --min-n, also under a token budget')
@@ -139,7 +139,7 @@ export function registerReplayCommands(program: Command, io: CliIo): void {
   replay.addOption(new Option('--seeds <a..b>', 'run every seed a..b (inclusive) and report the spread; instead of --seed').argParser(seedRange));
   roundsFlag(replay, ourRoundsHelp);
   replay.addOption(new Option('--stream <mode>', 'consumed: prompts a policy pulls from later batches are gone from them for it; shared: every policy gets every step\'s whole batch').choices(replayStreams).default('consumed'));
-  ourSkipFlags(replay)
+  ourPlanFlags(replay)
     .option('--out <dir>', 'write metrics.json, summary.md and report.html here')
     .option('--quiet', 'no progress bar', false)
     .action(async (opts, cmd: Command) => {
@@ -210,7 +210,7 @@ export function registerReplayCommands(program: Command, io: CliIo): void {
   boundFlags(simulate);
   roundsFlag(simulate, ourRoundsHelp);
   simulate.addOption(new Option('--stream <mode>', 'consumed: prompts a policy pulls from later batches are gone from them for it; shared: every policy gets every step\'s whole batch').choices(replayStreams).default('consumed'));
-  ourSkipFlags(simulate)
+  ourPlanFlags(simulate)
     .option('--no-hints', 'candidates carry no offline hints (prior_pass_rate), whatever the scenario says: the same pool and groups')
     .option('--out <dir>', 'write metrics.json, summary.md and report.html here')
     .option('--quiet', 'no progress bar', false)

@@ -40,3 +40,8 @@ export function freshUpperBounds(
   for (let i = 0; i < size; i++) if (fresh[i] === 1 && out[i]! > bound) out[i] = bound;
   return out;
 }
+
+/** Whether `c` is a valid cap: 0 (none) or a finite number ≥ 1 (below 1 a first round could not spend its share). */
+export function isFreshCap(c: number): boolean {
+  return c === 0 || (Number.isFinite(c) && c >= 1);
+}

@@ -2,6 +2,7 @@ import { badOption, quote } from '../errors.js';
 import { defaultDecay, stepTooLarge } from '../posterior/decay.js';
 import { defaultLengthOptions } from '../posterior/length.js';
 import { defaultPriorOptions } from '../posterior/prior.js';
+import { isFreshCap } from './fresh-cap.js';
 import type { Budget, PlanOptions } from './types.js';
 
 export const defaultPlanOptions: PlanOptions = {
@@ -107,7 +108,7 @@ export function resolvePlanOptions(input: PlanOptionsInput = {}): PlanOptions {
   requireRange('reobserve_discount', options.decay.reobserveDiscount, 0, 1, true);
   requireInt('rounds_left', options.roundsLeft, 1);
   requireRange('fresh_share', options.freshShare, 0, 1, true);
-  if (!(options.freshCap === 0 || (Number.isFinite(options.freshCap) && options.freshCap >= 1))) {
+  if (!isFreshCap(options.freshCap)) {
     throw badOption(`fresh_cap must be 0 (no cap) or a number ≥ 1, got ${quote(options.freshCap)}`, ['fresh_cap']);
   }
   requireInt('prior.hint_min_prompts', options.prior.hintMinPrompts, 3);

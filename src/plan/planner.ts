@@ -140,13 +140,14 @@ export function planStep(
   const assumedLengths = { total: 0, withoutMaxTokens: 0 };
   let missingPromptTokens = 0;
   let fresh = 0; // candidates new to the state: no evidence, no partial rewards (the round share's u)
-  const isFresh = new Uint8Array(size); // which they are (plan/fresh-cap.ts)
+  // Which they are, for the first round's bound (plan/fresh-cap.ts): only a round with rounds after it needs them.
+  const isFresh = options.roundsLeft > 1 && partials === undefined ? new Uint8Array(size) : undefined;
   const estimate = { tokens: 0, assumed: false }; // each prompt's length estimate, in turn
   const { alpha, beta } = posteriors(snapshot, candidates, step, options, tieBreak, (i, s, a, b) => {
     const c = candidates[i]!;
     if ((s === undefined || s.rollouts === 0) && (partials === undefined || partials.groups[i]!.rollouts === 0)) {
       fresh++;
-      isFresh[i] = 1;
+      if (isFresh !== undefined) isFresh[i] = 1;
     }
     const named = c.group ?? s?.group ?? null;
     const group = named === null ? undefined : snapshot.group(named);
@@ -211,9 +212,9 @@ export function planStep(
   // A first round with rounds after it: a prompt new to the state gets at most a little over the
   // round's share a prompt (plan/fresh-cap.ts), a soft bound: lifted where it alone would leave the
   // round's budget unspent or the round infeasible (a multiple_of the bounded prompts cannot reach).
-  const freshUpper = partials === undefined
-    ? freshUpperBounds(isFresh, input.promptMaxN, limits.maxN, options.minN, options.roundsLeft, spend.rollouts, options.freshCap)
-    : undefined;
+  const freshUpper = isFresh === undefined
+    ? undefined
+    : freshUpperBounds(isFresh, input.promptMaxN, limits.maxN, options.minN, options.roundsLeft, spend.rollouts, options.freshCap);
   let result = solver({ ...input, ...(freshUpper === undefined ? {} : { promptMaxN: freshUpper }), ...budgets });
   if (freshUpper !== undefined && (result.status !== 'optimal' || result.usedRollouts + multiple <= budgets.rollouts)) {
     const unbound = solver({ ...input, ...budgets });
