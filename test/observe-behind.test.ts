@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { behindWarning, defaultDecay } from '../src/index.js';
 import { cli } from './cli-helpers.js';
-import { call, dropPgSchema, freshPgUrl, pgUrl, startService, stopService } from './service-helpers.js';
+import { call, onEachServiceState } from './service-helpers.js';
 import { tempDir } from './temp.js';
 
 // A new run started on an old run's state (the CLI's default ./rollout-budget.db, or the same
@@ -61,20 +61,11 @@ describe('results or a plan far behind the state\'s last step', () => {
   });
 
   it('the service answers the warning in its observe response (SQLite and PostgreSQL)', async () => {
-    const dir = tempDir();
-    const base = pgUrl();
-    const states: string[] = [join(dir, 'serve.db'), ...(base === undefined ? [] : [freshPgUrl(base)])];
-    for (const state of states) {
-      const child = await startService(['--state', state]);
-      try {
-        expect((await call(child.port, 'POST', '/v1/observe', [{ prompt_id: 'a', step: 1000, rewards: [0, 0, 0, 0, 0, 0, 0, 0] }])).json.warnings).toBeUndefined();
-        const r = await call(child.port, 'POST', '/v1/observe', [{ prompt_id: 'a', step: 1, rewards: [1, 1, 1, 1, 1, 1, 1, 1] }, { prompt_id: 'b', step: 1, rewards: [1, 1, 1, 1, 1, 1, 1, 1] }]);
-        expect(r.status).toBe(200);
-        expect(r.json).toEqual({ applied: 16, duplicates: 0, aborted: 0, prompts: 2, last_step: 1000, warnings: [RESULTS_WARNING] });
-      } finally {
-        expect((await stopService(child)).code).toBe(0);
-        if (state.startsWith('postgres')) await dropPgSchema(base!, state);
-      }
-    }
+    await onEachServiceState(tempDir(), async (port) => {
+      expect((await call(port, 'POST', '/v1/observe', [{ prompt_id: 'a', step: 1000, rewards: [0, 0, 0, 0, 0, 0, 0, 0] }])).json.warnings).toBeUndefined();
+      const r = await call(port, 'POST', '/v1/observe', [{ prompt_id: 'a', step: 1, rewards: [1, 1, 1, 1, 1, 1, 1, 1] }, { prompt_id: 'b', step: 1, rewards: [1, 1, 1, 1, 1, 1, 1, 1] }]);
+      expect(r.status).toBe(200);
+      expect(r.json).toEqual({ applied: 16, duplicates: 0, aborted: 0, prompts: 2, last_step: 1000, warnings: [RESULTS_WARNING] });
+    });
   }, 60_000);
 });

@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { loadLog } from '../src/index.js';
 import { cli } from './cli-helpers.js';
-import { call, dropPgSchema, freshPgUrl, pgUrl, startService, stopService } from './service-helpers.js';
+import { call, onEachServiceState } from './service-helpers.js';
 import { tempDir } from './temp.js';
 
 // A group line's finish_reason was ignored by observe: a generator that marked a whole group
@@ -36,22 +36,13 @@ describe('finish_reason on a group line is every rollout\'s', () => {
   });
 
   it('the service takes it the same way (SQLite and PostgreSQL)', async () => {
-    const dir = tempDir();
-    const base = pgUrl();
-    const states: string[] = [join(dir, 'serve.db'), ...(base === undefined ? [] : [freshPgUrl(base)])];
-    for (const state of states) {
-      const child = await startService(['--state', state]);
-      try {
-        const r = await call(child.port, 'POST', '/v1/observe', LINES);
-        expect(r.status).toBe(200);
-        expect(r.json).toEqual(SUMMARY);
-        const bad = await call(child.port, 'POST', '/v1/observe', [{ prompt_id: 'd', step: 2, rewards: [1], finish_reason: 'eos' }]);
-        expect(bad.status).toBe(400);
-        expect((bad.json as { error: { message: string } }).error.message).toContain('"finish_reason" must be "stop", "length" or "abort", got "eos"');
-      } finally {
-        expect((await stopService(child)).code).toBe(0);
-        if (state.startsWith('postgres')) await dropPgSchema(base!, state);
-      }
-    }
+    await onEachServiceState(tempDir(), async (port) => {
+      const r = await call(port, 'POST', '/v1/observe', LINES);
+      expect(r.status).toBe(200);
+      expect(r.json).toEqual(SUMMARY);
+      const bad = await call(port, 'POST', '/v1/observe', [{ prompt_id: 'd', step: 2, rewards: [1], finish_reason: 'eos' }]);
+      expect(bad.status).toBe(400);
+      expect((bad.json as { error: { message: string } }).error.message).toContain('"finish_reason" must be "stop", "length" or "abort", got "eos"');
+    });
   }, 60_000);
 });

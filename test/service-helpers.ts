@@ -43,6 +43,27 @@ export async function dropPgSchema(base: string, schemaUrl: string): Promise<voi
   }
 }
 
+/**
+ * Runs `body` against `serve` on a SQLite state in `dir`, then on a fresh PostgreSQL schema when
+ * RB_PG_URL is set: each service stopped (a non-zero exit throws) and its schema dropped after.
+ * Returns the states it ran on.
+ */
+export async function onEachServiceState(dir: string, body: (port: number, state: string) => Promise<void>): Promise<string[]> {
+  const base = pgUrl();
+  const states = [join(dir, 'serve.db'), ...(base === undefined ? [] : [freshPgUrl(base)])];
+  for (const state of states) {
+    const child = await startService(['--state', state]);
+    try {
+      await body(child.port, state);
+    } finally {
+      const { code } = await stopService(child);
+      if (state.startsWith('postgres')) await dropPgSchema(base!, state);
+      if (code !== 0) throw new Error(`serve --state ${state} exited ${code}`);
+    }
+  }
+  return states;
+}
+
 export async function openPg(base: string): Promise<PostgresStore> {
   return PostgresStore.connect(freshPgUrl(base));
 }
