@@ -119,6 +119,8 @@ describe('a first round\'s bound on prompts new to the state (--fresh-cap, fresh
       const out = join(dir, `sim-${cap}`);
       const r = await cli(['simulate', '--scenario', scenario, '--policies', 'uniform,bayes', '--steps', '12', '--fresh-cap', cap, '--out', out, '--quiet']);
       expect(r.code, r.stderr).toBe(0);
+      // The headline says when our planner ran without the default's bound.
+      expect(r.stdout.includes('2 rounds a step, no first-round bound)'), r.stdout).toBe(cap === '0');
       const metrics = JSON.parse(readFileSync(join(out, 'metrics.json'), 'utf8')) as { options: { fresh_cap: unknown }; policies: { name: string; totals: { informative_groups: number } }[] };
       runs[cap] = { informative: metrics.policies.find((p) => p.name === 'bayes')!.totals.informative_groups, fresh_cap: metrics.options.fresh_cap, settings: readFileSync(join(out, 'report.html'), 'utf8') };
     }

@@ -193,7 +193,7 @@ export function registerReplayCommands(program: Command, io: CliIo): void {
         results: runs[0]!.results,
         ...(runs.length > 1 ? { seeds: runs } : {}),
         defaultPolicy: defaultPlanOptions.policy,
-        defaultDetail: defaultDetail(opts.rounds),
+        defaultDetail: defaultDetail(opts.rounds, opts.freshCap),
         settings: replaySettings({ log: opts.log, format, run, steps, opts, seeds, command: commandLine(cmd) }),
         warnings,
       });
@@ -240,7 +240,7 @@ export function registerReplayCommands(program: Command, io: CliIo): void {
         results: runs[0]!.results,
         ...(runs.length > 1 ? { seeds: runs } : {}),
         defaultPolicy: defaultPlanOptions.policy,
-        defaultDetail: defaultDetail(opts.rounds),
+        defaultDetail: defaultDetail(opts.rounds, opts.freshCap),
         settings: simulateSettings({ file: opts.scenario, scenario, opts, seeds, command: commandLine(cmd) }),
         warnings,
       });

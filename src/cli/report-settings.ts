@@ -8,9 +8,10 @@ type Rows = [string, string][];
 
 const int = (v: number) => v.toLocaleString('en-US');
 
-/** How our default runs, for the report's headline. */
-export function defaultDetail(rounds: number): string {
-  return `value ${defaultPlanOptions.value}, ${rounds} round${rounds === 1 ? '' : 's'} a step`;
+/** How our default runs, for the report's headline: the first round's bound named where it is not the default's. */
+export function defaultDetail(rounds: number, freshCap = defaultPlanOptions.freshCap): string {
+  const bound = freshCap === defaultPlanOptions.freshCap ? '' : freshCap === 0 ? ', no first-round bound' : `, first-round bound ${freshCap}`;
+  return `value ${defaultPlanOptions.value}, ${rounds} round${rounds === 1 ? '' : 's'} a step${bound}`;
 }
 
 interface Common {
