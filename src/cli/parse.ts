@@ -1,6 +1,5 @@
 import { InvalidArgumentError } from 'commander';
 import { badOption } from '../errors.js';
-import { isFreshCap } from '../plan/fresh-cap.js';
 import { notAStateUrl } from '../store/url.js';
 
 /** Commander argument parsers that reject rather than repair. */
@@ -26,10 +25,13 @@ export function numberArg(min: number, max: number): (value: string) => number {
   };
 }
 
-/** `--fresh-cap`: 0 (no cap) or a finite number ≥ 1 (plan/fresh-cap.ts). */
+/**
+ * `--fresh-cap`: 0 (no cap) or a finite number ≥ 1, plan/fresh-cap.ts's isFreshCap, spelled
+ * here: a command's start loads no planner module (test/cli-lazy.test.ts).
+ */
 export function freshCapArg(value: string): number {
   const n = Number(value);
-  if (value.trim() === '' || !isFreshCap(n)) {
+  if (value.trim() === '' || !(n === 0 || (Number.isFinite(n) && n >= 1))) {
     throw new InvalidArgumentError(`must be 0 (no cap) or a number ≥ 1, got "${value}"`);
   }
   return n;
