@@ -51,7 +51,8 @@ export { createPolicyRegistry, createPosteriorPolicyRegistry, thompsonDraws } fr
 export type {
   Policy, PolicyInput, PolicyOutput, PosteriorPolicy, PosteriorPolicyInput, PosteriorPolicyOutput,
 } from './plan/policies.js';
-export { planStep, posteriors } from './plan/planner.js';
+export { planStep } from './plan/planner.js';
+export { posteriors } from './plan/posteriors.js';
 export { MAX_N_LIMIT, planLimits } from './plan/limits.js';
 export type { PlanLimits } from './plan/limits.js';
 export type { Registries } from './plan/planner.js';

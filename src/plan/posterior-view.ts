@@ -2,7 +2,7 @@ import { betaQuantile } from '../math/beta.js';
 import { expectedTokens } from '../posterior/length.js';
 import { nextStep } from '../posterior/decay.js';
 import type { StateSnapshot } from '../posterior/state.js';
-import { posteriors } from './planner.js';
+import { posteriors } from './posteriors.js';
 import type { Candidate, PlanOptions } from './types.js';
 
 /** A prompt's posterior as the next plan would see it. */
