@@ -74,12 +74,16 @@ describe('HTTP service on SQLite', () => {
       [{ candidates: 'a', budget: { rollouts: 4 } }, 'body.candidates', '"a"'],
       // A misspelt option: its place and name (the body had the message only).
       [{ candidates: [{ id: 'a' }], budget: { rollouts: 4 }, options: { polcy: 'bayes' } }, 'body.options.polcy', '"polcy"'],
+      // The budget written into "options" (the CLI's flag names): was "body.budget: must be a JSON object, got nothing".
+      [{ candidates: [{ id: 'a' }], options: { budget_rollouts: 4 } }, 'body.options.budget_rollouts', '"budget_rollouts"'],
+      [{ candidates: [{ id: 'a' }], options: { budget: { tokens: 4096 } } }, 'body.options.budget', '"budget"'],
     ];
     for (const [body, fieldPath, value] of cases) {
       const r = await call(port, 'POST', '/v1/plan', body);
       expect(r.status, JSON.stringify(body)).toBe(400);
       expect(r.json.error.field).toBe(fieldPath);
       expect(r.json.error.value).toBe(value);
+      if (fieldPath.startsWith('body.options.budget')) expect(r.json.error.message).toContain('send it beside "options", as "budget": {"rollouts"');
     }
     // An unknown query parameter and a repeated candidate id had a message and no field.
     const query = await call(port, 'GET', '/v1/prompts/easy?foo=1');

@@ -160,7 +160,16 @@ function budgetOf(v: unknown): Budget {
 export function planRequestOf(text: string): PlanRequest {
   const body = object('body', parseJsonFast(text, 'body'));
   onlyKeys('body', body, ['candidates', 'budget', 'options']);
+  misplacedBudget(body.options);
   return { candidates: candidatesOf(body.candidates), budget: budgetOf(body.budget), options: optionsOf(body.options) };
+}
+
+/** The CLI's budget flags written into "options" (`budget_rollouts`, as the library's input names them): were a 400 for a missing body.budget, or an unknown option listing the options. */
+function misplacedBudget(options: unknown): void {
+  if (!isObject(options)) return;
+  const key = ['budget', 'budget_rollouts', 'budget_tokens'].find((k) => options[k] !== undefined);
+  if (key === undefined) return;
+  throw badInput(`body.options.${key}`, `unknown field ${quote(key)}: the budget is not an option; send it beside "options", as "budget": {"rollouts": <int>, "tokens": <int>} (either or both)`);
 }
 
 /**
