@@ -100,6 +100,12 @@ describe('HTTP service on SQLite', () => {
     expect(noResults.status).toBe(400);
     expect(noResults.json.error).toMatchObject({ code: 'BAD_INPUT', field: 'body.results' });
     expect(noResults.json.error.message).toMatch(/^body\.results: missing: a body with "options" needs its results/);
+    // An empty batch applies nothing and says so, as `observe` of an empty file does (it had no warning).
+    for (const empty of [[], { results: [] }]) {
+      const none = await call(port, 'POST', '/v1/observe', empty);
+      expect(none.status).toBe(200);
+      expect(none.json).toMatchObject({ applied: 0, duplicates: 0, aborted: 0, warnings: ['the request holds no results: nothing was applied'] });
+    }
     const infeasible = await call(port, 'POST', '/v1/plan', { candidates: [{ id: 'a' }, { id: 'b' }], budget: { rollouts: 3 } });
     expect(infeasible.status).toBe(422);
     expect(infeasible.json.error.code).toBe('BUDGET_INFEASIBLE');

@@ -143,7 +143,9 @@ export class Service {
       if (path === '/v1/observe') {
         allow('POST');
         const r = observeRequestOf(body);
-        const summary = await this.allocator.observe(r.batch, r.options);
+        let summary = await this.allocator.observe(r.batch, r.options);
+        // `[]` or `{"results": []}`: said, as `observe` says it of an empty file (a trainer whose step's rollouts were all filtered out before it sent them).
+        if (summary.applied + summary.duplicates + summary.aborted === 0) summary = { ...summary, warnings: ['the request holds no results: nothing was applied', ...(summary.warnings ?? [])] };
         this.metrics.observeRequests++;
         this.metrics.observationsApplied += summary.applied;
         this.metrics.observationsDuplicate += summary.duplicates;
