@@ -1,4 +1,5 @@
-import { batchOf, type ResultBatch } from './io/formats.js';
+import { RolloutBudgetError } from './errors.js';
+import { batchOf, checkCandidates, checkedBatch, type ResultBatch } from './io/formats.js';
 import { createPosteriorPolicyRegistry } from './plan/policies.js';
 import { mergePlanOptions, resolvePlanOptions, type PlanOptionsInput } from './plan/options.js';
 import { planStep, type Registries } from './plan/planner.js';
@@ -47,12 +48,14 @@ export interface AllocatorOptions {
 
 /**
  * The library entry: an allocator on a store. plan() reads, observe() writes, posterior()
- * reads; all three validate like the CLI.
+ * reads; all three validate like the CLI: candidates as a prompts file's lines
+ * (io/formats.ts checkCandidates), results as a results file's, a batch built by hand included.
  */
 export class Allocator {
   readonly store: Store;
   readonly registries: Registries;
   private readonly defaults: PlanOptionsInput;
+  private closed = false;
 
   constructor(options: AllocatorOptions = {}) {
     this.store = options.store ?? new SqliteStore(options.state ?? ':memory:');
@@ -76,6 +79,8 @@ export class Allocator {
    * the plan before the record (the CLI writes its file there): if it throws, nothing is recorded.
    */
   plan(candidates: readonly Candidate[], budget: Budget, options: PlanOptionsInput = {}, deliver?: (plan: Plan) => void): Plan {
+    this.requireOpen();
+    checkCandidates(candidates);
     const snapshot = this.readsAll(candidates.length) ? this.store.snapshot() : this.store.snapshot(...candidateRead(candidates));
     const changes = metaChanges(snapshot, candidates);
     // A record that cannot be written fails before the plan is delivered, as it did when the plan came after it.
@@ -100,16 +105,31 @@ export class Allocator {
 
   /** Applies results (objects as in the results JSONL, or a parsed batch) in one transaction. */
   observe(results: readonly unknown[] | ResultBatch, options: PlanOptionsInput = {}): ObserveSummary {
-    const batch = Array.isArray(results) ? batchOf(results) : (results as ResultBatch);
+    this.requireOpen();
+    const batch = Array.isArray(results) ? batchOf(results) : checkedBatch(results);
     return this.store.apply(batch, resolvePlanOptions(this.merged(options)).decay);
   }
 
+  /**
+   * One prompt's posterior as the next plan would see it. Reads its row and the pooled rows, as
+   * the service's GET /v1/prompts/{id} does (it read every row: 42 ms a call on 50,000 prompts),
+   * so its fractional figures may differ from a whole read's in their last digits.
+   */
   posterior(id: string, candidate: Partial<Candidate> = {}, options: PlanOptionsInput = {}): PosteriorView {
-    return posteriorView(this.store.snapshot(), id, candidate, resolvePlanOptions(this.merged(options)));
+    this.requireOpen();
+    const resolved = resolvePlanOptions(this.merged(options));
+    return posteriorView(this.store.snapshot([id], candidate.group === undefined ? [] : [candidate.group]), id, candidate, resolved);
   }
 
+  /** Closes the store; a later plan, observe or posterior throws STATE_ERROR saying so. Closing twice does nothing. */
   close(): void {
+    if (this.closed) return;
+    this.closed = true;
     this.store.close();
+  }
+
+  private requireOpen(): void {
+    if (this.closed) throw new RolloutBudgetError('STATE_ERROR', 'this allocator was closed (allocator.close()): create another to plan, observe or read posteriors again');
   }
 }
 

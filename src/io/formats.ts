@@ -1,7 +1,7 @@
 import { badInput, quote } from '../errors.js';
 import type { Candidate } from '../plan/types.js';
 import { collidingHashes, fnv1a, firstRepeat } from '../math/hash.js';
-import { noteIdCheck } from '../plan/checked-ids.js';
+import { fieldsChecked, noteFieldsChecked, noteIdCheck } from '../plan/checked-ids.js';
 import { CHUNK_BYTES, lineChunks } from './chunks.js';
 import { eachFlatJsonl, eachFlatJsonlText, NUMBER, STRING, valueOf, type FlatFields } from './flat-scan.js';
 import { field, MAX_STORED_TEXT } from './jsonl.js';
@@ -19,6 +19,24 @@ export function checkCandidate(where: string, value: Record<string, unknown>): s
   field.rewards(where, value, 'partial_rewards');
   field.hint(where, value);
   return id;
+}
+
+/**
+ * A library caller's candidates, checked as a prompts file's lines are (checkCandidate), errors
+ * naming `candidates[i]`: a `max_tokens` of -5 or NaN, an `id` of 7 or "", a `group` of 5 were
+ * planned (the group stored as the text '5.0'). An array a reader made (parsePromptsAt, the
+ * service's request parser: plan/checked-ids.ts) was checked as it was read and is not again. O(N).
+ */
+export function checkCandidates(candidates: unknown): readonly Candidate[] {
+  if (!Array.isArray(candidates)) throw badInput('candidates', `must be an array of candidates ({"id": ...}), got ${quote(candidates)}`);
+  if (fieldsChecked(candidates)) return candidates as readonly Candidate[];
+  for (let i = 0; i < candidates.length; i++) {
+    const where = `candidates[${i}]`;
+    const value: unknown = candidates[i];
+    if (value === null || typeof value !== 'object' || Array.isArray(value)) throw badInput(where, `each candidate must be an object with an "id", got ${quote(value)}`);
+    checkCandidate(where, value as Record<string, unknown>);
+  }
+  return candidates as readonly Candidate[];
 }
 
 /** Parses and validates a prompts JSONL file. Unknown fields are kept. */
@@ -114,6 +132,7 @@ function promptsOf(name: string, scan: (fast: (fields: FlatFields, line: number)
   const repeat = repeated(out.length);
   if (repeat !== undefined) throw repeat;
   noteIdCheck(out, hashes.subarray(0, out.length), collide);
+  noteFieldsChecked(out);
   let lines: Map<string, string> | undefined;
   return {
     candidates: out,
@@ -172,4 +191,4 @@ function grown<T extends Int32Array | Uint32Array>(from: T, to: T): T {
 }
 
 // The results format lives in io/results.ts; its names stay importable from here.
-export { batchOf, digestOf, parseResults, type ResultBatch, type RolloutResult } from './results.js';
+export { batchOf, checkedBatch, digestOf, parseResults, type ResultBatch, type RolloutResult } from './results.js';

@@ -137,7 +137,40 @@ export function parseResults(text: string, name: string): ResultBatch {
   const results: RolloutResult[] = [];
   const keys: string[] = [];
   resultsOfText(text, name, batchSink(digest, results, keys));
-  return { results, digest, keys };
+  return made({ results, digest, keys });
+}
+
+/** The batches parseResults and batchOf made, whose results they checked (kept weakly). */
+const madeBatches = new WeakSet<ResultBatch>();
+
+function made(batch: ResultBatch): ResultBatch {
+  madeBatches.add(batch);
+  return batch;
+}
+
+/**
+ * A ResultBatch given to observe by a library caller: as parseResults or batchOf made it, or
+ * one built by hand, whose results are checked here as observe checks a line (a reward of 5
+ * was applied, as a negative failure count), its keys one string a result. Errors name
+ * `results.results[k]`. O(results).
+ */
+export function checkedBatch(batch: unknown): ResultBatch {
+  if (batch === null || typeof batch !== 'object') throw badInput('results', `must be an array of results, or a batch from batchOf or parseResults, got ${quote(batch)}`);
+  if (madeBatches.has(batch as ResultBatch)) return batch as ResultBatch;
+  const { results, digest, keys } = batch as Partial<Record<keyof ResultBatch, unknown>>;
+  if (!Array.isArray(results)) throw badInput('results.results', `must be an array of results, got ${quote(results)}`);
+  if (typeof digest !== 'string' || digest === '') throw badInput('results.digest', `must be a non-empty string, got ${quote(digest)}`);
+  if (!Array.isArray(keys) || keys.length !== results.length) throw badInput('results.keys', `must be an array of one key a result (${results.length}), got ${quote(keys)}`);
+  for (let k = 0; k < results.length; k++) {
+    const where = `results.results[${k}]`;
+    const value: unknown = results[k];
+    if (value === null || typeof value !== 'object' || Array.isArray(value)) throw badInput(where, `each result must be an object, got ${quote(value)}`);
+    if ((value as Record<string, unknown>).rewards !== undefined) throw badInput(where, `a batch's result is one rollout ("reward"), not a group ("rewards"): pass the lines to observe as an array instead`);
+    validateResult(where, 0, value as Record<string, unknown>, () => undefined);
+    const key: unknown = keys[k];
+    if (typeof key !== 'string' || key === '') throw badInput(`results.keys[${k}]`, `must be a non-empty string, got ${quote(key)}`);
+  }
+  return batch as ResultBatch; // not recorded: the caller may change it before observing it again
 }
 
 /**
@@ -158,7 +191,7 @@ export function batchOf(items: readonly unknown[], name = 'results'): ResultBatc
   } catch (error) {
     throw badInput(name, `cannot be written as JSON (${(error as Error).message}): nested too deep, or circular`);
   }
-  return validateResults(located, digestOf(canonical));
+  return made(validateResults(located, digestOf(canonical)));
 }
 
 function validateResults(items: readonly { where: string; line: number; value: Record<string, unknown> }[], digest: string): ResultBatch {

@@ -21,10 +21,28 @@ export function noteIdCheck(candidates: readonly Candidate[], hashes: Uint32Arra
   checks.set(candidates, { hashes, collide });
 }
 
-/** Gives `to`, whose ids are `from`'s in the same order, `from`'s recorded check. O(1). */
+/** Gives `to`, whose ids are `from`'s in the same order, `from`'s recorded checks (ids, and fields if checked). O(1). */
 export function carryIdCheck(from: readonly Candidate[], to: readonly Candidate[]): void {
   const check = checks.get(from);
   if (check !== undefined) checks.set(to, check);
+  if (checkedFields.has(from)) checkedFields.add(to);
+}
+
+/**
+ * Candidate arrays whose every field a reader checked as it made them (a prompts file's
+ * lines, a service request's candidates: io/formats.ts checkCandidate), so the library's entry
+ * (io/formats.ts checkCandidates) does not check them again. Kept by array, weakly.
+ */
+const checkedFields = new WeakSet<readonly Candidate[]>();
+
+/** Records that a reader checked every field of `candidates` as it made the array. O(1). */
+export function noteFieldsChecked(candidates: readonly Candidate[]): void {
+  checkedFields.add(candidates);
+}
+
+/** Whether a reader recorded `candidates` as checked (noteFieldsChecked). O(1). */
+export function fieldsChecked(candidates: readonly unknown[]): boolean {
+  return checkedFields.has(candidates as readonly Candidate[]);
 }
 
 /**

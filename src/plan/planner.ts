@@ -48,8 +48,9 @@ export function planStep(
   validateBudget(budget);
   const policy = named('policy', registries.policies, options.policy);
   const value = named('value', registries.values, options.value);
-  const surplusValue = registries.values.get(options.surplusValue);
-  const solver = registries.solvers.get(options.solver);
+  // One error for every unknown name (BAD_OPTION naming its field): the solver's was UNKNOWN_NAME without one.
+  const surplusValue = named('surplus_value', registries.values, options.surplusValue);
+  const solver = named('solver', registries.solvers, options.solver);
   const step = options.step ?? nextStep(snapshot.lastStep);
   const size = candidates.length;
   const warnings: string[] = [];

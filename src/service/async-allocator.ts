@@ -1,5 +1,5 @@
 import { candidateRead, createRegistries } from '../allocator.js';
-import { batchOf, type ResultBatch } from '../io/formats.js';
+import { batchOf, checkCandidates, checkedBatch, type ResultBatch } from '../io/formats.js';
 import { mergePlanOptions, resolvePlanOptions, type PlanOptionsInput } from '../plan/options.js';
 import { planStep, type Registries } from '../plan/planner.js';
 import { posteriorView, type PosteriorView } from '../plan/posterior-view.js';
@@ -30,6 +30,7 @@ export class AsyncAllocator {
   async plan(candidates: readonly Candidate[], budget: Budget, options: PlanOptionsInput = {}, deliver?: (plan: Plan) => void): Promise<Plan> {
     const merged = mergePlanOptions(this.defaults, options);
     resolvePlanOptions(merged); // reject bad options before touching the store
+    checkCandidates(candidates); // a request's were checked as it was read (service/requests.ts)
     // As Allocator.plan: plan on the state as it reads once the candidates' metadata is recorded, then record it.
     const snapshot = await this.store.snapshot(...candidateRead(candidates));
     const changes = metaChanges(snapshot, candidates);
@@ -40,7 +41,7 @@ export class AsyncAllocator {
   }
 
   async observe(results: readonly unknown[] | ResultBatch, options: PlanOptionsInput = {}): Promise<ObserveSummary> {
-    const batch = Array.isArray(results) ? batchOf(results) : (results as ResultBatch);
+    const batch = Array.isArray(results) ? batchOf(results) : checkedBatch(results);
     return this.store.apply(batch, resolvePlanOptions(mergePlanOptions(this.defaults, options)).decay);
   }
 

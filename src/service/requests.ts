@@ -6,6 +6,7 @@ import { MAX_N_LIMIT } from '../plan/limits.js';
 import { MAX_STEP } from '../posterior/decay.js';
 import { resolvePlanOptions, type PlanOptionsInput } from '../plan/options.js';
 import type { Registries } from '../plan/planner.js';
+import { noteFieldsChecked } from '../plan/checked-ids.js';
 import type { Budget, Candidate } from '../plan/types.js';
 import { parseJsonFast, plainCandidateId } from './fast-checks.js';
 
@@ -143,6 +144,7 @@ function candidatesOf(v: unknown): Candidate[] {
     seen.set(id, i);
     out.push(item as Candidate);
   }
+  noteFieldsChecked(out); // checked here: the allocator does not check them again
   return out;
 }
 
