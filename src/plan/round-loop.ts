@@ -1,4 +1,4 @@
-import { badOption } from '../errors.js';
+import { badInput, badOption, quote } from '../errors.js';
 import { withPartials } from './partial.js';
 import type { Budget, Candidate, Plan } from './types.js';
 
@@ -82,11 +82,29 @@ export interface AsyncStepRoundsInput extends Omit<StepRoundsInput, 'plan'> {
   readonly plan: (request: RoundRequest) => Plan | Promise<Plan>;
 }
 
+/** One rollout of the step as a results line (the results JSONL format): what `allocator.observe` takes. */
+export interface StepResult {
+  readonly prompt_id: string;
+  readonly step: number;
+  readonly reward: number;
+  /** The rollout's generated tokens, when the generate function gave them (the state learns lengths from them). */
+  readonly tokens?: number;
+}
+
 export interface StepRounds {
   /** Every round's plan, in order (plans with no rollouts included). */
   readonly plans: Plan[];
   /** Each prompt's rewards at this step, in generation order. */
   readonly rewards: Map<string, number[]>;
+  /** Each prompt's rollouts' tokens, beside `rewards` (null where the generate function gave none). */
+  readonly tokens: Map<string, (number | null)[]>;
+  /**
+   * The step's rollouts as results lines, a line a rollout with its tokens when known, prompt
+   * by prompt in `rewards`' order: `allocator.observe(done.results)`. Observing `rewards` alone
+   * (as this README's example did) never gave the state a length, so every plan went on
+   * assuming `max_tokens` a rollout. Built on first read.
+   */
+  readonly results: readonly StepResult[];
   /** Rollouts and tokens charged (known tokens, else expected; prefill included). */
   readonly spent: { rollouts: number; tokens: number };
   /** What is left of the step's budget (≥ 0). */
@@ -103,6 +121,7 @@ type RoundNeed = { readonly plan: RoundRequest } | { readonly rollouts: Plan };
 function* roundMachine(input: StepRoundsInput | AsyncStepRoundsInput): Generator<RoundNeed, StepRounds, Plan | RoundAnswer> {
   if (!Number.isSafeInteger(input.rounds) || input.rounds < 1) throw badOption(`rounds must be an integer ≥ 1, got ${input.rounds}`, ['rounds']);
   const rewards = new Map<string, number[]>();
+  const tokens = new Map<string, (number | null)[]>();
   const plans: Plan[] = [];
   const budget = input.budget;
   const spent = { rollouts: 0, tokens: 0 };
@@ -130,15 +149,55 @@ function* roundMachine(input: StepRoundsInput | AsyncStepRoundsInput): Generator
     const rollouts = counted === undefined ? (answer as readonly RoundRollout[]) : counted.rollouts;
     const perRollout = tokensPerRollout(plan);
     spent.tokens += prefillOf(plan, perRollout) + (counted?.tokens ?? 0);
-    for (const r of rollouts) {
+    const given = new Map<string, number>();
+    for (let k = 0; k < rollouts.length; k++) {
+      const r = rollouts[k]!;
+      checkRollout(r, k, round, perRollout, given);
       const got = rewards.get(r.prompt_id);
-      if (got === undefined) rewards.set(r.prompt_id, [r.reward]);
-      else got.push(r.reward);
+      const known = typeof r.tokens === 'number' ? r.tokens : null;
+      if (got === undefined) {
+        rewards.set(r.prompt_id, [r.reward]);
+        tokens.set(r.prompt_id, [known]);
+      } else {
+        got.push(r.reward);
+        tokens.get(r.prompt_id)!.push(known);
+      }
       spent.rollouts++;
       if (counted === undefined) spent.tokens += r.tokens ?? perRollout.get(r.prompt_id)?.tokens ?? 0;
     }
   }
-  return { plans, rewards, spent, left: leftOf() };
+  const at = step ?? plans[0]!.step; // the first round always plans
+  let results: StepResult[] | undefined;
+  return { plans, rewards, tokens, spent, left: leftOf(), get results() { return (results ??= resultLines(rewards, tokens, at)); } };
+}
+
+/**
+ * Checks rollout k of a round's answer against the round's plan: a reward in [0, 1], a prompt
+ * the plan gives rollouts, at most its n of them (`given` counts them). A NaN reward was named
+ * only by the next round's plan, as a partial_rewards field the caller never wrote; rollouts
+ * beyond the plan were counted as spent. O(1).
+ */
+function checkRollout(r: RoundRollout, k: number, round: number, planned: ReadonlyMap<string, { n: number }>, given: Map<string, number>): void {
+  const where = `round ${round + 1}: the generate function's rollout ${k}`;
+  if (r === null || typeof r !== 'object') throw badInput(where, `must be an object {prompt_id, reward, tokens?}, got ${quote(r)}`);
+  if (!(typeof r.reward === 'number' && r.reward >= 0 && r.reward <= 1)) throw badInput(where, `"reward" must be a number in [0, 1], got ${quote(r.reward)}`);
+  const n = planned.get(r.prompt_id)?.n ?? 0;
+  const count = (given.get(r.prompt_id) ?? 0) + 1;
+  given.set(r.prompt_id, count);
+  if (count > n) throw badInput(where, `prompt ${quote(r.prompt_id)} has ${count} rollouts, more than this round's plan gives it (${n})`);
+}
+
+/** The step's rollouts as results lines (StepRounds.results). O(rollouts). */
+function resultLines(rewards: ReadonlyMap<string, readonly number[]>, tokens: ReadonlyMap<string, readonly (number | null)[]>, step: number): StepResult[] {
+  const lines: StepResult[] = [];
+  for (const [prompt_id, got] of rewards) {
+    const counts = tokens.get(prompt_id)!;
+    for (let j = 0; j < got.length; j++) {
+      const t = counts[j];
+      lines.push(t === null || t === undefined ? { prompt_id, step, reward: got[j]! } : { prompt_id, step, reward: got[j]!, tokens: t });
+    }
+  }
+  return lines;
 }
 
 /**

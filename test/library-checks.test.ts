@@ -1,0 +1,197 @@
+import { join } from 'node:path';
+import Database from 'better-sqlite3';
+import { describe, expect, it } from 'vitest';
+import {
+  Allocator, AsyncAllocator, batchOf, createAllocator, parsePromptsAt, posteriorView, resolvePlanOptions,
+  openAsyncStore, RolloutBudgetError, runStepRounds, type Candidate, type ResultBatch, type RoundRollout,
+} from '../src/index.js';
+import { tempDir } from './temp.js';
+
+// A Node developer embedding the library (libadopt review, 2026-11-29) found its entry points
+// took what the CLI refuses: candidates and hand-built result batches unchecked, a closed
+// allocator failing with better-sqlite3's TypeError, and a round loop whose README example
+// observed rewards without their tokens, so the state never learnt a length.
+
+/** The error a call throws, as a RolloutBudgetError (the test fails on any other). */
+function thrown(call: () => unknown): RolloutBudgetError {
+  try {
+    call();
+  } catch (error) {
+    expect(error).toBeInstanceOf(RolloutBudgetError);
+    return error as RolloutBudgetError;
+  }
+  throw new Error('expected the call to throw');
+}
+
+/** Every table's rows of a SQLite state, for "nothing was written" (the file read apart from the allocator). */
+function rowsOf(path: string): string {
+  const db = new Database(path, { readonly: true });
+  try {
+    const tables = db.prepare("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name").all() as { name: string }[];
+    return JSON.stringify(tables.map((t) => [t.name, db.prepare(`SELECT * FROM "${t.name}"`).all()]));
+  } finally {
+    db.close();
+  }
+}
+
+describe('the library checks candidates as the CLI checks a prompts file', () => {
+  it('refuses a bad candidate naming candidates[i], the field and the value, and records nothing', () => {
+    const state = join(tempDir(), 'state.db');
+    const allocator = new Allocator({ state });
+    try {
+      allocator.observe([{ prompt_id: 'a', step: 0, rewards: [1, 0] }]);
+      const before = rowsOf(state);
+      const cases: [unknown, string][] = [
+        [[{ id: 'a' }, { id: 'b', max_tokens: -5 }], 'candidates[1]: "max_tokens" must be'],
+        [[{ id: 'a', max_tokens: Number.NaN }], 'candidates[0]: "max_tokens" must be'],
+        [[{ id: 'a' }, { id: 7 }], 'candidates[1]: "id" must be'],
+        [[{ id: '' }], 'candidates[0]: "id" must be'],
+        [[{ id: 'new', group: 5 }], 'candidates[0]: "group" must be'],
+        [[{ id: 'a', prompt_tokens: -100000 }], 'candidates[0]: "prompt_tokens" must be'],
+        [[{ id: 'a' }, null], 'candidates[1]: each candidate must be an object'],
+        [null, 'candidates: must be an array'],
+      ];
+      for (const [candidates, message] of cases) {
+        const error = thrown(() => allocator.plan(candidates as Candidate[], { rollouts: 16 }));
+        expect(error.code, message).toBe('BAD_INPUT');
+        expect(error.message).toContain(message);
+      }
+      expect(rowsOf(state)).toBe(before);
+      // What a reader made is planned as before: the same plan as from plain objects.
+      const parsed = parsePromptsAt('{"id":"a","max_tokens":512}\n{"id":"b","group":"g"}\n', 'p.jsonl').candidates;
+      const plan = allocator.plan(parsed, { rollouts: 8 }, { step: 1 });
+      expect(plan.allocations.map((a) => a.n).reduce((x, y) => x + y, 0)).toBe(8);
+    } finally {
+      allocator.close();
+    }
+  });
+
+  it('refuses the same candidates on the async allocator', async () => {
+    const store = await openAsyncStore(join(tempDir(), 'state.db'));
+    const allocator = new AsyncAllocator(store);
+    try {
+      await expect(allocator.plan([{ id: 'a', max_tokens: -5 }], { rollouts: 4 })).rejects.toMatchObject({ code: 'BAD_INPUT', message: expect.stringContaining('candidates[0]: "max_tokens"') });
+    } finally {
+      await allocator.close();
+    }
+  });
+
+  it('names an unknown solver as it names an unknown policy: BAD_OPTION with its field', () => {
+    const allocator = createAllocator();
+    try {
+      for (const [options, field] of [[{ solver: 'simplex' }, 'solver'], [{ policy: 'nope' }, 'policy'], [{ surplusValue: 'nope' }, 'surplus_value']] as const) {
+        const error = thrown(() => allocator.plan([{ id: 'a' }], { rollouts: 4 }, options));
+        expect(error.code).toBe('BAD_OPTION');
+        expect(error.fields).toEqual([field]);
+      }
+    } finally {
+      allocator.close();
+    }
+  });
+});
+
+describe('observe checks a result batch built by hand', () => {
+  it('refuses a reward of 5 or NaN in a hand-built batch, applying nothing; takes a batchOf batch', () => {
+    const state = join(tempDir(), 'state.db');
+    const allocator = new Allocator({ state });
+    try {
+      allocator.observe([{ prompt_id: 'z', step: 0, reward: 1 }]);
+      const before = rowsOf(state);
+      const bad: [unknown, string][] = [
+        [{ results: [{ prompt_id: 'z', step: 1, reward: 5 }], digest: 'd', keys: ['k'] }, 'results.results[0]: "reward" must be a number in [0, 1], got 5'],
+        [{ results: [{ prompt_id: 'z', step: 1, reward: Number.NaN }], digest: 'd', keys: ['k'] }, 'results.results[0]: "reward" must be a number in [0, 1], got NaN'],
+        [{ results: [{ prompt_id: 'z', step: 1, reward: 1 }], digest: 'd', keys: [] }, 'results.keys: must be an array of one key a result'],
+        [{ results: [{ prompt_id: '', step: 1, reward: 1 }], digest: 'd', keys: ['k'] }, 'results.results[0]: "prompt_id" must be'],
+        [{}, 'results.results: must be an array'],
+      ];
+      for (const [batch, message] of bad) {
+        const error = thrown(() => allocator.observe(batch as ResultBatch));
+        expect(error.code).toBe('BAD_INPUT');
+        expect(error.message).toContain(message);
+      }
+      expect(rowsOf(state)).toBe(before);
+      const good = batchOf([{ prompt_id: 'z', step: 1, reward: 0 }]);
+      expect(allocator.observe(good).applied).toBe(1);
+      const byHand = { results: [{ prompt_id: 'z', step: 2, reward: 1 }], digest: 'mine', keys: ['mine:0'] };
+      expect(allocator.observe(byHand).applied).toBe(1);
+      expect(allocator.posterior('z').rollouts).toBe(3);
+    } finally {
+      allocator.close();
+    }
+  });
+});
+
+describe('a closed allocator', () => {
+  it('throws STATE_ERROR saying so, for plan, observe and posterior; closing twice does nothing', () => {
+    const allocator = createAllocator();
+    allocator.close();
+    allocator.close();
+    for (const call of [() => allocator.plan([{ id: 'a' }], { rollouts: 4 }), () => allocator.observe([{ prompt_id: 'a', reward: 1 }]), () => allocator.posterior('a')]) {
+      const error = thrown(call);
+      expect(error.code).toBe('STATE_ERROR');
+      expect(error.message).toContain('this allocator was closed');
+    }
+  });
+});
+
+describe('posterior(id) reads its row and the pooled rows', () => {
+  it('gives the figures of a whole read, to the last digits of a sum, and the async allocator\'s', async () => {
+    const state = join(tempDir(), 'state.db');
+    const allocator = new Allocator({ state });
+    try {
+      const lines = Array.from({ length: 300 }, (_, i) => ({ prompt_id: `p${i}`, step: i % 5, group: i % 3 === 0 ? 'g' : undefined, rewards: [i % 2, (i >> 1) % 2, 1, 0], tokens: [100 + i, 200, 300, 400] }));
+      allocator.observe(lines);
+      const store = await openAsyncStore(state);
+      const viaAsync = new AsyncAllocator(store);
+      try {
+        for (const [id, candidate] of [['p7', {}], ['p9', { group: 'g' }], ['unseen', {}], ['unseen', { group: 'g', max_tokens: 2048 }]] as const) {
+          const whole = posteriorView(allocator.snapshot(), id, candidate, resolvePlanOptions({}));
+          const mine = allocator.posterior(id, candidate);
+          for (const key of ['alpha', 'beta', 'p_mean', 'expected_tokens'] as const) expect(mine[key]).toBeCloseTo(whole[key], 9);
+          expect(mine.rollouts).toBe(whole.rollouts);
+          expect(await viaAsync.posterior(id, candidate)).toEqual(mine);
+        }
+      } finally {
+        await viaAsync.close();
+      }
+    } finally {
+      allocator.close();
+    }
+  });
+});
+
+describe('the round loop gives the step\'s results with their tokens', () => {
+  it('step.results observed teaches the state lengths; rewards alone did not', () => {
+    const allocator = createAllocator();
+    try {
+      const candidates = Array.from({ length: 8 }, (_, i) => ({ id: `q${i}`, max_tokens: 4096 }));
+      const generate = (p: { allocations: { prompt_id: string; n: number }[] }): RoundRollout[] =>
+        p.allocations.flatMap((a) => Array.from({ length: a.n }, (_, j) => ({ prompt_id: a.prompt_id, reward: j % 2, tokens: 300 })));
+      const done = runStepRounds({ candidates, budget: { rollouts: 64 }, rounds: 2, plan: (r) => allocator.plan(r.candidates, r.budget, { roundsLeft: r.roundsLeft, ...(r.step === undefined ? {} : { step: r.step }) }) }, generate);
+      expect(done.results.length).toBe(done.spent.rollouts);
+      expect(done.results.every((r) => r.tokens === 300 && r.step === done.plans[0]!.step)).toBe(true);
+      expect(new Set(done.results.map((r) => r.prompt_id))).toEqual(new Set(done.rewards.keys()));
+      expect(allocator.posterior('q0', { max_tokens: 4096 }).expected_tokens).toBeGreaterThan(1000); // nothing learnt yet
+      expect(allocator.observe(done.results).applied).toBe(64);
+      // Every rollout took 300 tokens: what the state now expects of q0, far from the assumed length.
+      expect(allocator.posterior('q0', { max_tokens: 4096 }).expected_tokens).toBeLessThan(600);
+    } finally {
+      allocator.close();
+    }
+  });
+
+  it('refuses a generate function\'s rollout with a reward outside [0, 1], or beyond its prompt\'s n', () => {
+    const allocator = createAllocator();
+    try {
+      const input = { candidates: [{ id: 'a' }, { id: 'b' }], budget: { rollouts: 8 }, rounds: 1, plan: (r: { candidates: readonly Candidate[]; budget: { rollouts?: number } }) => allocator.plan(r.candidates, r.budget) };
+      const nan = thrown(() => runStepRounds(input, (p) => p.allocations.map((a) => ({ prompt_id: a.prompt_id, reward: Number.NaN }))));
+      expect(nan.message).toBe('round 1: the generate function\'s rollout 0: "reward" must be a number in [0, 1], got NaN');
+      const extra = thrown(() => runStepRounds(input, (p) => p.allocations.flatMap((a) => Array.from({ length: a.n * 3 }, () => ({ prompt_id: a.prompt_id, reward: 1 })))));
+      expect(extra.message).toMatch(/^round 1: the generate function's rollout \d+: prompt "a" has 5 rollouts, more than this round's plan gives it \(4\)$/);
+      const stranger = thrown(() => runStepRounds(input, () => [{ prompt_id: 'zz', reward: 1 }]));
+      expect(stranger.message).toContain('prompt "zz" has 1 rollouts, more than this round\'s plan gives it (0)');
+    } finally {
+      allocator.close();
+    }
+  });
+});
