@@ -195,3 +195,19 @@ describe('the round loop gives the step\'s results with their tokens', () => {
     }
   });
 });
+
+describe('an infeasible token budget on prompts of unknown length', () => {
+  it('says each rollout was counted at its max_tokens (a long-CoT first plan: simulate --no-skip failed at step 0 without saying why)', () => {
+    const allocator = createAllocator();
+    try {
+      const error = thrown(() => allocator.plan([{ id: 'a', max_tokens: 16000 }, { id: 'b', max_tokens: 16000 }], { tokens: 40000 }));
+      expect(error.code).toBe('BUDGET_INFEASIBLE');
+      expect(error.message).toBe('budget infeasible: 2 prompts × 2 rollouts (min_n) need ~64000 tokens; budget is 40000 tokens (2 prompts have no length data (their own, their group\'s or any prompt\'s): expected tokens per rollout assumed, 2 at their max_tokens). Raise budget_tokens, lower min_n, or set skip');
+      // With lengths learnt, the same budget plans.
+      allocator.observe([{ prompt_id: 'a', step: 0, rewards: [1, 0], tokens: [3000, 5000] }, { prompt_id: 'b', step: 0, rewards: [0, 0], tokens: [4000, 6000] }]);
+      expect(allocator.plan([{ id: 'a', max_tokens: 16000 }, { id: 'b', max_tokens: 16000 }], { tokens: 40000 }).totals.rollouts).toBeGreaterThanOrEqual(4);
+    } finally {
+      allocator.close();
+    }
+  });
+});

@@ -162,7 +162,7 @@ export function planStep(
     }
   }
   if (result.status === 'budget-infeasible') {
-    throw unreachableMultiple(input, starts, needs, budget, multiple) ?? infeasible(needs, budget, options.minN, options.roundsLeft, starting, multiple);
+    throw unreachableMultiple(input, starts, needs, budget, multiple) ?? infeasible(needs, budget, options.minN, options.roundsLeft, starting, multiple, assumedLengths.total > 0 ? assumedLengthsWarning(assumedLengths, options.length.defaultTokens) : undefined);
   }
   if (result.status !== 'optimal') {
     throw new RolloutBudgetError('BAD_OPTION', `solver ${quote(options.solver)} gave up on ${size} prompts (status ${result.status}); use the greedy solver`, 2, ['solver']);
@@ -241,7 +241,7 @@ function startingCount(groups: Partials['groups'] | undefined, size: number, ski
  * BUDGET_INFEASIBLE with the numbers, in the library's option names (the CLI shows flags, the
  * service body fields).
  */
-function infeasible(needs: { rollouts: number; tokens: number }, left: Budget, minN: number, roundsLeft: number, starting: number, multiple: number): RolloutBudgetError {
+function infeasible(needs: { rollouts: number; tokens: number }, left: Budget, minN: number, roundsLeft: number, starting: number, multiple: number, assumed?: string): RolloutBudgetError {
   const leftWord = roundsLeft > 1 ? 'budget left (whole, not a round\'s share)' : 'budget';
   const need = [
     ...(left.rollouts === undefined ? [] : [`${needs.rollouts} rollouts${multiple > 1 ? ` (multiple_of ${multiple})` : ''}`]),
@@ -254,8 +254,9 @@ function infeasible(needs: { rollouts: number; tokens: number }, left: Budget, m
   const raise = [...(left.rollouts === undefined ? [] : ['budget_rollouts']), ...(left.tokens === undefined ? [] : ['budget_tokens'])];
   return new RolloutBudgetError(
     'BUDGET_INFEASIBLE',
-    `budget infeasible: ${starting} prompts × ${minN} rollouts (min_n) need ${need.join(' and ')}; ${leftWord} is ${have.join(', ')}.` +
-      ` Raise ${raise.join(' or ')}, lower min_n, or set skip`,
+    `budget infeasible: ${starting} prompts × ${minN} rollouts (min_n) need ${need.join(' and ')}; ${leftWord} is ${have.join(', ')}` +
+      // A first plan under a token budget counts every rollout at its max_tokens: said, as the cause a long-CoT user meets first.
+      `${left.tokens !== undefined && assumed !== undefined ? ` (${assumed})` : ''}. Raise ${raise.join(' or ')}, lower min_n, or set skip`,
     2,
     [...raise, 'min_n', 'skip', ...(multiple > 1 ? ['multiple_of'] : [])],
   );
