@@ -91,6 +91,15 @@ describe('--steps is a count in every command; replay keeps its range under --st
     expect(many.code).toBe(2);
     expect(many.stderr).toMatch(/--steps must be at most 498 \(the log's steps\), got 1000/);
   });
+
+  it('warns when a step range reaches past the log (300:498 ran 300..497 without a word); an open end does not', async () => {
+    const past = await replay(['--step-range', '494:498']);
+    expect(past.code, past.stderr).toBe(0);
+    expect(past.stderr).toContain('warning: the step range 494:498 reaches past the log\'s steps, 0..497: replayed steps 494..497');
+    const open = await replay(['--step-range', '494:']);
+    expect(open.code, open.stderr).toBe(0);
+    expect(open.stderr).not.toContain('reaches past');
+  });
 });
 
 describe('demo: plans in rounds and tells the truth', () => {

@@ -46,6 +46,19 @@ function selectSteps(all: readonly number[], steps: number | [number, number] | 
   return out;
 }
 
+/**
+ * A warning when a step range given with both ends reaches past the log's steps (`300:498` on a
+ * log of steps 0..497 ran 300..497 without a word; steps count from 0). An open end (`100:`) is
+ * the log's own end, said by no warning.
+ */
+function clippedRange(all: readonly number[], range: [number, number] | undefined, steps: readonly number[]): string | undefined {
+  if (range === undefined || range[1] === Number.MAX_SAFE_INTEGER) return undefined;
+  const first = all[0]!;
+  const last = all.at(-1)!;
+  if (range[0] >= first && range[1] <= last) return undefined;
+  return `the step range ${range[0]}:${range[1]} reaches past the log's steps, ${first}..${last}: replayed steps ${steps[0]}..${steps.at(-1)}`;
+}
+
 const ourRoundsHelp = 'our policies plan and generate each step in this many rounds (later rounds top up groups by what they showed)';
 
 /**
@@ -172,6 +185,8 @@ export function registerReplayCommands(program: Command, io: CliIo): void {
         warnings.push(`${log.repeats.count} results lines repeat a rollout_id of their step (the first at ${log.repeats.first}): each rollout counted once, as observe counts it`);
       }
       const steps = selectSteps(run.steps, opts.steps, opts.stepRange);
+      const clipped = clippedRange(run.steps, opts.stepRange ?? (Array.isArray(opts.steps) ? opts.steps : undefined), steps);
+      if (clipped !== undefined) warnings.push(clipped);
       // Our planner takes steps up to 2^31 − 1 (its decay counts them); the baselines any. Said
       // here, naming the log, not as a refused --step the user never gave.
       const last = steps.at(-1);
