@@ -24,7 +24,7 @@ describe('planStep takes its solver from the options (the registry, not a hard-c
   });
 
   it('an unknown solver lists the registered ones', () => {
-    expect(() => planStep(empty, candidates, { rollouts: 30 }, { solver: 'simplex' }, createRegistries())).toThrow(/unknown solver "simplex"; registered: greedy, dp, milp/);
+    expect(() => planStep(empty, candidates, { rollouts: 30 }, { solver: 'simplex' }, createRegistries())).toThrow(/^solver: unknown name "simplex"; registered: greedy, dp, milp$/);
     expect(createSolverRegistry().names()).toEqual(['greedy', 'dp', 'milp']);
   });
 });
