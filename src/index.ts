@@ -28,7 +28,7 @@ export type { LengthEstimate, LengthOptions } from './posterior/length.js';
 
 // Value of n rollouts: value functions as monomials, their curves, conditional values for partial groups.
 export {
-  balancedValue, createValueRegistry, hitValue, informativeValue, knapsackValue, valueAt, varianceValue,
+  balancedSingleRoundValue, balancedValue, createValueRegistry, hitValue, informativeValue, knapsackValue, valueAt, varianceValue,
 } from './value/functions.js';
 export type { Monomial, ValueFunction } from './value/functions.js';
 export { MonomialCurves } from './value/curves.js';

@@ -43,7 +43,9 @@ describe('cold start: the one-epoch pool (fixtures/scenarios/one-epoch-pool.json
   it('one plan a step (rounds 1) with the shipped hints is no longer uniform: ratio and hard positives clearly above, informative groups at or above', () => {
     const r = run(shipped, 0, 1);
     console.log(`one-epoch, one plan a step, seed 0 (ratio / informative / hard): ${show(r)}`);
-    expect(r.eff).toBeGreaterThan(1.15);
+    // 1.17× before the single-round rule of 2026-11-29, which trades effective ratio for hard
+    // positives and informative groups in one plan a step (1.11× here; held-out pools were below uniform on those).
+    expect(r.eff).toBeGreaterThan(1.08);
     expect(r.hard).toBeGreaterThan(1.03);
     expect(r.inf).toBeGreaterThanOrEqual(1.0);
   });

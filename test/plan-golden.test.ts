@@ -13,6 +13,8 @@ import { cases, sha256, stateDump, states, writeInputs } from './golden/plans/ca
  * written by main at 0748a87 (test/golden/plans/generate.mjs), before any change; the two
  * synth-pool plans (100,000 candidates: the precommit's three rounds) at 5f68e16. The states
  * are built by `observe` with today's code and compared too (every stored number, exactly).
+ * The six single-round `balanced` plans were written again for the single-round rule of
+ * 2026-11-29, a change of policy (golden/plans/cases.mjs says which and why).
  */
 interface Case { name: string; state: string; compare: 'text' | 'sha256'; argv: string[] }
 

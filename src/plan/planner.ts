@@ -6,7 +6,7 @@ import type { StateSnapshot } from '../posterior/state.js';
 import type { Registry } from '../registry.js';
 import { startNeeds, startOf, upperOf } from '../solver/bounds.js';
 import { SLACK, type Solver, type SolverInput } from '../solver/types.js';
-import type { ValueFunction } from '../value/functions.js';
+import { balancedSingleRoundValue, balancedValue, type ValueFunction } from '../value/functions.js';
 import { planLimits } from './limits.js';
 import { resolvePlanOptions, validateBudget, type PlanOptionsInput } from './options.js';
 import { firstRepeatedId } from './checked-ids.js';
@@ -70,8 +70,12 @@ export function planStep(
   const assumedLengths = { total: 0, withoutMaxTokens: 0 };
   let missingPromptTokens = 0;
   let fresh = 0; // candidates new to the state: no evidence, no partial rewards (the round share's u)
-  // Which they are, for the first round's bound (plan/fresh-cap.ts): only a round with rounds after it needs them.
-  const isFresh = options.roundsLeft > 1 && partials === undefined ? new Uint8Array(size) : undefined;
+  // A single-round step: one plan for the whole step (roundsLeft 1, no partial rewards), not the
+  // last round of several. Nothing after it corrects the posteriors, so it values with `balanced`'s
+  // single-round form (value/functions.ts balancedSingleRoundValue) and bounds new prompts as a
+  // first round does (plan/fresh-cap.ts), which needs to know which they are.
+  const singleRound = options.roundsLeft === 1 && partials === undefined;
+  const isFresh = partials === undefined ? new Uint8Array(size) : undefined;
   const estimate = { tokens: 0, assumed: false }; // each prompt's length estimate, in turn
   const { alpha, beta } = posteriors(snapshot, candidates, step, options, tieBreak, (i, s, a, b) => {
     const c = candidates[i]!;
@@ -106,7 +110,8 @@ export function planStep(
   const limits = planLimits(size, budget, options.minN, options.maxN, tokensPerRollout, fixedTokens, options.multipleOf, partials?.groups); // plan/limits.ts
   warnings.push(...limits.warnings);
 
-  const policyInput = { candidates, alpha, beta, snapshot, value, surplusValue, seed: options.seed, step };
+  const stepValue = singleRound && value === balancedValue ? balancedSingleRoundValue : value;
+  const policyInput = { candidates, alpha, beta, snapshot, value: stepValue, surplusValue, seed: options.seed, step };
   const built = partials === undefined ? policy.build(policyInput) : buildPartialCurves(policy, policyInput, partials.groups);
   const bounds = partials === undefined ? undefined : partialBounds(partials.groups, options.minN, limits.maxN);
   const input: SolverInput = {
@@ -144,7 +149,7 @@ export function planStep(
   // round's budget unspent or the round infeasible (a multiple_of the bounded prompts cannot reach).
   const freshUpper = isFresh === undefined
     ? undefined
-    : freshUpperBounds(isFresh, input.promptMaxN, limits.maxN, options.minN, options.roundsLeft, spend.rollouts, options.freshCap);
+    : freshUpperBounds(isFresh, input.promptMaxN, limits.maxN, options.minN, singleRound ? 2 : options.roundsLeft, spend.rollouts, options.freshCap); // a single-round step is bound as a first round
   let result = solver({ ...input, ...(freshUpper === undefined ? {} : { promptMaxN: freshUpper }), ...budgets });
   if (freshUpper !== undefined && (result.status !== 'optimal' || result.usedRollouts + multiple <= budgets.rollouts)) {
     const unbound = solver({ ...input, ...budgets });

@@ -84,6 +84,21 @@ export const balancedValue: ValueFunction = {
   terms: [...informativeTimes(1, 0, 0), ...informativeTimes(2.5, 0, 3), ...informativeTimes(0.65, 1, 2), ...informativeTimes(0.05, 0, 0, 1)],
 };
 
+/**
+ * `balanced` as a single-round step values it (plan/planner.ts: roundsLeft 1 and no partial
+ * rewards, i.e. one plan a step): without the 0.05·n·I(n) term and with half the hard-prompt
+ * weight (1.25·(1−p)³). With no later round to correct the posterior, the linear term kept
+ * paying middling prompts past an even share, taken from hard ones seen all wrong, and under a
+ * token budget from expensive hard prompts to cheap easy ones: one round a step was below
+ * `uniform` on hard positives (0.61× at the worst of seeds 0–9 under a long-CoT token budget
+ * where hard answers run long) and on informative groups (README, "One plan a step").
+ */
+export const balancedSingleRoundValue: ValueFunction = {
+  name: 'balanced',
+  formula: '(1 − p^n − (1−p)^n)·(1 + 1.25(1−p)³ + 0.65·p(1−p)²)',
+  terms: [...informativeTimes(1, 0, 0), ...informativeTimes(1.25, 0, 3), ...informativeTimes(0.65, 1, 2)],
+};
+
 /** v(n) at a known pass rate p ∈ [0, 1]. O(|terms|). */
 export function valueAt(fn: ValueFunction, p: number, n: number): number {
   if (n <= 0) return 0;

@@ -3,6 +3,13 @@
 // any change of issue 15 (the synth-pool ones at 5f68e16, where every older file came out
 // byte for byte the same); test/plan-golden.test.ts runs the same commands with today's code
 // and compares the bytes. Plain JavaScript, so the generator runs on a built tree without vitest.
+// Rewritten once since, on 2026-11-29, for a change of policy, not of speed: a single-round step
+// (one plan a step, `balanced`) now values without the linear term and bounds new prompts
+// (plan/planner.ts). The six plans that are single-round `balanced` plans were written again by
+// generate.mjs then (oneshot-balanced, qwen-balanced, qwen-vllm, synth-balanced,
+// synth-tokens-skip, synth-pool-balanced); up to 3e35222 every one of them still came out as
+// 0748a87 (5f68e16) wrote it, and every other file (the states, the rounds, knapsack, sglang
+// and token plans) came out byte for byte the same again.
 import { createHash } from 'node:crypto';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
