@@ -61,6 +61,9 @@ describe('the library checks candidates as the CLI checks a prompts file', () =>
       const parsed = parsePromptsAt('{"id":"a","max_tokens":512}\n{"id":"b","group":"g"}\n', 'p.jsonl').candidates;
       const plan = allocator.plan(parsed, { rollouts: 8 }, { step: 1 });
       expect(plan.allocations.map((a) => a.n).reduce((x, y) => x + y, 0)).toBe(8);
+      // A reader's array grown by the caller since is checked again.
+      parsed.push({ id: 'c', max_tokens: -5 });
+      expect(thrown(() => allocator.plan(parsed, { rollouts: 8 })).message).toContain('candidates[2]: "max_tokens" must be');
     } finally {
       allocator.close();
     }
@@ -109,6 +112,11 @@ describe('observe checks a result batch built by hand', () => {
         expect(error.code).toBe('BAD_INPUT');
         expect(error.message).toContain(message);
       }
+      expect(rowsOf(state)).toBe(before);
+      const grown = batchOf([{ prompt_id: 'z', step: 1, reward: 0 }]);
+      grown.results.push({ prompt_id: 'z', step: 1, reward: 5 });
+      grown.keys.push('k2');
+      expect(thrown(() => allocator.observe(grown)).message).toContain('results.results[1]: "reward" must be a number in [0, 1], got 5');
       expect(rowsOf(state)).toBe(before);
       const good = batchOf([{ prompt_id: 'z', step: 1, reward: 0 }]);
       expect(allocator.observe(good).applied).toBe(1);
@@ -189,7 +197,12 @@ describe('the round loop gives the step\'s results with their tokens', () => {
       const extra = thrown(() => runStepRounds(input, (p) => p.allocations.flatMap((a) => Array.from({ length: a.n * 3 }, () => ({ prompt_id: a.prompt_id, reward: 1 })))));
       expect(extra.message).toMatch(/^round 1: the generate function's rollout \d+: prompt "a" has 5 rollouts, more than this round's plan gives it \(4\)$/);
       const stranger = thrown(() => runStepRounds(input, () => [{ prompt_id: 'zz', reward: 1 }]));
-      expect(stranger.message).toContain('prompt "zz" has 1 rollouts, more than this round\'s plan gives it (0)');
+      expect(stranger.message).toContain('prompt "zz" has 1 rollout, more than this round\'s plan gives it (0)');
+      const tokens = thrown(() => runStepRounds(input, (p) => p.allocations.map((a) => ({ prompt_id: a.prompt_id, reward: 1, tokens: -3 }))));
+      expect(tokens.message).toBe('round 1: the generate function\'s rollout 0: "tokens" must be a non-negative number, null or absent, got -3');
+      // A boolean reward is a reward, as in a results file.
+      const booleans = runStepRounds(input, (p) => p.allocations.map((a) => ({ prompt_id: a.prompt_id, reward: true as unknown as number })));
+      expect(booleans.spent.rollouts).toBe(2);
     } finally {
       allocator.close();
     }

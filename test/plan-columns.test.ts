@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { intervalTablesKept } from '../src/plan/columns.js';
 import {
-  betaQuantileFast, createAllocator, createRegistries, expectedTokens, formatPlan, MonomialCurves, parsePrompts, parseVisits,
+  balancedSingleRoundValue, betaQuantileFast, createAllocator, createRegistries, expectedTokens, formatPlan, MonomialCurves, parsePrompts, parseVisits,
   posteriors, resolvePlanOptions, type Allocation, type Candidate, type Plan, type PlanOptionsInput,
 } from '../src/index.js';
 
@@ -70,7 +70,9 @@ describe('plan columns and the allocations built from them', () => {
       const resolved = resolvePlanOptions({ ...options, step: plan.step });
       if (resolved.policy === 'bayes') {
         const { alpha, beta } = posteriors(snapshot, prompts, plan.step, resolved);
-        const curves = new MonomialCurves(registries.values.get(resolved.value), { kind: 'beta', alpha, beta });
+        // One plan a step (no rounds left, no partial rewards) values `balanced` in its single-round form (README, "One plan a step").
+        const value = resolved.value === 'balanced' && resolved.roundsLeft === 1 ? balancedSingleRoundValue : registries.values.get(resolved.value);
+        const curves = new MonomialCurves(value, { kind: 'beta', alpha, beta });
         columns.index.forEach((i, j) => {
           const v = curves.value(i, columns.n[j]!);
           expect(Math.abs(columns.value[j]! - v), prompts[i]!.id).toBeLessThanOrEqual(1e-12 * Math.max(1, Math.abs(v)));

@@ -9,7 +9,7 @@ import {
 // was below uniform on hard positives, 0.61–0.75× at seeds 0–9 under a long-CoT token budget
 // where hard prompts' answers run about 7× longer (the pool below), and on informative groups.
 // A single-round step now values with `balanced` less its 0.05·n·I term and with half its hard
-// weight, and bounds prompts new to the state as a first round does (plan/planner.ts).
+// weight (plan/planner.ts).
 
 /** The review's pool s4a-tok-hardlong, shortened to 40 steps (its loss was in every third of the run). */
 const HARD_LONG = JSON.stringify({
@@ -46,7 +46,7 @@ describe('a single-round step (roundsLeft 1, no partial rewards)', () => {
   const { snapshot, candidates } = world();
   const ns = (plan: { allocations: { n: number }[] }) => plan.allocations.map((a) => a.n);
 
-  it('plans `balanced` as its single-round form with the first round\'s bound, and differs from the plain form', () => {
+  it('plans `balanced` as its single-round form, and differs from the plain form', () => {
     for (const budget of [{ rollouts: 480 }, { tokens: 500_000 }]) {
       const got = planStep(snapshot, candidates, budget, { step: 4 }, registries);
       const form = planStep(snapshot, candidates, budget, { step: 4, value: singleRoundForm.name }, registries);

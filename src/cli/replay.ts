@@ -47,15 +47,16 @@ function selectSteps(all: readonly number[], steps: number | [number, number] | 
 }
 
 /**
- * A warning when a step range given with both ends reaches past the log's steps (`300:498` on a
- * log of steps 0..497 ran 300..497 without a word; steps count from 0). An open end (`100:`) is
- * the log's own end, said by no warning.
+ * A warning when a step range's end reaches past the log's last step (`300:498` on a log of
+ * steps 0..497 ran 300..497 without a word; steps count from 0). An open end (`100:`) is the
+ * log's own end, and a start before the log's first step is not said (`:3` reads as 0:3, and
+ * verl's dumps start at step 1).
  */
 function clippedRange(all: readonly number[], range: [number, number] | undefined, steps: readonly number[]): string | undefined {
   if (range === undefined || range[1] === Number.MAX_SAFE_INTEGER) return undefined;
   const first = all[0]!;
   const last = all.at(-1)!;
-  if (range[0] >= first && range[1] <= last) return undefined;
+  if (range[1] <= last) return undefined;
   return `the step range ${range[0]}:${range[1]} reaches past the log's steps, ${first}..${last}: replayed steps ${steps[0]}..${steps.at(-1)}`;
 }
 

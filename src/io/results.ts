@@ -140,11 +140,15 @@ export function parseResults(text: string, name: string): ResultBatch {
   return made({ results, digest, keys });
 }
 
-/** The batches parseResults and batchOf made, whose results they checked (kept weakly). */
-const madeBatches = new WeakSet<ResultBatch>();
+/**
+ * The batches parseResults and batchOf made, whose results they checked (kept weakly), with their
+ * results array and its length then: a batch whose results a caller replaced or grew since is
+ * checked again.
+ */
+const madeBatches = new WeakMap<ResultBatch, { results: readonly RolloutResult[]; length: number }>();
 
 function made(batch: ResultBatch): ResultBatch {
-  madeBatches.add(batch);
+  madeBatches.set(batch, { results: batch.results, length: batch.results.length });
   return batch;
 }
 
@@ -156,7 +160,8 @@ function made(batch: ResultBatch): ResultBatch {
  */
 export function checkedBatch(batch: unknown): ResultBatch {
   if (batch === null || typeof batch !== 'object') throw badInput('results', `must be an array of results, or a batch from batchOf or parseResults, got ${quote(batch)}`);
-  if (madeBatches.has(batch as ResultBatch)) return batch as ResultBatch;
+  const known = madeBatches.get(batch as ResultBatch);
+  if (known !== undefined && known.results === (batch as ResultBatch).results && known.length === known.results.length) return batch as ResultBatch;
   const { results, digest, keys } = batch as Partial<Record<keyof ResultBatch, unknown>>;
   if (!Array.isArray(results)) throw badInput('results.results', `must be an array of results, got ${quote(results)}`);
   if (typeof digest !== 'string' || digest === '') throw badInput('results.digest', `must be a non-empty string, got ${quote(digest)}`);

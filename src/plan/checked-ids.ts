@@ -25,24 +25,25 @@ export function noteIdCheck(candidates: readonly Candidate[], hashes: Uint32Arra
 export function carryIdCheck(from: readonly Candidate[], to: readonly Candidate[]): void {
   const check = checks.get(from);
   if (check !== undefined) checks.set(to, check);
-  if (checkedFields.has(from)) checkedFields.add(to);
+  if (fieldsChecked(from) && from.length === to.length) checkedFields.set(to, to.length);
 }
 
 /**
  * Candidate arrays whose every field a reader checked as it made them (a prompts file's
  * lines, a service request's candidates: io/formats.ts checkCandidate), so the library's entry
- * (io/formats.ts checkCandidates) does not check them again. Kept by array, weakly.
+ * (io/formats.ts checkCandidates) does not check them again. Kept by array, weakly, with its
+ * length then: an array a caller grew since (a candidate pushed) is checked again.
  */
-const checkedFields = new WeakSet<readonly Candidate[]>();
+const checkedFields = new WeakMap<readonly Candidate[], number>();
 
 /** Records that a reader checked every field of `candidates` as it made the array. O(1). */
 export function noteFieldsChecked(candidates: readonly Candidate[]): void {
-  checkedFields.add(candidates);
+  checkedFields.set(candidates, candidates.length);
 }
 
 /** Whether a reader recorded `candidates` as checked (noteFieldsChecked). O(1). */
 export function fieldsChecked(candidates: readonly unknown[]): boolean {
-  return checkedFields.has(candidates as readonly Candidate[]);
+  return checkedFields.get(candidates as readonly Candidate[]) === candidates.length;
 }
 
 /**

@@ -12,9 +12,7 @@
  * groups wait at 0 in the first solve, so a bound over all candidates left the new prompts too
  * little, and the rest went to one mixed group). The bound is soft: where it alone would leave
  * the round's rollouts unspent or the round infeasible (a multiple_of the bounded prompts cannot
- * reach), the planner solves again without it (plan/planner.ts). A single-round step (one plan
- * a step: roundsLeft 1 and no partial rewards, what `plan` and the trainers do by default) is
- * bound as a first round is, since no round after it sees the new prompts' rewards either.
+ * reach), the planner solves again without it (plan/planner.ts).
  * 1.2 was chosen over 1.3, 1.5 and 2 on every shipped scenario, stress scenario and a review's
  * ten pools at seeds 0–9: the columns below `uniform` at their worst seed went from 22 to 10
  * (1.3: 15; 2: no change), the replay, the long-CoT and the multi-epoch pools unchanged
@@ -24,8 +22,7 @@
 /**
  * Per-prompt upper bounds with the cap applied: `upper` (or max_n for every prompt) lowered to
  * max(min_n, ⌈cap × rollouts ÷ N⌉) where `fresh[i]` is 1. `undefined` when nothing applies: no
- * rounds left after this one (a single-round step passes 2), no rollout budget, cap 0, or no
- * fresh prompt. O(N).
+ * rounds left after this one, no rollout budget, cap 0, or no fresh prompt. O(N).
  */
 export function freshUpperBounds(
   fresh: Uint8Array,

@@ -70,12 +70,12 @@ export function planStep(
   const assumedLengths = { total: 0, withoutMaxTokens: 0 };
   let missingPromptTokens = 0;
   let fresh = 0; // candidates new to the state: no evidence, no partial rewards (the round share's u)
-  // A single-round step: one plan for the whole step (roundsLeft 1, no partial rewards), not the
-  // last round of several. Nothing after it corrects the posteriors, so it values with `balanced`'s
-  // single-round form (value/functions.ts balancedSingleRoundValue) and bounds new prompts as a
-  // first round does (plan/fresh-cap.ts), which needs to know which they are.
+  // A single-round step: one plan for the whole step (roundsLeft 1, no partial rewards; also a
+  // last round after every earlier rollout aborted). Nothing after it corrects the posteriors, so
+  // it values with `balanced`'s single-round form (value/functions.ts balancedSingleRoundValue).
   const singleRound = options.roundsLeft === 1 && partials === undefined;
-  const isFresh = partials === undefined ? new Uint8Array(size) : undefined;
+  // Which candidates are new, for the first round's bound (plan/fresh-cap.ts): only a round with rounds after it needs them.
+  const isFresh = options.roundsLeft > 1 && partials === undefined ? new Uint8Array(size) : undefined;
   const estimate = { tokens: 0, assumed: false }; // each prompt's length estimate, in turn
   const { alpha, beta } = posteriors(snapshot, candidates, step, options, tieBreak, (i, s, a, b) => {
     const c = candidates[i]!;
@@ -149,7 +149,7 @@ export function planStep(
   // round's budget unspent or the round infeasible (a multiple_of the bounded prompts cannot reach).
   const freshUpper = isFresh === undefined
     ? undefined
-    : freshUpperBounds(isFresh, input.promptMaxN, limits.maxN, options.minN, singleRound ? 2 : options.roundsLeft, spend.rollouts, options.freshCap); // a single-round step is bound as a first round
+    : freshUpperBounds(isFresh, input.promptMaxN, limits.maxN, options.minN, options.roundsLeft, spend.rollouts, options.freshCap);
   let result = solver({ ...input, ...(freshUpper === undefined ? {} : { promptMaxN: freshUpper }), ...budgets });
   if (freshUpper !== undefined && (result.status !== 'optimal' || result.usedRollouts + multiple <= budgets.rollouts)) {
     const unbound = solver({ ...input, ...budgets });
@@ -261,7 +261,7 @@ function infeasible(needs: { rollouts: number; tokens: number }, left: Budget, m
     'BUDGET_INFEASIBLE',
     `budget infeasible: ${starting} prompts × ${minN} rollouts (min_n) need ${need.join(' and ')}; ${leftWord} is ${have.join(', ')}` +
       // A first plan under a token budget counts every rollout at its max_tokens: said, as the cause a long-CoT user meets first.
-      `${left.tokens !== undefined && assumed !== undefined ? ` (${assumed})` : ''}. Raise ${raise.join(' or ')}, lower min_n, or set skip`,
+      `${left.tokens !== undefined && needs.tokens > left.tokens && assumed !== undefined ? ` (${assumed})` : ''}. Raise ${raise.join(' or ')}, lower min_n, or set skip`,
     2,
     [...raise, 'min_n', 'skip', ...(multiple > 1 ? ['multiple_of'] : [])],
   );

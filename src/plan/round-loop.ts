@@ -180,11 +180,17 @@ function* roundMachine(input: StepRoundsInput | AsyncStepRoundsInput): Generator
 function checkRollout(r: RoundRollout, k: number, round: number, planned: ReadonlyMap<string, { n: number }>, given: Map<string, number>): void {
   const where = `round ${round + 1}: the generate function's rollout ${k}`;
   if (r === null || typeof r !== 'object') throw badInput(where, `must be an object {prompt_id, reward, tokens?}, got ${quote(r)}`);
-  if (!(typeof r.reward === 'number' && r.reward >= 0 && r.reward <= 1)) throw badInput(where, `"reward" must be a number in [0, 1], got ${quote(r.reward)}`);
+  // A boolean is a reward, as in a results file (rounds of one took it before this check).
+  const reward: unknown = r.reward;
+  if (!(typeof reward === 'boolean' || (typeof reward === 'number' && reward >= 0 && reward <= 1))) throw badInput(where, `"reward" must be a number in [0, 1], got ${quote(reward)}`);
+  const tokens: unknown = r.tokens;
+  if (tokens !== undefined && tokens !== null && !(typeof tokens === 'number' && tokens >= 0 && tokens < Infinity)) {
+    throw badInput(where, `"tokens" must be a non-negative number, null or absent, got ${quote(tokens)}`);
+  }
   const n = planned.get(r.prompt_id)?.n ?? 0;
   const count = (given.get(r.prompt_id) ?? 0) + 1;
   given.set(r.prompt_id, count);
-  if (count > n) throw badInput(where, `prompt ${quote(r.prompt_id)} has ${count} rollouts, more than this round's plan gives it (${n})`);
+  if (count > n) throw badInput(where, `prompt ${quote(r.prompt_id)} has ${count} rollout${count === 1 ? '' : 's'}, more than this round's plan gives it (${n})`);
 }
 
 /** The step's rollouts as results lines (StepRounds.results). O(rollouts). */
