@@ -129,6 +129,10 @@ describe('a first round\'s bound on prompts new to the state (--fresh-cap, fresh
     expect(runs['0']!.informative).not.toBe(runs['1.2']!.informative);
     expect(runs['0']!.settings).toContain('no bound');
     expect(runs['1.2']!.settings).toContain('at most ⌈1.2 × its rollouts ÷ its prompts⌉');
+    // One round a step has no first round of several: the settings said "at most ⌈1.2 × ...⌉" of a bound that never applied.
+    const once = join(dir, 'sim-once');
+    expect((await cli(['simulate', '--scenario', scenario, '--policies', 'uniform,bayes', '--steps', '4', '--rounds', '1', '--out', once, '--quiet'])).code).toBe(0);
+    expect(readFileSync(join(once, 'report.html'), 'utf8')).toContain('no bound (one round a step: balanced in its single-round form)');
     const replay = await cli(['replay', '--log', join(import.meta.dirname, '..', 'fixtures', 'oneshot-rlvr-dsr-sub', 'visits.jsonl'), '--policies', 'uniform,bayes', '--steps', '0:4', '--fresh-cap', '0', '--quiet']);
     expect(replay.code, replay.stderr).toBe(0);
   }, 60_000);

@@ -25,7 +25,8 @@ function common(c: Common): Rows {
   return [
     ['min n, max n', `${c.opts.minN}, ${c.opts.maxN}`],
     ['rounds a step (ours, oracle)', String(c.opts.rounds)],
-    ['new prompts in a first round (ours)', c.opts.freshCap === 0 ? 'no bound' : `at most ⌈${c.opts.freshCap} × its rollouts ÷ its prompts⌉`],
+    // One round a step has no first round of several: its single-round plans value `balanced` without the linear term instead (README, "One plan a step").
+    ['new prompts in a first round (ours)', c.opts.rounds === 1 ? 'no bound (one round a step: balanced in its single-round form)' : c.opts.freshCap === 0 ? 'no bound' : `at most ⌈${c.opts.freshCap} × its rollouts ÷ its prompts⌉`],
     ['data stream (refills, pools)', c.opts.stream ?? 'consumed'],
     [c.seeds.length > 1 ? 'seeds' : 'seed', `${seedLabel(c.seeds)}${c.seeds.length > 1 ? ` (${c.seeds.length} runs)` : ''}`],
     ['our default', `${d.policy} × ${d.value}, decay ${d.decay.forgetPerStep} / ${d.decay.reobserveDiscount}, saturation ${d.saturation}`],
