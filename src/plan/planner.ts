@@ -6,7 +6,7 @@ import type { StateSnapshot } from '../posterior/state.js';
 import type { Registry } from '../registry.js';
 import { startNeeds, startOf, upperOf } from '../solver/bounds.js';
 import { SLACK, type Solver, type SolverInput } from '../solver/types.js';
-import { balancedSingleRoundValue, balancedValue, type ValueFunction } from '../value/functions.js';
+import type { ValueFunction } from '../value/functions.js';
 import { planLimits } from './limits.js';
 import { resolvePlanOptions, validateBudget, type PlanOptionsInput } from './options.js';
 import { firstRepeatedId } from './checked-ids.js';
@@ -110,7 +110,7 @@ export function planStep(
   const limits = planLimits(size, budget, options.minN, options.maxN, tokensPerRollout, fixedTokens, options.multipleOf, partials?.groups); // plan/limits.ts
   warnings.push(...limits.warnings);
 
-  const stepValue = singleRound && value === balancedValue ? balancedSingleRoundValue : value;
+  const stepValue = singleRound ? (value.singleRound ?? value) : value;
   const policyInput = { candidates, alpha, beta, snapshot, value: stepValue, surplusValue, seed: options.seed, step };
   const built = partials === undefined ? policy.build(policyInput) : buildPartialCurves(policy, policyInput, partials.groups);
   const bounds = partials === undefined ? undefined : partialBounds(partials.groups, options.minN, limits.maxN);

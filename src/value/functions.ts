@@ -25,6 +25,12 @@ export interface ValueFunction {
   readonly name: string;
   readonly formula: string;
   readonly terms: readonly Monomial[];
+  /**
+   * The form it takes in a single-round step (one plan a step: no round after it tops up a
+   * group), when that differs (plan/planner.ts): `balanced`'s drops its linear term. Absent:
+   * the same terms in every round.
+   */
+  readonly singleRound?: ValueFunction;
 }
 
 const m = (coef: number, a: number, b: number, u: 0 | 1, w: 0 | 1): Monomial => ({ coef, a, b, u, w });
@@ -68,6 +74,21 @@ const informativeTimes = (coef: number, a: number, b: number, e: 0 | 1 = 0): Mon
 ];
 
 /**
+ * `balanced` as a single-round step values it (plan/planner.ts: roundsLeft 1 and no partial
+ * rewards, i.e. one plan a step): without the 0.05·n·I(n) term and with half the hard-prompt
+ * weight (1.25·(1−p)³). With no later round to correct the posterior, the linear term kept
+ * paying middling prompts past an even share, taken from hard ones seen all wrong, and under a
+ * token budget from expensive hard prompts to cheap easy ones: one round a step was below
+ * `uniform` on hard positives (0.61× at the worst of seeds 0–9 under a long-CoT token budget
+ * where hard answers run long) and on informative groups (README, "One plan a step").
+ */
+export const balancedSingleRoundValue: ValueFunction = {
+  name: 'balanced',
+  formula: '(1 − p^n − (1−p)^n)·(1 + 1.25(1−p)³ + 0.65·p(1−p)²)',
+  terms: [...informativeTimes(1, 0, 0), ...informativeTimes(1.25, 0, 3), ...informativeTimes(0.65, 1, 2)],
+};
+
+/**
  * `balanced` (default): I(n)·(1 + 2.5·(1−p)³ + 0.65·p(1−p)²) + 0.05·n·I(n), with
  * I(n) = 1 − p^n − (1−p)^n the probability that the group has reward variance. Four terms in
  * one value: informative groups (the 1), successes on hard prompts (2.5·(1−p)³, largest as
@@ -82,21 +103,7 @@ export const balancedValue: ValueFunction = {
   name: 'balanced',
   formula: '(1 − p^n − (1−p)^n)·(1 + 2.5(1−p)³ + 0.65·p(1−p)²) + 0.05·n·(1 − p^n − (1−p)^n)',
   terms: [...informativeTimes(1, 0, 0), ...informativeTimes(2.5, 0, 3), ...informativeTimes(0.65, 1, 2), ...informativeTimes(0.05, 0, 0, 1)],
-};
-
-/**
- * `balanced` as a single-round step values it (plan/planner.ts: roundsLeft 1 and no partial
- * rewards, i.e. one plan a step): without the 0.05·n·I(n) term and with half the hard-prompt
- * weight (1.25·(1−p)³). With no later round to correct the posterior, the linear term kept
- * paying middling prompts past an even share, taken from hard ones seen all wrong, and under a
- * token budget from expensive hard prompts to cheap easy ones: one round a step was below
- * `uniform` on hard positives (0.61× at the worst of seeds 0–9 under a long-CoT token budget
- * where hard answers run long) and on informative groups (README, "One plan a step").
- */
-export const balancedSingleRoundValue: ValueFunction = {
-  name: 'balanced',
-  formula: '(1 − p^n − (1−p)^n)·(1 + 1.25(1−p)³ + 0.65·p(1−p)²)',
-  terms: [...informativeTimes(1, 0, 0), ...informativeTimes(1.25, 0, 3), ...informativeTimes(0.65, 1, 2)],
+  singleRound: balancedSingleRoundValue,
 };
 
 /** v(n) at a known pass rate p ∈ [0, 1]. O(|terms|). */
