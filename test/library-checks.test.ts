@@ -34,11 +34,20 @@ function rowsOf(path: string): string {
   }
 }
 
+/** Runs `body` on an allocator over a new SQLite state file (in the test's folder, removed after it), closing it after. */
+function withAllocator(body: (allocator: Allocator, state: string) => void): void {
+  const state = join(tempDir(), 'state.db');
+  const allocator = new Allocator({ state });
+  try {
+    body(allocator, state);
+  } finally {
+    allocator.close();
+  }
+}
+
 describe('the library checks candidates as the CLI checks a prompts file', () => {
   it('refuses a bad candidate naming candidates[i], the field and the value, and records nothing', () => {
-    const state = join(tempDir(), 'state.db');
-    const allocator = new Allocator({ state });
-    try {
+    withAllocator((allocator, state) => {
       allocator.observe([{ prompt_id: 'a', step: 0, rewards: [1, 0] }]);
       const before = rowsOf(state);
       const cases: [unknown, string][] = [
@@ -64,9 +73,7 @@ describe('the library checks candidates as the CLI checks a prompts file', () =>
       // A reader's array grown by the caller since is checked again.
       parsed.push({ id: 'c', max_tokens: -5 });
       expect(thrown(() => allocator.plan(parsed, { rollouts: 8 })).message).toContain('candidates[2]: "max_tokens" must be');
-    } finally {
-      allocator.close();
-    }
+    });
   });
 
   it('refuses the same candidates on the async allocator', async () => {
@@ -80,24 +87,19 @@ describe('the library checks candidates as the CLI checks a prompts file', () =>
   });
 
   it('names an unknown solver as it names an unknown policy: BAD_OPTION with its field', () => {
-    const allocator = createAllocator();
-    try {
+    withAllocator((allocator) => {
       for (const [options, field] of [[{ solver: 'simplex' }, 'solver'], [{ policy: 'nope' }, 'policy'], [{ surplusValue: 'nope' }, 'surplus_value']] as const) {
         const error = thrown(() => allocator.plan([{ id: 'a' }], { rollouts: 4 }, options));
         expect(error.code).toBe('BAD_OPTION');
         expect(error.fields).toEqual([field]);
       }
-    } finally {
-      allocator.close();
-    }
+    });
   });
 });
 
 describe('observe checks a result batch built by hand', () => {
   it('refuses a reward of 5 or NaN in a hand-built batch, applying nothing; takes a batchOf batch', () => {
-    const state = join(tempDir(), 'state.db');
-    const allocator = new Allocator({ state });
-    try {
+    withAllocator((allocator, state) => {
       allocator.observe([{ prompt_id: 'z', step: 0, reward: 1 }]);
       const before = rowsOf(state);
       const bad: [unknown, string][] = [
@@ -123,9 +125,7 @@ describe('observe checks a result batch built by hand', () => {
       const byHand = { results: [{ prompt_id: 'z', step: 2, reward: 1 }], digest: 'mine', keys: ['mine:0'] };
       expect(allocator.observe(byHand).applied).toBe(1);
       expect(allocator.posterior('z').rollouts).toBe(3);
-    } finally {
-      allocator.close();
-    }
+    });
   });
 });
 
@@ -170,8 +170,7 @@ describe('posterior(id) reads its row and the pooled rows', () => {
 
 describe('the round loop gives the step\'s results with their tokens', () => {
   it('step.results observed teaches the state lengths; rewards alone did not', () => {
-    const allocator = createAllocator();
-    try {
+    withAllocator((allocator) => {
       const candidates = Array.from({ length: 8 }, (_, i) => ({ id: `q${i}`, max_tokens: 4096 }));
       const generate = (p: { allocations: { prompt_id: string; n: number }[] }): RoundRollout[] =>
         p.allocations.flatMap((a) => Array.from({ length: a.n }, (_, j) => ({ prompt_id: a.prompt_id, reward: j % 2, tokens: 300 })));
@@ -183,14 +182,11 @@ describe('the round loop gives the step\'s results with their tokens', () => {
       expect(allocator.observe(done.results).applied).toBe(64);
       // Every rollout took 300 tokens: what the state now expects of q0, far from the assumed length.
       expect(allocator.posterior('q0', { max_tokens: 4096 }).expected_tokens).toBeLessThan(600);
-    } finally {
-      allocator.close();
-    }
+    });
   });
 
   it('refuses a generate function\'s rollout with a reward outside [0, 1], or beyond its prompt\'s n', () => {
-    const allocator = createAllocator();
-    try {
+    withAllocator((allocator) => {
       const input = { candidates: [{ id: 'a' }, { id: 'b' }], budget: { rollouts: 8 }, rounds: 1, plan: (r: { candidates: readonly Candidate[]; budget: { rollouts?: number } }) => allocator.plan(r.candidates, r.budget) };
       const nan = thrown(() => runStepRounds(input, (p) => p.allocations.map((a) => ({ prompt_id: a.prompt_id, reward: Number.NaN }))));
       expect(nan.message).toBe('round 1: the generate function\'s rollout 0: "reward" must be a number in [0, 1], got NaN');
@@ -203,24 +199,19 @@ describe('the round loop gives the step\'s results with their tokens', () => {
       // A boolean reward is a reward, as in a results file.
       const booleans = runStepRounds(input, (p) => p.allocations.map((a) => ({ prompt_id: a.prompt_id, reward: true as unknown as number })));
       expect(booleans.spent.rollouts).toBe(2);
-    } finally {
-      allocator.close();
-    }
+    });
   });
 });
 
 describe('an infeasible token budget on prompts of unknown length', () => {
   it('says each rollout was counted at its max_tokens (a long-CoT first plan: simulate --no-skip failed at step 0 without saying why)', () => {
-    const allocator = createAllocator();
-    try {
+    withAllocator((allocator) => {
       const error = thrown(() => allocator.plan([{ id: 'a', max_tokens: 16000 }, { id: 'b', max_tokens: 16000 }], { tokens: 40000 }));
       expect(error.code).toBe('BUDGET_INFEASIBLE');
       expect(error.message).toBe('budget infeasible: 2 prompts × 2 rollouts (min_n) need ~64000 tokens; budget is 40000 tokens (2 prompts have no length data (their own, their group\'s or any prompt\'s): expected tokens per rollout assumed, 2 at their max_tokens). Raise budget_tokens, lower min_n, or set skip');
       // With lengths learnt, the same budget plans.
       allocator.observe([{ prompt_id: 'a', step: 0, rewards: [1, 0], tokens: [3000, 5000] }, { prompt_id: 'b', step: 0, rewards: [0, 0], tokens: [4000, 6000] }]);
       expect(allocator.plan([{ id: 'a', max_tokens: 16000 }, { id: 'b', max_tokens: 16000 }], { tokens: 40000 }).totals.rollouts).toBeGreaterThanOrEqual(4);
-    } finally {
-      allocator.close();
-    }
+    });
   });
 });
