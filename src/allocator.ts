@@ -1,7 +1,7 @@
 import { RolloutBudgetError } from './errors.js';
 import { batchOf, checkCandidates, checkedBatch, type ResultBatch } from './io/formats.js';
 import { createPosteriorPolicyRegistry } from './plan/policies.js';
-import { mergePlanOptions, resolvePlanOptions, type PlanOptionsInput } from './plan/options.js';
+import { checkKnownKeys, checkOptionKeys, mergePlanOptions, resolvePlanOptions, type PlanOptionsInput } from './plan/options.js';
 import { planStep, type Registries } from './plan/planner.js';
 import { posteriorView, type PosteriorView } from './plan/posterior-view.js';
 import type { Budget, Candidate, Plan } from './plan/types.js';
@@ -46,6 +46,8 @@ export interface AllocatorOptions {
   readonly registries?: Registries;
 }
 
+const ALLOCATOR_KEYS = ['state', 'store', 'defaults', 'registries'];
+
 /**
  * The library entry: an allocator on a store. plan() reads, observe() writes, posterior()
  * reads; all three validate like the CLI: candidates as a prompts file's lines
@@ -58,6 +60,9 @@ export class Allocator {
   private closed = false;
 
   constructor(options: AllocatorOptions = {}) {
+    // `{ stat: 'run.db' }` planned on a state in memory that no later run could read.
+    checkKnownKeys(options, ALLOCATOR_KEYS, 'allocator options');
+    if (options.defaults !== undefined) checkOptionKeys(options.defaults, 'defaults');
     this.store = options.store ?? new SqliteStore(options.state ?? ':memory:');
     this.registries = options.registries ?? createRegistries();
     this.defaults = options.defaults ?? {};

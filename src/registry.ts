@@ -14,7 +14,8 @@ export interface Registry<T> {
   names(): string[];
 }
 
-export function createRegistry<T>(kind: string, entries: Record<string, T> = {}): Registry<T> {
+/** `check`, when given, vets each entry as it is registered (throws on a bad one). */
+export function createRegistry<T>(kind: string, entries: Record<string, T> = {}, check?: (name: string, entry: T) => void): Registry<T> {
   const table = new Map<string, T>();
   const registry: Registry<T> = {
     kind,
@@ -22,6 +23,7 @@ export function createRegistry<T>(kind: string, entries: Record<string, T> = {})
       if (table.has(name)) {
         throw new RolloutBudgetError('DUPLICATE_NAME', `${kind} "${name}" is already registered`);
       }
+      check?.(name, entry);
       table.set(name, entry);
       return registry;
     },

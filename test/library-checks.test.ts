@@ -1,9 +1,10 @@
+import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { describe, expect, it } from 'vitest';
 import {
-  Allocator, AsyncAllocator, batchOf, createAllocator, parsePromptsAt, posteriorView, resolvePlanOptions,
-  openAsyncStore, RolloutBudgetError, runStepRounds, type Candidate, type ResultBatch, type RoundRollout,
+  Allocator, AsyncAllocator, batchOf, createAllocator, createRegistries, parsePromptsAt, planStep, posteriorView, resolvePlanOptions,
+  openAsyncStore, snapshotOf, RolloutBudgetError, runStepRounds, type Candidate, type ResultBatch, type RoundRollout,
 } from '../src/index.js';
 import { tempDir } from './temp.js';
 
@@ -213,5 +214,103 @@ describe('an infeasible token budget on prompts of unknown length', () => {
       allocator.observe([{ prompt_id: 'a', step: 0, rewards: [1, 0], tokens: [3000, 5000] }, { prompt_id: 'b', step: 0, rewards: [0, 0], tokens: [4000, 6000] }]);
       expect(allocator.plan([{ id: 'a', max_tokens: 16000 }, { id: 'b', max_tokens: 16000 }], { tokens: 40000 }).totals.rollouts).toBeGreaterThanOrEqual(4);
     });
+  });
+});
+
+// A second pass as a library user (2026-11-29, evening): options the CLI and the service
+// cannot send were taken silently. `new Allocator({ stat: 'run.db' })` planned on a state in
+// memory; `{ min_n: 4 }` (as errors, flags and the service name it) planned at the default 2.
+describe('the library refuses option keys it does not take', () => {
+  const candidates = [{ id: 'a' }, { id: 'b' }];
+  it('names the unknown key, its library spelling, and changes nothing', () => {
+    withAllocator((allocator, state) => {
+      allocator.observe([{ prompt_id: 'a', step: 0, rewards: [1, 0] }]);
+      const before = rowsOf(state);
+      const cases: [() => unknown, RegExp][] = [
+        [() => allocator.plan(candidates, { rollouts: 16 }, { min_n: 4 } as never), /^options\.min_n: unknown option "min_n"; the library's name for it is minN \(expected one of minN, maxN/],
+        [() => allocator.plan(candidates, { rollouts: 16 }, { maxn: 4 } as never), /^options\.maxn: unknown option "maxn"; the library's name for it is maxN/],
+        [() => allocator.plan(candidates, { rollouts: 16 }, { decay: 0.99 } as never), /^options\.decay must be an object \{forgetPerStep, reobserveDiscount\}, got 0\.99/],
+        [() => allocator.plan(candidates, { rollouts: 16 }, { prior: { min_strength: 1 } } as never), /^options\.prior\.min_strength: unknown option "min_strength"; the library's name for it is minStrength/],
+        [() => allocator.plan(candidates, { rollouts: 16, token: 100 } as never), /^budget\.token: unknown field "token" \(expected one of rollouts, tokens\)/],
+        [() => allocator.observe([{ prompt_id: 'b', step: 1, rewards: [1] }], { forgetPerStep: 0.9 } as never), /^options\.forgetPerStep: unknown option "forgetPerStep"/],
+        [() => allocator.posterior('a', {}, { decay: { forget: 0.5 } } as never), /^options\.decay\.forget: unknown option "forget" \(expected one of forgetPerStep, reobserveDiscount\)/],
+      ];
+      for (const [call, message] of cases) {
+        const error = thrown(call);
+        expect(error.code).toBe('BAD_OPTION');
+        expect(error.message).toMatch(message);
+      }
+      expect(rowsOf(state)).toBe(before);
+    });
+  });
+
+  it('refuses an allocator\'s unknown keys and defaults, before it opens a state', () => {
+    const dir = tempDir();
+    const state = join(dir, 'run.db');
+    expect(thrown(() => new Allocator({ stat: state } as never)).message).toBe('allocator options.stat: unknown option "stat" (expected one of state, store, defaults, registries)');
+    expect(thrown(() => new Allocator({ state, defaults: { max_n: 16 } } as never)).message).toMatch(/^defaults\.max_n: unknown option "max_n"; the library's name for it is maxN/);
+    expect(existsSync(state)).toBe(false);
+  });
+
+  it('refuses them on the async allocator and in planStep too', async () => {
+    const store = await openAsyncStore(join(tempDir(), 'state.db'));
+    try {
+      expect(() => new AsyncAllocator(store, { seeds: 3 } as never)).toThrow(/^defaults\.seeds: unknown option "seeds"/);
+      const allocator = new AsyncAllocator(store);
+      await expect(allocator.plan(candidates, { rollouts: 16 }, { rounds_left: 2 } as never)).rejects.toThrow(/^options\.rounds_left: unknown option "rounds_left"; the library's name for it is roundsLeft/);
+    } finally {
+      await store.close();
+    }
+    expect(() => planStep(snapshotOf([], null), candidates, { rollouts: 16 }, { fresh_cap: 0 } as never, createRegistries())).toThrow(/^options\.fresh_cap: unknown option "fresh_cap"; the library's name for it is freshCap/);
+  });
+
+  it('checks the values of the groups only the library takes (prior, length): a NaN plan before', () => {
+    const bad: [Record<string, unknown>, string][] = [
+      [{ skip: 'no' }, 'skip must be true or false, got "no"'],
+      [{ length: { shrinkage: -1 } }, 'length.shrinkage must be a finite number ≥ 0, got -1'],
+      [{ length: { defaultTokens: 'x' } }, 'length.default_tokens must be an integer ≥ 1, got "x"'],
+      [{ prior: { minPrompts: 0 } }, 'prior.min_prompts must be an integer ≥ 1, got 0'],
+      [{ prior: { minStrength: 0 } }, 'prior.min_strength must be a finite number ≥ 0 (not 0), got 0'],
+      [{ prior: { maxStrength: 0.25 } }, 'prior.max_strength must be a finite number ≥ 0.5, got 0.25'],
+      [{ prior: { hintDefaultStrength: Number.POSITIVE_INFINITY } }, 'prior.hint_default_strength must be a finite number ≥ 0, got'],
+    ];
+    for (const [options, message] of bad) expect(thrown(() => resolvePlanOptions(options as never)).message.startsWith(message), JSON.stringify(options)).toBe(true);
+    // Before: { length: { defaultTokens: 'x' } } planned every prompt at min_n under a rollout budget of 8 a prompt.
+    const plan = createAllocator().plan(candidates, { rollouts: 16 }, { length: { defaultTokens: 2048 }, prior: { minPrompts: 1 } });
+    expect(plan.allocations.map((a) => a.n)).toEqual([8, 8]);
+  });
+});
+
+describe('a value function registered by a caller', () => {
+  const term = { coef: 1, a: 1, b: 1, u: 0, w: 0 } as const;
+  it('is refused at register when the planner cannot use it, naming the term and field', () => {
+    const bad: [unknown, string][] = [
+      [(p: number, n: number) => p * n, 'value function "mine": the entry must be an object {name, formula, terms}: its value as a sum of monomials in p and n (ValueFunction), got a function'],
+      [{ name: 'mine', formula: 'x' }, 'value function "mine": terms must be a non-empty array of monomials {coef, a, b, u, w, e?}, got nothing'],
+      [{ name: 'mine', formula: 'x', terms: [term, { ...term, coef: Number.NaN }] }, 'value function "mine": terms[1].coef must be a finite number, got NaN'],
+      [{ name: 'mine', formula: 'x', terms: [{ ...term, a: -1 }] }, 'value function "mine": terms[0].a must be a finite number ≥ 0, got -1'],
+      [{ name: 'mine', formula: 'x', terms: [{ ...term, w: 2 }] }, 'value function "mine": terms[0].w must be 0 or 1, got 2'],
+      [{ name: 'mine', formula: 'x', terms: [term], singleRound: { name: 's', formula: 'y', terms: [] } }, 'value function "mine".singleRound: terms must be a non-empty array'],
+    ];
+    for (const [entry, message] of bad) {
+      const registries = createRegistries();
+      const error = thrown(() => registries.values.register('mine', entry as never));
+      expect(error.code).toBe('BAD_INPUT');
+      expect(error.message.startsWith(message), error.message).toBe(true);
+      expect(registries.values.has('mine')).toBe(false);
+    }
+  });
+
+  it('plans when it is well formed: p(1−p) gives the middling prompt more than the two seen all right', () => {
+    const registries = createRegistries().values.register('spread', { name: 'spread', formula: 'p(1−p)', terms: [term] });
+    const allocator = createAllocator({ registries: { ...createRegistries(), values: registries } });
+    try {
+      allocator.observe([{ prompt_id: 'easy', step: 0, rewards: [1, 1, 1, 1, 1, 1, 1, 1] }, { prompt_id: 'mid', step: 0, rewards: [1, 0, 1, 0, 1, 0, 1, 0] }]);
+      const plan = allocator.plan([{ id: 'easy' }, { id: 'mid' }], { rollouts: 16 }, { value: 'spread' });
+      const n = Object.fromEntries(plan.allocations.map((a) => [a.prompt_id, a.n]));
+      expect(n.mid!).toBeGreaterThan(n.easy!);
+    } finally {
+      allocator.close();
+    }
   });
 });

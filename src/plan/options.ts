@@ -39,8 +39,11 @@ export type PlanOptionsInput = Partial<Omit<PlanOptions, 'decay' | 'prior' | 'le
   length?: Partial<PlanOptions['length']>;
 };
 
-/** Per-call options over defaults, the nested groups key by key. */
+/** Per-call options over defaults, the nested groups key by key; both checked first (checkOptionKeys). */
 export function mergePlanOptions(defaults: PlanOptionsInput, options: PlanOptionsInput): PlanOptionsInput {
+  // Before the spread, which turns a group that is not an object (`decay: 0.99`) into {}.
+  checkOptionKeys(defaults, 'defaults');
+  checkOptionKeys(options, 'options');
   return {
     ...defaults,
     ...options,
@@ -52,6 +55,7 @@ export function mergePlanOptions(defaults: PlanOptionsInput, options: PlanOption
 
 /** Merges options key by key (`??`, never `||`: 0 is a valid value) and validates them. */
 export function resolvePlanOptions(input: PlanOptionsInput = {}): PlanOptions {
+  checkOptionKeys(input);
   const d = defaultPlanOptions;
   const options: PlanOptions = {
     minN: input.minN ?? d.minN,
@@ -106,19 +110,28 @@ export function resolvePlanOptions(input: PlanOptionsInput = {}): PlanOptions {
   requireRange('interval', options.interval, 0, 1, true);
   requireRange('decay', options.decay.forgetPerStep, 0, 1, true);
   requireRange('reobserve_discount', options.decay.reobserveDiscount, 0, 1, true);
+  if (typeof options.skip !== 'boolean') throw badOption(`skip must be true or false, got ${quote(options.skip)}`, ['skip']);
   requireInt('rounds_left', options.roundsLeft, 1);
   requireRange('fresh_share', options.freshShare, 0, 1, true);
   if (!isFreshCap(options.freshCap)) {
     throw badOption(`fresh_cap must be 0 (no cap) or a number ≥ 1, got ${quote(options.freshCap)}`, ['fresh_cap']);
   }
+  // The groups only the library takes (no flag, no body field): a prior of 0 prompts or of no
+  // strength, or a length of no weight, gave NaN posteriors and plans of min_n everywhere.
+  requireInt('prior.min_prompts', options.prior.minPrompts, 1);
+  requireFinite('prior.min_strength', options.prior.minStrength, Number.MIN_VALUE);
+  requireFinite('prior.max_strength', options.prior.maxStrength, options.prior.minStrength);
   requireInt('prior.hint_min_prompts', options.prior.hintMinPrompts, 3);
-  requireRange('prior.hint_max_strength', options.prior.hintMaxStrength, options.prior.minStrength, Infinity);
-  requireRange('prior.hint_default_strength', options.prior.hintDefaultStrength, 0, Infinity);
+  requireFinite('prior.hint_max_strength', options.prior.hintMaxStrength, options.prior.minStrength);
+  requireFinite('prior.hint_default_strength', options.prior.hintDefaultStrength, 0);
+  requireFinite('length.shrinkage', options.length.shrinkage, 0);
+  requireInt('length.default_tokens', options.length.defaultTokens, 1);
   return options;
 }
 
-/** Validates a budget: integers ≥ 0, at least one set. */
+/** Validates a budget: integers ≥ 0, at least one set, no other key. */
 export function validateBudget(budget: Budget): void {
+  checkKeys(budget, BUDGET_KEYS, 'budget', 'field');
   if (budget.rollouts === undefined && budget.tokens === undefined) {
     throw badOption('a budget is required: give budget_rollouts, budget_tokens, or both', ['budget_rollouts', 'budget_tokens']);
   }
@@ -135,7 +148,53 @@ function requireInt(name: string, value: number, min: number): void {
   }
 }
 
+function requireFinite(name: string, value: number, min: number): void {
+  if (!Number.isFinite(value) || value < min) {
+    throw badOption(`${name} must be a finite number ≥ ${min === Number.MIN_VALUE ? '0 (not 0)' : min}, got ${quote(value)}`, [name]);
+  }
+}
+
 function requireRange(name: string, value: number, lo: number, hi: number, closedHi = false): void {
   const ok = Number.isFinite(value) || value === Infinity ? value >= lo && (closedHi ? value <= hi : value < hi || hi === Infinity) : false;
   if (!ok) throw badOption(`${name} must be in [${lo}, ${hi}${closedHi ? ']' : ')'}, got ${quote(value)}`, [name]);
+}
+
+const OPTION_KEYS = [...Object.keys(defaultPlanOptions), 'step', 'multipleOf'];
+const GROUP_KEYS = { decay: Object.keys(defaultDecay), prior: Object.keys(defaultPriorOptions), length: Object.keys(defaultLengthOptions) };
+const BUDGET_KEYS = ['rollouts', 'tokens'];
+
+/**
+ * A library caller's options hold only PlanOptionsInput's keys, and its groups (decay, prior,
+ * length) are objects of theirs. A key misspelt, or written as errors, flags and the service
+ * name it (`min_n` for `minN`), was ignored and its default used; `decay: 0.99` (the service's
+ * field) dropped the group. `where` names the object in the message (`defaults`, `options`).
+ */
+export function checkOptionKeys(input: unknown, where = 'options'): void {
+  const options = objectAt(where, input, 'an object of plan options');
+  checkKeys(options, OPTION_KEYS, where);
+  for (const [group, keys] of Object.entries(GROUP_KEYS)) {
+    const value = options[group];
+    if (value !== undefined) checkKeys(objectAt(`${where}.${group}`, value, `an object {${keys.join(', ')}}`), keys, `${where}.${group}`);
+  }
+}
+
+function objectAt(where: string, value: unknown, expected: string): Record<string, unknown> {
+  if (value === null || typeof value !== 'object' || Array.isArray(value)) throw badOption(`${where} must be ${expected}, got ${quote(value)}`);
+  return value as Record<string, unknown>;
+}
+
+/** The same for the keys of any options object of the library's (AllocatorOptions). */
+export function checkKnownKeys(object: unknown, known: readonly string[], where: string): void {
+  checkKeys(objectAt(where, object, `an object {${known.join(', ')}}`), known, where);
+}
+
+function checkKeys(object: object, known: readonly string[], where: string, noun = 'option'): void {
+  for (const key of Object.keys(object)) {
+    if (known.includes(key)) continue;
+    const squash = (k: string) => k.replaceAll('_', '').toLowerCase();
+    const near = known.find((k) => squash(k) === squash(key));
+    const hint = near === undefined ? '' : `; the library's name for it is ${near}`;
+    // No fields: a front end's renaming (min_n → --min-n) would garble the names this message compares.
+    throw badOption(`${where}.${key}: unknown ${noun} ${quote(key)}${hint} (expected one of ${known.join(', ')})`);
+  }
 }

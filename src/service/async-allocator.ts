@@ -1,6 +1,6 @@
 import { candidateRead, createRegistries } from '../allocator.js';
 import { batchOf, checkCandidates, checkedBatch, type ResultBatch } from '../io/formats.js';
-import { mergePlanOptions, resolvePlanOptions, type PlanOptionsInput } from '../plan/options.js';
+import { checkOptionKeys, mergePlanOptions, resolvePlanOptions, type PlanOptionsInput } from '../plan/options.js';
 import { planStep, type Registries } from '../plan/planner.js';
 import { posteriorView, type PosteriorView } from '../plan/posterior-view.js';
 import type { Budget, Candidate, Plan } from '../plan/types.js';
@@ -23,6 +23,7 @@ export class AsyncAllocator {
     registries?: Registries,
   ) {
     this.registries = registries ?? createRegistries();
+    checkOptionKeys(defaults, 'defaults');
     resolvePlanOptions(defaults);
   }
 

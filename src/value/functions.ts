@@ -1,3 +1,4 @@
+import { RolloutBudgetError, quote } from '../errors.js';
 import { createRegistry, type Registry } from '../registry.js';
 
 /**
@@ -122,5 +123,26 @@ export function createValueRegistry(): Registry<ValueFunction> {
     informative: informativeValue,
     variance: varianceValue,
     hit: hitValue,
+  }, checkValueFunction);
+}
+
+/**
+ * A value function as a registry takes it: terms, a non-empty array of monomials with a finite
+ * coef, a and b finite and ≥ 0, u and w 0 or 1, e absent, 0 or 1; its singleRound the same. A
+ * plain function (p, n) => v or missing terms threw a TypeError inside the planner, and a NaN
+ * coefficient or a u of 2 planned silently (NaN values in the plan, or another function).
+ */
+export function checkValueFunction(name: string, fn: ValueFunction, where = `value function ${quote(name)}`): void {
+  const bad = (field: string, expected: string, got: unknown) =>
+    new RolloutBudgetError('BAD_INPUT', `${where}: ${field} must be ${expected}, got ${typeof got === 'function' ? 'a function' : quote(got)}`);
+  if (fn === null || typeof fn !== 'object') throw bad('the entry', 'an object {name, formula, terms}: its value as a sum of monomials in p and n (ValueFunction)', fn);
+  if (!Array.isArray(fn.terms) || fn.terms.length === 0) throw bad('terms', 'a non-empty array of monomials {coef, a, b, u, w, e?}', fn.terms);
+  fn.terms.forEach((t: Monomial, i) => {
+    if (t === null || typeof t !== 'object') throw bad(`terms[${i}]`, 'a monomial {coef, a, b, u, w, e?}', t);
+    if (!Number.isFinite(t.coef)) throw bad(`terms[${i}].coef`, 'a finite number', t.coef);
+    for (const k of ['a', 'b'] as const) if (!Number.isFinite(t[k]) || t[k] < 0) throw bad(`terms[${i}].${k}`, 'a finite number ≥ 0', t[k]);
+    for (const k of ['u', 'w'] as const) if (t[k] !== 0 && t[k] !== 1) throw bad(`terms[${i}].${k}`, '0 or 1', t[k]);
+    if (t.e !== undefined && t.e !== 0 && t.e !== 1) throw bad(`terms[${i}].e`, 'absent, 0 or 1', t.e);
   });
+  if (fn.singleRound !== undefined) checkValueFunction(name, fn.singleRound, `${where}.singleRound`);
 }
