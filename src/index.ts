@@ -80,7 +80,8 @@ export { autoKey, batchKey, fileResultSource, sourceOfBatch } from './io/results
 export type { ResultChunk, ResultSource, ResultTaker } from './io/results.js';
 export { CHUNK_BYTES, fileDigest, lineChunks } from './io/chunks.js';
 export type { ParsedPrompts, ResultBatch, RolloutResult } from './io/formats.js';
-export { MAX_JSON_DEPTH, nestedDeeperThan, parseJson, parseJsonl, readText, storedTextProblem } from './io/jsonl.js';
+export { MAX_JSON_DEPTH, nestedDeeperThan, parseJson, parseJsonl, readText } from './io/jsonl.js';
+export { field, MAX_STORED_TEXT, storedTextProblem } from './fields.js';
 export { decodeUtf8, invalidUtf8At } from './io/utf8.js';
 export { SqliteStore } from './store/sqlite.js';
 export type { SqliteStoreOptions } from './store/sqlite.js';

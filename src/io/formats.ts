@@ -4,7 +4,7 @@ import { collidingHashes, fnv1a, firstRepeat } from '../math/hash.js';
 import { fieldsChecked, noteFieldsChecked, noteIdCheck } from '../plan/checked-ids.js';
 import { CHUNK_BYTES, lineChunks } from './chunks.js';
 import { eachFlatJsonl, eachFlatJsonlText, NUMBER, STRING, valueOf, type FlatFields } from './flat-scan.js';
-import { field, MAX_STORED_TEXT } from './jsonl.js';
+import { field, MAX_STORED_TEXT } from '../fields.js';
 import { MAX_TOKEN_COUNT } from '../posterior/length.js';
 
 /**

@@ -3,7 +3,8 @@ import { badInput, quote, RolloutBudgetError } from '../errors.js';
 import { MAX_STEP } from '../posterior/decay.js';
 import { checkReadable, fileDigest, lineChunks, sha256 } from './chunks.js';
 import { compact, eachFlatJsonl, eachFlatJsonlText, FALSE, NUMBER, STRING, TRUE, type FlatFields } from './flat-scan.js';
-import { field, MAX_ROLLOUT_ID, MAX_STORED_TEXT } from './jsonl.js';
+import { field, MAX_STORED_TEXT } from '../fields.js';
+import { MAX_ROLLOUT_ID } from './jsonl.js';
 import { MAX_TOKEN_COUNT } from '../posterior/length.js';
 
 /** One rollout outcome, as `observe` applies it. */

@@ -80,7 +80,3 @@ export function invalidUtf8At(bytes: Uint8Array): number {
   return -1;
 }
 
-const lenient = new TextDecoder();
-
-/** A chunk of output text (plan/byte-chunk.ts PlanChunk): a string, or UTF-8 bytes. Its text. */
-export const chunkText = (chunk: string | Uint8Array): string => (typeof chunk === 'string' ? chunk : lenient.decode(chunk));

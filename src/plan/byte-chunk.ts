@@ -1,4 +1,4 @@
-import { chunkText } from '../io/utf8.js';
+import { chunkText } from '../text-chunk.js';
 
 /** Below this many bytes a copy goes byte by byte (ByteChunk.move). */
 const SHORT_COPY = 16;
@@ -188,7 +188,7 @@ export class ByteChunk {
 /** A chunk of plan text: a string, or UTF-8 bytes valid until the next chunk is asked for. */
 export type PlanChunk = string | Uint8Array;
 
-/** A chunk's text (io/utf8.ts, where the CLI's output code reaches it without loading the planner). */
+/** A chunk's text (src/text-chunk.ts, where the CLI's output code reaches it without loading plan/). */
 export { chunkText };
 
 /** The text of chunks whose bytes last only until the next one is asked for. O(size). */

@@ -1,4 +1,4 @@
-import { field } from '../io/jsonl.js';
+import { field } from '../fields.js';
 import { conditionalValue, isMixed, partialGroupOf, partialKey, type PartialGroup } from '../value/conditional.js';
 import type { ValueCurves } from '../value/types.js';
 import { PartitionedCurves } from '../value/partitioned.js';

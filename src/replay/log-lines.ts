@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import { badInput, quote } from '../errors.js';
-import { field } from '../io/jsonl.js';
+import { field } from '../fields.js';
 import { checkResultExtras } from '../io/results.js';
 
 /** Where a results or verl log's rollouts go as its lines are read. */

@@ -1,5 +1,6 @@
 import { badInput, quote } from '../errors.js';
-import { field, parseJsonl } from '../io/jsonl.js';
+import { field } from '../fields.js';
+import { parseJsonl } from '../io/jsonl.js';
 import type { Random } from '../math/beta.js';
 
 /** One logged group: k of n rollouts of a prompt correct at a step. */

@@ -1,4 +1,5 @@
-import { MAX_JSON_DEPTH, parseJson, storedTextProblem } from '../io/jsonl.js';
+import { storedTextProblem } from '../fields.js';
+import { MAX_JSON_DEPTH, parseJson } from '../io/jsonl.js';
 
 /**
  * Quicker forms of two request checks, for the service's plan requests (both the event loop

@@ -1,6 +1,7 @@
 import { RolloutBudgetError, badInput, quote, withFieldNames } from '../errors.js';
 import { batchOf, checkCandidate, parseResults, type ResultBatch } from '../io/formats.js';
-import { MAX_JSON_DEPTH, nestedDeeperThan, parseJson, storedTextProblem } from '../io/jsonl.js';
+import { storedTextProblem } from '../fields.js';
+import { MAX_JSON_DEPTH, nestedDeeperThan, parseJson } from '../io/jsonl.js';
 import { MAX_TOKEN_COUNT } from '../posterior/length.js';
 import { MAX_N_LIMIT } from '../plan/limits.js';
 import { MAX_STEP } from '../posterior/decay.js';
