@@ -10,7 +10,7 @@
  * Only the inserts are timed (median of `runs`), not reading the file.
  */
 import { join } from 'node:path';
-import { RESULT_CHUNK_BYTES } from '../src/io/results.js';
+import { RESULT_CHUNK_BYTES } from '../src/io/result-file.js';
 import { lineChunks, SqliteStore } from '../src/index.js';
 import { CLAIM_ROWS } from '../src/store/sqlite-apply.js';
 import { MMAP_BYTES } from '../src/store/sqlite.js';

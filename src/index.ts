@@ -76,7 +76,8 @@ export type { AllocatorOptions, PosteriorView } from './allocator.js';
 
 // File formats and stores.
 export { batchOf, digestOf, parsePrompts, parsePromptsAt, parsePromptsFile, parseResults } from './io/formats.js';
-export { autoKey, batchKey, fileResultSource, sourceOfBatch } from './io/results.js';
+export { autoKey, batchKey, sourceOfBatch } from './io/results.js';
+export { fileResultSource } from './io/result-file.js';
 export type { ResultChunk, ResultSource, ResultTaker } from './io/results.js';
 export { CHUNK_BYTES, fileDigest, lineChunks } from './io/chunks.js';
 export type { ParsedPrompts, ResultBatch, RolloutResult } from './io/formats.js';

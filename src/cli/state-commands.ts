@@ -249,7 +249,7 @@ function stateSummary(prompts: number, snapshot: StateSnapshot): string {
  * `done()` afterwards (it removes a copy of stdin or of a pipe).
  */
 export async function readResultSource(io: CliIo, path: string): Promise<{ source: ResultSource; done: () => void }> {
-  const { fileResultSource, parseResults, sourceOfBatch } = await import('../io/results.js');
+  const [{ parseResults, sourceOfBatch }, { fileResultSource }] = await Promise.all([import('../io/results.js'), import('../io/result-file.js')]);
   if (path !== '-') {
     const input = await rereadable(path);
     try {
