@@ -84,4 +84,20 @@ describe('start-up loads what the command uses', () => {
     writeFileSync(join(dir, 'r2.jsonl'), '{"prompt_id":"p1","step":0,"reward":1,"tokens":10}\n');
     expect(builtins(['observe', '--results', 'r2.jsonl', '--state', join(dir, 's3.db')])).toContain('crypto');
   });
+
+  it('the library\'s import loads no PostgreSQL driver until a state on it is opened (pg took 0.05 s of every import)', () => {
+    const script = join(dir, 'library.mjs');
+    writeFileSync(script, [
+      `import { createAllocator } from ${JSON.stringify(pathToFileURL(join(ROOT, 'dist', 'src', 'index.js')).href)};`,
+      "const allocator = createAllocator();",
+      "allocator.plan([{ id: 'a' }, { id: 'b' }], { rollouts: 8 });",
+      'allocator.close();',
+    ].join('\n'));
+    const mods = loaded([], script);
+    expect(mods.some((m) => m.includes('/dist/src/store/postgres.js')), 'the PostgreSQL store module itself is loaded').toBe(true);
+    expect(mods.some((m) => m.includes('/node_modules/better-sqlite3/')), 'SQLite, which the plan used').toBe(true);
+    for (const part of ['/node_modules/pg/', '/node_modules/pg-pool/', '/node_modules/jstat/', '/node_modules/javascript-lp-solver/', '/node_modules/undici/']) {
+      expect(mods.filter((m) => m.includes(part)), part).toEqual([]);
+    }
+  });
 });

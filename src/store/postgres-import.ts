@@ -1,4 +1,5 @@
-import pg from 'pg';
+import type pg from 'pg';
+import { lazyRequire } from '../lazy.js';
 import { RolloutBudgetError } from '../errors.js';
 import { pgArray } from './pg-array.js';
 import { addToSums, emptyGroupStats, type GroupStats, type RunningSums, type Sums } from '../posterior/state.js';
@@ -7,6 +8,9 @@ import { CONNECT_TIMEOUT_MS, ensureSchema, SCHEMA_LOCK, serverOf } from './postg
 import { fromRawRow, type RawRow } from './sqlite-rows.js';
 import { cannotOpen, keyTooLong, permissionDenied, stateUnreachable } from './unavailable.js';
 import { redactUrl } from './url.js';
+
+/** node-postgres, loaded on first connect: a library import that never opens PostgreSQL loaded it (0.1 s). */
+const pgLib = lazyRequire<typeof pg>('pg');
 
 /**
  * A state's rows as a copy reads them (store/sqlite-source.ts SqliteSource), each call a read
@@ -62,7 +66,7 @@ const insertPooled = (s: string) =>
 export async function importIntoPostgres(url: string, rows: StateRows): Promise<ImportSummary> {
   const { schema, connectionString } = serverOf(url);
   const where = redactUrl(url);
-  const client = new pg.Client({ connectionString, connectionTimeoutMillis: CONNECT_TIMEOUT_MS });
+  const client = new (pgLib().Client)({ connectionString, connectionTimeoutMillis: CONNECT_TIMEOUT_MS });
   client.on('error', () => undefined); // a connection dropped mid-query: the query rejects with it
   try {
     await client.connect();

@@ -1,4 +1,5 @@
-import pg from 'pg';
+import type pg from 'pg';
+import { lazyRequire } from '../lazy.js';
 import { RolloutBudgetError } from '../errors.js';
 import { sourceOfBatch, type ResultBatch, type ResultSource } from '../io/results.js';
 import type { DecayOptions } from '../posterior/decay.js';
@@ -14,6 +15,9 @@ import { mergeMeta, NO_STEP, type PromptMeta } from './meta.js';
 import type { ObserveSummary } from './types.js';
 import { redactUrl } from './url.js';
 import { cannotOpen, keyTooLong, permissionDenied, rethrowUnreachable, stateUnreachable } from './unavailable.js';
+
+/** node-postgres, loaded on first connect: a library import that never opens PostgreSQL loaded it (0.1 s). */
+const pgLib = lazyRequire<typeof pg>('pg');
 
 /**
  * store/meta.ts's metadata upsert: a new prompt gets zero evidence and last_step −1; evidence is
@@ -108,7 +112,7 @@ export class PostgresStore implements AsyncStore {
 
   static async connect(url: string, options: { maxConnections?: number } = {}): Promise<PostgresStore> {
     const { schema, connectionString } = serverOf(url);
-    const pool = new pg.Pool({ connectionString, max: options.maxConnections ?? 10, connectionTimeoutMillis: CONNECT_TIMEOUT_MS });
+    const pool = new (pgLib().Pool)({ connectionString, max: options.maxConnections ?? 10, connectionTimeoutMillis: CONNECT_TIMEOUT_MS });
     pool.on('error', () => undefined); // an idle client's broken socket; the next query reports it
     // Every client hears its own errors, always: pg-pool takes its listener off a client it
     // hands out, and does so in the same turn as the client's first ReadyForQuery, so an
@@ -138,7 +142,7 @@ export class PostgresStore implements AsyncStore {
    */
   static async holdsState(url: string): Promise<boolean> {
     const { schema, connectionString } = serverOf(url);
-    const client = new pg.Client({ connectionString, connectionTimeoutMillis: CONNECT_TIMEOUT_MS });
+    const client = new (pgLib().Client)({ connectionString, connectionTimeoutMillis: CONNECT_TIMEOUT_MS });
     client.on('error', () => undefined); // a connection dropped mid-query: the query rejects with it
     try {
       await client.connect();
@@ -240,7 +244,7 @@ export class PostgresStore implements AsyncStore {
     this.stopped = reason;
     const pids = [...this.busy].map((c) => (c as unknown as { processID?: number }).processID).filter((p): p is number => typeof p === 'number');
     if (pids.length === 0) return;
-    const client = new pg.Client({ connectionString: this.server, connectionTimeoutMillis: CONNECT_TIMEOUT_MS });
+    const client = new (pgLib().Client)({ connectionString: this.server, connectionTimeoutMillis: CONNECT_TIMEOUT_MS });
     client.on('error', () => undefined);
     try {
       await client.connect();
