@@ -10,7 +10,7 @@
 // .d.ts files need from a dev dependency fails the type check here as it did for users (TS7016).
 import { spawnSync, type SpawnSyncReturns } from 'node:child_process';
 import { cpSync, existsSync, mkdirSync, readFileSync, renameSync, symlinkSync, unlinkSync, writeFileSync } from 'node:fs';
-import { dirname, join } from 'node:path';
+import { dirname, join, posix } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { tempDir } from './temp.js';
@@ -87,6 +87,20 @@ describe('the installed package', () => {
       expect(files, f).toContain(f);
     }
     expect(files.filter((f) => /^(test|scripts|\.ci|node_modules|dist\/scripts|dist\/test|python\/tests)\//.test(f) || f.endsWith('.db'))).toEqual([]);
+  });
+
+  it('holds the TypeScript every source map of the library names (a debugger or --enable-source-maps found none)', () => {
+    const maps = files.filter((f) => f.startsWith('dist/src/') && f.endsWith('.js.map'));
+    expect(maps.length).toBeGreaterThan(100);
+    const missing: string[] = [];
+    for (const map of maps) {
+      const { sources } = JSON.parse(readFileSync(join(project, 'node_modules', 'rollout-budget', map), 'utf8')) as { sources: string[] };
+      for (const source of sources) {
+        const path = posix.normalize(posix.join(posix.dirname(map), source));
+        if (!files.includes(path)) missing.push(`${map} → ${path}`);
+      }
+    }
+    expect(missing).toEqual([]);
   });
 
   it('runs the CLI: its version, a plan on a prompts file, and the demo on the embedded run it ships', () => {
