@@ -56,6 +56,16 @@ export function withFieldNames(error: RolloutBudgetError, names: Readonly<Record
 
 const escape = (text: string) => text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
 
+/**
+ * The name in `known` that `key` misspells only by case and underscores (`minN` for `min_n`,
+ * `min_n` for `minN`), or undefined: the library's options are camelCase, the CLI's errors and
+ * the service's fields snake_case, and a caller who wrote one for the other was told only "unknown".
+ */
+export function sameNameIn(key: string, known: readonly string[]): string | undefined {
+  const squash = (k: string) => k.replaceAll('_', '').toLowerCase();
+  return known.find((k) => squash(k) === squash(key));
+}
+
 /** Quotes a value for an error message: strings in JSON quotes, others as JSON, NaN as NaN, ±Infinity named as an overflow, an integer beyond 2^53 as one. */
 /** "1 prompt has" / "2 prompts have": a count with its noun and verb in agreement. */
 export function counted(count: number, noun: string, verbs: readonly [string, string] = ['has', 'have']): string {

@@ -112,6 +112,10 @@ describe('HTTP service on SQLite', () => {
     // The message names what the caller sent (body fields), also when the plan ran on a planning thread.
     expect(infeasible.json.error.message).toMatch(/Raise budget\.rollouts, lower options\.min_n, or set options\.skip/);
     expect((await call(port, 'POST', '/v1/plan', '{"candidates": [')).status).toBe(400);
+    // The library's camelCase name sent as a body field: the 400 names the service's (it said only "unknown").
+    const camel = await call(port, 'POST', '/v1/plan', { candidates: [{ id: 'a' }], budget: { rollouts: 4 }, options: { minN: 2 } });
+    expect([camel.status, camel.json.error.field]).toEqual([400, 'body.options.minN']);
+    expect(camel.json.error.message).toMatch(/^body\.options\.minN: unknown field "minN" \(the service's name for it is min_n\); expected one of min_n, max_n/);
     expect((await call(port, 'GET', '/v1/plan')).status).toBe(405);
     expect((await call(port, 'GET', '/v2/nothing')).status).toBe(404);
     expect((await call(port, 'GET', '/v1/prompts/easy?max_tokens=0')).json.error.field).toBe('query.max_tokens');

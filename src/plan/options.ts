@@ -1,4 +1,4 @@
-import { badOption, quote } from '../errors.js';
+import { badOption, quote, sameNameIn } from '../errors.js';
 import { defaultDecay, stepTooLarge } from '../posterior/decay.js';
 import { defaultLengthOptions } from '../posterior/length.js';
 import { defaultPriorOptions } from '../posterior/prior.js';
@@ -191,8 +191,7 @@ export function checkKnownKeys(object: unknown, known: readonly string[], where:
 function checkKeys(object: object, known: readonly string[], where: string, noun = 'option'): void {
   for (const key of Object.keys(object)) {
     if (known.includes(key)) continue;
-    const squash = (k: string) => k.replaceAll('_', '').toLowerCase();
-    const near = known.find((k) => squash(k) === squash(key));
+    const near = sameNameIn(key, known);
     const hint = near === undefined ? '' : `; the library's name for it is ${near}`;
     // No fields: a front end's renaming (min_n → --min-n) would garble the names this message compares.
     throw badOption(`${where}.${key}: unknown ${noun} ${quote(key)}${hint} (expected one of ${known.join(', ')})`);

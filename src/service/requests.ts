@@ -1,4 +1,4 @@
-import { RolloutBudgetError, badInput, quote, withFieldNames } from '../errors.js';
+import { RolloutBudgetError, badInput, quote, sameNameIn, withFieldNames } from '../errors.js';
 import { batchOf, checkCandidate, parseResults, type ResultBatch } from '../io/formats.js';
 import { storedTextProblem } from '../fields.js';
 import { MAX_JSON_DEPTH, nestedDeeperThan, parseJson } from '../io/jsonl.js';
@@ -38,7 +38,9 @@ function object(where: string, v: unknown): Json {
 
 function onlyKeys(where: string, obj: Json, allowed: readonly string[]): void {
   for (const key of Object.keys(obj)) {
-    if (!allowed.includes(key)) throw badInput(`${where}.${key}`, `unknown field ${quote(key)}; expected one of ${allowed.join(', ')}`);
+    if (allowed.includes(key)) continue;
+    const near = sameNameIn(key, allowed);
+    throw badInput(`${where}.${key}`, `unknown field ${quote(key)}${near === undefined ? '' : ` (the service's name for it is ${near})`}; expected one of ${allowed.join(', ')}`);
   }
 }
 
