@@ -209,7 +209,7 @@ export const figureChecks: readonly FigureCheck[] = [
 const LOG = 'fixtures/oneshot-rlvr-dsr-sub/visits.jsonl';
 const SCENARIOS = ['long-cot-competition', 'rl-math-pool', 'easy-pool'];
 /** fixtures/scenarios/stress/, in docs/cold-start.md's table. */
-const STRESS = ['plain-one-epoch', 'plain-two-epoch', 'plain-hard', 'plain-bimodal', 'plain-easy', 'plain-long-cot-tokens', 'part-hints', 'loose-budget', 'strong-drift', 'mostly-hard-once', 'groups-once-16'];
+const STRESS = ['plain-one-epoch', 'plain-two-epoch', 'plain-hard', 'plain-bimodal', 'plain-easy', 'plain-long-cot-tokens', 'part-hints', 'loose-budget', 'strong-drift', 'mostly-hard-once', 'groups-once-16', 'fast-learner'];
 
 /** The ratios of the "Our default ... against uniform: ..." line simulate prints last, by metric: "0.91× (0.91–0.92×)". */
 function headline(stdout: string): Map<string, string> {
