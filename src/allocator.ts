@@ -1,5 +1,5 @@
 import { RolloutBudgetError } from './errors.js';
-import { batchOf, checkCandidates, checkedBatch, type ResultBatch } from './io/formats.js';
+import { batchOf, checkCandidate, checkCandidates, checkedBatch, type ResultBatch } from './io/formats.js';
 import { createPosteriorPolicyRegistry } from './plan/policies.js';
 import { checkKnownKeys, checkOptionKeys, mergePlanOptions, resolvePlanOptions, type PlanOptionsInput } from './plan/options.js';
 import { planStep, type Registries } from './plan/planner.js';
@@ -83,9 +83,9 @@ export class Allocator {
    * plan is the one planStep gives on the state after that record. `deliver`, when given, gets
    * the plan before the record (the CLI writes its file there): if it throws, nothing is recorded.
    */
-  plan(candidates: readonly Candidate[], budget: Budget, options: PlanOptionsInput = {}, deliver?: (plan: Plan) => void): Plan {
+  plan(given: readonly Candidate[], budget: Budget, options: PlanOptionsInput = {}, deliver?: (plan: Plan) => void): Plan {
     this.requireOpen();
-    checkCandidates(candidates);
+    const candidates = checkCandidates(given);
     const snapshot = this.readsAll(candidates.length) ? this.store.snapshot() : this.store.snapshot(...candidateRead(candidates));
     const changes = metaChanges(snapshot, candidates);
     // A record that cannot be written fails before the plan is delivered, as it did when the plan came after it.
@@ -122,6 +122,8 @@ export class Allocator {
    */
   posterior(id: string, candidate: Partial<Candidate> = {}, options: PlanOptionsInput = {}): PosteriorView {
     this.requireOpen();
+    // Checked as a plan's candidate is: an id of 5 or "", a max_tokens of -1 (expected_tokens -1), a group of 5 were answered.
+    checkCandidate('posterior', { ...candidate, id });
     const resolved = resolvePlanOptions(this.merged(options));
     return posteriorView(this.store.snapshot([id], candidate.group === undefined ? [] : [candidate.group]), id, candidate, resolved);
   }

@@ -116,6 +116,7 @@ describe('execute against the sim-server (a test double)', () => {
     const extraBody = { return_token_ids: false };
     const single = await executePlan(planOf({ q0: 3, q1: 2 }), map, options([server.url], { requestN: 1, extraBody }));
     const model = new SimModel(defaultSimModel);
+    expect(single.results.length).toBe(5); // the loop below checks every rollout, not none
     for (const r of single.results) expect(r.tokens).toBe(expected(model, sim.find((p) => p.id === r.prompt_id)!, r.seed, 4096).tokens);
     expect(single.summary.tokens_unknown).toBe(0);
     const grouped = await executePlan(planOf({ q0: 3, q1: 2 }), map, options([server.url], { requestN: 8, extraBody }));

@@ -122,7 +122,7 @@ describe('a later round of a step: candidates with partial_rewards', () => {
   it('rejects bad partial rewards: library call names the candidate, the prompts file names file:line', () => {
     const bad = () => planStep(empty, [{ id: 'a', partial_rewards: [0, 1.5] }], { rollouts: 4 }, {}, registries);
     expect(bad).toThrow(RolloutBudgetError);
-    expect(bad).toThrow('candidate 1: "partial_rewards[1]" must be a number in [0, 1], got 1.5');
+    expect(bad).toThrow('candidates[0]: "partial_rewards[1]" must be a number in [0, 1], got 1.5');
     expect(() => parsePrompts('{"id":"a"}\n{"id":"b","partial_rewards":"0,1"}\n', 'p.jsonl')).toThrow('p.jsonl:2: "partial_rewards" must be an array of rewards in [0, 1], got "0,1"');
     expect(() => parsePrompts('{"id":"b","partial_rewards":[0,true]}\n', 'p.jsonl')).toThrow('p.jsonl:1: "partial_rewards[1]" must be a number in [0, 1], got true');
   });

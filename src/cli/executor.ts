@@ -1,6 +1,7 @@
 import { InvalidArgumentError, Option, type Command } from 'commander';
 import { Allocator } from '../allocator.js';
 import { RolloutBudgetError, badOption } from '../errors.js';
+import { MAX_OVER_PROVISION } from '../executor/check-options.js';
 import { EndpointRests, defaultRetry } from '../executor/dispatcher.js';
 import { normalizeEndpoint } from '../executor/endpoint.js';
 import { checkExecuteInputs, commitPartials, executePlan, type InputCheckOptions } from '../executor/execute.js';
@@ -16,7 +17,7 @@ import { verifierFrom } from '../executor/verify/verifiers.js';
 import { parsePrompts } from '../io/formats.js';
 import { DEFAULT_MAX_TOKENS } from '../plan/exports.js';
 import { MAX_TOKEN_COUNT } from '../posterior/length.js';
-import { SimModel, SHORT_COT } from '../simserver/model.js';
+import { SimModel, SHORT_COT, defaultSimModel } from '../simserver/model.js';
 import { parseSimPrompts } from '../simserver/prompts.js';
 import { SIM_REASONING_FIELDS } from '../simserver/stream.js';
 import { SIM_PROFILES, SimServer } from '../simserver/server.js';
@@ -64,7 +65,7 @@ function executorOptions(cmd: Command): Command {
     .addOption(new Option('--request-n <int>', 'largest n of one request (larger groups are split)').default(16).argParser(intArg(1)))
     .option('--verifier <spec>', 'math, or command:<cmd> (reads rollouts JSONL on stdin, prints one reward a line)', 'math')
     .addOption(new Option('--verifier-timeout <s>', 'wall-clock limit of one command: verifier batch; its process group is killed after it').default(DEFAULT_VERIFIER_TIMEOUT_S).argParser(numberArg(0.001, 86_400)))
-    .addOption(new Option('--over-provision <ratio>', 'launch up to (1 + r)·n rollouts per group, keep the first n').default(0).argParser(numberArg(0, 10)))
+    .addOption(new Option('--over-provision <ratio>', 'launch up to (1 + r)·n rollouts per group, keep the first n').default(0).argParser(numberArg(0, MAX_OVER_PROVISION)))
     .addOption(new Option('--timeout-s <s>', 'a request that gets nothing from the server for this many seconds is aborted and retried (a streamed answer that keeps coming is never cut)').default(600).argParser(numberArg(0.001, 86_400)))
     .addOption(new Option('--retries <int>', 'retries per request on 5xx, connection errors and timeouts').default(4).argParser(intArg(0)))
     .addOption(new Option('--max-tokens <int>', 'max_tokens for prompts the plan gives none (servers default to 16 or 128)').default(DEFAULT_MAX_TOKENS).argParser(intArg(1, MAX_TOKEN_COUNT)))
@@ -303,8 +304,8 @@ export function registerExecutorCommands(program: Command, io: CliIo): void {
     .addOption(new Option('--profile <server>', 'behave as vllm, sglang (one seed per request, native /generate) or openai (standard fields only)').choices(SIM_PROFILES).default('vllm'))
     .addOption(new Option('--port <int>', 'port on 127.0.0.1 (0: any free port)').default(8000).argParser(intArg(0)))
     .option('--model <name>', 'served model name (other names get 404)')
-    .addOption(new Option('--pass-alpha <a>', 'Beta α of pass rates').default(0.349).argParser(numberArg(1e-6, 1e6)))
-    .addOption(new Option('--pass-beta <b>', 'Beta β of pass rates').default(0.693).argParser(numberArg(1e-6, 1e6)))
+    .addOption(new Option('--pass-alpha <a>', 'Beta α of pass rates').default(defaultSimModel.passAlpha).argParser(numberArg(1e-6, 1e6)))
+    .addOption(new Option('--pass-beta <b>', 'Beta β of pass rates').default(defaultSimModel.passBeta).argParser(numberArg(1e-6, 1e6)))
     .addOption(new Option('--length-a <a>', 'log-length intercept (short-CoT fit 6.118)').default(SHORT_COT.a).argParser(numberArg(0, 20)))
     .addOption(new Option('--ms-per-token <ms>', 'generation time per token').default(0).argParser(numberArg(0, 1e4)))
     .addOption(new Option('--latency-ms <ms>', 'delay before the first byte').default(0).argParser(numberArg(0, 1e6)))

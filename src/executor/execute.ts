@@ -5,6 +5,7 @@ import { promptMetaFields } from '../store/meta.js';
 import { RequestError, streamRequest } from './client.js';
 import { Dispatcher, backoff } from './dispatcher.js';
 import { endpointUrl, normalizeEndpoint } from './endpoint.js';
+import { checkExecuteNumbers } from './check-options.js';
 import { CONTEXT_LENGTH, finishOutcome, isPlainFinish } from './finish.js';
 import type { PartialRollout, PartialSource } from './partials.js';
 import { SERVER_PROFILES, choicesPerRequest } from './profiles.js';
@@ -77,6 +78,7 @@ export async function executePlan(plan: Plan, prompts: ReadonlyMap<string, Candi
   const now = options.now ?? Date.now;
   if (options.endpoints.length === 0) throw new RolloutBudgetError('BAD_OPTION', 'give at least one --endpoint <url>');
   if (options.extraBody !== undefined) checkExtraBody(options.extraBody, options.temperature);
+  checkExecuteNumbers(options);
   const endpoints = options.endpoints.map(normalizeEndpoint);
   const server = options.server ?? SERVER_PROFILES.vllm;
   const groups = groupsOf(plan, prompts, options);

@@ -22,14 +22,14 @@ export function betaMoment(alpha: number, beta: number, a: number, b: number): n
 
 /**
  * Quantile of Beta(α, β) at probability q, jStat's beta.inv (Halley steps on the regularized
- * incomplete beta, math/incomplete-beta.ts; accurate to ~1e-8). Domain: α, β > 0, q in (0, 1).
+ * incomplete beta, math/incomplete-beta.ts; accurate to ~1e-8). Domain: α, β > 0, q in [0, 1] (0 and 1 at the ends).
  * About 1.4 µs a call.
  */
 export function betaQuantile(q: number, alpha: number, beta: number): number {
   return ibetainv(q, alpha, beta);
 }
 
-/** Standard normal quantile (Acklam's rational approximation, |error| < 1.2e-9). */
+/** Standard normal quantile (Acklam's rational approximation, |error| < 1.2e-9). Domain: q in (0, 1) (±∞ at the ends gives NaN). O(1). */
 export function normalQuantile(q: number): number {
   const a = [-39.69683028665376, 220.9460984245205, -275.9285104469687, 138.357751867269, -30.66479806614716, 2.506628277459239];
   const b = [-54.47609879822406, 161.5858368580409, -155.6989798598866, 66.80131188771972, -13.28068155288572];
@@ -69,10 +69,13 @@ function polygammas(x: number): [number, number, number, number] {
  * κ1 = ψ(α) − ψ(β), κ2 = ψ1(α) + ψ1(β), κ3 = ψ2(α) − ψ2(β), κ4 = ψ3(α) + ψ3(β) (ψk the
  * polygamma functions; logit(p) is a difference of log-Gammas, Johnson, Kotz & Balakrishnan,
  * ch. 25). Absolute error under 1e-3 there (the tests check it against jStat on random α, β);
- * below that it calls the exact `betaQuantile`. O(1).
+ * below that, and at q = 0 or 1, it calls the exact `betaQuantile`. Domain: α, β > 0, q in
+ * [0, 1]. O(1).
  */
 export function betaQuantileFast(q: number, alpha: number, beta: number): number {
-  if (alpha < 5 || beta < 5) return betaQuantile(q, alpha, beta);
+  // q = 0 or 1 (the plan option interval = 1): the expansion's normal quantile is ±∞ there and
+  // gave NaN (p_low and p_high null in the plan file); the exact quantile is 0 or 1.
+  if (alpha < 5 || beta < 5 || !(q > 0 && q < 1)) return betaQuantile(q, alpha, beta);
   return cornishFisher(q, cumulants(alpha, beta));
 }
 
@@ -98,7 +101,7 @@ function cornishFisher(q: number, { mean, sd, g1, g2 }: { mean: number; sd: numb
  * plan's interval. O(1).
  */
 export function betaIntervalFast(q: number, alpha: number, beta: number): [number, number] {
-  if (alpha < 5 || beta < 5) {
+  if (alpha < 5 || beta < 5 || !(q > 0 && q < 1)) {
     const ln = lnGammas(alpha, beta);
     return [ibetainvWith(q, alpha, beta, ln), ibetainvWith(1 - q, alpha, beta, ln)];
   }

@@ -3,6 +3,7 @@ import { conditionalValue, isMixed, partialGroupOf, partialKey, type PartialGrou
 import type { ValueCurves } from '../value/types.js';
 import { PartitionedCurves } from '../value/partitioned.js';
 import type { PosteriorPolicy, PosteriorPolicyInput, PosteriorPolicyOutput } from './policies.js';
+import { fieldsChecked, noteFieldsChecked } from './checked-ids.js';
 import type { Candidate } from './types.js';
 
 /**
@@ -135,8 +136,12 @@ export function buildPartialCurves(policy: PosteriorPolicy, input: PosteriorPoli
  * them as partial_rewards (a copy: a plan keeps its candidates, and the caller's lists grow).
  */
 export function withPartials(candidates: readonly Candidate[], rewards: ReadonlyMap<string, readonly number[]>): Candidate[] {
-  return candidates.map((c) => {
+  const out = candidates.map((c) => {
     const got = rewards.get(c.id);
     return got === undefined ? c : { ...c, partial_rewards: got.slice() };
   });
+  // Checked candidates stay checked (planStep's checkCandidates skips them): only partial_rewards
+  // is new, and readPartials checks it in every plan.
+  if (fieldsChecked(candidates)) noteFieldsChecked(out);
+  return out;
 }

@@ -9,6 +9,7 @@ import { SLACK, type Solver, type SolverInput } from '../solver/types.js';
 import type { ValueFunction } from '../value/functions.js';
 import { planLimits } from './limits.js';
 import { resolvePlanOptions, validateBudget, type PlanOptionsInput } from './options.js';
+import { checkCandidates } from './candidates.js';
 import { firstRepeatedId } from './checked-ids.js';
 import { buildPartialCurves, cheapestMixed, mixedOnly, partialBounds, readPartials, type Partials } from './partial.js';
 import type { PosteriorPolicy } from './policies.js';
@@ -35,7 +36,7 @@ export interface Registries {
  * → the solver named by the options fills it → the plan, with every deliberate repair in its
  * warnings. O(N·(max_n if skip) + (N + B) log N) with the greedy solver. Throws
  * BUDGET_INFEASIBLE when even the whole budget left cannot give every prompt without partial
- * rewards min_n (skip off); BAD_INPUT on duplicate candidate ids.
+ * rewards min_n (skip off); BAD_INPUT on a bad candidate field (plan/candidates.ts) or duplicate ids.
  */
 export function planStep(
   snapshot: StateSnapshot,
@@ -46,6 +47,9 @@ export function planStep(
 ): Plan {
   const options = resolvePlanOptions(optionsInput);
   validateBudget(budget);
+  // planStep is a library entry too (README: "the same computation without a store"): its
+  // candidates are checked as Allocator.plan's are; an array a reader made is not checked again.
+  candidates = checkCandidates(candidates);
   const policy = named('policy', registries.policies, options.policy);
   const value = named('value', registries.values, options.value);
   // One error for every unknown name (BAD_OPTION naming its field): the solver's was UNKNOWN_NAME without one.

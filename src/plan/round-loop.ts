@@ -145,7 +145,7 @@ function* roundMachine(input: StepRoundsInput | AsyncStepRoundsInput): Generator
     plans.push(plan);
     if (plan.totals.rollouts === 0) continue;
     const answer = (yield { rollouts: plan }) as RoundAnswer;
-    const counted = Array.isArray(answer) ? undefined : (answer as RoundOutcome);
+    const counted = Array.isArray(answer) ? undefined : checkOutcome(answer as RoundOutcome, round);
     const rollouts = counted === undefined ? (answer as readonly RoundRollout[]) : counted.rollouts;
     const perRollout = tokensPerRollout(plan);
     spent.tokens += prefillOf(plan, perRollout) + (counted?.tokens ?? 0);
@@ -153,13 +153,16 @@ function* roundMachine(input: StepRoundsInput | AsyncStepRoundsInput): Generator
     for (let k = 0; k < rollouts.length; k++) {
       const r = rollouts[k]!;
       checkRollout(r, k, round, perRollout, given);
+      // A boolean reward is 1 or 0 from here on: kept as given, the next round's plan refused
+      // it as its own partial_rewards ("partial_rewards[0] must be a number, got true").
+      const reward = typeof r.reward === 'boolean' ? (r.reward ? 1 : 0) : r.reward;
       const got = rewards.get(r.prompt_id);
       const known = typeof r.tokens === 'number' ? r.tokens : null;
       if (got === undefined) {
-        rewards.set(r.prompt_id, [r.reward]);
+        rewards.set(r.prompt_id, [reward]);
         tokens.set(r.prompt_id, [known]);
       } else {
-        got.push(r.reward);
+        got.push(reward);
         tokens.get(r.prompt_id)!.push(known);
       }
       spent.rollouts++;
@@ -191,6 +194,24 @@ function checkRollout(r: RoundRollout, k: number, round: number, planned: Readon
   const count = (given.get(r.prompt_id) ?? 0) + 1;
   given.set(r.prompt_id, count);
   if (count > n) throw badInput(where, `prompt ${quote(r.prompt_id)} has ${count} rollout${count === 1 ? '' : 's'}, more than this round's plan gives it (${n})`);
+}
+
+/**
+ * A round's RoundOutcome: an object whose `rollouts` is an array and `tokens` a finite number
+ * ≥ 0. A negative count handed the next round more than the step's budget (4,000 tokens, a
+ * generate function answering -1e6: a second round of 1,004,000), a NaN one failed as the
+ * caller's "budget_tokens must be an integer", and a missing one charged the round nothing. O(1).
+ */
+function checkOutcome(outcome: RoundOutcome, round: number): RoundOutcome {
+  const where = `round ${round + 1}: the generate function's answer`;
+  if (outcome === null || typeof outcome !== 'object' || !Array.isArray(outcome.rollouts)) {
+    throw badInput(where, `must be an array of rollouts or {rollouts, tokens}, got ${quote(outcome)}`);
+  }
+  const tokens: unknown = outcome.tokens;
+  if (typeof tokens !== 'number' || !(tokens >= 0 && tokens < Infinity)) {
+    throw badInput(where, `"tokens" must be the round's generated tokens, a finite number ≥ 0, got ${quote(tokens)}`);
+  }
+  return outcome;
 }
 
 /** The step's rollouts as results lines (StepRounds.results). O(rollouts). */

@@ -1,3 +1,4 @@
+import { badOption, quote } from '../errors.js';
 import type { PromptState } from './state.js';
 
 /**
@@ -23,6 +24,22 @@ export interface DecayOptions {
 }
 
 export const defaultDecay: DecayOptions = { forgetPerStep: 0.995, reobserveDiscount: 0.85 };
+
+/**
+ * Checks the rates a store applies evidence with: both in [0, 1] (plan/options.ts checks the
+ * same for plan options; a store is also called directly, `store.apply(batch, decay)`). A λ of
+ * 2 grew old evidence (3 rollouts then 2 more at step 3 held 22.4 rollouts' worth), and a
+ * partial object ({forgetPerStep: 0.99}) wrote NaN, refused as a STATE_ERROR telling the user to
+ * restore a backup. Errors name the option fields. O(1).
+ */
+export function checkDecay(decay: DecayOptions): void {
+  const rate = (field: string, v: unknown) => {
+    if (typeof v !== 'number' || !(v >= 0 && v <= 1)) throw badOption(`${field} must be in [0, 1], got ${quote(v)}`, [field]);
+  };
+  if (decay === null || typeof decay !== 'object') throw badOption(`decay must be an object {forgetPerStep, reobserveDiscount}, got ${quote(decay)}`);
+  rate('decay', decay.forgetPerStep);
+  rate('reobserve_discount', decay.reobserveDiscount);
+}
 
 /**
  * The largest step a result or a plan may name: 2³¹ − 1. A step is a training step's number, and

@@ -1,5 +1,5 @@
 import { candidateRead, createRegistries } from '../allocator.js';
-import { batchOf, checkCandidates, checkedBatch, type ResultBatch } from '../io/formats.js';
+import { batchOf, checkCandidate, checkCandidates, checkedBatch, type ResultBatch } from '../io/formats.js';
 import { checkOptionKeys, mergePlanOptions, resolvePlanOptions, type PlanOptionsInput } from '../plan/options.js';
 import { planStep, type Registries } from '../plan/planner.js';
 import { posteriorView, type PosteriorView } from '../plan/posterior-view.js';
@@ -31,7 +31,7 @@ export class AsyncAllocator {
   async plan(candidates: readonly Candidate[], budget: Budget, options: PlanOptionsInput = {}, deliver?: (plan: Plan) => void): Promise<Plan> {
     const merged = mergePlanOptions(this.defaults, options);
     resolvePlanOptions(merged); // reject bad options before touching the store
-    checkCandidates(candidates); // a request's were checked as it was read (service/requests.ts)
+    candidates = checkCandidates(candidates); // a request's were checked as it was read (service/requests.ts)
     // As Allocator.plan: plan on the state as it reads once the candidates' metadata is recorded, then record it.
     const snapshot = await this.store.snapshot(...candidateRead(candidates));
     const changes = metaChanges(snapshot, candidates);
@@ -47,6 +47,7 @@ export class AsyncAllocator {
   }
 
   async posterior(id: string, candidate: Partial<Candidate> = {}, options: PlanOptionsInput = {}): Promise<PosteriorView> {
+    checkCandidate('posterior', { ...candidate, id }); // as Allocator.posterior
     const resolved = resolvePlanOptions(mergePlanOptions(this.defaults, options));
     return posteriorView(await this.store.snapshot([id], candidate.group === undefined ? [] : [candidate.group]), id, candidate, resolved);
   }

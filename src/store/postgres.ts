@@ -2,7 +2,7 @@ import type pg from 'pg';
 import { lazyRequire } from '../lazy.js';
 import { RolloutBudgetError } from '../errors.js';
 import { sourceOfBatch, type ResultBatch, type ResultSource } from '../io/results.js';
-import type { DecayOptions } from '../posterior/decay.js';
+import { checkDecay, type DecayOptions } from '../posterior/decay.js';
 import { snapshotOf, type PromptState, type StateSnapshot } from '../posterior/state.js';
 import { ALL_SCOPE, groupScope, partialSnapshot, POOLED_META_KEY, PooledDeltas } from './pooled.js';
 import { addPooled, buildPooled, readPooled } from './postgres-pooled.js';
@@ -359,6 +359,7 @@ export class PostgresStore implements AsyncStore {
    * prompt rows written at the end. A retried transaction reads the source again.
    */
   async applySource(source: ResultSource, decay: DecayOptions): Promise<ObserveSummary> {
+    checkDecay(decay);
     return this.transaction((c) => applyIn(c, this.schema, source, decay));
   }
 

@@ -2,7 +2,7 @@ import { rmSync } from 'node:fs';
 import type Database from 'better-sqlite3';
 import { RolloutBudgetError } from '../errors.js';
 import { sourceOfBatch, type ResultBatch, type ResultSource } from '../io/results.js';
-import type { DecayOptions } from '../posterior/decay.js';
+import { checkDecay, type DecayOptions } from '../posterior/decay.js';
 import { snapshotOf, type PromptState, type StateSnapshot } from '../posterior/state.js';
 import { ATTEMPT_MS, LOCK_WAIT_ENV, lockWaitMs, retryAsync, retrySync } from './busy.js';
 import { cannotOpen, sqliteUnavailable } from './unavailable.js';
@@ -331,6 +331,7 @@ export class SqliteStore implements Store {
    * is rolled back and the batch applied again, asking which keys each statement took.
    */
   private applier(source: ResultSource, decay: DecayOptions): () => ObserveSummary {
+    checkDecay(decay);
     const run = this.db.transaction((hopeful: boolean) => this.writer.apply(source, decay, hopeful));
     return () => {
       try {
