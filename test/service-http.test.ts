@@ -1,7 +1,8 @@
 import { connect } from 'node:net';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { Allocator, AsyncAllocator, asyncStoreOf, Service, SqliteStore, startHttpService, type HttpService } from '../src/index.js';
+import { PassThrough } from 'node:stream';
+import { Allocator, AsyncAllocator, asyncStoreOf, serveStdio, Service, SqliteStore, startHttpService, type HttpOptions, type HttpService } from '../src/index.js';
 import { call, request, sleep, startService, stopService } from './service-helpers.js';
 import { tempDir } from './temp.js';
 
@@ -166,6 +167,26 @@ describe('HTTP service on SQLite', () => {
     // CONNECT had no answer at all: the socket was closed.
     expect(await sendAllThenRead('CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n', Buffer.alloc(0))).toMatch(/^HTTP\/1\.1 405 /);
     expect((await call(port, 'GET', '/healthz')).status).toBe(200);
+  });
+
+  // Style review, 2026-11-29: `{ bodyLimt: 1024 }` or a bodyLimit of NaN let an 8.5 MB body through with a 200.
+  it('refuses a library caller\'s options without a body limit that bounds anything, before it listens', async () => {
+    const own = new Service(new AsyncAllocator(asyncStoreOf(new SqliteStore(':memory:'))));
+    try {
+      const bad: [Record<string, unknown>, string][] = [
+        [{ host: '127.0.0.1', port: 0, bodyLimt: 1024 }, 'http options.bodyLimt: unknown option "bodyLimt" (expected one of host, port, bodyLimit, token'],
+        [{ host: '127.0.0.1', port: 0, bodyLimit: Number.NaN }, 'bodyLimit must be an integer from 1 to'],
+        [{ host: '127.0.0.1', port: 0, bodyLimit: 0 }, 'bodyLimit must be an integer from 1 to'],
+        [{ host: '127.0.0.1', port: 70_000, bodyLimit: 1024 }, 'port must be an integer from 0 to 65535, got 70000'],
+        [{ host: '127.0.0.1', port: 0, bodyLimit: 1024, closeGraceMs: -1 }, 'closeGraceMs must be a finite number of milliseconds ≥ 0, got -1'],
+      ];
+      for (const [options, message] of bad) {
+        await expect(startHttpService(own, options as unknown as HttpOptions)).rejects.toMatchObject({ code: 'BAD_OPTION', message: expect.stringContaining(message) });
+      }
+      await expect(serveStdio(own, new PassThrough(), new PassThrough(), Number.NaN)).rejects.toMatchObject({ code: 'BAD_OPTION', message: expect.stringContaining('lineLimit must be an integer from 1 to') });
+    } finally {
+      await own.allocator.close();
+    }
   });
 
   it('serves Prometheus metrics that count what happened (on its own service: no other test\'s requests count)', async () => {

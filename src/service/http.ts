@@ -1,8 +1,10 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { RolloutBudgetError } from '../errors.js';
+import { RolloutBudgetError, badOption, quote } from '../errors.js';
 import { decodeUtf8 } from '../io/utf8.js';
+import { checkKnownKeys } from '../plan/options.js';
 import { RequestGuard, type GuardOptions } from './guard.js';
+import { checkLimit } from './limit.js';
 import type { Service, ServiceResponse } from './router.js';
 
 export interface HttpOptions {
@@ -116,6 +118,7 @@ function readBody(req: IncomingMessage, limit: number): Promise<Buffer | null> {
  * never read.
  */
 export async function startHttpService(service: Service, options: HttpOptions): Promise<HttpService> {
+  checkHttpOptions(options);
   let closing = false;
   const guardOptions: GuardOptions = {
     listenHost: options.host,
@@ -233,4 +236,24 @@ export async function startHttpService(service: Service, options: HttpOptions): 
         void service.idle().then(() => server.closeIdleConnections());
       }),
   };
+}
+
+const HTTP_KEYS = ['host', 'port', 'bodyLimit', 'token', 'allowedHosts', 'closeGraceMs', 'firstRequestMs'];
+
+/**
+ * A library caller's HttpOptions, checked as `serve`'s flags are (stylerev review, 2026-11-29):
+ * a misspelt `bodyLimt`, or a `bodyLimit` of NaN, compared every body against undefined or NaN,
+ * which no size exceeds, so an 8.5 MB body was read whole and answered 200. Unknown keys,
+ * `bodyLimit` (an integer in [1, MAX_STRING_LENGTH]), `port` and the two times. O(1).
+ */
+export function checkHttpOptions(options: HttpOptions): void {
+  checkKnownKeys(options, HTTP_KEYS, 'http options');
+  checkLimit('bodyLimit', options.bodyLimit);
+  if (!Number.isSafeInteger(options.port) || options.port < 0 || options.port > 65_535) {
+    throw badOption(`port must be an integer from 0 to 65535, got ${quote(options.port)}`, ['port']);
+  }
+  for (const key of ['closeGraceMs', 'firstRequestMs'] as const) {
+    const v: unknown = options[key];
+    if (v !== undefined && !(typeof v === 'number' && v >= 0 && v < Infinity)) throw badOption(`${key} must be a finite number of milliseconds ≥ 0, got ${quote(v)}`, [key]);
+  }
 }

@@ -2,6 +2,7 @@ import type { Readable, Writable } from 'node:stream';
 import { RolloutBudgetError, quote } from '../errors.js';
 import { parseJson } from '../io/jsonl.js';
 import { decodeUtf8 } from '../io/utf8.js';
+import { checkLimit } from './limit.js';
 import type { Service, ServiceResponse } from './router.js';
 
 /**
@@ -15,6 +16,7 @@ import type { Service, ServiceResponse } from './router.js';
  * Resolves with which of the two ended it.
  */
 export async function serveStdio(service: Service, input: Readable, output: Writable, lineLimit: number): Promise<'end of input' | 'output closed'> {
+  checkLimit('lineLimit', lineLimit); // NaN or undefined let every line through whole, as HttpOptions.bodyLimit did
   // The reader of the responses went away (EPIPE: the trainer that owned this process exited):
   // nothing more can be answered, so stop reading, finish the request in hand, skip those
   // queued behind it, and end, where Node would crash on the unhandled 'error' event.
