@@ -88,6 +88,24 @@ describe('a first round\'s bound on prompts new to the state (--fresh-cap, fresh
     expect(pile).toBe('new0=27 new1=27 new2=27 new3=27 new4=27');
   });
 
+  it('--fresh-share and --fresh-cap given with --rounds-left 1 warn that they change nothing (they said nothing), and the plan is the one without them', async () => {
+    const dir = tempDir('rb-fresh-cap-');
+    const { state, prompts } = groupedState(dir);
+    const plain = join(dir, 'plain.json');
+    const flagged = join(dir, 'flagged.json');
+    expect((await cli(['plan', '--prompts', prompts, '--state', state, '--budget-rollouts', '480', '--out', plain])).stderr).not.toContain('--fresh');
+    const r = await cli(['plan', '--prompts', prompts, '--state', state, '--budget-rollouts', '480', '--out', flagged, '--fresh-share', '0', '--fresh-cap', '5']);
+    expect(r.code, r.stderr).toBe(0);
+    for (const flag of ['--fresh-share', '--fresh-cap']) {
+      expect(r.stderr).toContain(`rollout-budget: warning: ${flag} shapes a round with rounds after it (--rounds-left 2 or more); with --rounds-left 1 (one plan a step) it changes nothing\n`);
+    }
+    const allocations = (path: string) => (JSON.parse(readFileSync(path, 'utf8')) as { allocations: unknown }).allocations;
+    expect(allocations(flagged)).toEqual(allocations(plain));
+    const twoRounds = await cli(['plan', '--prompts', prompts, '--state', state, '--budget-rollouts', '480', '--out', join(dir, 'two.json'), '--rounds-left', '2', '--fresh-cap', '5']);
+    expect(twoRounds.code, twoRounds.stderr).toBe(0);
+    expect(twoRounds.stderr).not.toContain('--fresh-cap');
+  });
+
   it('a bad --fresh-cap (and fresh_cap) is refused, naming it', async () => {
     const dir = tempDir('rb-fresh-cap-');
     const { state, prompts } = groupedState(dir);

@@ -33,7 +33,10 @@ export function registerStateCommands(program: Command, io: CliIo): void {
   roundsLeftFlag(plan);
   // --max-n not given: left to the library's default (the same 64), so a --min-n above it is named
   // as the mistake ("--max-n must be an integer ≥ 100, got 64" named a flag the user never gave).
-  plan.action(async (opts, cmd: Command) => (await import('./state-commands.js')).planCommand(io, cmd.getOptionValueSource('maxN') === 'default' ? { ...opts, maxN: undefined } : opts));
+  plan.action(async (opts, cmd: Command) => {
+    unusedRoundFlags(io, cmd, opts.roundsLeft as number);
+    return (await import('./state-commands.js')).planCommand(io, cmd.getOptionValueSource('maxN') === 'default' ? { ...opts, maxN: undefined } : opts);
+  });
 
   const observe = program
     .command('observe')
@@ -55,4 +58,17 @@ export function registerStateCommands(program: Command, io: CliIo): void {
 function promptIdArg(value: string): string {
   if (value === '') throw new InvalidArgumentError('must be a prompt id, got ""');
   return value;
+}
+
+/**
+ * `--fresh-share` and `--fresh-cap` shape a round with rounds after it: given with `--rounds-left 1`
+ * (the default: one plan a step) they change nothing, and said nothing (stylerev review,
+ * 2026-11-29: `--fresh-share 0 --fresh-cap 5` planned 10, 10, 10 as without them). A warning
+ * on stderr; the plan is the same.
+ */
+function unusedRoundFlags(io: CliIo, cmd: Command, roundsLeft: number): void {
+  if (roundsLeft !== 1) return;
+  for (const [key, flag] of [['freshShare', '--fresh-share'], ['freshCap', '--fresh-cap']] as const) {
+    if (cmd.getOptionValueSource(key) === 'cli') io.stderr(`rollout-budget: warning: ${flag} shapes a round with rounds after it (--rounds-left 2 or more); with --rounds-left 1 (one plan a step) it changes nothing\n`);
+  }
 }
