@@ -8,6 +8,16 @@ import { MAX_TOKEN_COUNT } from './posterior/length.js';
 // took them from io/jsonl.ts).
 
 /**
+ * Whether a rollout's reward counts as a correct answer: reward ≥ 0.5 (a reward is a number in
+ * [0, 1]; a fractional one adds its value to the evidence, but a group's correct answers, the
+ * length model's correct class, a hard prompt's positive and a partial group's first success
+ * all count it whole at 0.5). One rule for every place that counts. O(1).
+ */
+export function isCorrect(reward: number): boolean {
+  return reward >= 0.5;
+}
+
+/**
  * The longest id, rollout id or group the state takes: a 100 MB prompt id was stored (a 210 MB
  * state), and every plan after it took 0.6 GB and seconds. Long enough for a prompt's text as
  * its id.

@@ -9,12 +9,14 @@ import { defaultRounds } from '../plan/options.js';
 import { runStepRounds, type RoundRollout } from '../plan/round-loop.js';
 import type { Candidate } from '../plan/types.js';
 import { visitDrawer } from '../replay/env.js';
+import { HARD, hasVariance } from '../replay/metrics.js';
 import type { GroupDrawer } from '../replay/types.js';
 import { LoggedRun, parseVisits, type Visit } from '../replay/visits.js';
 import { describe } from './catalog.js';
 import type { CliIo } from './io.js';
 import { roundsFlag, seedFlag, stepsFlag } from './options.js';
 import { shellWord } from '../io/shell-word.js';
+import { isCorrect } from '../fields.js';
 
 export interface DemoOptions {
   readonly steps: number;
@@ -41,18 +43,16 @@ export interface DemoStep {
   logged: DemoFigures;
 }
 
-const HARD = 0.2;
 const empty = (): DemoFigures => ({ rollouts: 0, informative: 0, informativeRollouts: 0, hardPositives: 0 });
 
 function add(into: DemoFigures, rewards: readonly number[], hard: boolean): void {
-  let k = 0;
-  for (const r of rewards) k += r >= 0.5 ? 1 : 0;
+  // The replay's rules (replay/metrics.ts): informative is reward variance, a positive a correct answer.
   into.rollouts += rewards.length;
-  if (k > 0 && k < rewards.length) {
+  if (hasVariance(rewards)) {
     into.informative++;
     into.informativeRollouts += rewards.length;
   }
-  if (hard && k > 0) into.hardPositives++;
+  if (hard && rewards.some(isCorrect)) into.hardPositives++;
 }
 
 /**

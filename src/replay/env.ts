@@ -2,6 +2,7 @@ import type { Random } from '../math/beta.js';
 import type { Budget, Candidate } from '../plan/types.js';
 import type { Environment, GroupDrawer, World } from './types.js';
 import type { ReplayRun, Visit } from './visits.js';
+import { isCorrect } from '../fields.js';
 
 /**
  * Draws a logged visit's outcomes one at a time. The first `visit.n` come from the logged
@@ -24,7 +25,7 @@ export function visitDrawer(visit: Visit, pooledRate: number, random: Random): G
     rewards.forEach((r, j) => {
       const t = tokens[j];
       if (t === undefined) return;
-      if (r >= 0.5 === correct) {
+      if (isCorrect(r) === correct) {
         sum += t;
         count++;
       } else {

@@ -1,4 +1,5 @@
 import { PackedRun, type PackedGroups } from './packed-run.js';
+import { isCorrect } from '../fields.js';
 
 /** A typed array twice as long, holding `a`'s values (the rest `fill`). */
 function doubled<T extends Int32Array | Uint8Array | Float64Array>(a: T, fill = 0): T {
@@ -69,7 +70,7 @@ export class RolloutStore {
       this.tokens[k] = tokens;
     } else if (this.tokens !== undefined) this.tokens[k] = -1;
     this.counts[g]!++;
-    if (reward >= 0.5) this.correct[g]!++;
+    if (isCorrect(reward)) this.correct[g]!++;
   }
 
   /** The group of (step, prompt), made on first sight. */

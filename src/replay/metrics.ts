@@ -1,5 +1,6 @@
 import { SpendRecorder } from './spend.js';
 import type { GroupOutcome } from './types.js';
+import { isCorrect } from '../fields.js';
 
 /** Metrics of one policy at one step. */
 export interface StepMetrics {
@@ -79,7 +80,8 @@ export interface CalibrationBin {
   realised: number;
 }
 
-const HARD = 0.2;
+/** A prompt is hard at a pass rate at most this (hard positives: its groups with a correct answer). */
+export const HARD = 0.2;
 
 /** Whether a group's rewards vary (GRPO advantage nonzero). */
 export function hasVariance(rewards: readonly number[]): boolean {
@@ -143,7 +145,7 @@ export class MetricsRecorder {
         m.informative++;
         m.effective += g.rewards.length;
       }
-      if (g.rewards.length > 0 && passRate(g) <= HARD && g.rewards.some((r) => r >= 0.5)) m.hardPositives++;
+      if (g.rewards.length > 0 && passRate(g) <= HARD && g.rewards.some(isCorrect)) m.hardPositives++;
     }
     if (budget.rollouts !== undefined && m.rollouts > budget.rollouts) m.withinBudget = false;
     if (budget.tokens !== undefined && m.withinBudget === true) {

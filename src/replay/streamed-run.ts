@@ -3,6 +3,7 @@ import { PackedVisit } from './packed-run.js';
 import { blockBytes, decodeStep } from './step-block.js';
 import { readFully, type StepEntry } from './step-index.js';
 import type { ReplayRun, StepCounts, Visit } from './visits.js';
+import { isCorrect } from '../fields.js';
 
 /** How many steps' visits a StreamedRun keeps read (a replay asks about its step and a few later ones). */
 const KEPT_STEPS = 16;
@@ -85,7 +86,7 @@ export class StreamedRun implements ReplayRun {
     for (let g = 0, offset = 0; g < entry.groups; g++) {
       const n = sizes[g]!;
       let correct = 0;
-      for (let k = offset; k < offset + n; k++) if (rollouts.rewards[k]! >= 0.5) correct++;
+      for (let k = offset; k < offset + n; k++) if (isCorrect(rollouts.rewards[k]!)) correct++;
       const v = new PackedVisit(entry.step, this.names[prompts[g]!]!, n, correct, rollouts, offset, this, g);
       visits.push(v);
       byId.set(v.prompt_id, v);

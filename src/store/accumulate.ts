@@ -4,6 +4,7 @@ import type { PromptState } from '../posterior/state.js';
 import { hintOf } from './meta.js';
 import type { ObserveSummary } from './types.js';
 import { PromptSlots } from './prompt-slots.js';
+import { isCorrect } from '../fields.js';
 
 /** Accepted rollouts of one prompt at one step, summed. */
 export interface StepEvidence {
@@ -32,7 +33,7 @@ export function addRollout(e: StepEvidence, reward: number, tokens: number | und
   e.failures += 1 - reward;
   e.rollouts++;
   if (tokens === undefined) return;
-  if (reward >= 0.5) {
+  if (isCorrect(reward)) {
     e.correctCount++;
     e.correctTokens += tokens;
   } else {

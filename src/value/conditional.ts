@@ -1,4 +1,5 @@
 import type { Monomial, ValueFunction } from './functions.js';
+import { isCorrect } from '../fields.js';
 
 /**
  * What a prompt already generated at this step, in an earlier round: k rollouts, and whether
@@ -16,7 +17,7 @@ export function partialGroupOf(rewards: readonly number[]): PartialGroup {
   const first = rewards[0];
   let varies = false;
   for (const r of rewards) if (r !== first) varies = true;
-  const success = first !== undefined && first >= 0.5;
+  const success = first !== undefined && isCorrect(first);
   return { rollouts: rewards.length, sawSuccess: varies || success, sawFailure: varies || (first !== undefined && !success) };
 }
 
