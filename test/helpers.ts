@@ -2,7 +2,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import seedrandom from 'seedrandom';
 import { expect } from 'vitest';
-import { MonomialCurves, createValueRegistry, fnv1a, type SolverInput, type SolverResult } from '../src/index.js';
+import { MonomialCurves, RolloutBudgetError, createValueRegistry, fnv1a, type SolverInput, type SolverResult } from '../src/index.js';
 
 /** A seeded random instance for solver tests; the seed goes into failure messages. */
 export function randomInstance(
@@ -76,4 +76,15 @@ export function expectSameSolution(a: SolverResult, b: SolverResult, label: stri
   expect(a.usedRollouts, label).toBe(b.usedRollouts);
   expect(a.usedTokens, label).toBe(b.usedTokens);
   expect(a.surplusRollouts, label).toBe(b.surplusRollouts);
+}
+
+/** The error a call throws, as a RolloutBudgetError (the test fails on any other, and when nothing is thrown). */
+export function thrown(call: () => unknown): RolloutBudgetError {
+  try {
+    call();
+  } catch (error) {
+    expect(error).toBeInstanceOf(RolloutBudgetError);
+    return error as RolloutBudgetError;
+  }
+  throw new Error('expected the call to throw');
 }

@@ -4,8 +4,9 @@ import Database from 'better-sqlite3';
 import { describe, expect, it } from 'vitest';
 import {
   Allocator, AsyncAllocator, batchOf, createAllocator, createRegistries, parsePromptsAt, planStep, posteriorView, resolvePlanOptions,
-  openAsyncStore, snapshotOf, RolloutBudgetError, runStepRounds, type Candidate, type ResultBatch, type RoundRollout,
+  openAsyncStore, snapshotOf, runStepRounds, type Candidate, type ResultBatch, type RoundRollout,
 } from '../src/index.js';
+import { thrown } from './helpers.js';
 import { tempDir } from './temp.js';
 
 // A Node developer embedding the library (libadopt review, 2026-11-29) found its entry points
@@ -13,16 +14,6 @@ import { tempDir } from './temp.js';
 // allocator failing with better-sqlite3's TypeError, and a round loop whose README example
 // observed rewards without their tokens, so the state never learnt a length.
 
-/** The error a call throws, as a RolloutBudgetError (the test fails on any other). */
-function thrown(call: () => unknown): RolloutBudgetError {
-  try {
-    call();
-  } catch (error) {
-    expect(error).toBeInstanceOf(RolloutBudgetError);
-    return error as RolloutBudgetError;
-  }
-  throw new Error('expected the call to throw');
-}
 
 /** Every table's rows of a SQLite state, for "nothing was written" (the file read apart from the allocator). */
 function rowsOf(path: string): string {

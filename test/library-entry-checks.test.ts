@@ -1,10 +1,11 @@
 import { describe, expect, it } from 'vitest';
 import {
-  batchOf, createAllocator, createRegistries, executePlan, mathVerifier, planStep, resolvePlanOptions, RolloutBudgetError, runStepRounds, snapshotOf,
+  batchOf, createAllocator, createRegistries, executePlan, mathVerifier, planStep, resolvePlanOptions, runStepRounds, snapshotOf,
   SqliteStore,
   type Candidate, type ExecuteOptions, type RoundAnswer,
 } from '../src/index.js';
 import { planOf, simPrompts, simServers } from './executor-helpers.js';
+import { thrown } from './helpers.js';
 
 // Style review 2026-11-29: entry points below Allocator.plan took what it refuses. planStep
 // planned a max_tokens of NaN ("this round spends NaN of the 100000 tokens left", expected_tokens
@@ -13,15 +14,6 @@ import { planOf, simPrompts, simServers } from './executor-helpers.js';
 // rewards came back as the next round's partial_rewards and were refused; executePlan waited
 // forever at concurrency 0 and generated 2 of 4 planned rollouts at overProvision -0.5.
 
-function thrown(call: () => unknown): RolloutBudgetError {
-  try {
-    call();
-  } catch (error) {
-    expect(error).toBeInstanceOf(RolloutBudgetError);
-    return error as RolloutBudgetError;
-  }
-  throw new Error('expected the call to throw');
-}
 
 const registries = createRegistries();
 const empty = snapshotOf([]);
