@@ -261,7 +261,7 @@ describe('the library refuses option keys it does not take', () => {
       [{ length: { shrinkage: -1 } }, 'length.shrinkage must be a finite number ≥ 0, got -1'],
       [{ length: { defaultTokens: 'x' } }, 'length.default_tokens must be an integer ≥ 1, got "x"'],
       [{ prior: { minPrompts: 0 } }, 'prior.min_prompts must be an integer ≥ 1, got 0'],
-      [{ prior: { minStrength: 0 } }, 'prior.min_strength must be a finite number ≥ 0 (not 0), got 0'],
+      [{ prior: { minStrength: 0 } }, 'prior.min_strength must be a finite number > 0, got 0'],
       [{ prior: { maxStrength: 0.25 } }, 'prior.max_strength must be a finite number ≥ 0.5, got 0.25'],
       [{ prior: { hintDefaultStrength: Number.POSITIVE_INFINITY } }, 'prior.hint_default_strength must be a finite number ≥ 0, got'],
     ];

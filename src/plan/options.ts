@@ -150,7 +150,7 @@ function requireInt(name: string, value: number, min: number): void {
 
 function requireFinite(name: string, value: number, min: number): void {
   if (!Number.isFinite(value) || value < min) {
-    throw badOption(`${name} must be a finite number ≥ ${min === Number.MIN_VALUE ? '0 (not 0)' : min}, got ${quote(value)}`, [name]);
+    throw badOption(`${name} must be a finite number ${min === Number.MIN_VALUE ? '> 0' : `≥ ${min}`}, got ${quote(value)}`, [name]);
   }
 }
 
