@@ -4,7 +4,7 @@ import Database from 'better-sqlite3';
 import { describe, expect, it } from 'vitest';
 import {
   Allocator, AsyncAllocator, batchOf, createAllocator, createRegistries, parsePromptsAt, planStep, posteriorView, resolvePlanOptions,
-  openAsyncStore, snapshotOf, runStepRounds, type Candidate, type ResultBatch, type RoundRollout,
+  asyncStoreOf, createStoreRegistry, openAsyncStore, snapshotOf, SqliteStore, storeKindOf, runStepRounds, type Candidate, type ResultBatch, type RoundRollout,
 } from '../src/index.js';
 import { thrown } from './helpers.js';
 import { tempDir } from './temp.js';
@@ -303,5 +303,23 @@ describe('a value function registered by a caller', () => {
     } finally {
       allocator.close();
     }
+  });
+});
+
+// Style review, 2026-11-29: openAsyncStore chose the backend from the URL's shape alone, so a
+// store registered for redis:// URLs was never called (the URL went to SQLite, which refused it).
+describe('a store registered under a URL scheme', () => {
+  it('opens that scheme\'s URLs; other URLs are still refused, and files and postgres:// URLs go where they went', async () => {
+    const opened: string[] = [];
+    const registry = createStoreRegistry().register('redis', async (location) => {
+      opened.push(location);
+      return asyncStoreOf(new SqliteStore(':memory:'));
+    });
+    const store = await openAsyncStore('redis://cache.example:6379/0', registry);
+    await store.close();
+    expect(opened).toEqual(['redis://cache.example:6379/0']);
+    expect([storeKindOf('REDIS://x', registry), storeKindOf('postgres://h/db', registry), storeKindOf('run.db', registry), storeKindOf('redis://x')]).toEqual(['redis', 'postgres', 'sqlite', 'sqlite']);
+    await expect(openAsyncStore('https://rb.example/state', registry)).rejects.toThrow(/"https:\/\/rb\.example\/state" is a URL, and a state is a SQLite file or a postgres:\/\/ URL/);
+    expect(opened).toHaveLength(1);
   });
 });
