@@ -225,6 +225,8 @@ describe('the library refuses option keys it does not take', () => {
         [() => allocator.plan(candidates, { rollouts: 16, token: 100 } as never), /^budget\.token: unknown field "token" \(expected one of rollouts, tokens\)/],
         [() => allocator.observe([{ prompt_id: 'b', step: 1, rewards: [1] }], { forgetPerStep: 0.9 } as never), /^options\.forgetPerStep: unknown option "forgetPerStep"/],
         [() => allocator.posterior('a', {}, { decay: { forget: 0.5 } } as never), /^options\.decay\.forget: unknown option "forget" \(expected one of forgetPerStep, reobserveDiscount\)/],
+        [() => allocator.plan(candidates, { rollouts: 16 }, { seed: null } as never), /^options\.seed is null: leave the option out for its default, or give a value$/],
+        [() => allocator.plan(candidates, { rollouts: 16, tokens: null } as never), /^budget\.tokens is null: leave the field out/],
       ];
       for (const [call, message] of cases) {
         const error = thrown(call);

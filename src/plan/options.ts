@@ -167,7 +167,8 @@ const BUDGET_KEYS = ['rollouts', 'tokens'];
  * A library caller's options hold only PlanOptionsInput's keys, and its groups (decay, prior,
  * length) are objects of theirs. A key misspelt, or written as errors, flags and the service
  * name it (`min_n` for `minN`), was ignored and its default used; `decay: 0.99` (the service's
- * field) dropped the group. `where` names the object in the message (`defaults`, `options`).
+ * field) dropped the group; a null value was taken for "not given". `where` names the object in
+ * the message (`defaults`, `options`).
  */
 export function checkOptionKeys(input: unknown, where = 'options'): void {
   const options = objectAt(where, input, 'an object of plan options');
@@ -190,6 +191,8 @@ export function checkKnownKeys(object: unknown, known: readonly string[], where:
 
 function checkKeys(object: object, known: readonly string[], where: string, noun = 'option'): void {
   for (const key of Object.keys(object)) {
+    // `?? default` took a null as "not given": `{ seed: null }` (a JSON config's) planned at seed 0, silently.
+    if ((object as Record<string, unknown>)[key] === null) throw badOption(`${where}.${key} is null: leave the ${noun} out for its default, or give a value`);
     if (known.includes(key)) continue;
     const near = sameNameIn(key, known);
     const hint = near === undefined ? '' : `; the library's name for it is ${near}`;
