@@ -122,6 +122,8 @@ function normalDraw(random: Random): number {
 /**
  * Gamma(shape, 1) draw. Marsaglia & Tsang (2000), "A simple method for generating gamma
  * variables", ACM TOMS 26(3); shape < 1 by the boost Gamma(k) = Gamma(k+1)·U^(1/k).
+ * Domain: shape > 0. Expected O(1): the squeeze accepts most tries, and a try is accepted with
+ * probability of about 0.95 or more for every shape ≥ 1 (as the paper reports).
  */
 export function gammaDraw(shape: number, random: Random): number {
   if (shape < 1) {
@@ -145,7 +147,11 @@ export function gammaDraw(shape: number, random: Random): number {
   }
 }
 
-/** Beta(α, β) draw as X/(X+Y) with X ~ Gamma(α), Y ~ Gamma(β). */
+/**
+ * Beta(α, β) draw as X/(X+Y) with X ~ Gamma(α), Y ~ Gamma(β) (the standard construction,
+ * e.g. Devroye 1986, "Non-Uniform Random Variate Generation", IX.4). Domain: α, β > 0.
+ * Expected O(1) (two gammaDraw calls).
+ */
 export function betaDraw(alpha: number, beta: number, random: Random): number {
   const x = gammaDraw(alpha, random);
   const y = gammaDraw(beta, random);

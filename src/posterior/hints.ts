@@ -67,7 +67,12 @@ export function checkHint(where: string, obj: Record<string, unknown>): { prior_
   return { ...(rate === undefined ? {} : { prior_pass_rate: rate as number }), ...(samples === undefined ? {} : { prior_samples: samples as number }) };
 }
 
-/** The trust f of a fit: positive-part shrinkage of the slope at two standard errors. */
+/**
+ * The trust f of a fit: positive-part shrinkage of the slope at two standard errors,
+ * f = max(0, 1 − 4·Var(b)/b²) (the positive-part James–Stein factor, Efron & Morris 1973, for one
+ * coefficient with the threshold at z = 2): 0 for a slope within two standard errors of 0, near 1
+ * for a slope known well. Domain: a fit with finite variance (else 0). O(1).
+ */
 export function trustOf(fit: HintFit): number {
   if (fit.b === 0 || !Number.isFinite(fit.varB)) return 0;
   return Math.max(0, 1 - (4 * fit.varB) / (fit.b * fit.b));

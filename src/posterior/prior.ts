@@ -40,7 +40,12 @@ export interface Prior {
 
 export const flatPrior: Prior = { alpha: 1, beta: 1, source: 'flat' };
 
-/** Fits Beta(α0, β0) to pooled figures, or undefined with too few prompts. O(1). */
+/**
+ * Fits Beta(α0, β0) to pooled figures by the method of moments corrected for binomial noise
+ * (PriorOptions above has the formula), or undefined with fewer than `minPrompts` prompts. The
+ * mean is clamped to [0.01, 0.99], so a pool seen all right or all wrong still has a prior both
+ * outcomes can move, and the strength to [minStrength, maxStrength]. O(1).
+ */
 export function fitPrior(stats: GroupStats, opts: PriorOptions, source: 'group' | 'all'): Prior | undefined {
   if (stats.count < opts.minPrompts) return undefined;
   const mean = Math.min(0.99, Math.max(0.01, stats.sumRate / stats.count));

@@ -9,6 +9,7 @@ export function lowerOf(input: SolverInput, i: number): number {
   return input.promptMinN === undefined ? input.minN : input.promptMinN[i]!;
 }
 
+/** Prompt i's upper bound: its own `promptMaxN` or the global max_n. O(1). */
 export function upperOf(input: SolverInput, i: number): number {
   return input.promptMaxN === undefined ? input.maxN : input.promptMaxN[i]!;
 }

@@ -83,7 +83,9 @@ export function solvedOrThrow(name: string, input: SolverInput, result: SolverRe
 
 /**
  * Exact MILP with javascript-lp-solver: one binary per (prompt, option), one option per
- * prompt, both budgets as rows; with `multipleOf` k, Σ n − k·q = 0 for an integer q ≥ 0. Practical up to a few hundred prompts with small max_n.
+ * prompt, both budgets as rows; with `multipleOf` k, Σ n − k·q = 0 for an integer q ≥ 0.
+ * Branch and bound: exponential in the number of prompts at worst; practical up to a few hundred
+ * prompts with small max_n (N·max_n binaries).
  * With `timeoutMs` the branch and bound stops there and the status is `truncated` (n then
  * holds the best integer solution found, possibly none).
  */
