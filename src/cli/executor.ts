@@ -29,7 +29,7 @@ import { readPlanInputs } from './plan-inputs.js';
 import { requirePrompts } from './prompts-input.js';
 import { stopSignals } from './signals.js';
 import {
-  boundFlags, budgetFlags, budgetFrom, multipleOfFlag, planOptionsFrom, policyFlags, roundsFlag, seedFlag, skipFlag, stateFlag, stepsFlag,
+  boundFlags, budgetFlags, budgetFrom, multipleOfFlag, planOptionsFrom, policyFlags, roundsFlag, seedFlag, skipFlag, stateFlag, stepsFlag, promptFieldOption, verifierOption,
 } from './options.js';
 import { bearerSecret, intArg, numberArg } from './parse.js';
 
@@ -59,11 +59,11 @@ function executorOptions(cmd: Command): Command {
     .option('--endpoint <url>', 'OpenAI-compatible server base URL, http://host:port or http://host:port/v1 (repeat for several)', collect)
     .requiredOption('--model <name>', 'served model name')
     .addOption(new Option('--server <kind>', 'how requests are shaped for the server, or auto (asks GET /v1/models)').choices(['auto', ...Object.keys(SERVER_PROFILES)]).default('auto'))
-    .option('--prompt-field <name>', 'prompts field holding the text to send (e.g. problem)', 'prompt')
+    .addOption(promptFieldOption('prompts field holding the text to send (e.g. problem)'))
     .addOption(new Option('--api <api>', 'API to call (default: chat for prompts with messages, else completions)').choices(['chat', 'completions']))
     .addOption(new Option('--concurrency <int>', 'requests in flight at most').default(32).argParser(intArg(1)))
     .addOption(new Option('--request-n <int>', 'largest n of one request (larger groups are split)').default(16).argParser(intArg(1)))
-    .option('--verifier <spec>', 'math, or command:<cmd> (reads rollouts JSONL on stdin, prints one reward a line)', 'math')
+    .addOption(verifierOption())
     .addOption(new Option('--verifier-timeout <s>', 'wall-clock limit of one command: verifier batch; its process group is killed after it').default(DEFAULT_VERIFIER_TIMEOUT_S).argParser(numberArg(0.001, 86_400)))
     .addOption(new Option('--over-provision <ratio>', 'launch up to (1 + r)·n rollouts per group, keep the first n').default(0).argParser(numberArg(0, MAX_OVER_PROVISION)))
     .addOption(new Option('--timeout-s <s>', 'a request that gets nothing from the server for this many seconds is aborted and retried (a streamed answer that keeps coming is never cut)').default(600).argParser(numberArg(0.001, 86_400)))
@@ -300,7 +300,7 @@ export function registerExecutorCommands(program: Command, io: CliIo): void {
     .command('sim-server')
     .description(describe('sim-server'))
     .option('--prompts <path>', 'prompts JSONL with ground_truth (and optional sim_pass_rate) the server answers')
-    .option('--prompt-field <name>', 'prompts field holding the text (e.g. problem)', 'prompt')
+    .addOption(promptFieldOption('prompts field holding the text (e.g. problem)'))
     .addOption(new Option('--profile <server>', 'behave as vllm, sglang (one seed per request, native /generate) or openai (standard fields only)').choices(SIM_PROFILES).default('vllm'))
     .addOption(new Option('--port <int>', 'port on 127.0.0.1 (0: any free port)').default(8000).argParser(intArg(0)))
     .option('--model <name>', 'served model name (other names get 404)')

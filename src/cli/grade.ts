@@ -4,6 +4,7 @@ import { DEFAULT_VERIFIER_TIMEOUT_S } from '../executor/verify/command.js';
 import { verifierFrom } from '../executor/verify/verifiers.js';
 import { describe } from './catalog.js';
 import { checkOutput, readInput, writeOutput, type CliIo } from './io.js';
+import { promptFieldOption, verifierOption } from './options.js';
 import { numberArg } from './parse.js';
 import { readPlanInputs } from './plan-inputs.js';
 
@@ -15,9 +16,9 @@ export function registerGradeCommand(program: Command, io: CliIo): void {
     .requiredOption('--batch-output <path|->', 'the output file of `vllm run-batch -i <plan --format vllm-batch>`')
     .requiredOption('--plan <path>', 'the plan JSON the batch was exported from (groups, seeds, first_rollout)')
     .requiredOption('--prompts <path>', 'prompts JSONL: ground_truth for --verifier math')
-    .option('--verifier <spec>', 'math, or command:<cmd> (reads rollouts JSONL on stdin, prints one reward a line)', 'math')
+    .addOption(verifierOption())
     .addOption(new Option('--verifier-timeout <s>', 'wall-clock limit of one command: verifier batch').default(DEFAULT_VERIFIER_TIMEOUT_S).argParser(numberArg(0.001, 86_400)))
-    .option('--prompt-field <name>', 'prompts field that held the text (sent to a command: verifier)', 'prompt')
+    .addOption(promptFieldOption('prompts field that held the text (sent to a command: verifier)'))
     .option('--out <path|->', 'results JSONL, as `observe` takes it', '-')
     .action(async (opts) => {
       checkOutput(opts.out, { '--batch-output': opts.batchOutput, '--plan': opts.plan, '--prompts': opts.prompts }); // before the grading, which a command: verifier may make long

@@ -1,6 +1,7 @@
 import { Option, type Command } from 'commander';
 import { defaultPlanOptions, defaultRounds, type PlanOptionsInput } from '../plan/options.js';
 import { createPosteriorPolicyRegistry } from '../plan/policies.js';
+import { DEFAULT_PROMPT_FIELD } from '../plan/exports.js';
 import type { Budget } from '../plan/types.js';
 import { createValueRegistry } from '../value/functions.js';
 import { freshCapArg, intArg, numberArg, stateArg } from './parse.js';
@@ -144,4 +145,14 @@ export function planOptionsFrom(opts: SharedFlags): PlanOptionsInput {
     ...(opts.multipleOf === undefined ? {} : { multipleOf: opts.multipleOf }),
     ...(Object.keys(decay).length === 0 ? {} : { decay }),
   };
+}
+
+/** `--prompt-field`, declared once (four commands take it); `what` says what the command does with the text. */
+export function promptFieldOption(what: string): Option {
+  return new Option('--prompt-field <name>', what).default(DEFAULT_PROMPT_FIELD);
+}
+
+/** `--verifier`, declared once (`execute`, `loop`, `grade`). */
+export function verifierOption(): Option {
+  return new Option('--verifier <spec>', 'math, or command:<cmd> (reads rollouts JSONL on stdin, prints one reward a line)').default('math');
 }

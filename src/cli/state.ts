@@ -4,7 +4,7 @@ import { defaultPlanOptions, MAX_PREFILL_WEIGHT } from '../plan/options.js';
 import { MAX_TOKEN_COUNT } from '../posterior/length.js';
 import { describe } from './catalog.js';
 import type { CliIo } from './io.js';
-import { boundFlags, budgetFlags, decayFlags, multipleOfFlag, policyFlags, roundsLeftFlag, seedFlag, skipFlag, stateFlag } from './options.js';
+import { boundFlags, budgetFlags, decayFlags, multipleOfFlag, policyFlags, promptFieldOption, roundsLeftFlag, seedFlag, skipFlag, stateFlag } from './options.js';
 import { intArg, numberArg } from './parse.js';
 
 /** Registers `plan`, `observe`, `inspect` and `backup`; their actions live in cli/state-commands.ts. */
@@ -28,7 +28,7 @@ export function registerStateCommands(program: Command, io: CliIo): void {
     .option('--model <name>', 'model name for --format vllm-batch request bodies')
     // issue 11: a generation limit for prompts without max_tokens, and the field holding the text.
     .addOption(new Option('--max-tokens <int>', `max_tokens of prompts that give none (the plan knows it); exports use ${DEFAULT_MAX_TOKENS} when not given`).argParser(intArg(1, MAX_TOKEN_COUNT)))
-    .option('--prompt-field <name>', 'prompts field holding the text, for --format vllm-batch and sglang', 'prompt');
+    .addOption(promptFieldOption('prompts field holding the text, for --format vllm-batch and sglang'));
   decayFlags(plan);
   roundsLeftFlag(plan);
   // --max-n not given: left to the library's default (the same 64), so a --min-n above it is named

@@ -1,5 +1,5 @@
 import { badInput, badOption, quote } from '../errors.js';
-import { promptFieldHint } from '../plan/exports.js';
+import { DEFAULT_PROMPT_FIELD, promptFieldHint } from '../plan/exports.js';
 import type { Candidate } from '../plan/types.js';
 import type { ServerProfile } from './profiles.js';
 import type { Api } from './types.js';
@@ -52,7 +52,7 @@ export function seedRuns(units: readonly Unit[], max: number): Unit[][] {
 }
 
 /** The text to send for a prompt: its `field` string (default "prompt"), or undefined. */
-export function promptText(prompt: Candidate, field = 'prompt'): string | undefined {
+export function promptText(prompt: Candidate, field = DEFAULT_PROMPT_FIELD): string | undefined {
   const v = prompt[field];
   return typeof v === 'string' && v.length > 0 ? v : undefined;
 }
@@ -61,7 +61,7 @@ export function promptText(prompt: Candidate, field = 'prompt'): string | undefi
  * The API a prompt is sent with; throws naming `where` (the prompt's file:line and id) on a
  * mismatch, and suggests `--prompt-field` when the prompt has one text field the flag could name.
  */
-export function apiFor(prompt: Candidate, forced: Api | undefined, where: string, field = 'prompt'): Api {
+export function apiFor(prompt: Candidate, forced: Api | undefined, where: string, field = DEFAULT_PROMPT_FIELD): Api {
   const hasText = promptText(prompt, field) !== undefined;
   const hasMessages = Array.isArray(prompt.messages) && prompt.messages.length > 0;
   if (!hasText && !hasMessages) throw badInput(where, `needs a ${quote(field)} string or a "messages" array to send${promptFieldHint(prompt, field)}`);

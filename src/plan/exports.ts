@@ -48,6 +48,9 @@ export function planGroups(plan: Plan): PlanGroup[] {
  */
 export const DEFAULT_MAX_TOKENS = 4096;
 
+/** The prompts field that holds a prompt's text unless a caller names another (`--prompt-field`). */
+export const DEFAULT_PROMPT_FIELD = 'prompt';
+
 /** What is sent for a prompt: a text string (completions) or `messages` (chat). */
 export type PromptPayload = { kind: 'completions'; prompt: string } | { kind: 'chat'; messages: unknown[] };
 
@@ -55,7 +58,7 @@ export type PromptPayload = { kind: 'completions'; prompt: string } | { kind: 'c
  * A candidate's payload from its text field (`field`, default "prompt") or `messages`; throws
  * naming `where` (the prompt's file:line and id), and names a text field `--prompt-field` could take.
  */
-export function payloadOf(c: Candidate, where: string, field = 'prompt'): PromptPayload {
+export function payloadOf(c: Candidate, where: string, field = DEFAULT_PROMPT_FIELD): PromptPayload {
   const text = c[field];
   if (typeof text === 'string' && text.length > 0) return { kind: 'completions', prompt: text };
   if (Array.isArray(c.messages) && c.messages.length > 0) return { kind: 'chat', messages: c.messages };
@@ -190,7 +193,7 @@ export function sglangRequest(plan: Plan, options: ExportOptions): Record<string
   for (const g of planGroups(plan)) {
     const payload = payloadOf(candidateOf(options, g.prompt_id), whereOf(options, g.prompt_id), options.promptField);
     if (payload.kind !== 'completions') {
-      throw badOption(`--format sglang sends raw text: prompt ${quote(g.prompt_id)} has "messages" but no ${quote(options.promptField ?? 'prompt')} string (use --format vllm-batch for chat prompts)`);
+      throw badOption(`--format sglang sends raw text: prompt ${quote(g.prompt_id)} has "messages" but no ${quote(options.promptField ?? DEFAULT_PROMPT_FIELD)} string (use --format vllm-batch for chat prompts)`);
     }
     const first = g.first_rollout ?? 0;
     for (let j = 0; j < g.n; j++) {

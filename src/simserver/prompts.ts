@@ -1,6 +1,6 @@
 import { badInput, quote } from '../errors.js';
 import { parseJsonl } from '../io/jsonl.js';
-import { promptFieldHint } from '../plan/exports.js';
+import { DEFAULT_PROMPT_FIELD, promptFieldHint } from '../plan/exports.js';
 import type { Candidate } from '../plan/types.js';
 import type { SimPrompt } from './model.js';
 
@@ -9,7 +9,7 @@ import type { SimPrompt } from './model.js';
  * `field` string (default "prompt", `--prompt-field`), or the last user message of `messages`;
  * `ground_truth` is required; `sim_pass_rate` in [0, 1] optionally fixes the prompt's pass rate.
  */
-export function parseSimPrompts(text: string, name: string, field = 'prompt'): SimPrompt[] {
+export function parseSimPrompts(text: string, name: string, field = DEFAULT_PROMPT_FIELD): SimPrompt[] {
   return parseJsonl(text, name).map(({ where, value }) => {
     const id = value.id;
     if (typeof id !== 'string' || id === '') throw badInput(where, `"id" must be a non-empty string, got ${quote(id)}`);
