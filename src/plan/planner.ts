@@ -17,7 +17,7 @@ import { freshUpperBounds } from './fresh-cap.js';
 import { grownShareWarning, roundShare } from './rounds.js';
 import { columnarPlan } from './columns.js';
 import { posteriors } from './posteriors.js';
-import type { Budget, Candidate, Plan, PlanColumns } from './types.js';
+import type { Budget, Candidate, Plan, PlanColumns, PlanOptions } from './types.js';
 
 /** The planner's extension points, by name (plan options `value`, `policy`, `solver`). */
 export interface Registries {
@@ -49,7 +49,18 @@ export function planStep(
   validateBudget(budget);
   // planStep is a library entry too (README: "the same computation without a store"): its
   // candidates are checked as Allocator.plan's are; an array a reader made is not checked again.
-  candidates = checkCandidates(candidates);
+  // The plan itself is planChecked's, whose `candidates` is never reassigned (the closures that
+  // read it keep a constant binding).
+  return planChecked(snapshot, checkCandidates(candidates), budget, options, registries);
+}
+
+function planChecked(
+  snapshot: StateSnapshot,
+  candidates: readonly Candidate[],
+  budget: Budget,
+  options: PlanOptions,
+  registries: Registries,
+): Plan {
   const policy = named('policy', registries.policies, options.policy);
   const value = named('value', registries.values, options.value);
   // One error for every unknown name (BAD_OPTION naming its field): the solver's was UNKNOWN_NAME without one.
