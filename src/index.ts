@@ -6,11 +6,12 @@ export type { ErrorCode } from './errors.js';
 export { createRegistry } from './registry.js';
 export type { Registry } from './registry.js';
 
-// Math: Beta moments, quantiles and draws; hashing for seeds and tie-breaks.
+// Math: Beta moments, quantiles and draws; Student's t quantile; hashing for seeds and tie-breaks.
 export { betaDraw, betaMoment, betaQuantile, betaQuantileFast, gammaDraw, lgamma, logBeta } from './math/beta.js';
 export type { Random } from './math/beta.js';
 export { fnv1a } from './math/hash.js';
 export { arc4Random } from './math/arc4.js';
+export { tQuantile } from './math/student.js';
 
 // Posterior: prompt state, decay, learned prior, expected response length.
 export { addToGroupStats, emptyGroupStats, snapshotOf } from './posterior/state.js';
@@ -179,7 +180,6 @@ export { knapsackRlPolicy, knapsackRlState } from './replay/baselines/knapsack-r
 export { moppsDefaults, moppsPolicy, moppsUpdate } from './replay/baselines/mopps.js';
 export type { MoppsPosterior } from './replay/baselines/mopps.js';
 export { xrpoDefaults, xrpoHalfWidth, xrpoPolicy, xrpoPriority } from './replay/baselines/xrpo.js';
-export { tQuantile } from './math/student.js';
 export { EASY_MEAN, HARD_MEAN, History } from './replay/history.js';
 export type { PromptHistory } from './replay/history.js';
 export type {

@@ -103,6 +103,8 @@ describe('executePlan checks its numbers before any request', () => {
       [{ overProvision: -0.5 }, 'overProvision must be'],
       [{ overProvision: Number.NaN }, 'overProvision must be'],
       [{ timeoutMs: Number.NaN }, 'timeoutMs must be'],
+      // In the library's terms: it said "give at least one --endpoint <url>", a flag a library caller never sets.
+      [{ endpoints: [] }, 'endpoints is empty: give at least one OpenAI-compatible server URL'],
     ];
     for (const [extra, message] of cases) {
       await expect(executePlan(planOf({ q0: 4 }), prompts, { ...base, ...extra }), message).rejects.toMatchObject({ code: 'BAD_OPTION', message: expect.stringContaining(message) });

@@ -76,7 +76,8 @@ const pathOf = (api: Api) => (api === 'chat' ? '/v1/chat/completions' : '/v1/com
  */
 export async function executePlan(plan: Plan, prompts: ReadonlyMap<string, Candidate>, options: ExecuteOptions): Promise<ExecuteReport> {
   const now = options.now ?? Date.now;
-  if (options.endpoints.length === 0) throw new RolloutBudgetError('BAD_OPTION', 'give at least one --endpoint <url>');
+  // In the library's terms (the CLI checks --endpoint itself, cli/executor.ts).
+  if (options.endpoints.length === 0) throw new RolloutBudgetError('BAD_OPTION', 'endpoints is empty: give at least one OpenAI-compatible server URL', 2, ['endpoints']);
   if (options.extraBody !== undefined) checkExtraBody(options.extraBody, options.temperature);
   checkExecuteNumbers(options);
   const endpoints = options.endpoints.map(normalizeEndpoint);
