@@ -1,5 +1,5 @@
 import { badOption, quote, sameNameIn } from '../errors.js';
-import { defaultDecay, stepTooLarge } from '../posterior/decay.js';
+import { checkDecay, defaultDecay, stepTooLarge } from '../posterior/decay.js';
 import { defaultLengthOptions } from '../posterior/length.js';
 import { defaultPriorOptions } from '../posterior/prior.js';
 import { isFreshCap } from './fresh-cap.js';
@@ -108,8 +108,7 @@ export function resolvePlanOptions(input: PlanOptionsInput = {}): PlanOptions {
   requireRange('prefill_weight', options.prefillWeight, 0, MAX_PREFILL_WEIGHT, true);
   requireRange('saturation', options.saturation, 0, 1);
   requireRange('interval', options.interval, 0, 1, true);
-  requireRange('decay', options.decay.forgetPerStep, 0, 1, true);
-  requireRange('reobserve_discount', options.decay.reobserveDiscount, 0, 1, true);
+  checkDecay(options.decay); // the rule a store's apply checks too
   if (typeof options.skip !== 'boolean') throw badOption(`skip must be true or false, got ${quote(options.skip)}`, ['skip']);
   requireInt('rounds_left', options.roundsLeft, 1);
   requireRange('fresh_share', options.freshShare, 0, 1, true);

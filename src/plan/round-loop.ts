@@ -1,4 +1,5 @@
 import { badInput, badOption, quote } from '../errors.js';
+import { field } from '../fields.js';
 import { withPartials } from './partial.js';
 import type { Budget, Candidate, Plan } from './types.js';
 
@@ -152,10 +153,9 @@ function* roundMachine(input: StepRoundsInput | AsyncStepRoundsInput): Generator
     const given = new Map<string, number>();
     for (let k = 0; k < rollouts.length; k++) {
       const r = rollouts[k]!;
-      checkRollout(r, k, round, perRollout, given);
       // A boolean reward is 1 or 0 from here on: kept as given, the next round's plan refused
       // it as its own partial_rewards ("partial_rewards[0] must be a number, got true").
-      const reward = typeof r.reward === 'boolean' ? (r.reward ? 1 : 0) : r.reward;
+      const reward = checkRollout(r, k, round, perRollout, given);
       const got = rewards.get(r.prompt_id);
       const known = typeof r.tokens === 'number' ? r.tokens : null;
       if (got === undefined) {
@@ -178,14 +178,13 @@ function* roundMachine(input: StepRoundsInput | AsyncStepRoundsInput): Generator
  * Checks rollout k of a round's answer against the round's plan: a reward in [0, 1], a prompt
  * the plan gives rollouts, at most its n of them (`given` counts them). A NaN reward was named
  * only by the next round's plan, as a partial_rewards field the caller never wrote; rollouts
- * beyond the plan were counted as spent. O(1).
+ * beyond the plan were counted as spent. Returns the reward as a number (a boolean as 1 or 0). O(1).
  */
-function checkRollout(r: RoundRollout, k: number, round: number, planned: ReadonlyMap<string, { n: number }>, given: Map<string, number>): void {
+function checkRollout(r: RoundRollout, k: number, round: number, planned: ReadonlyMap<string, { n: number }>, given: Map<string, number>): number {
   const where = `round ${round + 1}: the generate function's rollout ${k}`;
   if (r === null || typeof r !== 'object') throw badInput(where, `must be an object {prompt_id, reward, tokens?}, got ${quote(r)}`);
-  // A boolean is a reward, as in a results file (rounds of one took it before this check).
-  const reward: unknown = r.reward;
-  if (!(typeof reward === 'boolean' || (typeof reward === 'number' && reward >= 0 && reward <= 1))) throw badInput(where, `"reward" must be a number in [0, 1], got ${quote(reward)}`);
+  // A results line's rule (fields.ts): a number in [0, 1], or a boolean as 1 or 0.
+  const reward = field.reward(where, 'reward', r.reward);
   const tokens: unknown = r.tokens;
   if (tokens !== undefined && tokens !== null && !(typeof tokens === 'number' && tokens >= 0 && tokens < Infinity)) {
     throw badInput(where, `"tokens" must be a non-negative number, null or absent, got ${quote(tokens)}`);
@@ -194,6 +193,7 @@ function checkRollout(r: RoundRollout, k: number, round: number, planned: Readon
   const count = (given.get(r.prompt_id) ?? 0) + 1;
   given.set(r.prompt_id, count);
   if (count > n) throw badInput(where, `prompt ${quote(r.prompt_id)} has ${count} rollout${count === 1 ? '' : 's'}, more than this round's plan gives it (${n})`);
+  return reward;
 }
 
 /**

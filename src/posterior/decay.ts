@@ -26,8 +26,9 @@ export interface DecayOptions {
 export const defaultDecay: DecayOptions = { forgetPerStep: 0.995, reobserveDiscount: 0.85 };
 
 /**
- * Checks the rates a store applies evidence with: both in [0, 1] (plan/options.ts checks the
- * same for plan options; a store is also called directly, `store.apply(batch, decay)`). A λ of
+ * Checks the rates evidence is applied with: both in [0, 1]. The one rule for plan options
+ * (plan/options.ts resolvePlanOptions) and a store's apply, which is also called directly
+ * (`store.apply(batch, decay)`). A λ of
  * 2 grew old evidence (3 rollouts then 2 more at step 3 held 22.4 rollouts' worth), and a
  * partial object ({forgetPerStep: 0.99}) wrote NaN, refused as a STATE_ERROR telling the user to
  * restore a backup. Errors name the option fields. O(1).

@@ -28,10 +28,10 @@ export class AsyncAllocator {
   }
 
   /** As Allocator.plan, `deliver` included: run before the record, which it stops by throwing. */
-  async plan(candidates: readonly Candidate[], budget: Budget, options: PlanOptionsInput = {}, deliver?: (plan: Plan) => void): Promise<Plan> {
+  async plan(given: readonly Candidate[], budget: Budget, options: PlanOptionsInput = {}, deliver?: (plan: Plan) => void): Promise<Plan> {
     const merged = mergePlanOptions(this.defaults, options);
     resolvePlanOptions(merged); // reject bad options before touching the store
-    candidates = checkCandidates(candidates); // a request's were checked as it was read (service/requests.ts)
+    const candidates = checkCandidates(given); // a request's were checked as it was read (service/requests.ts)
     // As Allocator.plan: plan on the state as it reads once the candidates' metadata is recorded, then record it.
     const snapshot = await this.store.snapshot(...candidateRead(candidates));
     const changes = metaChanges(snapshot, candidates);
