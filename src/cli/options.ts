@@ -1,5 +1,6 @@
 import { Option, type Command } from 'commander';
 import { defaultPlanOptions, defaultRounds, type PlanOptionsInput } from '../plan/options.js';
+import { camelOf, optionsFromFields } from '../option-fields.js';
 import { createPosteriorPolicyRegistry } from '../plan/policies.js';
 import { DEFAULT_PROMPT_FIELD } from '../plan/exports.js';
 import type { Budget } from '../plan/types.js';
@@ -30,6 +31,8 @@ export interface SharedFlags {
   freshShare?: number;
   freshCap?: number;
   multipleOf?: number;
+  step?: number;
+  prefillWeight?: number;
 }
 
 /** The state's default location, for every command with `--state`. */
@@ -126,25 +129,13 @@ export function budgetFrom(opts: SharedFlags): Budget {
   };
 }
 
-/** The plan options the shared flags set (those a command does not declare stay unset). */
+/**
+ * The plan options the flags set (those a command does not declare stay unset): each field of
+ * src/option-fields.ts from its commander key (`--reobserve-discount` → `reobserveDiscount`).
+ */
 export function planOptionsFrom(opts: SharedFlags): PlanOptionsInput {
-  const decay = {
-    ...(opts.decay === undefined ? {} : { forgetPerStep: opts.decay }),
-    ...(opts.reobserveDiscount === undefined ? {} : { reobserveDiscount: opts.reobserveDiscount }),
-  };
-  return {
-    ...(opts.minN === undefined ? {} : { minN: opts.minN }),
-    ...(opts.maxN === undefined ? {} : { maxN: opts.maxN }),
-    ...(opts.skip === undefined ? {} : { skip: opts.skip }),
-    ...(opts.policy === undefined ? {} : { policy: opts.policy }),
-    ...(opts.value === undefined ? {} : { value: opts.value }),
-    ...(opts.seed === undefined ? {} : { seed: opts.seed }),
-    ...(opts.roundsLeft === undefined ? {} : { roundsLeft: opts.roundsLeft }),
-    ...(opts.freshShare === undefined ? {} : { freshShare: opts.freshShare }),
-    ...(opts.freshCap === undefined ? {} : { freshCap: opts.freshCap }),
-    ...(opts.multipleOf === undefined ? {} : { multipleOf: opts.multipleOf }),
-    ...(Object.keys(decay).length === 0 ? {} : { decay }),
-  };
+  const values = opts as Readonly<Record<string, unknown>>;
+  return optionsFromFields((f) => values[camelOf(f.field)]);
 }
 
 /** `--prompt-field`, declared once (four commands take it); `what` says what the command does with the text. */

@@ -14,7 +14,7 @@ import { serveStdio } from '../service/stdio.js';
 import { describe } from './catalog.js';
 import type { CliIo } from './io.js';
 import { isNewStateFile, openCreated, removeStateFile, stillEmpty } from './new-state.js';
-import { decayFlags, stateFlag } from './options.js';
+import { decayFlags, planOptionsFrom, stateFlag } from './options.js';
 import { stopSignals } from './signals.js';
 import { bearerSecret, intArg, numberArg } from './parse.js';
 
@@ -75,12 +75,7 @@ export function registerServeCommands(program: Command, io: CliIo): void {
       const created = isNewStateFile(opts.state);
       if (storeKindOf(opts.state) === 'sqlite') requireWritable(opts.state, 'serve writes each observe and the prompts it plans into it');
       const store = await openCreated(opts.state, created, () => openAsyncStore(opts.state));
-      const defaults = {
-        decay: {
-          ...(opts.decay === undefined ? {} : { forgetPerStep: opts.decay }),
-          ...(opts.reobserveDiscount === undefined ? {} : { reobserveDiscount: opts.reobserveDiscount }),
-        },
-      };
+      const defaults = planOptionsFrom(opts); // the decay pair, every request's default
       const where = storeKindOf(opts.state) === 'postgres' ? redactUrl(opts.state) : opts.state;
       for (const note of store.notes ?? []) log(`note: ${note}`);
       let planner: PlanWorkers | undefined;

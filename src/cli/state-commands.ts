@@ -32,7 +32,6 @@ export interface PlanFlags extends SharedFlags {
   prompts: string;
   state: string;
   prefillWeight: number;
-  step?: number;
   out: string;
   format: PlanFormat;
   model?: string;
@@ -65,7 +64,7 @@ export async function planCommand(io: CliIo, opts: PlanFlags): Promise<void> {
       if (scanned !== undefined && allocator.store instanceof SqliteStore) allocator.store.useScan(scanned);
     }
     // The plan file first: a plan that cannot be written (a full disk) leaves the state as it was.
-    allocator.plan(candidates, budgetFrom(opts), planCallOptions(opts), (plan) => writePlan(io, opts, plan, candidates, () => parsed.lines));
+    allocator.plan(candidates, budgetFrom(opts), planOptionsFrom(opts), (plan) => writePlan(io, opts, plan, candidates, () => parsed.lines));
     ok = true;
   } finally {
     ahead?.cancel();
@@ -84,7 +83,7 @@ export async function planCommand(io: CliIo, opts: PlanFlags): Promise<void> {
  */
 async function planOnPostgres(io: CliIo, opts: PlanFlags): Promise<void> {
   const { parsed, candidates } = await planCandidates(io, opts);
-  await withAsyncAllocator(opts.state, (allocator) => allocator.plan(candidates, budgetFrom(opts), planCallOptions(opts), (plan) => writePlan(io, opts, plan, candidates, () => parsed.lines)));
+  await withAsyncAllocator(opts.state, (allocator) => allocator.plan(candidates, budgetFrom(opts), planOptionsFrom(opts), (plan) => writePlan(io, opts, plan, candidates, () => parsed.lines)));
 }
 
 /** Opens the state at `url` (a PostgreSQL URL) for `use`, and closes it after. */
@@ -104,10 +103,6 @@ async function planCandidates(io: CliIo, opts: PlanFlags): Promise<{ parsed: Awa
   const candidates = opts.maxTokens === undefined ? parsed.candidates : parsed.candidates.map((c) => (c.max_tokens === undefined ? { ...c, max_tokens: opts.maxTokens } : c));
   carryIdCheck(parsed.candidates, candidates); // the same ids, checked by the reader
   return { parsed, candidates };
-}
-
-function planCallOptions(opts: PlanFlags): PlanOptionsInput {
-  return { ...planOptionsFrom(opts), prefillWeight: opts.prefillWeight, ...(opts.step === undefined ? {} : { step: opts.step }) };
 }
 
 /**

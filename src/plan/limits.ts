@@ -21,6 +21,17 @@ export interface PlanLimits {
 }
 
 /**
+ * min_n above MAX_N_LIMIT is refused: a promise no plan could keep. The one rule for the
+ * library's options (resolvePlanOptions, so the service's 400 names the field) and planLimits,
+ * which the library exports on its own.
+ */
+export function checkMinNLimit(minN: number): void {
+  if (minN > MAX_N_LIMIT) {
+    throw badOption(`min_n must be at most ${MAX_N_LIMIT} (the most rollouts one prompt can get in a plan), got ${minN}`, ['min_n']);
+  }
+}
+
+/**
  * Clamps a plan's bounds to what `size` candidates can use:
  * - max_n to MAX_N_LIMIT (min_n above it is refused: it is a promise the plan could not keep);
  * - a rollouts budget alone to N · max_n (less the rollouts prompts had this step: `had`, their
@@ -42,9 +53,7 @@ export function planLimits(
   multipleOf = 1,
   had?: readonly { readonly rollouts: number }[],
 ): PlanLimits {
-  if (minN > MAX_N_LIMIT) {
-    throw badOption(`min_n must be at most ${MAX_N_LIMIT} (the most rollouts one prompt can get in a plan), got ${minN}`, ['min_n']);
-  }
+  checkMinNLimit(minN);
   const warnings: string[] = [];
   const n = Math.min(maxN, MAX_N_LIMIT);
   if (n < maxN) warnings.push(`max_n ${maxN} is above the limit of ${MAX_N_LIMIT} rollouts a prompt: planned with max_n ${n}`);

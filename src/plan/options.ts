@@ -3,6 +3,7 @@ import { checkDecay, defaultDecay, stepTooLarge } from '../posterior/decay.js';
 import { defaultLengthOptions } from '../posterior/length.js';
 import { defaultPriorOptions } from '../posterior/prior.js';
 import { isFreshCap } from './fresh-cap.js';
+import { checkMinNLimit } from './limits.js';
 import type { Budget, PlanOptions } from './types.js';
 
 export const defaultPlanOptions: PlanOptions = {
@@ -92,6 +93,7 @@ export function resolvePlanOptions(input: PlanOptionsInput = {}): PlanOptions {
     ...(input.multipleOf === undefined ? {} : { multipleOf: input.multipleOf }),
   };
   requireInt('min_n', options.minN, 1);
+  checkMinNLimit(options.minN); // before max_n's default: a larger max_n would not help
   if (input.maxN === undefined && Number.isSafeInteger(options.maxN) && options.maxN < options.minN) {
     // max_n was not given: name min_n, which was (it read "max_n must be an integer ≥ 5000, got 64").
     throw badOption(`min_n ${options.minN} is above max_n's default of ${options.maxN}: give max_n too (at least ${options.minN})`, ['min_n', 'max_n']);

@@ -3,9 +3,9 @@ import { batchOf, checkCandidate, parseResults, type ResultBatch } from '../io/f
 import { storedTextProblem } from '../fields.js';
 import { MAX_JSON_DEPTH, nestedDeeperThan, parseJson } from '../io/jsonl.js';
 import { MAX_TOKEN_COUNT } from '../posterior/length.js';
-import { MAX_N_LIMIT } from '../plan/limits.js';
 import { MAX_STEP } from '../posterior/decay.js';
 import { resolvePlanOptions, type PlanOptionsInput } from '../plan/options.js';
+import { optionsFromFields, PLAN_OPTION_FIELDS } from '../option-fields.js';
 import type { Registries } from '../plan/planner.js';
 import { noteFieldsChecked } from '../plan/checked-ids.js';
 import type { Budget, Candidate } from '../plan/types.js';
@@ -80,38 +80,28 @@ export function promptIdOf(encoded: string): string {
   return id;
 }
 
-const OPTION_KEYS = ['min_n', 'max_n', 'skip', 'policy', 'value', 'seed', 'step', 'prefill_weight', 'decay', 'reobserve_discount', 'multiple_of', 'rounds_left', 'fresh_share', 'fresh_cap'] as const;
-const DECAY_KEYS = ['decay', 'reobserve_discount'] as const;
+/** The options a plan request takes (src/option-fields.ts), and observe's: the decay pair. */
+const OPTION_KEYS = PLAN_OPTION_FIELDS.map((f) => f.field);
+const DECAY_KEYS = PLAN_OPTION_FIELDS.filter((f) => f.group === 'decay').map((f) => f.field);
 
-/** Options object → PlanOptionsInput; ranges are checked later by resolvePlanOptions. */
+/** Options object → PlanOptionsInput, each field of `allowed` by its JSON type; ranges are checked by resolvePlanOptions. */
 export function optionsOf(v: unknown, where = 'body.options', allowed: readonly string[] = OPTION_KEYS): PlanOptionsInput {
   if (v === undefined) return {};
   const o = object(where, v);
   onlyKeys(where, o, allowed);
-  const at = (k: string) => `${where}.${k}`;
-  const out: { -readonly [K in keyof PlanOptionsInput]: PlanOptionsInput[K] } = {};
-  if (o.min_n !== undefined) out.minN = int(at('min_n'), o.min_n, 1);
-  if (o.max_n !== undefined) out.maxN = int(at('max_n'), o.max_n, 1);
-  if (out.minN !== undefined && out.minN > MAX_N_LIMIT) {
-    throw badInput(at('min_n'), `must be at most ${MAX_N_LIMIT} (the most rollouts one prompt can get in a plan), got ${out.minN}`);
-  }
-  if (o.skip !== undefined) {
-    if (typeof o.skip !== 'boolean') throw badInput(at('skip'), `must be true or false, got ${quote(o.skip)}`);
-    out.skip = o.skip;
-  }
-  if (o.policy !== undefined) out.policy = str(at('policy'), o.policy);
-  if (o.value !== undefined) out.value = str(at('value'), o.value);
-  if (o.seed !== undefined) out.seed = int(at('seed'), o.seed, 0);
-  if (o.step !== undefined) out.step = int(at('step'), o.step, 0);
-  if (o.multiple_of !== undefined) out.multipleOf = int(at('multiple_of'), o.multiple_of, 1);
-  if (o.prefill_weight !== undefined) out.prefillWeight = num(at('prefill_weight'), o.prefill_weight);
-  if (o.rounds_left !== undefined) out.roundsLeft = int(at('rounds_left'), o.rounds_left, 1);
-  if (o.fresh_share !== undefined) out.freshShare = num(at('fresh_share'), o.fresh_share);
-  if (o.fresh_cap !== undefined) out.freshCap = num(at('fresh_cap'), o.fresh_cap);
-  const decay: { forgetPerStep?: number; reobserveDiscount?: number } = {};
-  if (o.decay !== undefined) decay.forgetPerStep = num(at('decay'), o.decay);
-  if (o.reobserve_discount !== undefined) decay.reobserveDiscount = num(at('reobserve_discount'), o.reobserve_discount);
-  if (Object.keys(decay).length > 0) out.decay = decay;
+  const out = optionsFromFields((f) => {
+    const value = o[f.field];
+    if (value === undefined) return undefined;
+    const at = `${where}.${f.field}`;
+    switch (f.kind) {
+      case 'int': return int(at, value, f.min!);
+      case 'number': return num(at, value);
+      case 'name': return str(at, value);
+      case 'boolean':
+        if (typeof value !== 'boolean') throw badInput(at, `must be true or false, got ${quote(value)}`);
+        return value;
+    }
+  }, PLAN_OPTION_FIELDS.filter((f) => allowed.includes(f.field)));
   try {
     resolvePlanOptions(out); // ranges, with the option's path in the message
   } catch (error) {
