@@ -42,13 +42,15 @@ export class RolloutBudgetError extends Error {
 /**
  * The error with the option fields its message names renamed by `names` (fields without a
  * name stay as they are); the error itself when it names none. A name is replaced only as a
- * whole word, so `tokens` never matches inside `budget_tokens`.
+ * whole word, so `tokens` never matches inside `budget_tokens`, and never inside a quoted value
+ * (errors quote what the caller gave with `quote`, in JSON's quotes): `--policy policy` read
+ * `--policy: unknown name "--policy"`.
  */
 export function withFieldNames(error: RolloutBudgetError, names: Readonly<Record<string, string>>): RolloutBudgetError {
   const fields = error.fields.filter((f) => names[f] !== undefined);
   if (fields.length === 0) return error;
-  const pattern = new RegExp(`(?<![\\w-])(${fields.map(escape).join('|')})(?![\\w-])`, 'g');
-  const message = error.message.replace(pattern, (f) => names[f]!);
+  const pattern = new RegExp(`("(?:[^"\\\\]|\\\\.)*")|(?<![\\w-])(${fields.map(escape).join('|')})(?![\\w-])`, 'g');
+  const message = error.message.replace(pattern, (match: string, quoted: string | undefined) => quoted ?? names[match]!);
   const renamed = new RolloutBudgetError(error.code, message, error.exitCode, error.fields.map((f) => names[f] ?? f));
   renamed.stack = error.stack;
   return renamed;

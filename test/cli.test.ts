@@ -124,6 +124,8 @@ describe('CLI bad input: exit 2, one message with file:line, field and value, st
       [['plan', '--prompts', w.prompts, '--state', w.state], /a budget is required/],
       [['plan', '--prompts', join(w.dir, 'missing.jsonl'), '--budget-rollouts', '8'], /missing\.jsonl: cannot read \(ENOENT\)/],
       [['plan', '--prompts', w.prompts, '--state', w.state, '--budget-rollouts', '8', '--policy', 'nope'], /^rollout-budget: --policy: unknown name "nope"; registered: bayes, thompson, mean\n$/],
+      // The value is the flag's own name: shown as given (it read 'unknown name "--policy"').
+      [['plan', '--prompts', w.prompts, '--state', w.state, '--budget-rollouts', '8', '--policy', 'policy'], /^rollout-budget: --policy: unknown name "policy"; registered: bayes, thompson, mean\n$/],
       [['plan', '--prompts', w.prompts, '--state', w.state, '--budget-rollouts', '5'], /3 prompts × 2 rollouts \(--min-n\) need 6 rollouts.*Raise --budget-rollouts, lower --min-n, or set --skip$/m],
     ] as const;
     for (const [argv, message] of runs) {

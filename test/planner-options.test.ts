@@ -39,4 +39,11 @@ describe('withFieldNames: a front end shows the library\'s option fields in its 
     const plain = new RolloutBudgetError('BAD_INPUT', 'p.jsonl:3: "max_tokens" must be a positive integer, got -3');
     expect(withFieldNames(plain, { max_tokens: '--max-tokens' })).toBe(plain);
   });
+
+  it('never renames inside a quoted value: what the caller gave is shown as given', () => {
+    const error = new RolloutBudgetError('BAD_OPTION', 'policy: unknown name "policy"; registered: bayes', 2, ['policy']);
+    expect(withFieldNames(error, { policy: '--policy' }).message).toBe('--policy: unknown name "policy"; registered: bayes');
+    const escaped = new RolloutBudgetError('BAD_OPTION', 'min_n must be at most 4, got "a \\"min_n\\" b" (min_n)', 2, ['min_n']);
+    expect(withFieldNames(escaped, { min_n: '--min-n' }).message).toBe('--min-n must be at most 4, got "a \\"min_n\\" b" (--min-n)');
+  });
 });
