@@ -81,6 +81,10 @@ export function registerServeCommands(program: Command, io: CliIo): void {
       let planner: PlanWorkers | undefined;
       let started = false;
       try {
+        // The pooled rows that plans and /healthz read, checked once against the prompts (a
+        // writer that does not keep them left them behind: store/pooled.ts samePooled).
+        const mended = await store.mendPooled?.();
+        if (mended !== undefined) log(`note: ${mended}`);
         // ':memory:' cannot be opened twice: its plans run on the event loop, without a deadline
         if (opts.state === ':memory:') log('state :memory: is not shared with planning threads: plans run inline, without --plan-timeout-s');
         else {

@@ -198,15 +198,24 @@ export async function inspectCommand(io: CliIo, opts: { state: string; prompt?: 
   } else if (postgres) {
     // One prompt: its row and the pooled rows (as the service's GET /v1/prompts/{id}); the summary reads every row.
     const prompt = opts.prompt;
-    io.stdout(await withAsyncAllocator(opts.state, async (allocator, store) =>
-      prompt !== undefined ? `${JSON.stringify(await allocator.posterior(prompt), null, 2)}\n` : stateSummary(await store.count(), await store.snapshot())));
+    io.stdout(await withAsyncAllocator(opts.state, async (allocator, store) => {
+      if (prompt !== undefined) return `${JSON.stringify(await allocator.posterior(prompt), null, 2)}\n`;
+      const mended = await store.mendPooled?.(); // as for a SQLite state, below
+      if (mended !== undefined) io.stderr(`rollout-budget: note: ${mended}\n`);
+      return stateSummary(await store.count(), await store.snapshot());
+    }));
     return;
   }
   const allocator = new Allocator({ state: missing ? ':memory:' : opts.state });
   try {
     printNotes(io, allocator.store);
     if (opts.prompt !== undefined) io.stdout(`${JSON.stringify(allocator.posterior(opts.prompt), null, 2)}\n`);
-    else io.stdout(stateSummary(allocator.store.count(), allocator.snapshot()));
+    else {
+      // The summary reads every prompt anyway: the pooled rows its count reads are checked against them.
+      const mended = allocator.store.mendPooled?.();
+      if (mended !== undefined) io.stderr(`rollout-budget: note: ${mended}\n`);
+      io.stdout(stateSummary(allocator.store.count(), allocator.snapshot()));
+    }
   } finally {
     allocator.close();
   }

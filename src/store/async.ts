@@ -26,6 +26,8 @@ export interface AsyncStore {
   recordPrompts(meta: readonly PromptMeta[]): Promise<void>;
   /** Prompts with evidence. */
   count(): Promise<number>;
+  /** Store.mendPooled, where the store keeps pooled rows: `serve` runs it once at its start. */
+  mendPooled?(): Promise<string | undefined>;
   /** Store.stopWaiting, where the store has it (PostgresStore: cancels the statements in flight). */
   stopWaiting?(reason: string): void | Promise<void>;
   close(): Promise<void>;
@@ -43,6 +45,7 @@ export function asyncStoreOf(store: Store, kind = 'sqlite'): AsyncStore {
       return store.notes;
     },
     snapshot: async (ids, groups, hinted) => store.snapshot(ids, groups, hinted),
+    ...(store.mendPooled === undefined ? {} : { mendPooled: async () => store.mendPooled!() }),
     get: async (id) => store.get(id),
     lastStep: async () => store.lastStep(),
     apply: async (batch, decay) => (store.applyAsync === undefined ? store.apply(batch, decay) : store.applyAsync(batch, decay)),

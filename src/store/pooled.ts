@@ -109,3 +109,52 @@ export function withDeltas(pooled: ReadonlyMap<string, GroupStats>, deltas: Pool
   }
   return out;
 }
+
+/**
+ * Every scope's pooled figures summed by the database over `table` (SQLite and PostgreSQL
+ * alike): one row a group (NULL: no group) with POOLED_COLUMNS, as posterior/state.ts addInto
+ * sums them (rate = s / (s + f) where s + f > 0), in the database's order of addition. For
+ * mendPooled's check, which reads the whole table without a row object a prompt (10⁶ rows as
+ * objects took 5 s and 630 MB at a service's start). O(N) in the database.
+ */
+export function pooledSumsSql(table: string): string {
+  const e = '(successes + failures)';
+  const rate = `(1.0 * successes / ${e})`;
+  const over = (x: string) => `CAST(coalesce(sum(CASE WHEN ${e} > 0 THEN ${x} ELSE 0 END), 0) AS DOUBLE PRECISION)`;
+  const plain = (c: string) => `CAST(coalesce(sum(${c}), 0) AS DOUBLE PRECISION)`;
+  return `SELECT grp, ${over('1')}, ${over(rate)}, ${over(`${rate} * ${rate}`)}, ${over(`${rate} * (1 - ${rate}) / ${e}`)}, ${plain('correct_count')}, ${plain('correct_tokens')}, ${plain('wrong_count')}, ${plain('wrong_tokens')} FROM ${table} GROUP BY grp`;
+}
+
+/** pooledSumsSql's rows ([grp, ...figures]) as pooled rows by scope: each group's, and `all` their sum. O(groups). */
+export function scopesOfSums(rows: readonly (readonly unknown[])[]): Map<string, number[]> {
+  const all = POOLED_COLUMNS.map(() => 0);
+  const out = new Map<string, number[]>([[ALL_SCOPE, all]]);
+  for (const [grp, ...v] of rows) {
+    const values = v.map(Number);
+    values.forEach((x, k) => (all[k]! += x));
+    if (grp !== null) out.set(groupScope(String(grp)), values);
+  }
+  return out;
+}
+
+/**
+ * Whether the stored pooled rows sum the prompts as `actual` does: each scope's figures within a
+ * relative 1e-6 (observes add differences, and a sum's order of addition moves its last bits:
+ * ~1e-15 a batch), a scope missing on one side read as all zeros. O(scopes).
+ */
+export function samePooled(stored: ReadonlyMap<string, readonly number[]>, actual: ReadonlyMap<string, readonly number[]>): boolean {
+  const zeros = POOLED_COLUMNS.map(() => 0);
+  for (const scope of new Set([...stored.keys(), ...actual.keys()])) {
+    const a = stored.get(scope) ?? zeros;
+    const b = actual.get(scope) ?? zeros;
+    for (let k = 0; k < POOLED_COLUMNS.length; k++) {
+      if (!(Math.abs(a[k]! - b[k]!) <= 1e-6 * Math.max(1, Math.abs(a[k]!), Math.abs(b[k]!)))) return false;
+    }
+  }
+  return true;
+}
+
+/** The note a store gives when it rebuilt pooled rows that no longer summed its prompts (mendPooled). */
+export function pooledMendedNote(where: string): string {
+  return `${where}: the pooled rows (the learned prior's and the length model's sums) did not sum the prompts, which another program or a rollout-budget older than them wrote: rebuilt from the prompts`;
+}

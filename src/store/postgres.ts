@@ -4,7 +4,7 @@ import { RolloutBudgetError } from '../errors.js';
 import { sourceOfBatch, type ResultBatch, type ResultSource } from '../io/results.js';
 import { checkDecay, type DecayOptions } from '../posterior/decay.js';
 import { snapshotOf, type PromptState, type StateSnapshot } from '../posterior/state.js';
-import { ALL_SCOPE, groupScope, partialSnapshot, POOLED_META_KEY, PooledDeltas } from './pooled.js';
+import { ALL_SCOPE, groupScope, partialSnapshot, POOLED_COLUMNS, POOLED_META_KEY, PooledDeltas, pooledMendedNote, pooledSumsSql, samePooled, scopesOfSums } from './pooled.js';
 import { addPooled, buildPooled, readPooled } from './postgres-pooled.js';
 import { CONNECT_TIMEOUT_MS, ensureSchema, SCHEMA_LOCK, serverOf } from './postgres-schema.js';
 import { applyIn, HINT_SET } from './postgres-apply.js';
@@ -278,6 +278,31 @@ export class PostgresStore implements AsyncStore {
       values: [POOLED_META_KEY, ALL_SCOPE],
     }).catch(this.rethrow);
     return Math.round(rows[0]!.n);
+  }
+
+  /**
+   * SqliteStore.mendPooled on PostgreSQL: checked in one REPEATABLE READ view (writers go on);
+   * rows found wrong are checked again with the pooled table locked (EXCLUSIVE: reads go on, an
+   * observe's pooled update waits for this transaction, and one that changed prompts before it
+   * is seen or waits), and rebuilt.
+   */
+  async mendPooled(): Promise<string | undefined> {
+    const s = this.schema;
+    const wrong = async (c: pg.PoolClient) => {
+      const { rows } = await c.query<Record<string, number | string>>(`SELECT scope, ${POOLED_COLUMNS.join(', ')} FROM ${s}.pooled`);
+      const stored = new Map(rows.map((r) => [r.scope as string, POOLED_COLUMNS.map((col) => r[col] as number)]));
+      const actual = scopesOfSums((await c.query({ text: pooledSumsSql(`${s}.prompts`), rowMode: 'array' })).rows as unknown[][]);
+      return samePooled(stored, actual) ? undefined : actual;
+    };
+    if ((await this.transaction(wrong, 'BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY').catch(this.rethrow)) === undefined) return undefined;
+    return this.transaction(async (c) => {
+      await c.query(`LOCK TABLE ${s}.pooled IN EXCLUSIVE MODE`);
+      const actual = await wrong(c);
+      if (actual === undefined) return undefined;
+      await c.query(`DELETE FROM ${s}.pooled`);
+      await addPooled(c, s, [...actual]);
+      return pooledMendedNote(redactUrl(this.url));
+    }).catch(this.rethrow);
   }
 
   /**

@@ -27,6 +27,11 @@ export interface Store {
   /** What an operator should know about the state (`serve` logs each, `inspect` and `backup` print them); optional. */
   readonly notes?: readonly string[];
   /**
+   * Rebuilds the pooled rows when they no longer sum the prompts (store/pooled.ts samePooled),
+   * returning a note saying so; undefined when they did. Where a store keeps pooled rows.
+   */
+  mendPooled?(): string | undefined;
+  /**
    * A consistent read view. Without `ids`, every prompt; with `ids`, those prompts and the
    * pooled figures of every prompt and of `groups` and the prompts' groups (store/pooled.ts):
    * a read that costs what the ids cost, not what the state holds; and every observed hinted
