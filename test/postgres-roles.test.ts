@@ -58,6 +58,15 @@ describe.skipIf(PG === undefined)('PostgreSQL roles with fewer rights than the s
       const read = await cli(['inspect', '--state', urlOf(reader, schema), '--prompt', 'b']);
       expect(read.code, read.stderr).toBe(0);
       expect(JSON.parse(read.stdout)).toMatchObject({ id: 'b', rollouts: 1 });
+      // Pooled rows that no longer sum the prompts (another program's write): the reader's
+      // inspect says it cannot rebuild them and answers; the DML role's rebuilds them.
+      await admin.query(`UPDATE ${schema}.pooled SET count = count + 5 WHERE scope = 'all'`);
+      const stale = await cli(['inspect', '--state', urlOf(reader, schema)]);
+      expect(stale.code, stale.stderr).toBe(0);
+      expect(stale.stderr).toMatch(/^rollout-budget: note: the pooled rows differ from the prompts and could not be rebuilt: this database role lacks a right on the state \(permission denied for table pooled\)/);
+      const mended = await cli(['inspect', '--state', urlOf(dml, schema)]);
+      expect(mended.stderr).toMatch(/note: .*the pooled rows .* rebuilt from the prompts\n$/);
+      expect(JSON.parse(mended.stdout)).toMatchObject({ prompts: 2 });
       writeFileSync(join(dir, 'prompts.jsonl'), '{"id":"a"}\n{"id":"new"}\n');
       const planned = await cli(['plan', '--prompts', join(dir, 'prompts.jsonl'), '--budget-rollouts', '8', '--state', urlOf(reader, schema)]);
       expect(planned.code, planned.stderr).toBe(0);

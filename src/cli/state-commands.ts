@@ -200,7 +200,8 @@ export async function inspectCommand(io: CliIo, opts: { state: string; prompt?: 
     const prompt = opts.prompt;
     io.stdout(await withAsyncAllocator(opts.state, async (allocator, store) => {
       if (prompt !== undefined) return `${JSON.stringify(await allocator.posterior(prompt), null, 2)}\n`;
-      const mended = await store.mendPooled?.(); // as for a SQLite state, below
+      // As for a SQLite state (below); a role that may only read the schema is told, and inspects on.
+      const mended = await store.mendPooled?.().catch((error: unknown) => `the pooled rows differ from the prompts and could not be rebuilt: ${error instanceof Error ? error.message : String(error)}`);
       if (mended !== undefined) io.stderr(`rollout-budget: note: ${mended}\n`);
       return stateSummary(await store.count(), await store.snapshot());
     }));
