@@ -300,8 +300,7 @@ export class SqliteStore implements Store {
     this.db.transaction(() => {
       if (marked()) return;
       const rows = this.db.prepare('SELECT * FROM prompts').all() as Row[];
-      const insert = this.db.prepare(`INSERT OR REPLACE INTO pooled (scope, ${POOLED_COLUMNS.join(', ')}) VALUES (?, ${POOLED_COLUMNS.map(() => '?').join(', ')})`);
-      if (rows.length > 0) for (const [scope, stats] of pooledOf(rows.map(fromRow))) insert.run(scope, ...pooledValues(stats));
+      if (rows.length > 0) this.writePooled([...pooledOf(rows.map(fromRow))].map(([scope, stats]) => [scope, pooledValues(stats)]));
       this.db.prepare('INSERT INTO meta (key, value) VALUES (?, ?)').run(POOLED_META_KEY, '1');
     }).immediate();
   }
@@ -329,11 +328,16 @@ export class SqliteStore implements Store {
         const actual = wrong();
         if (actual === undefined) return undefined;
         this.db.prepare('DELETE FROM pooled').run();
-        const insert = this.db.prepare(`INSERT INTO pooled (scope, ${POOLED_COLUMNS.join(', ')}) VALUES (?, ${POOLED_COLUMNS.map(() => '?').join(', ')})`);
-        for (const [scope, values] of actual) insert.run(scope, ...values);
+        this.writePooled(actual);
         return pooledMendedNote(this.path);
       }).immediate();
     });
+  }
+
+  /** Writes pooled rows, each scope's figures in POOLED_COLUMNS order (inside the caller's transaction). */
+  private writePooled(rows: Iterable<readonly [string, readonly number[]]>): void {
+    const insert = this.db.prepare(`INSERT OR REPLACE INTO pooled (scope, ${POOLED_COLUMNS.join(', ')}) VALUES (?, ${POOLED_COLUMNS.map(() => '?').join(', ')})`);
+    for (const [scope, values] of rows) insert.run(scope, ...values);
   }
 
   /** Applies a batch in one BEGIN IMMEDIATE transaction, waiting (asleep) for the write lock. */
