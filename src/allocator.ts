@@ -2,7 +2,7 @@ import { RolloutBudgetError } from './errors.js';
 import { batchOf, checkCandidate, checkCandidates, checkedBatch, type ResultBatch } from './io/formats.js';
 import { createPosteriorPolicyRegistry } from './plan/policies.js';
 import { checkKnownKeys, checkOptionKeys, mergePlanOptions, resolvePlanOptions, type PlanOptionsInput } from './plan/options.js';
-import { planStep, type Registries } from './plan/planner.js';
+import { checkPlanCall, planStep, type Registries } from './plan/planner.js';
 import { posteriorView, type PosteriorView } from './plan/posterior-view.js';
 import type { Budget, Candidate, Plan } from './plan/types.js';
 import type { StateSnapshot } from './posterior/state.js';
@@ -85,6 +85,8 @@ export class Allocator {
    */
   plan(given: readonly Candidate[], budget: Budget, options: PlanOptionsInput = {}, deliver?: (plan: Plan) => void): Plan {
     this.requireOpen();
+    // Options, budget and names first: a bad one is answered before a state of 10⁶ rows is read.
+    checkPlanCall(budget, this.merged(options), this.registries);
     const candidates = checkCandidates(given);
     const snapshot = this.readsAll(candidates.length) ? this.store.snapshot() : this.store.snapshot(...candidateRead(candidates));
     const changes = metaChanges(snapshot, candidates);

@@ -137,6 +137,28 @@ describe('CLI bad input: exit 2, one message with file:line, field and value, st
     await cli(['plan', '--prompts', w.prompts, '--state', w.state, '--budget-rollouts', '5', '--out', out]);
     expect(existsSync(out)).toBe(false);
   });
+
+  it('answers a flag the library rejects before it reads the prompts (a typo in --policy waited 2.2 s for 10⁶ prompts to be read)', async () => {
+    const w = workdir();
+    // Line 2 is bad: an error naming it would mean the file was read before the flags were checked.
+    const bad = join(w.dir, 'bad-line.jsonl');
+    writeFileSync(bad, '{"id":"a"}\n{"id":5}\n');
+    const runs = [
+      [['--policy', 'bayz'], /^rollout-budget: --policy: unknown name "bayz"; registered: bayes, thompson, mean\n$/],
+      [['--value', 'nope'], /^rollout-budget: --value: unknown name "nope"; registered: /],
+      [['--min-n', '10', '--max-n', '5'], /^rollout-budget: --max-n must be an integer ≥ 10, got 5\n$/],
+    ] as const;
+    for (const [flags, message] of runs) {
+      const r = await cli(['plan', '--prompts', bad, '--state', w.state, '--budget-rollouts', '8', ...flags]);
+      expect(r.code, flags.join(' ')).toBe(2);
+      expect(r.stderr).toMatch(message);
+    }
+    // The same file with good flags is refused for its line 2.
+    const r = await cli(['plan', '--prompts', bad, '--state', w.state, '--budget-rollouts', '8']);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toMatch(/bad-line\.jsonl:2: "id"/);
+    expect(existsSync(w.state)).toBe(false);
+  });
 });
 
 describe('CLI plan / observe / inspect', () => {

@@ -1,4 +1,5 @@
 import { spawn } from 'node:child_process';
+import { createServer, type AddressInfo } from 'node:net';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
@@ -170,6 +171,22 @@ describe('execute, observe and loop on the command line', () => {
       '--verifier', "command:awk 'END { if (NR == 0) exit 3 } { print 1 }'"]);
     expect(picky.code, picky.stderr).toBe(0);
     expect(readFileSync(out, 'utf8').trim().split('\n').length).toBe(8);
+  });
+
+  it('loop: an unknown --policy is named before the servers are asked (it came after GET /v1/models, on the first plan)', async () => {
+    // No server listens at this port: a loop that asked one first would say it cannot connect.
+    const closed = await new Promise<number>((resolve) => {
+      const probe = createServer().listen(0, '127.0.0.1', () => {
+        const { port } = probe.address() as AddressInfo;
+        probe.close(() => resolve(port));
+      });
+    });
+    const prompts = writePrompts(4);
+    const state = join(dir, 'bad-policy.db');
+    const run = await cli(['loop', '--budget-rollouts', '8', '--prompts', prompts, '--endpoint', `http://127.0.0.1:${closed}`, '--model', 'sim', '--state', state, '--policy', 'bayz']);
+    expect(run.code).toBe(2);
+    expect(run.stderr).toBe('rollout-budget: --policy: unknown name "bayz"; registered: bayes, thompson, mean\n');
+    expect(existsSync(state)).toBe(false);
   });
 
   it('loop --max-tokens reaches the planner: a token budget is planned at that length, as plan --max-tokens does', async () => {

@@ -1,5 +1,6 @@
 import { InvalidArgumentError, Option, type Command } from 'commander';
-import { Allocator } from '../allocator.js';
+import { Allocator, createRegistries } from '../allocator.js';
+import { checkPlanCall } from '../plan/planner.js';
 import { RolloutBudgetError, badOption } from '../errors.js';
 import { MAX_OVER_PROVISION } from '../executor/check-options.js';
 import { EndpointRests, defaultRetry } from '../executor/dispatcher.js';
@@ -249,6 +250,8 @@ export function registerExecutorCommands(program: Command, io: CliIo): void {
   multipleOfFlag(loop, 'each round\'s total rollouts a multiple of this (rollout workers)');
   seedFlag(loop);
   loop.action(async (opts) => {
+    // A flag the library rejects (an unknown --policy) before the prompts are read and the servers asked.
+    checkPlanCall(budgetFrom(opts), planOptionsFrom(opts), createRegistries());
     const input = await readInput(io, opts.prompts);
     // --max-tokens fills the candidates' max_tokens where they have none, as `plan --max-tokens`
     // does: the planner then knows the limit the server is sent (it assumed 1024 a rollout, and a

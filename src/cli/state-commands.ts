@@ -1,11 +1,12 @@
 import { rmSync } from 'node:fs';
 import { dirname } from 'node:path';
-import { Allocator } from '../allocator.js';
+import { Allocator, createRegistries } from '../allocator.js';
 import { RolloutBudgetError, counted } from '../errors.js';
 import type { ResultSource } from '../io/results.js';
 import { carryIdCheck } from '../plan/checked-ids.js';
 import { DEFAULT_MAX_TOKENS, defaultLimitWarning, groupsWithoutLimit, planChunks, type ExportOptions, type PlanFormat } from '../plan/exports.js';
 import { resolvePlanOptions, type PlanOptionsInput } from '../plan/options.js';
+import { checkPlanCall } from '../plan/planner.js';
 import { posteriorView } from '../plan/posterior-view.js';
 import type { Candidate, Plan } from '../plan/types.js';
 import { calibrationSummary } from '../posterior/hints.js';
@@ -47,6 +48,8 @@ export interface PlanFlags extends SharedFlags {
  */
 export async function planCommand(io: CliIo, opts: PlanFlags): Promise<void> {
   checkOutput(opts.out, { '--state': opts.state, '--prompts': opts.prompts });
+  // A flag the library rejects (an unknown --policy, --min-n above --max-n) before the prompts and the state are read.
+  checkPlanCall(budgetFrom(opts), planOptionsFrom(opts), createRegistries());
   if (isPostgresUrl(opts.state)) return planOnPostgres(io, opts);
   // A large state file is read by another thread while this one reads the prompts (store/scan-ahead.ts).
   const ahead = readStateAhead(opts.state, MMAP_BYTES);

@@ -1,7 +1,7 @@
 import { candidateRead, createRegistries } from '../allocator.js';
 import { batchOf, checkCandidate, checkCandidates, checkedBatch, type ResultBatch } from '../io/formats.js';
 import { checkOptionKeys, mergePlanOptions, resolvePlanOptions, type PlanOptionsInput } from '../plan/options.js';
-import { planStep, type Registries } from '../plan/planner.js';
+import { checkPlanCall, planStep, type Registries } from '../plan/planner.js';
 import { posteriorView, type PosteriorView } from '../plan/posterior-view.js';
 import type { Budget, Candidate, Plan } from '../plan/types.js';
 import type { AsyncStore } from '../store/async.js';
@@ -30,7 +30,7 @@ export class AsyncAllocator {
   /** As Allocator.plan, `deliver` included: run before the record, which it stops by throwing. */
   async plan(given: readonly Candidate[], budget: Budget, options: PlanOptionsInput = {}, deliver?: (plan: Plan) => void): Promise<Plan> {
     const merged = mergePlanOptions(this.defaults, options);
-    resolvePlanOptions(merged); // reject bad options before touching the store
+    checkPlanCall(budget, merged, this.registries); // bad options, budget or names before touching the store
     const candidates = checkCandidates(given); // a request's were checked as it was read (service/requests.ts)
     // As Allocator.plan: plan on the state as it reads once the candidates' metadata is recorded, then record it.
     const snapshot = await this.store.snapshot(...candidateRead(candidates));
