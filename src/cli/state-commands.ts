@@ -1,11 +1,11 @@
 import { rmSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { Allocator, createRegistries } from '../allocator.js';
-import { RolloutBudgetError, counted } from '../errors.js';
+import { counted } from '../errors.js';
 import type { ResultSource } from '../io/results.js';
 import { carryIdCheck } from '../plan/checked-ids.js';
 import { DEFAULT_MAX_TOKENS, defaultLimitWarning, groupsWithoutLimit, planChunks, type ExportOptions, type PlanFormat } from '../plan/exports.js';
-import { resolvePlanOptions, type PlanOptionsInput } from '../plan/options.js';
+import { resolvePlanOptions } from '../plan/options.js';
 import { checkPlanCall } from '../plan/planner.js';
 import { posteriorView } from '../plan/posterior-view.js';
 import type { Candidate, Plan } from '../plan/types.js';

@@ -1,10 +1,10 @@
 import { badInput, quote } from '../errors.js';
 import type { Candidate } from '../plan/types.js';
 import { collidingHashes, fnv1a, firstRepeat } from '../math/hash.js';
-import { fieldsChecked, noteFieldsChecked, noteIdCheck } from '../plan/checked-ids.js';
+import { noteFieldsChecked, noteIdCheck } from '../plan/checked-ids.js';
 import { CHUNK_BYTES, lineChunks } from './chunks.js';
 import { eachFlatJsonl, eachFlatJsonlText, NUMBER, STRING, valueOf, type FlatFields } from './flat-scan.js';
-import { field, MAX_STORED_TEXT } from '../fields.js';
+import { MAX_STORED_TEXT } from '../fields.js';
 import { MAX_TOKEN_COUNT } from '../posterior/length.js';
 
 // The candidate checks live below plan/ and io/ both (plan/candidates.ts): planStep runs them too.

@@ -8,7 +8,8 @@ import { ATTEMPT_MS, LOCK_WAIT_ENV, lockWaitMs, retryAsync, retrySync } from './
 import { cannotOpen, sqliteUnavailable } from './unavailable.js';
 import { checkSameFile, fileIdentity, sqliteStateNotes, type FileIdentity } from './file-identity.js';
 import type { PromptMeta } from './meta.js';
-import { ALL_SCOPE, POOLED_COLUMNS, POOLED_META_KEY, pooledMendedNote, pooledOf, pooledSumsSql, pooledValues, samePooled, scopesOfSums } from './pooled.js';
+import { ALL_SCOPE, POOLED_COLUMNS, POOLED_META_KEY } from './pooled.js';
+import { buildPooledRows, mendPooledRows } from './sqlite-pooled.js';
 import { ClaimConflict, SqliteWriter } from './sqlite-apply.js';
 import { installedSqlite, sqliteDriver } from './sqlite-driver.js';
 import { vacuumInto } from './sqlite-copy.js';
@@ -112,7 +113,7 @@ export class SqliteStore implements Store {
           for (const [name, type] of ADDED_COLUMNS) if (!have.has(name)) this.db.exec(`ALTER TABLE prompts ADD COLUMN ${name} ${type}`);
         })();
       });
-      this.sync(() => this.buildPooled());
+      this.sync(() => buildPooledRows(this.db));
       if (unwritable !== undefined) {
         // Any write now fails (SQLITE_READONLY), and sync() says why.
         this.db.exec('PRAGMA query_only = ON');
@@ -291,53 +292,14 @@ export class SqliteStore implements Store {
   private partial: PartialRead | undefined;
 
   /**
-   * Fills the pooled rows from the prompts once, for a state written before they existed
-   * (and marks a new state); later observes keep them up to date.
-   */
-  private buildPooled(): void {
-    const marked = () => this.db.prepare('SELECT 1 FROM meta WHERE key = ?').pluck().get(POOLED_META_KEY) !== undefined;
-    if (marked()) return;
-    this.db.transaction(() => {
-      if (marked()) return;
-      const rows = this.db.prepare('SELECT * FROM prompts').all() as Row[];
-      if (rows.length > 0) this.writePooled([...pooledOf(rows.map(fromRow))].map(([scope, stats]) => [scope, pooledValues(stats)]));
-      this.db.prepare('INSERT INTO meta (key, value) VALUES (?, ?)').run(POOLED_META_KEY, '1');
-    }).immediate();
-  }
-
-  /**
    * Checks the pooled rows against the prompts and rebuilds them when they no longer sum them
-   * (a writer that does not keep them: another program, or a rollout-budget older than the
-   * rows); returns a note saying so, or undefined. The check is a read view (writers go on); only
-   * rows found wrong are checked again and rebuilt in one BEGIN IMMEDIATE transaction, so no
-   * observe lands between that read and the rebuild. The prompts are summed by SQLite
-   * (store/pooled.ts pooledSumsSql: O(N) without an object a row), at `serve`'s start and for
-   * `inspect`'s summary. A read-only state is left as it is.
+   * (store/sqlite-pooled.ts mendPooledRows: a writer that does not keep them, another program or
+   * a rollout-budget older than the rows); returns a note saying so, or undefined. At `serve`'s
+   * start and for `inspect`'s summary. A read-only state is left as it is.
    */
   mendPooled(): string | undefined {
     if (this.readOnly !== undefined) return undefined;
-    /** The prompts' pooled figures when the stored rows do not sum them, else undefined. */
-    const wrong = () => {
-      const stored = new Map((this.db.prepare(`SELECT scope, ${POOLED_COLUMNS.join(', ')} FROM pooled`).raw().all() as [string, ...number[]][]).map(([scope, ...v]) => [scope, v]));
-      const actual = scopesOfSums(this.db.prepare(pooledSumsSql('prompts')).raw().all() as unknown[][]);
-      return samePooled(stored, actual) ? undefined : actual;
-    };
-    return this.sync(() => {
-      if (this.db.transaction(wrong)() === undefined) return undefined;
-      return this.db.transaction(() => {
-        const actual = wrong();
-        if (actual === undefined) return undefined;
-        this.db.prepare('DELETE FROM pooled').run();
-        this.writePooled(actual);
-        return pooledMendedNote(this.path);
-      }).immediate();
-    });
-  }
-
-  /** Writes pooled rows, each scope's figures in POOLED_COLUMNS order (inside the caller's transaction). */
-  private writePooled(rows: Iterable<readonly [string, readonly number[]]>): void {
-    const insert = this.db.prepare(`INSERT OR REPLACE INTO pooled (scope, ${POOLED_COLUMNS.join(', ')}) VALUES (?, ${POOLED_COLUMNS.map(() => '?').join(', ')})`);
-    for (const [scope, values] of rows) insert.run(scope, ...values);
+    return this.sync(() => mendPooledRows(this.db, this.path));
   }
 
   /** Applies a batch in one BEGIN IMMEDIATE transaction, waiting (asleep) for the write lock. */
