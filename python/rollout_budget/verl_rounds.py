@@ -31,7 +31,7 @@ timer and before its `sleep_replicas()` (the rollout replicas stay awake between
   ValueError at the first round, naming the setting;
 - every round's Σ n is a multiple of the agent-loop workers (`AgentLoopManager.generate_sequences`
   chunks each call over them, `agent_loop.py:961`, and `DataProto.chunk` asserts equal parts)
-  and of a reward model's parallelism (`verl.reward_model_multiple_of`: each round is scored apart),
+  and of a reward model's parallelism (`verl_multiple.reward_model_multiple_of`: each round is scored apart),
   and the step's a multiple of the trainer's whole multiple (`infer_multiple_of` or the
   ``multiple_of`` setting): `rounds.StepTotal` with ``each``. Where the last round cannot
   bring the total to a multiple (every prompt at ``max_n``, or new prompts' ``min_n`` above the
@@ -54,6 +54,7 @@ from __future__ import annotations
 import logging
 
 from .rounds import StepTotal, run_rounds
+from .verl_multiple import _lcm, reward_model_multiple_of
 
 __all__ = ["generation_multiple_of", "check_rounds", "prompt_rows", "generate_rounds"]
 
@@ -64,8 +65,6 @@ def generation_multiple_of(trainer):
     """What each round's rows must divide into: the agent-loop workers its generation call is
     chunked over (1 without an agent-loop manager), and the reward model's parallelism, which
     scores each round apart (`reward_model_multiple_of`)."""
-    from .verl import _lcm, reward_model_multiple_of
-
     workers = getattr(getattr(trainer, "async_rollout_manager", None), "agent_loop_workers", None)
     return _lcm([len(workers) if workers else 1, reward_model_multiple_of(trainer)])
 
@@ -84,8 +83,6 @@ def check_rounds(trainer, settings, multiple_of, config_get):
                          "set rounds to 1 or use another estimator" % settings.rounds)
     each = generation_multiple_of(trainer)
     if multiple_of % each:
-        from .verl import _lcm, reward_model_multiple_of
-
         scorer = reward_model_multiple_of(trainer)
         if scorer == 1:
             what = "the %d agent-loop workers each round's generation is split over" % each
@@ -210,7 +207,7 @@ def _round_reward(trainer, full, out):
 
         full.batch["response_mask"] = compute_response_mask(full)
     if getattr(trainer, "use_rm", False) and "rm_scores" not in full.batch.keys():
-        from .verl import _get
+        from .verl_multiple import _get
 
         if not _get(trainer.config, "reward_model", "enable_resource_pool"):
             raise ValueError("rollout_budget.rounds with a reward model on the rollout's GPUs (reward_model.enable_resource_pool "

@@ -199,7 +199,8 @@ class ImagePromptTest(_RolloutCase):
 
 class NormalisationTest(unittest.TestCase):
     def test_grpo_without_a_per_group_post_process_is_refused_at_the_first_step(self):
-        from rollout_budget.slime import _warned, check_args
+        from rollout_budget.slime import check_args
+        from rollout_budget.slime_args import _warned
 
         slime_upstream.load()
         for estimator in ("grpo", "gspo", "cispo", "reinforce_plus_plus_baseline"):
