@@ -1,4 +1,5 @@
 import { CurveNodes, curveClasses } from './curve-nodes.js';
+import { monomialMoment, stepFactors, stepGain } from './curve-step.js';
 import { walkSlots, type WalkPrompt, type WalkResult } from './curve-walk.js';
 import type { ValueFunction } from './functions.js';
 import { slotsOf, WIDE, type Slots } from './slots.js';
@@ -157,18 +158,9 @@ export class MonomialCurves implements ValueCurves {
     this.at[i] = node;
   }
 
-  /** E[p^A (1−p)^B] (beta mode) or p^A (1−p)^B (point mode) for prompt i. O(A + B). */
+  /** E[p^A (1−p)^B] (beta mode) or p^A (1−p)^B (point mode) for prompt i (curve-step.ts monomialMoment). O(A + B). */
   moment(i: number, A: number, B: number): number {
-    if (!this.isBeta) {
-      const p = this.p[i]!;
-      return Math.pow(p, A) * Math.pow(1 - p, B);
-    }
-    const al = this.alpha[i]!;
-    const be = this.beta[i]!;
-    let r = 1;
-    for (let x = 0; x < A; x++) r *= (al + x) / (al + be + x);
-    for (let y = 0; y < B; y++) r *= (be + y) / (al + be + A + y);
-    return r;
+    return this.isBeta ? monomialMoment(true, this.alpha[i]!, this.beta[i]!, NaN, A, B) : monomialMoment(false, NaN, NaN, this.p[i]!, A, B);
   }
 
   /** Folds the constant terms of prompt i's class once. Returns the class. */
@@ -247,46 +239,15 @@ export class MonomialCurves implements ValueCurves {
     return total;
   }
 
-  /**
-   * Fills fac[t] = T_t(n+1)/T_t(n) for prompt i at n, every slot at once. Beta mode: a p-slot
-   * gains (α+A)/(α+β+A+B), a (1−p)-slot (β+B)/(α+β+A+B), written 1 − (β+B)·inv and
-   * 1 − (α+A)·inv with inv = 1/(α+β+a+b+n) (the same number for slots of one group, so
-   * up to WIDE slots compute it per slot, straight-line); point mode: p or 1 − p.
-   */
+  /** The factors T_t(n+1)/T_t(n) of prompt i at n (curve-step.ts stepFactors), kept for (class, n): nextGain and advance share them. */
   private factors(i: number, n: number): Float64Array {
-    const fac = this.scratch.fac;
     const c = this.classOf[i]!;
-    if (this.facCls === c && this.facN === n) return fac;
+    if (this.facCls === c && this.facN === n) return this.scratch.fac;
     this.facCls = c;
     this.facN = n;
-    const { k, u, a, b } = this.slots;
-    if (!this.isBeta) {
-      const p = this.p[i]!;
-      for (let t = 0; t < k; t++) fac[t] = u[t] === 1 ? p : 1 - p;
-      return fac;
-    }
-    const al = this.alpha[i]!;
-    const be = this.beta[i]!;
-    const sum = al + be + n;
-    const w = this.slots.wide;
-    if (w !== undefined) {
-      // Straight-line, as in walkWide: 1/(sum + a + b) per slot is its group's reciprocal.
-      fac[0] = 1 - (w.u[0] === 1 ? be + w.b[0] : al + w.a[0]) * (1 / (sum + w.ab[0]));
-      fac[1] = 1 - (w.u[1] === 1 ? be + w.b[1] : al + w.a[1]) * (1 / (sum + w.ab[1]));
-      fac[2] = 1 - (w.u[2] === 1 ? be + w.b[2] : al + w.a[2]) * (1 / (sum + w.ab[2]));
-      fac[3] = 1 - (w.u[3] === 1 ? be + w.b[3] : al + w.a[3]) * (1 / (sum + w.ab[3]));
-      fac[4] = 1 - (w.u[4] === 1 ? be + w.b[4] : al + w.a[4]) * (1 / (sum + w.ab[4]));
-      fac[5] = 1 - (w.u[5] === 1 ? be + w.b[5] : al + w.a[5]) * (1 / (sum + w.ab[5]));
-      return fac;
-    }
-    const inv = this.scratch.inv;
-    const { group, groupAb } = this.slots;
-    for (let g = 0; g < inv.length; g++) inv[g] = 1 / (sum + groupAb[g]!);
-    for (let t = 0; t < k; t++) {
-      const x = inv[group[t]!]!;
-      fac[t] = u[t] === 1 ? 1 - (be + b[t]!) * x : 1 - (al + a[t]!) * x;
-    }
-    return fac;
+    return this.isBeta
+      ? stepFactors(this.slots, this.scratch, true, this.alpha[i]!, this.beta[i]!, NaN, n)
+      : stepFactors(this.slots, this.scratch, false, NaN, NaN, this.p[i]!, n);
   }
 
   /**
@@ -307,20 +268,7 @@ export class MonomialCurves implements ValueCurves {
 
   private gainAt(term: Float64Array, at: number, i: number, n: number): number {
     const c = this.classOf[i]!;
-    const fac = this.factors(i, n);
-    const { k, c0, c1, hasPerN } = this.slots;
-    if (n <= 0) {
-      let total = this.base[c]! + (hasPerN ? this.perN[c]! : 0);
-      for (let t = 0; t < k; t++) total += (c0[t]! + c1[t]!) * term[at + t]! * fac[t]!;
-      return total;
-    }
-    let gain = hasPerN ? this.perN[c]! : 0;
-    for (let t = 0; t < k; t++) {
-      const f = fac[t]!;
-      const d = c1[t]!;
-      gain += term[at + t]! * (c0[t]! * (f - 1) + (d === 0 ? 0 : d * ((n + 1) * f - n)));
-    }
-    return gain;
+    return stepGain(this.slots, term, at, this.factors(i, n), this.base[c]!, this.slots.hasPerN ? this.perN[c]! : 0, n);
   }
 
   /**
