@@ -5,6 +5,7 @@ import { batchOf, defaultDecay, PostgresStore, SqliteStore } from '../src/index.
 import { cli } from './cli-helpers.js';
 import { call, freshPgUrl, pgUrl, startService, stopService } from './service-helpers.js';
 import { tempDir } from './temp.js';
+import { POOLED_COLUMNS, samePooled } from '../src/store/pooled.js';
 
 /**
  * The pooled rows (store/pooled.ts: the learned prior's and length model's sums, which `serve`
@@ -128,5 +129,29 @@ describe('pooled rows a writer left behind are rebuilt from the prompts', () => 
     } finally {
       await store.close();
     }
+  });
+});
+
+describe('samePooled: stored rows against the prompts\' sums', () => {
+  /** One `all` row: 10⁶ prompts, the other figures as a large state's. */
+  const row = (change: Partial<Record<(typeof POOLED_COLUMNS)[number], number>> = {}) =>
+    new Map([['all', POOLED_COLUMNS.map((c, k) => change[c] ?? [1e6, 330258.87, 241502.74, 4406.34, 9253077, 3.7e9, 15955755, 1.1e10][k]!)]]);
+
+  it('takes the last bits a sum\'s order moves, and a count one off at 10⁶ prompts is not the same (a relative 1e-6 took it)', () => {
+    expect(samePooled(row(), row())).toBe(true);
+    expect(samePooled(row(), row({ sum_rate: 330258.87 * (1 + 1e-12), wrong_tokens: 1.1e10 + 1 }))).toBe(true);
+    expect(samePooled(row(), row({ count: 1e6 + 1 }))).toBe(false);
+    expect(samePooled(row(), row({ correct_count: 9253078 }))).toBe(false);
+    expect(samePooled(row(), row({ sum_rate: 330258.87 * 1.001 }))).toBe(false);
+  });
+
+  it('Infinity against a number differs (its tolerance took any value); NaN against NaN is the same (rebuilt at every start)', () => {
+    expect(samePooled(row(), row({ correct_tokens: Infinity }))).toBe(false);
+    expect(samePooled(row({ correct_tokens: Infinity }), row({ correct_tokens: Infinity }))).toBe(true);
+    expect(samePooled(row({ sum_noise: NaN }), row({ sum_noise: NaN }))).toBe(true);
+    expect(samePooled(row({ sum_noise: NaN }), row())).toBe(false);
+    // A scope on one side only reads as zeros there.
+    expect(samePooled(row(), new Map([...row(), ['group:g', POOLED_COLUMNS.map(() => 0)]]))).toBe(true);
+    expect(samePooled(row(), new Map([...row(), ['group:g', POOLED_COLUMNS.map(() => 1)]]))).toBe(false);
   });
 });

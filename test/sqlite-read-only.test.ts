@@ -93,6 +93,24 @@ describe('a SQLite state this user cannot write', () => {
     expect(JSON.parse(run(['inspect', '--state', state]).stdout).prompts).toBe(2);
   });
 
+  it('inspect counts the prompts, not pooled rows another program left stale, and says it could not rebuild them (it printed the stale count, silently)', () => {
+    const { dir, state } = stateFolder();
+    // Another writer's prompt (an old build, SQL): the prompts' row written, the pooled rows not.
+    const db = new Database(state);
+    db.exec("INSERT INTO prompts (id, grp, successes, failures, last_step, rollouts, reward_sum, correct_count, correct_tokens, wrong_count, wrong_tokens) VALUES ('z', NULL, 1, 1, 0, 2, 1, 0, 0, 0, 0)");
+    db.close();
+    lockFile(dir, state);
+    const reader = asReader(['inspect', '--state', state]);
+    expect(reader.status, reader.stderr).toBe(0);
+    expect(JSON.parse(reader.stdout).prompts).toBe(3);
+    expect(reader.stderr).toMatch(/^rollout-budget: note: .*state\.db: the pooled rows \(.*\) do not sum the prompts, and were not rebuilt: .*state\.db: .*\. A command that may write the state rebuilds them \(serve at its start, inspect\)\n$/);
+    // Its owner's inspect rebuilds them, and says so once.
+    const owner = run(['inspect', '--state', state]);
+    expect(owner.stderr).toMatch(/the pooled rows .* rebuilt from the prompts\n$/);
+    expect(JSON.parse(owner.stdout).prompts).toBe(3);
+    expect(run(['inspect', '--state', state]).stderr).toBe('');
+  });
+
   it('backup copies it, the copy the same rows, and makes nothing beside it', () => {
     const { dir, state } = stateFolder();
     lockFile(dir, state);

@@ -11,7 +11,8 @@ import { posteriorView } from '../plan/posterior-view.js';
 import type { Candidate, Plan } from '../plan/types.js';
 import { calibrationSummary } from '../posterior/hints.js';
 import type { DecayOptions } from '../posterior/decay.js';
-import type { StateSnapshot } from '../posterior/state.js';
+import type { GroupStats, StateSnapshot } from '../posterior/state.js';
+import { sameStats } from '../store/pooled.js';
 import { readStateAhead } from '../store/scan-ahead.js';
 import { MMAP_BYTES, SqliteStore } from '../store/sqlite.js';
 import { isPostgresUrl, redactUrl } from '../store/url.js';
@@ -204,9 +205,9 @@ export async function inspectCommand(io: CliIo, opts: { state: string; prompt?: 
     io.stdout(await withAsyncAllocator(opts.state, async (allocator, store) => {
       if (prompt !== undefined) return `${JSON.stringify(await allocator.posterior(prompt), null, 2)}\n`;
       // As for a SQLite state (below); a role that may only read the schema is told, and inspects on.
-      const mended = await store.mendPooled?.().catch((error: unknown) => `the pooled rows differ from the prompts and could not be rebuilt: ${error instanceof Error ? error.message : String(error)}`);
-      if (mended !== undefined) io.stderr(`rollout-budget: note: ${mended}\n`);
-      return stateSummary(await store.count(), await store.snapshot());
+      const whole = await store.snapshot();
+      return checkedSummary(io, whole, (await store.snapshot([], [])).all, async () => store.mendPooled?.().catch((error: unknown) =>
+        `the pooled rows differ from the prompts' sums (inspect's read), and could not be checked again or rebuilt: ${error instanceof Error ? error.message : String(error)}`));
     }));
     return;
   }
@@ -215,10 +216,8 @@ export async function inspectCommand(io: CliIo, opts: { state: string; prompt?: 
     printNotes(io, allocator.store);
     if (opts.prompt !== undefined) io.stdout(`${JSON.stringify(allocator.posterior(opts.prompt), null, 2)}\n`);
     else {
-      // The summary reads every prompt anyway: the pooled rows its count reads are checked against them.
-      const mended = allocator.store.mendPooled?.();
-      if (mended !== undefined) io.stderr(`rollout-budget: note: ${mended}\n`);
-      io.stdout(stateSummary(allocator.store.count(), allocator.snapshot()));
+      const store = allocator.store;
+      io.stdout(await checkedSummary(io, allocator.snapshot(), store.snapshot([], []).all, async () => store.mendPooled?.()));
     }
   } finally {
     allocator.close();
@@ -230,6 +229,23 @@ export function printNotes(io: CliIo, store: Store): void {
   for (const note of store.notes ?? []) io.stderr(`rollout-budget: note: ${note}\n`);
 }
 
+
+/**
+ * `inspect`'s summary from its whole read, whose sums are the prompts' own: its count is theirs.
+ * The pooled `all` row (what `serve`, `/healthz` and a plan of few candidates read) is checked
+ * against them, and only when it differs are the rows mended (`mend`: the database sums the
+ * prompts again and rebuilds the rows under the write lock, or says why not), with a note. It
+ * summed them in SQL at every inspect: 2.2 s at 10⁶ prompts where the read took 1.0 s. A group's
+ * row wrong while `all` is right (an old writer that moved an observed prompt into a group new
+ * to the state) is left to `serve`'s check at its start, which compares every row.
+ */
+async function checkedSummary(io: CliIo, whole: StateSnapshot, storedAll: GroupStats, mend: () => Promise<string | undefined>): Promise<string> {
+  if (!sameStats(storedAll, whole.all)) {
+    const mended = await mend();
+    if (mended !== undefined) io.stderr(`rollout-budget: note: ${mended}\n`);
+  }
+  return stateSummary(whole.all.count, whole);
+}
 
 /** `inspect` without `--prompt`: what the state holds, and the prior a new prompt would get. */
 function stateSummary(prompts: number, snapshot: StateSnapshot): string {

@@ -137,10 +137,16 @@ export function scopesOfSums(rows: readonly (readonly unknown[])[]): Map<string,
   return out;
 }
 
+/** POOLED_COLUMNS that sum integers (prompts, correct and wrong rollouts): compared exactly. */
+const COUNT_COLUMNS: ReadonlySet<number> = new Set([0, 4, 6]);
+
 /**
- * Whether the stored pooled rows sum the prompts as `actual` does: each scope's figures within a
- * relative 1e-6 (observes add differences, and a sum's order of addition moves its last bits:
- * ~1e-15 a batch), a scope missing on one side read as all zeros. O(scopes).
+ * Whether the stored pooled rows sum the prompts as `actual` does: the counts exactly (within
+ * 0.5: one prompt more in 10⁶ was within a relative 1e-6), the other figures within a relative
+ * 1e-6 (observes add differences, and a sum's order of addition moves its last bits: ~1e-15 a
+ * batch), a scope missing on one side read as all zeros. Two equal values are the same, NaN
+ * included (a NaN rebuilt at every start and inspect); a non-finite value against another value
+ * is not (Infinity's tolerance took any stored value). O(scopes).
  */
 export function samePooled(stored: ReadonlyMap<string, readonly number[]>, actual: ReadonlyMap<string, readonly number[]>): boolean {
   const zeros = POOLED_COLUMNS.map(() => 0);
@@ -148,13 +154,28 @@ export function samePooled(stored: ReadonlyMap<string, readonly number[]>, actua
     const a = stored.get(scope) ?? zeros;
     const b = actual.get(scope) ?? zeros;
     for (let k = 0; k < POOLED_COLUMNS.length; k++) {
-      if (!(Math.abs(a[k]! - b[k]!) <= 1e-6 * Math.max(1, Math.abs(a[k]!), Math.abs(b[k]!)))) return false;
+      const x = a[k]!;
+      const y = b[k]!;
+      if (Object.is(x, y) || x === y) continue;
+      if (!Number.isFinite(x) || !Number.isFinite(y)) return false;
+      const tolerance = COUNT_COLUMNS.has(k) ? 0.5 : 1e-6 * Math.max(1, Math.abs(x), Math.abs(y));
+      if (!(Math.abs(x - y) <= tolerance)) return false;
     }
   }
   return true;
 }
 
+/** samePooled for one scope's figures (GroupStats): `inspect` checks the `all` row against its whole read. */
+export function sameStats(stored: GroupStats, actual: GroupStats): boolean {
+  return samePooled(new Map([[ALL_SCOPE, pooledValues(stored)]]), new Map([[ALL_SCOPE, pooledValues(actual)]]));
+}
+
 /** The note a store gives when it rebuilt pooled rows that no longer summed its prompts (mendPooled). */
 export function pooledMendedNote(where: string): string {
   return `${where}: the pooled rows (the learned prior's and the length model's sums) did not sum the prompts, which another program or a rollout-budget older than them wrote: rebuilt from the prompts`;
+}
+
+/** The note for pooled rows that do not sum the prompts of a state this process may not write: left as they are. */
+export function pooledStaleNote(where: string, why: string): string {
+  return `${where}: the pooled rows (the learned prior's and the length model's sums) do not sum the prompts, and were not rebuilt: ${why}. A command that may write the state rebuilds them (serve at its start, inspect)`;
 }

@@ -295,11 +295,10 @@ export class SqliteStore implements Store {
    * Checks the pooled rows against the prompts and rebuilds them when they no longer sum them
    * (store/sqlite-pooled.ts mendPooledRows: a writer that does not keep them, another program or
    * a rollout-budget older than the rows); returns a note saying so, or undefined. At `serve`'s
-   * start and for `inspect`'s summary. A read-only state is left as it is.
+   * start and for `inspect`'s summary. A read-only state is checked and left as it is, with a note.
    */
   mendPooled(): string | undefined {
-    if (this.readOnly !== undefined) return undefined;
-    return this.sync(() => mendPooledRows(this.db, this.path));
+    return this.sync(() => mendPooledRows(this.db, this.path, this.readOnly));
   }
 
   /** Applies a batch in one BEGIN IMMEDIATE transaction, waiting (asleep) for the write lock. */
