@@ -212,7 +212,6 @@ def _before_rollout(args, rollout_id, settings, last):
     return progress
 
 
-#: slime flags the rollout function does not implement: (attribute, flag, why).
 _clients = {}
 
 

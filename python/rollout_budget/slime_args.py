@@ -15,6 +15,7 @@ _log = logging.getLogger("rollout_budget")
 _NORMALISED = ("grpo", "gspo", "cispo", "reinforce_plus_plus_baseline")
 _STD = ("grpo", "gspo", "cispo")
 
+#: slime flags the rollout function does not implement: (attribute, flag, why).
 _NOT_COMBINABLE = (
     ("partial_rollout", "--partial-rollout", "aborted groups go back whole only (data_source.add_samples asserts it)"),
     ("dynamic_sampling_filter_path", "--dynamic-sampling-filter-path", "the plan already chooses the groups"),
