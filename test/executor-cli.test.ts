@@ -189,6 +189,28 @@ describe('execute, observe and loop on the command line', () => {
     expect(existsSync(state)).toBe(false);
   });
 
+  it('loop, execute and grade name a bad --verifier or a missing --endpoint before they read their inputs (after 10⁶ prompts: 3.5–3.9 s)', async () => {
+    // Every input file is bad at line 2 (or not JSON): a command that read it first would name it.
+    const prompts = join(dir, 'bad-prompts.jsonl');
+    writeFileSync(prompts, '{"id":"a","prompt":"x"}\n{"id":5}\n');
+    const plan = join(dir, 'bad-plan.json');
+    writeFileSync(plan, '{ not a plan');
+    const state = join(dir, 'bad-verifier.db');
+    const endpoint = ['--endpoint', 'http://127.0.0.1:8', '--model', 'sim'];
+    const runs = [
+      [['loop', '--budget-rollouts', '8', '--prompts', prompts, ...endpoint, '--state', state, '--verifier', 'bogus'], /^rollout-budget: unknown verifier "bogus"/],
+      [['loop', '--budget-rollouts', '8', '--prompts', prompts, '--model', 'sim', '--state', state], /^rollout-budget: give at least one --endpoint <url>\n$/],
+      [['execute', '--plan', plan, '--prompts', prompts, ...endpoint, '--state', state, '--verifier', 'bogus'], /^rollout-budget: unknown verifier "bogus"/],
+      [['grade', '--batch-output', plan, '--plan', plan, '--prompts', prompts, '--verifier', 'bogus'], /^rollout-budget: unknown verifier "bogus"/],
+    ] as const;
+    for (const [argv, message] of runs) {
+      const run = await cli([...argv]);
+      expect(run.code, argv.join(' ')).toBe(2);
+      expect(run.stderr, argv.join(' ')).toMatch(message);
+    }
+    expect(existsSync(state)).toBe(false);
+  });
+
   it('loop --max-tokens reaches the planner: a token budget is planned at that length, as plan --max-tokens does', async () => {
     // It was sent to the server only: the planner assumed 1024 tokens a rollout, and a budget of
     // 3,000 tokens planned 2 rollouts where 30 of at most 100 tokens fit.

@@ -22,10 +22,12 @@ export function registerGradeCommand(program: Command, io: CliIo): void {
     .option('--out <path|->', 'results JSONL, as `observe` takes it', '-')
     .action(async (opts) => {
       checkOutput(opts.out, { '--batch-output': opts.batchOutput, '--plan': opts.plan, '--prompts': opts.prompts }); // before the grading, which a command: verifier may make long
+      // The verifier before the plan, the prompts and the batch are read (an unknown one was named after 10⁶ prompts: 3.5 s).
+      const verifier = verifierFrom(opts.verifier, undefined, { timeoutMs: opts.verifierTimeout * 1000 });
       const { plan, prompts, origin } = await readPlanInputs(io, opts.plan, opts.prompts);
       const batch = await readInput(io, opts.batchOutput);
       const report = await gradeBatchOutput(batch.text, batch.name, plan, prompts, {
-        verifier: verifierFrom(opts.verifier, undefined, { timeoutMs: opts.verifierTimeout * 1000 }),
+        verifier,
         promptField: opts.promptField,
         origin,
       });
