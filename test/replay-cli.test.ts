@@ -127,6 +127,22 @@ describe('replay CLI', () => {
     expect(await runCli(['replay', '--log', fixture, '--steps', '9:3'], io3)).toBe(2);
   });
 
+  it('replay and simulate refuse a --min-n our planner cannot keep before reading the log or the scenario (it was after the whole log)', async () => {
+    const dir = tmp();
+    // Bad at line 2, and not a scenario: a command that read them first would name them.
+    const log = join(dir, 'bad.jsonl');
+    writeFileSync(log, '{"step":0,"prompt_id":"a","rewards":[1,0]}\n{"step": 1, nope\n');
+    for (const argv of [['replay', '--log', log, '--format', 'visits'], ['simulate', '--scenario', log]]) {
+      const io = capture();
+      expect(await runCli([...argv, '--min-n', '5000', '--max-n', '5000', '--quiet'], io), argv[0]).toBe(2);
+      expect(io.err).toBe('rollout-budget: --min-n must be at most 4096 (the most rollouts one prompt can get in a plan), got 5000\n');
+    }
+    // The baselines alone take any bounds: the log is read, and its bad line named.
+    const baselines = capture();
+    expect(await runCli(['replay', '--log', log, '--format', 'visits', '--policies', 'uniform', '--min-n', '5000', '--max-n', '5000', '--quiet'], baselines)).toBe(2);
+    expect(baselines.err).toMatch(/bad\.jsonl:\d: /);
+  });
+
   it('progress bar: --quiet silences it on a terminal where it would draw', async () => {
     // The bar draws at once here (progressAfterMs 0), so a silent run is --quiet's doing.
     const args = ['replay', '--log', fixture, '--steps', '0:5', '--policies', 'uniform'];
