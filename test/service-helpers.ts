@@ -5,6 +5,7 @@ import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import { PostgresStore } from '../src/index.js';
 import { noteSchema } from './pg-schemas.js';
+import { tempDir } from './temp.js';
 
 export const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
 export const CLI = join(ROOT, 'bin', 'rollout-budget.js');
@@ -222,3 +223,13 @@ export async function stdioSession(args: readonly string[], input: string | Uint
 }
 
 export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/**
+ * State files for the services a test file starts: a folder of the file's own (`tempDir(prefix)`,
+ * removed after its last test), and a new file name in it at each call.
+ */
+export function stateFiles(prefix: string): () => string {
+  const dir = tempDir(prefix);
+  let files = 0;
+  return () => join(dir, `s${files++}.db`);
+}
