@@ -155,7 +155,7 @@ describe('backup', () => {
       [['--state', state, '--out', inUse], `--out ${inUse}: a state with ${inUse}-wal beside it, so a process may have it open: stop what uses it (and remove those files) before replacing it, or give another path`],
       [['--state', state, '--out', join(dir, 'no-folder', 'x.db')], `${join(dir, 'no-folder', 'x.db')}: cannot write (ENOENT): there is no folder ${join(dir, 'no-folder')}`],
       // Before: taken for a path, its password printed in "there is no folder postgres://rb:hunter2@...".
-      // Now a copy into that schema (test/backup-postgres.test.ts), here to a server that is not there.
+      // Now a copy into that schema (test/backup-postgres-copy.test.ts), here to a server that is not there.
       [['--state', state, '--out', 'postgres://rb:hunter2@127.0.0.1:1/rl?schema=run7'], 'postgres://rb:***@127.0.0.1:1/rl?schema=run7: cannot open the state database (connect ECONNREFUSED 127.0.0.1:1)'],
     ];
     for (const [args, message] of cases) {

@@ -53,7 +53,7 @@ const insertPooled = (s: string) =>
  * same order (`plan` on a state under PARTIAL_READ_PROMPTS prompts): the plans are the same
  * bytes. Rows kept by observes add differences (store/pooled.ts) and differ from a fresh sum
  * in the last bits (relative ~1e-15 a batch); so do these from the file's own, and from a
- * schema that observed the same results (test/backup-postgres.test.ts checks within 1e-12). A failure, or the process killed, leaves the schema as it was (the
+ * schema that observed the same results (test/backup-postgres-copy.test.ts checks within 1e-12). A failure, or the process killed, leaves the schema as it was (the
  * server rolls the transaction back; a schema it made is gone with it).
  *
  * A schema that already holds prompts, claimed keys or a last step is refused (BAD_OPTION),
