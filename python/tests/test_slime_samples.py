@@ -14,7 +14,7 @@ import unittest
 from unittest import mock
 
 from . import slime_sim, slime_upstream, support
-from .test_slime import LABELS, _RolloutCase
+from .slime_case import LABELS, _RolloutCase
 from rollout_budget import group_advantages, stable_prompt_id
 from rollout_budget.config import Settings
 
