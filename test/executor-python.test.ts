@@ -7,7 +7,7 @@ import { CLI, ROOT } from './service-helpers.js';
 // b178a3c, slime at 624b824, with its image prompts and fanned-out rollouts, test_slime_samples; verl's agent loops with the plan's seeds, test_verl_agent_loop), which needs torch: Debian's python3-torch under /usr/bin/python3
 // (and python3-omegaconf for verl's agent-loop config file, python3-pandas for pandas' missing values and torch tensors as ids and rewards in test_plan; .ci/setup-python.sh installs them). Without it: skipped with a message locally, a failure in CI.
 const SYSTEM_PYTHON = '/usr/bin/python3';
-const MODULES = ['tests.test_verl_upstream', 'tests.test_verl_e2e', 'tests.test_verl_checkpoint', 'tests.test_slime', 'tests.test_slime_post_process', 'tests.test_slime_rounds', 'tests.test_slime_checkpoint', 'tests.test_slime_samples', 'tests.test_dataset', 'tests.test_numpy_values', 'tests.test_verl_agent_loop', 'tests.test_plan'];
+const MODULES = ['tests.test_verl_upstream', 'tests.test_verl_e2e', 'tests.test_verl_batch_shape', 'tests.test_verl_rounds', 'tests.test_verl_reward_model', 'tests.test_verl_checkpoint', 'tests.test_slime', 'tests.test_slime_post_process', 'tests.test_slime_rounds', 'tests.test_slime_checkpoint', 'tests.test_slime_samples', 'tests.test_dataset', 'tests.test_numpy_values', 'tests.test_verl_agent_loop', 'tests.test_plan'];
 
 function hasTorch(): boolean {
   const probe = spawnSync(SYSTEM_PYTHON, ['-c', 'import torch, numpy, httpx, PIL, omegaconf, pandas'], { encoding: 'utf8' });
