@@ -103,8 +103,8 @@ function apiKeyOf(o: ExecFlags): string | undefined {
   return bearerSecret(o.apiKey, '--api-key', API_KEY_ENV, true);
 }
 
-/** The options the flags give before any server is asked: the endpoints (at least one) and what checkExecuteInputs needs. */
-function localOptions(o: ExecFlags, origin: ExecuteOptions['origin'] = {}): InputCheckOptions & { readonly endpoints: string[]; readonly apiKey?: string } {
+/** The options the flags give before any input is read or server asked: the endpoints (at least one) and what checkExecuteInputs needs, its origin (where the inputs came from) left for the caller. */
+function localOptions(o: ExecFlags): InputCheckOptions & { readonly endpoints: string[]; readonly apiKey?: string } {
   const endpoints = o.endpoint ?? [];
   if (endpoints.length === 0) throw badOption('give at least one --endpoint <url>');
   if (o.extraBody !== undefined) checkExtraBody(o.extraBody, o.temperature);
@@ -114,7 +114,7 @@ function localOptions(o: ExecFlags, origin: ExecuteOptions['origin'] = {}): Inpu
     ...(apiKey === undefined ? {} : { apiKey }),
     verifier: verifierFrom(o.verifier, undefined, { timeoutMs: o.verifierTimeout * 1000 }),
     promptField: o.promptField,
-    origin,
+    origin: {},
     ...(o.api === undefined ? {} : { api: o.api }),
     defaultMaxTokens: o.maxTokens,
   };
@@ -201,10 +201,10 @@ export function registerExecutorCommands(program: Command, io: CliIo): void {
     .option('--out <path|->', 'results JSONL, as `observe` takes it', '-')
     .action(async (opts) => {
       checkOutput(opts.out, { '--plan': opts.plan, '--prompts': opts.prompts, '--state': opts.state }); // before the generation, which a mistyped --out folder would waste
-      localOptions(opts); // --endpoint, --verifier, --extra-body, the API key: before the plan and the prompts are read
+      const flags = localOptions(opts); // --endpoint, --verifier, --extra-body, the API key: before the plan and the prompts are read
       const { plan, prompts, origin } = await readPlanInputs(io, opts.plan, opts.prompts);
       // Bad input is named before a server is asked who it is or the state is opened.
-      const local = localOptions(opts, origin);
+      const local = { ...flags, origin };
       checkExecuteInputs(plan, prompts, local);
       const created = isNewStateFile(opts.state);
       const partials = new PartialStore(opts.state);
@@ -253,14 +253,14 @@ export function registerExecutorCommands(program: Command, io: CliIo): void {
   loop.action(async (opts) => {
     // A flag the library rejects (an unknown --policy) before the prompts are read and the servers asked (a 10⁶-line file took 3.7 s).
     checkPlanCall(budgetFrom(opts), planOptionsFrom(opts), createRegistries());
-    localOptions(opts); // --endpoint, --verifier, --extra-body, the API key: before the prompts are read too
+    const flags = localOptions(opts); // --endpoint, --verifier, --extra-body, the API key: before the prompts are read too
     const input = await readInput(io, opts.prompts);
     // --max-tokens fills the candidates' max_tokens where they have none, as `plan --max-tokens`
     // does: the planner then knows the limit the server is sent (it assumed 1024 a rollout, and a
     // token budget planned 29 rollouts where 100 fit).
     const candidates = parsePrompts(input.text, input.name).map((c) => (c.max_tokens === undefined ? { ...c, max_tokens: opts.maxTokens as number } : c));
     requirePrompts(candidates.length, input.name);
-    const local = localOptions(opts, { prompts: input.name });
+    const local = { ...flags, origin: { prompts: input.name } };
     const created = isNewStateFile(opts.state);
     const partials = new PartialStore(opts.state); // first: it says why a PostgreSQL state is refused here
     let allocator: Allocator | undefined;
