@@ -3,10 +3,9 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import pg from 'pg';
 import { describe, expect, it } from 'vitest';
-import { base, ok, pgState, run, runFiles, schemaOf, withPg } from './backup-postgres-helpers.js';
+import { base, ok, seededState, pgState, run, runFiles, schemaOf, withPg } from './backup-postgres-helpers.js';
 import { cli } from './cli-helpers.js';
 import { CLI, dropPgSchema, freshPgUrl } from './service-helpers.js';
-import { Database } from './sqlite.js';
 import { tempDir } from './temp.js';
 
 // `backup --state <sqlite file> --out postgres://...?schema=<name>` beside other commands: it
@@ -54,10 +53,7 @@ describe.skipIf(base === undefined)('backup --out postgres://...?schema=<name>',
     // Found by a review of the change: the copy made its schema, then let the one database-wide
     // lock go; a plan on that schema meanwhile failed ("duplicate key ... pg_namespace"), holding
     // that lock while it waited, so every command's connect on any schema waited too.
-    const dir = tempDir('rb-pgmove-');
-    const state = join(dir, 'state.db');
-    await ok(['observe', '--state', state, '--results', '-'], '{"prompt_id":"seed","reward":1,"rollout_id":"seed#0","step":0}\n');
-    const db = new Database(state);
+    const { dir, state, db } = await seededState();
     db.exec(`WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 400000) INSERT INTO seen (rollout_id) SELECT 'x-' || i FROM n`);
     db.close();
     const url = `${freshPgUrl(base!)}&application_name=rb_pgmove_race`;

@@ -3,7 +3,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import pg from 'pg';
 import { describe, expect, it } from 'vitest';
-import { base, ok, pgState, run, runFiles, schemaThere, sqliteState } from './backup-postgres-helpers.js';
+import { base, ok, seededState, pgState, run, runFiles, schemaThere, sqliteState } from './backup-postgres-helpers.js';
 import { cli } from './cli-helpers.js';
 import { CLI, dropPgSchema, freshPgUrl } from './service-helpers.js';
 import { Database } from './sqlite.js';
@@ -99,10 +99,7 @@ describe.skipIf(base === undefined)('backup --out postgres://...?schema=<name>',
   });
 
   it('streams a state larger than its batches (12,000 prompts, 60,000 claimed keys); a kill -9 mid-copy leaves no schema', async () => {
-    const dir = tempDir('rb-pgmove-');
-    const state = join(dir, 'state.db');
-    await ok(['observe', '--state', state, '--results', '-'], '{"prompt_id":"seed","reward":1,"rollout_id":"seed#0","step":0}\n');
-    const db = new Database(state);
+    const { state, db } = await seededState();
     db.exec(`WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 12000)
       INSERT INTO prompts (id, grp, successes, failures, last_step, rollouts, reward_sum, correct_count, correct_tokens, wrong_count, wrong_tokens, prior_pass_rate, prior_samples)
       SELECT 'p-' || i, CASE WHEN i % 3 = 0 THEN 'g' || (i % 5) END, i % 4, 4 - i % 4, 0, 4, i % 4, i % 4, 100.5 * (i % 4), 4 - i % 4, 80.25 * (4 - i % 4), NULL, NULL FROM n;

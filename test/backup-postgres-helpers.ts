@@ -5,6 +5,7 @@ import { expect } from 'vitest';
 import { cli } from './cli-helpers.js';
 import { pgUrl } from './service-helpers.js';
 import { Database } from './sqlite.js';
+import { tempDir } from './temp.js';
 
 // What the tests of `backup --out postgres://...?schema=<name>` share (test/backup-postgres-*.test.ts):
 // the test server's URL, a state's tables read from PostgreSQL and from SQLite, and a run of plans
@@ -88,6 +89,17 @@ export async function ok(args: string[], stdin = '') {
   const r = await cli(args, stdin);
   expect(r.code, `${args.join(' ')}: ${r.stderr}`).toBe(0);
   return r;
+}
+
+/**
+ * A SQLite state in a new temp folder holding one observed rollout (`seed`, its key `seed#0`),
+ * its tables made by the CLI, for a test to fill by SQL; `db` open on it (the test closes it).
+ */
+export async function seededState(): Promise<{ dir: string; state: string; db: InstanceType<typeof Database> }> {
+  const dir = tempDir('rb-pgmove-');
+  const state = join(dir, 'state.db');
+  await ok(['observe', '--state', state, '--results', '-'], '{"prompt_id":"seed","reward":1,"rollout_id":"seed#0","step":0}\n');
+  return { dir, state, db: new Database(state) };
 }
 
 /** Plans, then observes each step's results into `state`: what a trainer does (plans record groups and hints). */

@@ -1,7 +1,7 @@
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { base, ok, pgState, run, runFiles, schemaOf, schemaThere, sqliteState, withPg } from './backup-postgres-helpers.js';
+import { base, ok, seededState, pgState, run, runFiles, schemaOf, schemaThere, sqliteState, withPg } from './backup-postgres-helpers.js';
 import { cli } from './cli-helpers.js';
 import { dropPgSchema, freshPgUrl } from './service-helpers.js';
 import { Database } from './sqlite.js';
@@ -97,10 +97,7 @@ describe.skipIf(base === undefined)('backup --out postgres://...?schema=<name>',
   });
 
   it('a row PostgreSQL refuses after a whole batch went in rolls the copy back: the schema holds nothing of it', async () => {
-    const dir = tempDir('rb-pgmove-');
-    const state = join(dir, 'state.db');
-    await ok(['observe', '--state', state, '--results', '-'], '{"prompt_id":"seed","reward":1,"rollout_id":"seed#0","step":0}\n');
-    const db = new Database(state);
+    const { state, db } = await seededState();
     // 12,000 prompts (two batches); the last one's rollouts 2.5, which SQLite keeps and a bigint column refuses.
     db.exec(`WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 12000)
       INSERT INTO prompts (id, grp, successes, failures, last_step, rollouts, reward_sum, correct_count, correct_tokens, wrong_count, wrong_tokens)
